@@ -1,0 +1,998 @@
+//! Validates one parsed file and compiles it into a domain's lookup tree.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
+use serde_saphyr::Spanned;
+
+use super::error::ConfigError;
+use super::glob::Glob;
+use super::limits::{DomainLimits, Level, Node, ValueMatch};
+use super::raw::{RawDescriptor, RawFile, RawRateLimit};
+use super::rule::{Rule, RuleLimit, push_namespace_segment, window_ms};
+use super::unit::Unit;
+
+const UNITS: &str = "second, minute, hour, day, week, month or year";
+
+/// The domain of a file and the line it is named on.
+pub(crate) struct CompiledDomain {
+    pub limits: DomainLimits,
+    pub line: Option<usize>,
+}
+
+/// Checks `raw` and builds its domain, pushing every problem to `errors`.
+/// Returns the domain whenever it has a name, even if other parts are wrong,
+/// so that a duplicate domain is still reported.
+pub(crate) fn compile_file(
+    file: &str,
+    raw: &RawFile,
+    errors: &mut Vec<ConfigError>,
+) -> Option<CompiledDomain> {
+    let first_error = errors.len();
+    let domain = match &raw.domain {
+        None if raw.descriptors.is_none() => {
+            let problem = "the file declares nothing; expected `domain` and `descriptors`";
+            errors.push(ConfigError::new(file, None, "", problem));
+            None
+        }
+        None => {
+            errors.push(ConfigError::new(file, None, "domain", "missing `domain`"));
+            None
+        }
+        Some(d) if d.value.is_empty() => {
+            errors.push(ConfigError::new(
+                file,
+                line_of(d),
+                "domain",
+                "`domain` is empty",
+            ));
+            None
+        }
+        Some(d) => Some(d),
+    };
+    let mut compiler = Compiler {
+        file,
+        errors,
+        rules: Vec::new(),
+    };
+    let domain_name = domain.map_or("", |d| d.value.as_str());
+    let root = match &raw.descriptors {
+        Some(descriptors) => compiler.level(descriptors, "", "", domain_name),
+        None => Level::default(),
+    };
+    let rules = compiler.rules;
+    // Checks run field by field; report in the order of the file.
+    if let Some(new_errors) = errors.get_mut(first_error..) {
+        new_errors.sort_by_key(|e| e.line);
+    }
+    domain.map(|d| CompiledDomain {
+        limits: DomainLimits::new(d.value.as_str().into(), root, rules),
+        line: line_of(d),
+    })
+}
+
+struct Compiler<'a> {
+    file: &'a str,
+    errors: &'a mut Vec<ConfigError>,
+    /// Rules in config order (pre-order).
+    rules: Vec<Arc<Rule>>,
+}
+
+/// Where a descriptor of a level was first declared, to name it in a
+/// duplicate error.
+struct FirstSeen {
+    place: String,
+    line: Option<usize>,
+}
+
+impl Compiler<'_> {
+    fn error(&mut self, line: Option<usize>, place: &str, problem: impl Into<String>) {
+        self.errors
+            .push(ConfigError::new(self.file, line, place, problem));
+    }
+
+    /// Compiles one `descriptors` list. `prefix` is the place of the parent
+    /// with a trailing `.` (empty at the root), `namespace` and `path` the
+    /// parent's rule namespace and human-readable path.
+    fn level(
+        &mut self,
+        descriptors: &[Spanned<RawDescriptor>],
+        prefix: &str,
+        namespace: &str,
+        path: &str,
+    ) -> Level {
+        let mut level = Level::default();
+        let mut seen: HashMap<(&str, Option<&str>), FirstSeen> = HashMap::new();
+        for (i, spanned) in descriptors.iter().enumerate() {
+            let place = format!("{prefix}descriptors[{i}]");
+            let line = line_of(spanned);
+            let descriptor = &spanned.value;
+
+            let key = match &descriptor.key {
+                None => {
+                    self.error(line, &place, "descriptor has no `key`");
+                    None
+                }
+                Some(k) if k.value.is_empty() => {
+                    self.error(line_of(k), &format!("{place}.key"), "`key` is empty");
+                    None
+                }
+                Some(k) => Some(k.value.as_str()),
+            };
+            // As upstream: an empty value is no value.
+            let value = descriptor
+                .value
+                .as_ref()
+                .map(|v| v.value.as_str())
+                .filter(|v| !v.is_empty());
+
+            let mut insertable = key.is_some();
+            if let Some(key) = key {
+                match seen.entry((key, value)) {
+                    Entry::Occupied(first) => {
+                        let first = first.get();
+                        let what = match value {
+                            Some(value) => format!("key `{key}` with value `{value}`"),
+                            None => format!("key `{key}` without value"),
+                        };
+                        let at = match first.line {
+                            Some(l) => format!("{} (line {l})", first.place),
+                            None => first.place.clone(),
+                        };
+                        self.error(
+                            line,
+                            &place,
+                            format!("duplicate descriptor: {what} is already declared at {at}"),
+                        );
+                        insertable = false;
+                    }
+                    Entry::Vacant(slot) => {
+                        slot.insert(FirstSeen {
+                            place: place.clone(),
+                            line,
+                        });
+                    }
+                }
+            }
+
+            let key_text = key.unwrap_or("");
+            let mut node_namespace = namespace.to_owned();
+            push_namespace_segment(&mut node_namespace, key_text, value);
+            let node_path = match value {
+                Some(value) => format!("{path}.{key_text}_{value}"),
+                None => format!("{path}.{key_text}"),
+            };
+
+            let rule = descriptor.rate_limit.as_ref().and_then(|rate_limit| {
+                self.rule(rate_limit, descriptor, &place, &node_namespace, &node_path)
+            });
+            let children = match &descriptor.descriptors {
+                Some(children) => {
+                    self.level(children, &format!("{place}."), &node_namespace, &node_path)
+                }
+                None => Level::default(),
+            };
+
+            if let (true, Some(key)) = (insertable, key) {
+                let value = match value {
+                    None => ValueMatch::Any,
+                    Some(value) => match Glob::new(value) {
+                        Some(glob) => ValueMatch::Wildcard(glob),
+                        None => ValueMatch::Exact(value.into()),
+                    },
+                };
+                level.insert(key, value, Node { rule, children });
+            }
+        }
+        level
+    }
+
+    /// Checks a `rate_limit` block; the rule, or `None` if it is invalid.
+    fn rule(
+        &mut self,
+        spanned: &Spanned<RawRateLimit>,
+        descriptor: &RawDescriptor,
+        descriptor_place: &str,
+        namespace: &str,
+        path: &str,
+    ) -> Option<Arc<Rule>> {
+        let place = format!("{descriptor_place}.rate_limit");
+        let line = line_of(spanned);
+        let raw = &spanned.value;
+
+        let limit = if raw.unlimited.as_ref().is_some_and(|u| u.value) {
+            self.unlimited(raw, &place)
+        } else {
+            self.limited(raw, &place, line)
+        };
+
+        // As upstream: an empty name is no name.
+        let name = raw
+            .name
+            .as_ref()
+            .map(|n| n.value.as_str())
+            .filter(|n| !n.is_empty());
+        let mut replaces = Vec::new();
+        let mut replaces_ok = true;
+        for (j, entry) in raw.replaces.iter().flatten().enumerate() {
+            let entry_place = format!("{place}.replaces[{j}]");
+            match &entry.value.name {
+                None => {
+                    self.error(line_of(entry), &entry_place, "missing `name` in `replaces`");
+                    replaces_ok = false;
+                }
+                Some(n) if n.value.is_empty() => {
+                    self.error(
+                        line_of(n),
+                        &format!("{entry_place}.name"),
+                        "empty `name` in `replaces`",
+                    );
+                    replaces_ok = false;
+                }
+                Some(n) if Some(n.value.as_str()) == name => {
+                    self.error(
+                        line_of(n),
+                        &format!("{entry_place}.name"),
+                        format!(
+                            "a rule cannot replace itself: `{}` is this rule's own `name`",
+                            n.value
+                        ),
+                    );
+                    replaces_ok = false;
+                }
+                Some(n) => replaces.push(Arc::from(n.value.as_str())),
+            }
+        }
+
+        let limit = limit?;
+        if !replaces_ok {
+            return None;
+        }
+        let rule = Arc::new(Rule {
+            namespace: namespace.into(),
+            limit,
+            name: name.map(Arc::from),
+            replaces: replaces.into_boxed_slice(),
+            shadow_mode: descriptor.shadow_mode.unwrap_or(false),
+            detailed_metric: descriptor.detailed_metric.unwrap_or(false),
+            path: path.into(),
+        });
+        self.rules.push(rule.clone());
+        Some(rule)
+    }
+
+    fn unlimited(&mut self, raw: &RawRateLimit, place: &str) -> Option<RuleLimit> {
+        let mut ok = true;
+        if let Some(unit) = &raw.unit {
+            self.error(
+                line_of(unit),
+                &format!("{place}.unit"),
+                "`unlimited: true` must not be combined with `unit`",
+            );
+            ok = false;
+        }
+        if let Some(multiplier) = &raw.unit_multiplier {
+            self.error(
+                line_of(multiplier),
+                &format!("{place}.unit_multiplier"),
+                "`unlimited: true` must not be combined with `unit_multiplier`",
+            );
+            ok = false;
+        }
+        // `requests_per_unit` is ignored, as upstream does.
+        ok.then_some(RuleLimit::Unlimited)
+    }
+
+    fn limited(
+        &mut self,
+        raw: &RawRateLimit,
+        place: &str,
+        line: Option<usize>,
+    ) -> Option<RuleLimit> {
+        let unit = match &raw.unit {
+            None => {
+                self.error(
+                    line,
+                    place,
+                    format!("missing `unit` ({UNITS}), or `unlimited: true`"),
+                );
+                None
+            }
+            Some(u) => {
+                let unit = Unit::parse(&u.value);
+                if unit.is_none() {
+                    self.error(
+                        line_of(u),
+                        &format!("{place}.unit"),
+                        format!("unknown unit `{}`; expected {UNITS}", u.value),
+                    );
+                }
+                unit
+            }
+        };
+        // Upstream silently reads a missing value as 0 (always over): make
+        // that choice explicit.
+        let requests_per_unit = match &raw.requests_per_unit {
+            None => {
+                self.error(
+                    line,
+                    place,
+                    "missing `requests_per_unit`; write `requests_per_unit: 0` explicitly \
+                     for a limit that is always over",
+                );
+                None
+            }
+            Some(r) => Some(r.value),
+        };
+        let unit_multiplier = match &raw.unit_multiplier {
+            None => Some(1),
+            Some(m) if m.value == 0 => {
+                self.error(
+                    line_of(m),
+                    &format!("{place}.unit_multiplier"),
+                    "`unit_multiplier` must be at least 1",
+                );
+                None
+            }
+            Some(m) => Some(m.value),
+        };
+        let (unit, requests_per_unit, unit_multiplier) =
+            (unit?, requests_per_unit?, unit_multiplier?);
+        if window_ms(unit, unit_multiplier).is_none() {
+            let multiplier_line = raw.unit_multiplier.as_ref().and_then(line_of);
+            self.error(
+                multiplier_line,
+                &format!("{place}.unit_multiplier"),
+                format!(
+                    "a window of {unit_multiplier} × {unit} is too long to count in milliseconds"
+                ),
+            );
+            return None;
+        }
+        Some(RuleLimit::Limited {
+            requests_per_unit,
+            unit,
+            unit_multiplier,
+        })
+    }
+}
+
+/// The 1-based line of a node, `None` when serde-saphyr did not know it.
+pub(crate) fn line_of<T>(spanned: &Spanned<T>) -> Option<usize> {
+    match spanned.referenced.line() {
+        0 => None,
+        line => usize::try_from(line).ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load::load_str;
+    use super::super::{ConfigError, LimitsConfig, RuleLimit, Unit};
+
+    fn load(yaml: &str) -> LimitsConfig {
+        match load_str("test.yaml", yaml) {
+            Ok(config) => config,
+            Err(e) => panic!("config rejected:\n{e}"),
+        }
+    }
+
+    fn errors(yaml: &str) -> Vec<ConfigError> {
+        match load_str("bad.yaml", yaml) {
+            Ok(_) => panic!("config accepted:\n{yaml}"),
+            Err(e) => e.into_vec(),
+        }
+    }
+
+    /// The only error, rendered.
+    fn error(yaml: &str) -> String {
+        let errors = errors(yaml);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        errors[0].to_string()
+    }
+
+    fn find<'c>(
+        config: &'c LimitsConfig,
+        domain: &str,
+        entries: &[(&str, &str)],
+    ) -> Option<&'c super::Rule> {
+        config
+            .domain(domain)
+            .and_then(|d| d.find(entries.iter().copied()))
+            .map(|r| &**r)
+    }
+
+    fn per(config: &LimitsConfig, domain: &str, entries: &[(&str, &str)]) -> Option<(u32, Unit)> {
+        match find(config, domain, entries)?.limit {
+            RuleLimit::Limited {
+                requests_per_unit,
+                unit,
+                ..
+            } => Some((requests_per_unit, unit)),
+            RuleLimit::Unlimited => None,
+        }
+    }
+
+    // README examples of envoyproxy/ratelimit, unchanged.
+
+    #[test]
+    fn readme_example_1_mongo_cps() {
+        let c = load(
+            "domain: mongo_cps
+descriptors:
+  - key: database
+    value: users
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+
+  - key: database
+    value: default
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+",
+        );
+        assert_eq!(
+            per(&c, "mongo_cps", &[("database", "users")]),
+            Some((500, Unit::Second))
+        );
+        assert_eq!(
+            per(&c, "mongo_cps", &[("database", "default")]),
+            Some((500, Unit::Second))
+        );
+        assert!(find(&c, "mongo_cps", &[("database", "other")]).is_none());
+        assert_eq!(
+            c.dump(),
+            "mongo_cps.database_default: unit=SECOND requests_per_unit=500, shadow_mode: false\n\
+             mongo_cps.database_users: unit=SECOND requests_per_unit=500, shadow_mode: false\n"
+        );
+    }
+
+    #[test]
+    fn readme_example_2_messaging() {
+        let c = load(
+            "domain: messaging
+descriptors:
+  # Only allow 5 marketing messages a day
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit:
+          unit: day
+          requests_per_unit: 5
+
+  # Only allow 100 messages a day to any unique phone number
+  - key: to_number
+    rate_limit:
+      unit: day
+      requests_per_unit: 100
+",
+        );
+        let marketing = [("message_type", "marketing"), ("to_number", "2061111111")];
+        assert_eq!(per(&c, "messaging", &marketing), Some((5, Unit::Day)));
+        assert_eq!(
+            per(&c, "messaging", &[("to_number", "2061111111")]),
+            Some((100, Unit::Day))
+        );
+        assert!(find(&c, "messaging", &[("message_type", "marketing")]).is_none());
+        let rule = find(&c, "messaging", &marketing).map(|r| (&*r.path, &*r.namespace));
+        assert_eq!(
+            rule,
+            Some((
+                "messaging.message_type_marketing.to_number",
+                "12:message_type=9:marketing/9:to_number/"
+            ))
+        );
+    }
+
+    #[test]
+    fn readme_example_3_remote_address() {
+        let c = load(
+            "domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+
+  # Black list IP
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit:
+      unit: second
+      requests_per_unit: 0
+",
+        );
+        let d = "edge_proxy_per_ip";
+        assert_eq!(
+            per(&c, d, &[("remote_address", "50.0.0.1")]),
+            Some((10, Unit::Second))
+        );
+        assert_eq!(
+            per(&c, d, &[("remote_address", "50.0.0.5")]),
+            Some((0, Unit::Second))
+        );
+    }
+
+    #[test]
+    fn readme_example_4_nested_path() {
+        let c = load(
+            "domain: example4
+descriptors:
+  - key: key
+    value: value
+    descriptors:
+      - key: subkey
+        rate_limit:
+          requests_per_unit: 300
+          unit: second
+",
+        );
+        let entries = [("key", "value"), ("subkey", "subvalue")];
+        assert_eq!(per(&c, "example4", &entries), Some((300, Unit::Second)));
+        assert!(find(&c, "example4", &[("key", "value")]).is_none());
+    }
+
+    #[test]
+    fn remote_address_with_nested_path() {
+        let c = load(
+            "domain: per_ip_path
+descriptors:
+  - key: remote_address
+    descriptors:
+      - key: path
+        rate_limit:
+          requests_per_unit: 5
+          unit: second
+",
+        );
+        let entries = [("remote_address", "10.0.0.1"), ("path", "/login")];
+        assert_eq!(per(&c, "per_ip_path", &entries), Some((5, Unit::Second)));
+        assert!(find(&c, "per_ip_path", &[("remote_address", "10.0.0.1")]).is_none());
+    }
+
+    #[test]
+    fn readme_example_5_unlimited() {
+        let c = load(
+            "domain: internal
+descriptors:
+  - key: ldap
+    rate_limit:
+      unlimited: true
+
+  - key: azure
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+",
+        );
+        let ldap = find(&c, "internal", &[("ldap", "x")]);
+        assert_eq!(ldap.map(|r| r.limit), Some(RuleLimit::Unlimited));
+        assert_eq!(ldap.and_then(|r| r.duration_ms()), None);
+        assert_eq!(
+            per(&c, "internal", &[("azure", "x")]),
+            Some((100, Unit::Minute))
+        );
+    }
+
+    #[test]
+    fn readme_example_6_shadow_mode() {
+        let c = load(
+            "domain: example6
+descriptors:
+  - key: service
+    descriptors:
+      - key: user
+        value: user-a
+        rate_limit:
+          requests_per_unit: 10
+          unit: second
+        shadow_mode: true
+      - key: user
+        value: user-b
+        rate_limit:
+          requests_per_unit: 20
+          unit: second
+",
+        );
+        let a = find(
+            &c,
+            "example6",
+            &[("service", "auth-service"), ("user", "user-a")],
+        );
+        let b = find(
+            &c,
+            "example6",
+            &[("service", "auth-service"), ("user", "user-b")],
+        );
+        assert_eq!(a.map(|r| r.shadow_mode), Some(true));
+        assert_eq!(b.map(|r| r.shadow_mode), Some(false));
+    }
+
+    #[test]
+    fn readme_example_7_replaces() {
+        let c = load(
+            "domain: example7
+descriptors:
+  - key: key_1
+    value: value_1
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          name: specific_limit
+          requests_per_unit: 5
+          unit: second
+  - key: key_2
+    value: value_2
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          replaces:
+            - name: specific_limit
+          requests_per_unit: 10
+          unit: second
+",
+        );
+        let first = find(
+            &c,
+            "example7",
+            &[("key_1", "value_1"), ("user", "bkthomps")],
+        );
+        let second = find(
+            &c,
+            "example7",
+            &[("key_2", "value_2"), ("user", "bkthomps")],
+        );
+        assert_eq!(
+            first.and_then(|r| r.name.as_deref()),
+            Some("specific_limit")
+        );
+        assert_eq!(
+            second.map(|r| r.replaces.iter().map(|n| &**n).collect::<Vec<_>>()),
+            Some(vec!["specific_limit"])
+        );
+    }
+
+    #[test]
+    fn readme_example_8_detailed_metric() {
+        let c = load(
+            "domain: example8
+descriptors:
+  - key: key1
+    detailed_metric: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+  - key: key1
+    value: value1
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+",
+        );
+        let any = find(&c, "example8", &[("key1", "unspecified_value")]);
+        assert_eq!(
+            any.map(|r| (r.detailed_metric, &*r.path)),
+            Some((true, "example8.key1"))
+        );
+        assert_eq!(
+            per(&c, "example8", &[("key1", "value1")]),
+            Some((20, Unit::Minute))
+        );
+    }
+
+    #[test]
+    fn readme_example_9_and_more_wildcards() {
+        let c = load(
+            r#"domain: example9
+descriptors:
+  - key: key1
+    value: value*
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+  - key: path
+    value: "/foo/*"
+    rate_limit:
+      unit: minute
+      requests_per_unit: 30
+  - key: path
+    value: "/api/*/users"
+    rate_limit:
+      unit: minute
+      requests_per_unit: 40
+"#,
+        );
+        let d = "example9";
+        assert_eq!(per(&c, d, &[("key1", "value_1")]), Some((20, Unit::Minute)));
+        assert_eq!(per(&c, d, &[("key1", "value_2")]), Some((20, Unit::Minute)));
+        assert_eq!(
+            per(&c, d, &[("path", "/foo/bar/baz")]),
+            Some((30, Unit::Minute))
+        );
+        assert_eq!(
+            per(&c, d, &[("path", "/api/v1/users")]),
+            Some((40, Unit::Minute))
+        );
+        assert!(find(&c, d, &[("path", "/api/v1/groups")]).is_none());
+        // All values matched by one wildcard share its counter namespace.
+        let a = find(&c, d, &[("key1", "value_1")]).map(|r| r.namespace.clone());
+        let b = find(&c, d, &[("key1", "value_2")]).map(|r| r.namespace.clone());
+        assert_eq!(a.as_deref(), Some("4:key1=6:value*/"));
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn our_extensions_and_defaults() {
+        let c = load(
+            "domain: ext
+descriptors:
+  - key: a
+    rate_limit:
+      unit: MINUTE
+      requests_per_unit: 7
+      unit_multiplier: 5
+  - key: b
+    value: ''
+    rate_limit: {unit: Hour, requests_per_unit: 1, name: ''}
+    descriptors:
+",
+        );
+        let a = find(&c, "ext", &[("a", "x")]);
+        assert_eq!(a.and_then(|r| r.duration_ms()), Some(300_000));
+        // An empty value or name counts as none, as upstream.
+        let b = find(&c, "ext", &[("b", "anything")]);
+        assert_eq!(
+            b.map(|r| (&*r.path, r.name.is_none())),
+            Some(("ext.b", true))
+        );
+        assert_eq!(c.rule_count(), 2);
+    }
+
+    #[test]
+    fn domain_without_descriptors() {
+        let c = load("domain: empty\n");
+        assert_eq!(c.rule_count(), 0);
+        assert!(c.domain("empty").is_some());
+    }
+
+    // Every rejected case names the file, the line, the place and the problem.
+
+    #[test]
+    fn unknown_unit() {
+        let e = error(
+            "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+",
+        );
+        assert_eq!(
+            e,
+            "bad.yaml:5: descriptors[0].rate_limit.unit: unknown unit `fortnight`; \
+             expected second, minute, hour, day, week, month or year"
+        );
+    }
+
+    #[test]
+    fn missing_unit() {
+        let e = error(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requests_per_unit: 1\n",
+        );
+        assert!(
+            e.starts_with("bad.yaml:5: descriptors[0].rate_limit: missing `unit`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unlimited_with_unit() {
+        let e = error(
+            "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unlimited: true
+      unit: second
+",
+        );
+        assert_eq!(
+            e,
+            "bad.yaml:6: descriptors[0].rate_limit.unit: \
+             `unlimited: true` must not be combined with `unit`"
+        );
+    }
+
+    #[test]
+    fn unlimited_with_unit_multiplier() {
+        let e = error(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit_multiplier: 2}\n",
+        );
+        assert!(
+            e.starts_with("bad.yaml:4: descriptors[0].rate_limit.unit_multiplier: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_requests_per_unit() {
+        let e = error("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n");
+        assert_eq!(
+            e,
+            "bad.yaml:5: descriptors[0].rate_limit: missing `requests_per_unit`; \
+             write `requests_per_unit: 0` explicitly for a limit that is always over"
+        );
+    }
+
+    #[test]
+    fn empty_key_and_missing_key() {
+        let e = error("domain: d\ndescriptors:\n  - key: ''\n");
+        assert_eq!(e, "bad.yaml:3: descriptors[0].key: `key` is empty");
+        let e = error("domain: d\ndescriptors:\n  - value: v\n");
+        assert_eq!(e, "bad.yaml:3: descriptors[0]: descriptor has no `key`");
+    }
+
+    #[test]
+    fn empty_and_missing_domain() {
+        let e = error("domain: ''\n");
+        assert_eq!(e, "bad.yaml:1: domain: `domain` is empty");
+        let e = error("descriptors: []\n");
+        assert_eq!(e, "bad.yaml: domain: missing `domain`");
+    }
+
+    #[test]
+    fn duplicate_descriptors() {
+        let e = error(
+            "domain: d
+descriptors:
+  - key: k
+    value: v
+  - key: k
+  - key: k
+    value: v
+",
+        );
+        assert_eq!(
+            e,
+            "bad.yaml:6: descriptors[2]: duplicate descriptor: key `k` with value `v` \
+             is already declared at descriptors[0] (line 3)"
+        );
+        let e = error(
+            "domain: d
+descriptors:
+  - key: top
+    descriptors:
+      - key: k
+      - key: k
+",
+        );
+        assert_eq!(
+            e,
+            "bad.yaml:6: descriptors[0].descriptors[1]: duplicate descriptor: key `k` \
+             without value is already declared at descriptors[0].descriptors[0] (line 5)"
+        );
+        // Same key and value at different levels or under different parents is fine.
+        load(
+            "domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: k\n  - key: j\n    descriptors:\n      - key: k\n",
+        );
+    }
+
+    #[test]
+    fn replaces_problems() {
+        let e = error(
+            "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      name: mine
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: mine
+",
+        );
+        assert_eq!(
+            e,
+            "bad.yaml:9: descriptors[0].rate_limit.replaces[0].name: \
+             a rule cannot replace itself: `mine` is this rule's own `name`"
+        );
+        let e = error(
+            "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: ''
+",
+        );
+        assert_eq!(
+            e,
+            "bad.yaml:8: descriptors[0].rate_limit.replaces[0].name: empty `name` in `replaces`"
+        );
+    }
+
+    #[test]
+    fn unit_multiplier_zero_and_overflow() {
+        let e = error(
+            "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+      unit_multiplier: 0
+",
+        );
+        assert_eq!(
+            e,
+            "bad.yaml:7: descriptors[0].rate_limit.unit_multiplier: `unit_multiplier` must be at least 1"
+        );
+        let e = error(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1, unit_multiplier: 4000000000}\n",
+        );
+        assert!(
+            e.starts_with("bad.yaml:4: descriptors[0].rate_limit.unit_multiplier: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn all_errors_are_collected_in_document_order() {
+        let errors = errors(
+            "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+  - key: b
+    descriptors:
+      - key: ''
+      - key: c
+        rate_limit:
+          unit: second
+  - key: a
+",
+        );
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "bad.yaml:5: descriptors[0].rate_limit.unit: unknown unit `fortnight`; \
+                 expected second, minute, hour, day, week, month or year",
+                "bad.yaml:9: descriptors[1].descriptors[0].key: `key` is empty",
+                "bad.yaml:12: descriptors[1].descriptors[1].rate_limit: missing `requests_per_unit`; \
+                 write `requests_per_unit: 0` explicitly for a limit that is always over",
+                "bad.yaml:13: descriptors[2]: duplicate descriptor: key `a` without value \
+                 is already declared at descriptors[0] (line 3)",
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_of_a_file_are_sorted_by_line() {
+        let errors = errors(
+            "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      name: self
+      unit: minute
+      requests_per_unit: 1
+      replaces: [{name: self}]
+      unit_multiplier: 0
+",
+        );
+        let lines: Vec<Option<usize>> = errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [Some(8), Some(9)]);
+    }
+}

@@ -1,0 +1,205 @@
+//! Turns the position of a YAML deserialization error into a document path.
+//!
+//! serde-saphyr reports line and column but not which field failed, so the
+//! text is parsed a second time into a schema-free tree with positions, and
+//! the error position is looked up in it. Only used on the error path.
+
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::{DuplicateKeyPolicy, Options, Spanned};
+
+/// Any YAML node; scalars are not kept, only where they are.
+enum Node {
+    Map(Vec<(Spanned<String>, Spanned<Node>)>),
+    Seq(Vec<Spanned<Node>>),
+    Scalar,
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NodeVisitor)
+    }
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML node")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_i128<E>(self, _: i128) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_u128<E>(self, _: u128) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_unit<E>(self) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_none<E>(self) -> Result<Node, E> {
+        Ok(Node::Scalar)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Node, D::Error> {
+        Node::deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Node::Seq(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(key) = map.next_key()? {
+            entries.push((key, map.next_value()?));
+        }
+        Ok(Node::Map(entries))
+    }
+}
+
+/// A position in the document that has a path.
+struct Mark {
+    at: (u64, u64),
+    depth: usize,
+    path: String,
+}
+
+/// The path (`descriptors[0].rate_limit.unit`) of what sits at `line`:`column`
+/// in `yaml`; `Some("")` for the document root, `None` when the text is not
+/// even YAML.
+pub(crate) fn path_at(yaml: &str, line: u64, column: u64) -> Option<String> {
+    let mut options = Options::default();
+    // The error may be a duplicate key: this pass must still see the tree.
+    options.duplicate_keys = DuplicateKeyPolicy::PassThrough;
+    let root: Spanned<Node> = serde_saphyr::from_str_with_options(yaml, options).ok()?;
+    let mut marks = Vec::new();
+    collect(&root, 0, String::new(), &mut marks);
+
+    let at = (line, column);
+    // The outermost node starting exactly there: a map reported for a missing
+    // field starts where its first key does.
+    let exact = marks.iter().filter(|m| m.at == at).min_by_key(|m| m.depth);
+    // Otherwise the last thing that started before.
+    let before = || {
+        marks
+            .iter()
+            .filter(|m| m.at < at)
+            .max_by_key(|m| (m.at, std::cmp::Reverse(m.depth)))
+    };
+    exact.or_else(before).map(|m| m.path.clone())
+}
+
+fn collect(node: &Spanned<Node>, depth: usize, path: String, marks: &mut Vec<Mark>) {
+    match &node.value {
+        Node::Map(entries) => {
+            for (key, value) in entries {
+                let child = if path.is_empty() {
+                    key.value.clone()
+                } else {
+                    format!("{path}.{}", key.value)
+                };
+                marks.push(Mark {
+                    at: position(key),
+                    depth: depth + 1,
+                    path: child.clone(),
+                });
+                collect(value, depth + 1, child, marks);
+            }
+        }
+        Node::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                collect(item, depth + 1, format!("{path}[{i}]"), marks);
+            }
+        }
+        Node::Scalar => {}
+    }
+    marks.push(Mark {
+        at: position(node),
+        depth,
+        path,
+    });
+}
+
+fn position<T>(spanned: &Spanned<T>) -> (u64, u64) {
+    (spanned.referenced.line(), spanned.referenced.column())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const YAML: &str = "\
+domain: d
+descriptors:
+  - key: a
+    vaue: b
+    rate_limit:
+      unit: second
+      requests_per_unit: -5
+  - key: c
+    rate_limit: {unit: second, replaces: [{name: x, extra: 1}]}
+";
+
+    #[test]
+    fn finds_keys_values_and_maps() {
+        assert_eq!(path_at(YAML, 1, 1).as_deref(), Some(""));
+        assert_eq!(path_at(YAML, 3, 5).as_deref(), Some("descriptors[0]"));
+        assert_eq!(path_at(YAML, 4, 5).as_deref(), Some("descriptors[0].vaue"));
+        assert_eq!(
+            path_at(YAML, 7, 26).as_deref(),
+            Some("descriptors[0].rate_limit.requests_per_unit")
+        );
+        assert_eq!(
+            path_at(YAML, 9, 53).as_deref(),
+            Some("descriptors[1].rate_limit.replaces[0].extra")
+        );
+    }
+
+    #[test]
+    fn between_nodes_takes_the_previous_one() {
+        assert_eq!(
+            path_at(YAML, 6, 20).as_deref(),
+            Some("descriptors[0].rate_limit.unit")
+        );
+    }
+
+    #[test]
+    fn not_yaml_has_no_path() {
+        assert_eq!(path_at("a: [\n", 1, 4), None);
+    }
+}

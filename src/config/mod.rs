@@ -1,0 +1,21 @@
+//! Rate-limit configuration: the envoyproxy/ratelimit YAML format (plus
+//! additive extensions such as `unit_multiplier`), validated with file, line
+//! and path in every error, and compiled into one lookup tree per domain.
+
+mod compile;
+mod error;
+mod glob;
+mod limits;
+mod load;
+mod locate;
+mod raw;
+mod rule;
+mod unit;
+mod watch;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use limits::{DomainLimits, LimitsConfig};
+pub use load::{load_path, load_sources, load_str};
+pub use rule::{Rule, RuleLimit};
+pub use unit::Unit;
+pub use watch::{ConfigWatcher, watch};

@@ -1,0 +1,59 @@
+//! The YAML file as written (envoyproxy/ratelimit format plus our extensions).
+//!
+//! Fields that validation reports on are `Spanned` so that errors carry a
+//! line. Fields that may be absent are `Option` so that one missing field does
+//! not hide the other problems of the file.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFile {
+    #[serde(default)]
+    pub domain: Option<Spanned<String>>,
+    #[serde(default)]
+    pub descriptors: Option<Vec<Spanned<RawDescriptor>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDescriptor {
+    #[serde(default)]
+    pub key: Option<Spanned<String>>,
+    #[serde(default)]
+    pub value: Option<Spanned<String>>,
+    #[serde(default)]
+    pub rate_limit: Option<Spanned<RawRateLimit>>,
+    #[serde(default)]
+    pub descriptors: Option<Vec<Spanned<RawDescriptor>>>,
+    #[serde(default)]
+    pub shadow_mode: Option<bool>,
+    #[serde(default)]
+    pub detailed_metric: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRateLimit {
+    #[serde(default)]
+    pub unit: Option<Spanned<String>>,
+    #[serde(default)]
+    pub requests_per_unit: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub unlimited: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
+    #[serde(default)]
+    pub replaces: Option<Vec<Spanned<RawReplaces>>>,
+    /// Our extension: windows of `unit × unit_multiplier`.
+    #[serde(default)]
+    pub unit_multiplier: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReplaces {
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
+}

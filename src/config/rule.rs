@@ -1,0 +1,229 @@
+//! A rate-limit rule: what a matched descriptor is limited to.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use super::unit::Unit;
+
+/// The limit of a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleLimit {
+    /// Always OK; never counted (`unlimited: true`).
+    Unlimited,
+    /// At most `requests_per_unit` per window of `unit × unit_multiplier`;
+    /// `requests_per_unit: 0` is always over.
+    Limited {
+        requests_per_unit: u32,
+        unit: Unit,
+        /// At least 1 (validated at load).
+        unit_multiplier: u32,
+    },
+}
+
+/// A rule declared by a descriptor with a `rate_limit` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Injective encoding of the descriptor path from the domain root to this
+    /// rule: per node `{len}:{key}`, then `={len}:{value}` if it has a value
+    /// pattern, then `/` (lengths in bytes), e.g. `6:tenant=2:a*/4:path/`.
+    /// Distinct rules never share a counter, whatever their keys hold.
+    pub namespace: Arc<str>,
+    pub limit: RuleLimit,
+    pub name: Option<Arc<str>>,
+    /// Names of the rules this one replaces.
+    pub replaces: Box<[Arc<str>]>,
+    pub shadow_mode: bool,
+    pub detailed_metric: bool,
+    /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
+    /// not injective, for logs and metrics only.
+    pub path: Arc<str>,
+}
+
+impl Rule {
+    /// Window length in milliseconds; `None` when unlimited.
+    pub fn duration_ms(&self) -> Option<u64> {
+        match self.limit {
+            RuleLimit::Unlimited => None,
+            RuleLimit::Limited {
+                unit,
+                unit_multiplier,
+                ..
+            } => window_ms(unit, unit_multiplier).or(Some(u64::MAX)),
+        }
+    }
+
+    pub fn is_unlimited(&self) -> bool {
+        matches!(self.limit, RuleLimit::Unlimited)
+    }
+
+    /// One line of `/rlconfig`, in upstream's format plus our extras.
+    pub(crate) fn dump_line(&self) -> String {
+        let mut line = match self.limit {
+            RuleLimit::Unlimited => format!(
+                "{}: unit=UNKNOWN requests_per_unit=0, shadow_mode: {}, unlimited: true",
+                self.path, self.shadow_mode
+            ),
+            RuleLimit::Limited {
+                requests_per_unit,
+                unit,
+                unit_multiplier,
+            } => {
+                let mut line = format!(
+                    "{}: unit={} requests_per_unit={}, shadow_mode: {}",
+                    self.path,
+                    unit.as_proto_name(),
+                    requests_per_unit,
+                    self.shadow_mode
+                );
+                if unit_multiplier != 1 {
+                    line.push_str(&format!(", unit_multiplier: {unit_multiplier}"));
+                }
+                line
+            }
+        };
+        if let Some(name) = &self.name {
+            line.push_str(&format!(", name: {name}"));
+        }
+        if !self.replaces.is_empty() {
+            line.push_str(&format!(", replaces: {}", self.replaces.join(",")));
+        }
+        if self.detailed_metric {
+            line.push_str(", detailed_metric: true");
+        }
+        line
+    }
+}
+
+/// `unit × multiplier` in milliseconds, `None` on overflow.
+pub(crate) fn window_ms(unit: Unit, multiplier: u32) -> Option<u64> {
+    unit.seconds()
+        .checked_mul(u64::from(multiplier))?
+        .checked_mul(1000)
+}
+
+/// Appends one node of a rule's path: `{len}:{key}` then `={len}:{value}` if
+/// the node has a value pattern, then `/`. Lengths are in bytes, so the
+/// reader always knows where a key or value ends and the encoding of a path
+/// is injective.
+pub(crate) fn push_namespace_segment(namespace: &mut String, key: &str, value: Option<&str>) {
+    // Writing to a String cannot fail.
+    let _ = write!(namespace, "{}:{}", key.len(), key);
+    if let Some(value) = value {
+        let _ = write!(namespace, "={}:{}", value.len(), value);
+    }
+    namespace.push('/');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(path: &[(&str, Option<&str>)]) -> String {
+        let mut ns = String::new();
+        for (key, value) in path {
+            push_namespace_segment(&mut ns, key, *value);
+        }
+        ns
+    }
+
+    fn rule(limit: RuleLimit) -> Rule {
+        Rule {
+            namespace: "".into(),
+            limit,
+            name: None,
+            replaces: Box::new([]),
+            shadow_mode: false,
+            detailed_metric: false,
+            path: "d.k".into(),
+        }
+    }
+
+    #[test]
+    fn namespace_example() {
+        assert_eq!(
+            encode(&[("tenant", Some("a*")), ("path", None)]),
+            "6:tenant=2:a*/4:path/"
+        );
+    }
+
+    #[test]
+    fn namespace_is_injective_on_tricky_paths() {
+        let paths: &[&[(&str, Option<&str>)]] = &[
+            // Upstream's `key_value` joins these two into `a_b_c`.
+            &[("a_b", Some("c"))],
+            &[("a", Some("b_c"))],
+            // Separators inside keys and values.
+            &[("a/", None), ("b", None)],
+            &[("a", None), ("/b", None)],
+            &[("a", Some("b/1:c"))],
+            &[("a", Some("b")), ("1:c", None)],
+            &[("a=1:b", None)],
+            &[("a", Some("b"))],
+            &[("a:", Some(""))],
+            &[("a:", None)],
+            &[("k", Some("v=1:x/"))],
+            &[("k", Some("v")), ("x", None)],
+            // Multi-byte: lengths are bytes, not chars.
+            &[("é", Some("x"))],
+            &[("é=1:x", None)],
+        ];
+        let encoded: Vec<String> = paths.iter().map(|p| encode(p)).collect();
+        for (i, a) in encoded.iter().enumerate() {
+            for (j, b) in encoded.iter().enumerate() {
+                if i != j {
+                    assert_ne!(a, b, "{:?} and {:?} collide", paths[i], paths[j]);
+                }
+            }
+        }
+        assert_eq!(encoded[0], "3:a_b=1:c/");
+        assert_eq!(encoded[1], "1:a=3:b_c/");
+    }
+
+    #[test]
+    fn duration() {
+        let limited = |unit, unit_multiplier| {
+            rule(RuleLimit::Limited {
+                requests_per_unit: 1,
+                unit,
+                unit_multiplier,
+            })
+        };
+        assert_eq!(limited(Unit::Second, 1).duration_ms(), Some(1_000));
+        assert_eq!(limited(Unit::Minute, 5).duration_ms(), Some(300_000));
+        assert_eq!(limited(Unit::Year, 1).duration_ms(), Some(31_536_000_000));
+        assert_eq!(rule(RuleLimit::Unlimited).duration_ms(), None);
+        // Not reachable through the loader, which rejects it; no panic anyway.
+        assert_eq!(limited(Unit::Year, u32::MAX).duration_ms(), Some(u64::MAX));
+    }
+
+    #[test]
+    fn dump_lines() {
+        let mut r = rule(RuleLimit::Limited {
+            requests_per_unit: 500,
+            unit: Unit::Second,
+            unit_multiplier: 1,
+        });
+        assert_eq!(
+            r.dump_line(),
+            "d.k: unit=SECOND requests_per_unit=500, shadow_mode: false"
+        );
+        r.limit = RuleLimit::Limited {
+            requests_per_unit: 7,
+            unit: Unit::Minute,
+            unit_multiplier: 5,
+        };
+        r.name = Some("n".into());
+        r.replaces = Box::new(["x".into(), "y".into()]);
+        r.shadow_mode = true;
+        assert_eq!(
+            r.dump_line(),
+            "d.k: unit=MINUTE requests_per_unit=7, shadow_mode: true, unit_multiplier: 5, \
+             name: n, replaces: x,y"
+        );
+        let u = rule(RuleLimit::Unlimited);
+        assert_eq!(
+            u.dump_line(),
+            "d.k: unit=UNKNOWN requests_per_unit=0, shadow_mode: false, unlimited: true"
+        );
+    }
+}

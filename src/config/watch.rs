@@ -1,0 +1,80 @@
+//! Hot reload: watch the config path, validate a change, swap it in atomically.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use notify::RecursiveMode;
+use notify_debouncer_full::{DebounceEventResult, new_debouncer};
+use tokio::sync::mpsc;
+
+use super::{LimitsConfig, load_path};
+use crate::telemetry::Metrics;
+
+/// One editor save is a burst of raw events; they are merged into one reload.
+const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Keeps the file watcher alive; dropping it stops reloading.
+pub struct ConfigWatcher {
+    _debouncer: notify_debouncer_full::Debouncer<
+        notify::RecommendedWatcher,
+        notify_debouncer_full::RecommendedCache,
+    >,
+}
+
+/// Watch `path` (a file or a directory). A file is watched through its directory, since
+/// editors and Kubernetes ConfigMaps replace files rather than write them in place.
+/// A bad change is logged and counted, and the running config stays.
+pub fn watch(
+    path: &Path,
+    limits: Arc<ArcSwap<LimitsConfig>>,
+    metrics: Arc<Metrics>,
+) -> notify::Result<ConfigWatcher> {
+    let (tx, mut rx) = mpsc::channel::<()>(1);
+    let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
+        match result {
+            // A full channel already holds a pending reload: nothing is lost by dropping this.
+            Ok(events) if !events.is_empty() => {
+                let _ = tx.try_send(());
+            }
+            Ok(_) => {}
+            Err(errors) => tracing::warn!(?errors, "config watcher error"),
+        }
+    })?;
+    let watched = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    };
+    debouncer.watch(&watched, RecursiveMode::NonRecursive)?;
+
+    let path = path.to_path_buf();
+    tokio::spawn(async move {
+        while rx.recv().await.is_some() {
+            let to_load = path.clone();
+            let loaded = tokio::task::spawn_blocking(move || load_path(&to_load)).await;
+            match loaded {
+                Ok(Ok(config)) => {
+                    let rules = config.rule_count();
+                    limits.store(Arc::new(config));
+                    metrics.config_loaded(rules);
+                    tracing::info!(path = %path.display(), rules, "limits config reloaded");
+                }
+                Ok(Err(errors)) => {
+                    metrics.config_rejected();
+                    tracing::error!(path = %path.display(), %errors, "limits config change rejected; keeping the running config");
+                }
+                Err(join_error) => {
+                    metrics.config_rejected();
+                    tracing::error!(%join_error, "limits config reload task failed");
+                }
+            }
+        }
+    });
+    Ok(ConfigWatcher {
+        _debouncer: debouncer,
+    })
+}

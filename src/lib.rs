@@ -1,0 +1,11 @@
+//! gcounter-rls: an Envoy external rate-limit service with sliding windows and multi-region
+//! G-Counters. See ARCHITECTURE.md for the codemap.
+
+pub mod admin;
+pub mod cell_key;
+pub mod config;
+pub mod engine;
+pub mod regional;
+pub mod rls;
+pub mod serve;
+pub mod telemetry;

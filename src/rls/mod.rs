@@ -1,0 +1,170 @@
+//! The transport: Envoy's `RateLimitService/ShouldRateLimit` over gRPC.
+//!
+//! It turns a request into plans (config lookup, counter identity, cost), asks the engine for
+//! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
+//! config and the engine; it knows nothing of Redis or SQL.
+
+mod plan;
+mod response;
+mod units;
+mod validate;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tonic::{Request, Response, Status};
+
+pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+pub use response::HeaderNames;
+pub use validate::RequestLimits;
+
+use crate::config::LimitsConfig;
+use crate::engine::{Engine, Hit};
+use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
+use plan::Plan;
+
+/// How the service answers, beyond what the limits config says.
+#[derive(Debug, Clone, Default)]
+pub struct RlsSettings {
+    /// Global shadow mode: everything is counted and reported, everything is answered OK.
+    pub shadow_mode: bool,
+    /// `Some` turns the `RateLimit-*` response headers on.
+    pub response_headers: Option<HeaderNames>,
+    pub request_limits: RequestLimits,
+}
+
+/// The `RateLimitService` implementation.
+pub struct RateLimiter {
+    limits: Arc<ArcSwap<LimitsConfig>>,
+    engine: Arc<Engine>,
+    metrics: Arc<Metrics>,
+    settings: RlsSettings,
+    /// Metric label of request overrides, allocated once.
+    override_label: Arc<str>,
+}
+
+impl RateLimiter {
+    pub fn new(
+        limits: Arc<ArcSwap<LimitsConfig>>,
+        engine: Arc<Engine>,
+        metrics: Arc<Metrics>,
+        settings: RlsSettings,
+    ) -> Self {
+        Self {
+            limits,
+            engine,
+            metrics,
+            settings,
+            override_label: "override".into(),
+        }
+    }
+
+    /// The whole decision for one request, independent of tonic's wrappers.
+    pub async fn should_rate_limit(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, Status> {
+        if let Err(invalid) = validate::validate(request, &self.settings.request_limits) {
+            self.metrics.request(RequestOutcome::InvalidArgument);
+            return Err(Status::invalid_argument(invalid.to_string()));
+        }
+        // One snapshot for the whole request: a reload mid-request cannot mix two configs.
+        let limits = self.limits.load();
+        let Some(domain) = limits.domain(&request.domain) else {
+            // Envoy's convention: an unknown domain is not limited.
+            for _ in &request.descriptors {
+                self.metrics.unmatched();
+            }
+            self.metrics.request(RequestOutcome::Ok);
+            return Ok(RateLimitResponse {
+                overall_code: Code::Ok as i32,
+                statuses: request
+                    .descriptors
+                    .iter()
+                    .map(|_| response::no_limit())
+                    .collect(),
+                ..Default::default()
+            });
+        };
+        let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
+
+        let mut statuses = Vec::with_capacity(plans.len());
+        let mut over_limit = false;
+        for plan in &plans {
+            let status = match plan {
+                Plan::NoLimit => {
+                    self.metrics.unmatched();
+                    response::no_limit()
+                }
+                Plan::Unlimited(rule) => {
+                    self.metrics
+                        .decision(domain.name(), &rule.path, DecisionOutcome::Unlimited);
+                    response::unlimited()
+                }
+                Plan::Limited(limited) => {
+                    let verdict = self
+                        .engine
+                        .check(Hit {
+                            workspace: domain.name(),
+                            namespace: &limited.namespace,
+                            identifier: &limited.identifier,
+                            duration_ms: limited.duration_ms,
+                            limit: u64::from(limited.requests_per_unit),
+                            cost: limited.cost,
+                        })
+                        .await;
+                    let shadow = limited.shadow_mode || self.settings.shadow_mode;
+                    let (code, outcome) = match (verdict.allowed, shadow) {
+                        (true, _) => (Code::Ok, DecisionOutcome::WithinLimit),
+                        (false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
+                        (false, true) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
+                    };
+                    let rule_label = limited.rule_path.as_ref().unwrap_or(&self.override_label);
+                    self.metrics.decision(domain.name(), rule_label, outcome);
+                    if outcome == DecisionOutcome::ShadowOverLimit {
+                        tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
+                    }
+                    over_limit |= code == Code::OverLimit;
+                    response::limited(limited, &verdict, code)
+                }
+            };
+            statuses.push(status);
+        }
+
+        let response_headers_to_add = match &self.settings.response_headers {
+            Some(names) => response::headers(names, &statuses, over_limit),
+            None => Vec::new(),
+        };
+        let overall = if over_limit {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        };
+        self.metrics.request(if over_limit {
+            RequestOutcome::OverLimit
+        } else {
+            RequestOutcome::Ok
+        });
+        Ok(RateLimitResponse {
+            overall_code: overall as i32,
+            statuses,
+            response_headers_to_add,
+            ..Default::default()
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RateLimiter {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        RateLimiter::should_rate_limit(self, request.get_ref())
+            .await
+            .map(Response::new)
+    }
+}

@@ -1,0 +1,224 @@
+//! From a request descriptor to what the engine must decide: the matched rule (or the
+//! request's own override), the counter identity and the cost.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+
+use super::units;
+use crate::config::{DomainLimits, Rule, RuleLimit};
+
+/// What to do with one descriptor.
+#[derive(Debug)]
+pub enum Plan<'c> {
+    /// No rule matched, or the rule was replaced: OK with no `current_limit`.
+    NoLimit,
+    /// `unlimited: true`: OK, nothing counted.
+    Unlimited(&'c Arc<Rule>),
+    Limited(Limited),
+}
+
+/// A descriptor that will be counted.
+#[derive(Debug)]
+pub struct Limited {
+    pub namespace: Arc<str>,
+    pub identifier: String,
+    pub duration_ms: u64,
+    pub requests_per_unit: u32,
+    pub unit: crate::config::Unit,
+    pub name: Option<Arc<str>>,
+    pub shadow_mode: bool,
+    /// The rule's path for metrics and logs; `None` for a request override.
+    pub rule_path: Option<Arc<str>>,
+    /// The matched rule; `None` for a request override.
+    pub rule: Option<Arc<Rule>>,
+    pub cost: u64,
+}
+
+/// Namespaces of request overrides start with `!`, which no config namespace does (they
+/// start with a length digit), so an override never shares a counter with a config rule.
+const OVERRIDE_NAMESPACE: &str = "!override/";
+
+/// Plan every descriptor of a request, then drop the limits that another matched limit
+/// `replaces` (as envoyproxy/ratelimit does).
+pub fn plan<'c>(
+    domain: &'c DomainLimits,
+    descriptors: &[RateLimitDescriptor],
+    request_hits_addend: u32,
+) -> Vec<Plan<'c>> {
+    let mut plans: Vec<Plan<'c>> = descriptors
+        .iter()
+        .map(|d| plan_one(domain, d, request_hits_addend))
+        .collect();
+
+    let replaced: Vec<Arc<str>> = plans
+        .iter()
+        .filter_map(rule_of)
+        .flat_map(|rule| rule.replaces.iter().cloned())
+        .collect();
+    if !replaced.is_empty() {
+        for plan in &mut plans {
+            let is_replaced = rule_of(plan)
+                .and_then(|rule| rule.name.as_ref())
+                .is_some_and(|name| replaced.contains(name));
+            if is_replaced {
+                *plan = Plan::NoLimit;
+            }
+        }
+    }
+    plans
+}
+
+fn rule_of<'p>(plan: &'p Plan<'_>) -> Option<&'p Arc<Rule>> {
+    match plan {
+        Plan::NoLimit => None,
+        Plan::Unlimited(rule) => Some(rule),
+        Plan::Limited(limited) => limited.rule.as_ref(),
+    }
+}
+
+fn plan_one<'c>(
+    domain: &'c DomainLimits,
+    descriptor: &RateLimitDescriptor,
+    request_hits_addend: u32,
+) -> Plan<'c> {
+    let cost = cost(descriptor, request_hits_addend);
+    let identifier = identifier(descriptor);
+
+    if let Some(limit) = &descriptor.limit {
+        // Validation has rejected UNKNOWN units; stay total anyway.
+        let Some(unit) = units::from_proto(limit.unit) else {
+            return Plan::NoLimit;
+        };
+        let mut namespace = String::from(OVERRIDE_NAMESPACE);
+        for entry in &descriptor.entries {
+            let _ = write!(namespace, "{}:{}/", entry.key.len(), entry.key);
+        }
+        return Plan::Limited(Limited {
+            namespace: namespace.into(),
+            identifier,
+            duration_ms: unit.seconds().saturating_mul(1_000),
+            requests_per_unit: limit.requests_per_unit,
+            unit,
+            name: None,
+            // As envoyproxy/ratelimit: an override is never in shadow mode.
+            shadow_mode: false,
+            rule_path: None,
+            rule: None,
+            cost,
+        });
+    }
+
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()));
+    let Some(rule) = domain.find(entries) else {
+        return Plan::NoLimit;
+    };
+    match (&rule.limit, rule.duration_ms()) {
+        (
+            RuleLimit::Limited {
+                requests_per_unit,
+                unit,
+                ..
+            },
+            Some(duration_ms),
+        ) => Plan::Limited(Limited {
+            namespace: Arc::clone(&rule.namespace),
+            identifier,
+            duration_ms,
+            requests_per_unit: *requests_per_unit,
+            unit: *unit,
+            name: rule.name.clone(),
+            shadow_mode: rule.shadow_mode,
+            rule_path: Some(metric_label(rule, descriptor)),
+            rule: Some(Arc::clone(rule)),
+            cost,
+        }),
+        _ => Plan::Unlimited(rule),
+    }
+}
+
+/// `detailed_metric` rules report per value, as envoyproxy/ratelimit does (the rule's path
+/// plus `_` and the last entry's value).
+fn metric_label(rule: &Rule, descriptor: &RateLimitDescriptor) -> Arc<str> {
+    match descriptor.entries.last() {
+        Some(last) if rule.detailed_metric => format!("{}_{}", rule.path, last.value).into(),
+        _ => Arc::clone(&rule.path),
+    }
+}
+
+/// The per-descriptor `hits_addend` wins (0 checks without consuming); otherwise the
+/// request's, where 0 means 1. A refill (`is_negative_hits`) cannot shrink a grow-only
+/// counter, so it is answered as a check that consumes nothing.
+fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
+    if descriptor.is_negative_hits {
+        return 0;
+    }
+    match &descriptor.hits_addend {
+        Some(hits) => hits.value,
+        None => u64::from(request_hits_addend.max(1)),
+    }
+}
+
+/// The request's values, each length-prefixed: injective, so no two value lists share a
+/// counter whatever bytes they hold (`["a:b"]` vs `["a", "b"]` differ).
+fn identifier(descriptor: &RateLimitDescriptor) -> String {
+    let capacity = descriptor.entries.iter().map(|e| e.value.len() + 8).sum();
+    let mut identifier = String::with_capacity(capacity);
+    for entry in &descriptor.entries {
+        let _ = write!(identifier, "{}:{}", entry.value.len(), entry.value);
+    }
+    identifier
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+
+    fn descriptor(values: &[&str]) -> RateLimitDescriptor {
+        RateLimitDescriptor {
+            entries: values
+                .iter()
+                .map(|v| Entry {
+                    key: "k".into(),
+                    value: (*v).into(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn identifiers_are_injective() {
+        let pairs = [
+            (vec!["a:b"], vec!["a", "b"]),
+            (vec!["1:a"], vec!["a", ""]),
+            (vec!["", ""], vec![""]),
+            (vec!["ab", "c"], vec!["a", "bc"]),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(
+                identifier(&descriptor(&a)),
+                identifier(&descriptor(&b)),
+                "{a:?} vs {b:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn cost_follows_hits_addend_rules() {
+        let mut d = descriptor(&["x"]);
+        assert_eq!(cost(&d, 0), 1);
+        assert_eq!(cost(&d, 5), 5);
+        d.hits_addend = Some(envoy_types::pb::google::protobuf::UInt64Value { value: 0 });
+        assert_eq!(cost(&d, 5), 0);
+        d.hits_addend = Some(envoy_types::pb::google::protobuf::UInt64Value { value: 7 });
+        assert_eq!(cost(&d, 5), 7);
+        d.is_negative_hits = true;
+        assert_eq!(cost(&d, 5), 0);
+    }
+}

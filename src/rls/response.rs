@@ -1,0 +1,155 @@
+//! Statuses and response headers, shaped as envoyproxy/ratelimit answers them.
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::google::protobuf::Duration;
+
+use super::plan::Limited;
+use super::units;
+use crate::engine::Verdict;
+
+/// Names of the optional response headers (IETF draft `RateLimit-*` fields by default).
+#[derive(Debug, Clone)]
+pub struct HeaderNames {
+    pub limit: String,
+    pub remaining: String,
+    pub reset: String,
+}
+
+impl Default for HeaderNames {
+    fn default() -> Self {
+        Self {
+            limit: "RateLimit-Limit".into(),
+            remaining: "RateLimit-Remaining".into(),
+            reset: "RateLimit-Reset".into(),
+        }
+    }
+}
+
+pub fn no_limit() -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::Ok as i32,
+        ..Default::default()
+    }
+}
+
+/// As envoyproxy/ratelimit: unlimited answers OK with the whole u32 range remaining.
+pub fn unlimited() -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::Ok as i32,
+        limit_remaining: u32::MAX,
+        ..Default::default()
+    }
+}
+
+pub fn limited(limited: &Limited, verdict: &Verdict, code: Code) -> DescriptorStatus {
+    DescriptorStatus {
+        code: code as i32,
+        current_limit: Some(RateLimit {
+            name: limited.name.as_deref().unwrap_or_default().to_owned(),
+            requests_per_unit: limited.requests_per_unit,
+            unit: units::to_proto(limited.unit) as i32,
+        }),
+        limit_remaining: u32::try_from(verdict.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(duration(verdict.until_reset_ms)),
+        quota: None,
+    }
+}
+
+fn duration(ms: u64) -> Duration {
+    Duration {
+        seconds: i64::try_from(ms / 1_000).unwrap_or(i64::MAX),
+        // < 1e9 by construction
+        nanos: ((ms % 1_000) * 1_000_000) as i32,
+    }
+}
+
+/// `RateLimit-Limit/-Remaining/-Reset` for the most constrained limited descriptor (fewest
+/// remaining; an over-limit one first on a tie), plus `Retry-After` when the request is over.
+pub fn headers(
+    names: &HeaderNames,
+    statuses: &[DescriptorStatus],
+    over_limit: bool,
+) -> Vec<HeaderValue> {
+    let constrained = statuses
+        .iter()
+        .filter(|s| s.current_limit.is_some())
+        .min_by_key(|s| (s.limit_remaining, s.code != Code::OverLimit as i32));
+    let Some(status) = constrained else {
+        return Vec::new();
+    };
+    let reset_seconds = status
+        .duration_until_reset
+        .as_ref()
+        .map_or(0, |d| d.seconds + i64::from(d.nanos > 0));
+    let limit = status
+        .current_limit
+        .as_ref()
+        .map_or(0, |l| l.requests_per_unit);
+    let mut headers = vec![
+        header(&names.limit, limit.to_string()),
+        header(&names.remaining, status.limit_remaining.to_string()),
+        header(&names.reset, reset_seconds.to_string()),
+    ];
+    if over_limit {
+        headers.push(header("Retry-After", reset_seconds.to_string()));
+    }
+    headers
+}
+
+fn header(key: &str, value: String) -> HeaderValue {
+    HeaderValue {
+        key: key.to_owned(),
+        value,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: Code, remaining: u32, reset_ms: u64) -> DescriptorStatus {
+        DescriptorStatus {
+            code: code as i32,
+            current_limit: Some(RateLimit {
+                requests_per_unit: 10,
+                ..Default::default()
+            }),
+            limit_remaining: remaining,
+            duration_until_reset: Some(duration(reset_ms)),
+            quota: None,
+        }
+    }
+
+    #[test]
+    fn headers_describe_the_most_constrained_descriptor() {
+        let statuses = [
+            no_limit(),
+            status(Code::Ok, 5, 30_000),
+            status(Code::OverLimit, 0, 1_500),
+            status(Code::Ok, 0, 9_000),
+        ];
+        let headers = headers(&HeaderNames::default(), &statuses, true);
+        let pairs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|h| (h.key.as_str(), h.value.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("RateLimit-Limit", "10"),
+                ("RateLimit-Remaining", "0"),
+                ("RateLimit-Reset", "2"),
+                ("Retry-After", "2"),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_limited_descriptor_means_no_headers() {
+        assert!(headers(&HeaderNames::default(), &[no_limit(), unlimited()], false).is_empty());
+    }
+}

@@ -1,0 +1,210 @@
+//! `gcounter-rls serve`: wires config, engine, origin, transport and admin together, and
+//! owns their lifecycle (start-up, hot reload, graceful shutdown).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::admin::{self, AdminState};
+use crate::config;
+use crate::engine::{Engine, EngineSettings, SystemClock};
+use crate::regional::{InProcessOrigin, RegionalOrigin};
+use crate::rls::{HeaderNames, RateLimitServiceServer, RateLimiter, RlsSettings};
+use crate::telemetry::Metrics;
+
+/// The longest region name the global counters table holds.
+pub const MAX_REGION_BYTES: usize = 48;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Limits config: a YAML file or a directory of *.yaml files (envoyproxy/ratelimit format).
+    #[arg(long, env = "RLS_CONFIG")]
+    pub config: PathBuf,
+    /// gRPC listen address (RateLimitService and grpc.health.v1).
+    #[arg(long, env = "RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address (/healthz, /rlconfig, /metrics).
+    #[arg(long, env = "RLS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// This process's region (the global counters' component owner).
+    #[arg(long, env = "RLS_REGION", default_value = "local")]
+    pub region: String,
+    /// Cap on window cells held in memory; least recently used are evicted first.
+    #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
+    pub max_cells: usize,
+    /// Answer OK to everything while still counting and reporting over-limit decisions.
+    #[arg(long, env = "RLS_SHADOW_MODE")]
+    pub shadow_mode: bool,
+    /// Add RateLimit-Limit/-Remaining/-Reset (and Retry-After when over) to responses.
+    #[arg(long, env = "RLS_RESPONSE_HEADERS")]
+    pub response_headers: bool,
+    #[arg(long, env = "RLS_LIMIT_HEADER", default_value = "RateLimit-Limit")]
+    pub limit_header: String,
+    #[arg(
+        long,
+        env = "RLS_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
+    pub remaining_header: String,
+    #[arg(long, env = "RLS_RESET_HEADER", default_value = "RateLimit-Reset")]
+    pub reset_header: String,
+    /// On shutdown, how long in-flight requests may take before connections are cut
+    /// (a half-open client must not keep the process, and its pending replay, hostage).
+    #[arg(long, env = "RLS_DRAIN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+impl ServeArgs {
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.region.is_empty() || self.region.len() > MAX_REGION_BYTES {
+            anyhow::bail!(
+                "--region must be 1 to {MAX_REGION_BYTES} bytes, got {} bytes",
+                self.region.len()
+            );
+        }
+        if self.max_cells == 0 {
+            anyhow::bail!("--max-cells must be at least 1");
+        }
+        Ok(())
+    }
+
+    fn rls_settings(&self) -> RlsSettings {
+        RlsSettings {
+            shadow_mode: self.shadow_mode,
+            response_headers: self.response_headers.then(|| HeaderNames {
+                limit: self.limit_header.clone(),
+                remaining: self.remaining_header.clone(),
+                reset: self.reset_header.clone(),
+            }),
+            ..RlsSettings::default()
+        }
+    }
+}
+
+/// Run until SIGTERM or SIGINT.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    args.validate()?;
+    let loaded = config::load_path(&args.config)
+        .map_err(|errors| anyhow::anyhow!("invalid limits config:\n{errors}"))?;
+    let metrics = Arc::new(Metrics::new());
+    metrics.config_loaded(loaded.rule_count());
+    tracing::info!(path = %args.config.display(), rules = loaded.rule_count(), "limits config loaded");
+    let limits = Arc::new(ArcSwap::from_pointee(loaded));
+
+    let settings = EngineSettings {
+        max_cells: args.max_cells,
+        ..EngineSettings::default()
+    };
+    let origin: Arc<dyn RegionalOrigin> = Arc::new(InProcessOrigin::new(args.max_cells));
+    let engine = Arc::new(Engine::new(settings, origin, Arc::new(SystemClock)));
+
+    let _watcher = config::watch(&args.config, Arc::clone(&limits), Arc::clone(&metrics))
+        .with_context(|| format!("cannot watch {}", args.config.display()))?;
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let serving = Arc::new(AtomicBool::new(true));
+
+    let grpc_listener = TcpListener::bind(args.grpc_addr)
+        .await
+        .with_context(|| format!("cannot listen on --grpc-addr {}", args.grpc_addr))?;
+    let http_listener = TcpListener::bind(args.http_addr)
+        .await
+        .with_context(|| format!("cannot listen on --http-addr {}", args.http_addr))?;
+
+    let background =
+        tokio::spawn(Arc::clone(&engine).run_background(shutdown_signal(shutdown_rx.clone())));
+
+    let admin = admin::router(AdminState {
+        limits: Arc::clone(&limits),
+        metrics: Arc::clone(&metrics),
+        engine: Arc::clone(&engine),
+        serving: Arc::clone(&serving),
+    });
+    let http = tokio::spawn(
+        axum::serve(http_listener, admin)
+            .with_graceful_shutdown(shutdown_signal(shutdown_rx.clone()))
+            .into_future(),
+    );
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<RateLimitServiceServer<RateLimiter>>()
+        .await;
+    let limiter = RateLimiter::new(
+        Arc::clone(&limits),
+        Arc::clone(&engine),
+        Arc::clone(&metrics),
+        args.rls_settings(),
+    );
+    let grpc = tokio::spawn(
+        tonic::transport::Server::builder()
+            // Drop peers that vanished without closing (a dead Envoy, a partition).
+            .tcp_keepalive(Some(Duration::from_secs(60)))
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+            .add_service(health_service)
+            .add_service(RateLimitServiceServer::new(limiter))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(grpc_listener),
+                shutdown_signal(shutdown_rx.clone()),
+            ),
+    );
+    tracing::info!(grpc = %args.grpc_addr, http = %args.http_addr, region = %args.region, "serving");
+
+    wait_for_signal().await?;
+    tracing::info!("shutting down: draining requests and replaying pending work");
+    serving.store(false, Ordering::Release);
+    health
+        .set_not_serving::<RateLimitServiceServer<RateLimiter>>()
+        .await;
+    // Receivers only stop waiting; a send error means they are all gone already.
+    let _ = shutdown_tx.send(true);
+
+    let (grpc_abort, http_abort) = (grpc.abort_handle(), http.abort_handle());
+    let drained = tokio::time::timeout(args.drain_timeout, async {
+        let grpc = grpc.await;
+        let http = http.await;
+        (grpc, http)
+    })
+    .await;
+    match drained {
+        Ok((grpc, http)) => {
+            grpc.context("gRPC server task failed")?
+                .context("gRPC server failed")?;
+            http.context("HTTP server task failed")?
+                .context("HTTP server failed")?;
+        }
+        Err(_) => {
+            tracing::warn!(timeout = ?args.drain_timeout, "connections still open after the drain timeout; closing them");
+            grpc_abort.abort();
+            http_abort.abort();
+        }
+    }
+    // The final replay runs whatever happened to the listeners.
+    background.await.context("engine background task failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
+    // An error means the sender is gone: shut down too.
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! Metrics and logging set-up. Any layer may record metrics; only `main` sets up logging.
+
+mod logging;
+mod metrics;
+
+pub use logging::{LogFormat, init_logging};
+pub use metrics::{DecisionOutcome, Metrics, RequestOutcome, SharedLabel};
