@@ -1,0 +1,141 @@
+//! A minimal HTTP/1.1 client: one request per connection (`Connection: close`),
+//! enough for health checks, Envoy's admin API and requests through Envoy.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Above the 5 s rate-limit timeout in the Envoy template, so a slow service
+/// shows up as Envoy's answer rather than as a client timeout.
+const IO_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// In the order received; names as sent (compare case-insensitively, or use [`HttpResponse::header`]).
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// `GET path` on `addr` with extra request `headers`.
+pub fn http_get(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> io::Result<HttpResponse> {
+    let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes())?;
+
+    // With Connection: close the server ends the response by closing.
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    parse_response(&raw)
+}
+
+fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+fn parse_response(raw: &[u8]) -> io::Result<HttpResponse> {
+    let head_end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| invalid(format!("no end of headers in {} byte response", raw.len())))?;
+    let head =
+        std::str::from_utf8(&raw[..head_end]).map_err(|_| invalid("non-UTF-8 response head"))?;
+    let mut lines = head.split("\r\n");
+
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| invalid(format!("bad status line {status_line:?}")))?;
+
+    let mut headers = Vec::new();
+    for line in lines {
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
+        headers.push((name.trim().to_string(), value.trim().to_string()));
+    }
+
+    let mut response = HttpResponse {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    let body = &raw[head_end + 4..];
+    response.body = match response.header("transfer-encoding") {
+        Some(te) if te.eq_ignore_ascii_case("chunked") => dechunk(body)?,
+        _ => body.to_vec(),
+    };
+    Ok(response)
+}
+
+fn dechunk(mut data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or_else(|| invalid("truncated chunk size"))?;
+        let size_field =
+            std::str::from_utf8(&data[..line_end]).map_err(|_| invalid("bad chunk size"))?;
+        // Ignore chunk extensions (";name=value").
+        let size_hex = size_field.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_hex, 16)
+            .map_err(|_| invalid(format!("bad chunk size {size_hex:?}")))?;
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if data.len() < size + 2 {
+            return Err(invalid("truncated chunk"));
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_content_length_and_chunked_responses() {
+        let r = parse_response(b"HTTP/1.1 429 Too Many Requests\r\nX-RateLimit-Limit: 5, 5;w=60\r\ncontent-length: 2\r\n\r\nno")
+            .expect("parse plain response");
+        assert_eq!(r.status, 429);
+        assert_eq!(r.header("x-ratelimit-limit"), Some("5, 5;w=60"));
+        assert_eq!(r.body, b"no");
+
+        let r = parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n3;x=y\r\n!!!\r\n0\r\n\r\n")
+            .expect("parse chunked response");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body_text(), "ok!!!");
+    }
+}
