@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn check_config(path: &Path) -> Output {
@@ -79,188 +79,51 @@ fn the_example_config_is_valid() {
     assert!(stdout.contains("OK"), "{stdout}");
 }
 
-/// The configuration examples of envoyproxy/ratelimit's README, verbatim.
-const README_EXAMPLES: &[(&str, &str)] = &[
-    (
-        "example1_mongo_cps.yaml",
-        "domain: mongo_cps
-descriptors:
-  - key: database
-    value: users
-    rate_limit:
-      unit: second
-      requests_per_unit: 500
+/// The configuration examples of envoyproxy/ratelimit's README, one file each, sorted.
+fn upstream_examples() -> Vec<PathBuf> {
+    let dir = support::repo_path("config/upstream-examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
 
-  - key: database
-    value: default
-    rate_limit:
-      unit: second
-      requests_per_unit: 500
-",
-    ),
-    (
-        "example2_messaging.yaml",
-        "domain: messaging
-descriptors:
-  # Only allow 5 marketing messages a day
-  - key: message_type
-    value: marketing
-    descriptors:
-      - key: to_number
-        rate_limit:
-          unit: day
-          requests_per_unit: 5
-
-  # Only allow 100 messages a day to any unique phone number
-  - key: to_number
-    rate_limit:
-      unit: day
-      requests_per_unit: 100
-",
-    ),
-    (
-        "example3_remote_address.yaml",
-        "domain: edge_proxy_per_ip
-descriptors:
-  - key: remote_address
-    rate_limit:
-      unit: second
-      requests_per_unit: 10
-
-  # Black list IP
-  - key: remote_address
-    value: 50.0.0.5
-    rate_limit:
-      unit: second
-      requests_per_unit: 0
-",
-    ),
-    (
-        "example4_flat.yaml",
-        "domain: example4
-descriptors:
-  - key: key
-    value: value
-    rate_limit:
-      requests_per_unit: 300
-      unit: second
-",
-    ),
-    (
-        "example4_nested.yaml",
-        "domain: example4_nested
-descriptors:
-  - key: key
-    value: value
-    descriptors:
-      - key: subkey
-        rate_limit:
-          requests_per_unit: 300
-          unit: second
-",
-    ),
-    (
-        "example5_unlimited.yaml",
-        "domain: internal
-descriptors:
-  - key: ldap
-    rate_limit:
-      unlimited: true
-
-  - key: azure
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-",
-    ),
-    (
-        "example6_shadow_mode.yaml",
-        "domain: example6
-descriptors:
-  - key: service
-    descriptors:
-      - key: user
-        value: user-a
-        rate_limit:
-          requests_per_unit: 10
-          unit: second
-        shadow_mode: true
-      - key: user
-        value: user-b
-        rate_limit:
-          requests_per_unit: 20
-          unit: second
-",
-    ),
-    (
-        "example7_replaces.yaml",
-        "domain: example7
-descriptors:
-  - key: key_1
-    value: value_1
-    descriptors:
-      - key: user
-        value: bkthomps
-        rate_limit:
-          name: specific_limit
-          requests_per_unit: 5
-          unit: second
-  - key: key_2
-    value: value_2
-    descriptors:
-      - key: user
-        value: bkthomps
-        rate_limit:
-          replaces:
-            - name: specific_limit
-          requests_per_unit: 10
-          unit: second
-",
-    ),
-    (
-        "example8_detailed_metric.yaml",
-        "domain: example8
-descriptors:
-  - key: key1
-    detailed_metric: true
-    rate_limit:
-      unit: minute
-      requests_per_unit: 10
-  - key: key1
-    value: value1
-    rate_limit:
-      unit: minute
-      requests_per_unit: 20
-",
-    ),
-    (
-        "example9_wildcard.yaml",
-        "domain: example9
-descriptors:
-  - key: key1
-    value: value*
-    rate_limit:
-      unit: minute
-      requests_per_unit: 20
-",
-    ),
-];
+/// The `(domains, rules)` of check-config's `PATH: OK (D domain(s), R rule(s))` line.
+fn counts(stdout: &str) -> (usize, usize) {
+    let parse = |suffix: &str| -> usize {
+        let end = stdout
+            .find(suffix)
+            .unwrap_or_else(|| panic!("no {suffix:?} in {stdout:?}"));
+        let start = stdout[..end].rfind(['(', ' ']).map_or(0, |i| i + 1);
+        stdout[start..end]
+            .parse()
+            .unwrap_or_else(|e| panic!("count before {suffix:?} in {stdout:?}: {e}"))
+    };
+    (parse(" domain(s)"), parse(" rule(s)"))
+}
 
 #[test]
 fn every_readme_example_of_envoyproxy_ratelimit_is_valid() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    for (name, yaml) in README_EXAMPLES {
-        let path = dir.path().join(name);
-        std::fs::write(&path, yaml).expect("write example");
-        let stdout = assert_accepted(&path);
-        assert!(stdout.contains("OK"), "{name}: {stdout}");
+    let files = upstream_examples();
+    // Examples 1 to 9, example 4 in two files.
+    assert_eq!(files.len(), 10, "{files:#?}");
+    let mut rules = 0;
+    for path in &files {
+        let stdout = assert_accepted(path);
+        assert!(stdout.contains("OK"), "{}: {stdout}", path.display());
+        let (file_domains, file_rules) = counts(&stdout);
+        assert_eq!(file_domains, 1, "{}: {stdout}", path.display());
+        assert!(file_rules > 0, "{}: {stdout}", path.display());
+        rules += file_rules;
     }
     // All of them together, as one directory of distinct domains.
-    let stdout = assert_accepted(dir.path());
-    let domains = format!("{} domain(s)", README_EXAMPLES.len());
-    assert!(stdout.contains(&domains), "expected {domains:?}: {stdout}");
+    let stdout = assert_accepted(&support::repo_path("config/upstream-examples"));
+    assert_eq!(counts(&stdout), (files.len(), rules), "{stdout}");
     // 2 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 2 + 1 rules.
-    assert!(stdout.contains("17 rule(s)"), "{stdout}");
+    assert_eq!(rules, 17, "{stdout}");
 }
 
 #[test]

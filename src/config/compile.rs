@@ -414,26 +414,13 @@ mod tests {
         }
     }
 
-    // README examples of envoyproxy/ratelimit, unchanged.
+    // README examples of envoyproxy/ratelimit, unchanged: config/upstream-examples/.
 
     #[test]
     fn readme_example_1_mongo_cps() {
-        let c = load(
-            "domain: mongo_cps
-descriptors:
-  - key: database
-    value: users
-    rate_limit:
-      unit: second
-      requests_per_unit: 500
-
-  - key: database
-    value: default
-    rate_limit:
-      unit: second
-      requests_per_unit: 500
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/01-mongo-cps.yaml"
+        ));
         assert_eq!(
             per(&c, "mongo_cps", &[("database", "users")]),
             Some((500, Unit::Second))
@@ -452,25 +439,9 @@ descriptors:
 
     #[test]
     fn readme_example_2_messaging() {
-        let c = load(
-            "domain: messaging
-descriptors:
-  # Only allow 5 marketing messages a day
-  - key: message_type
-    value: marketing
-    descriptors:
-      - key: to_number
-        rate_limit:
-          unit: day
-          requests_per_unit: 5
-
-  # Only allow 100 messages a day to any unique phone number
-  - key: to_number
-    rate_limit:
-      unit: day
-      requests_per_unit: 100
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/02-messaging.yaml"
+        ));
         let marketing = [("message_type", "marketing"), ("to_number", "2061111111")];
         assert_eq!(per(&c, "messaging", &marketing), Some((5, Unit::Day)));
         assert_eq!(
@@ -490,22 +461,9 @@ descriptors:
 
     #[test]
     fn readme_example_3_remote_address() {
-        let c = load(
-            "domain: edge_proxy_per_ip
-descriptors:
-  - key: remote_address
-    rate_limit:
-      unit: second
-      requests_per_unit: 10
-
-  # Black list IP
-  - key: remote_address
-    value: 50.0.0.5
-    rate_limit:
-      unit: second
-      requests_per_unit: 0
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/03-remote-address.yaml"
+        ));
         let d = "edge_proxy_per_ip";
         assert_eq!(
             per(&c, d, &[("remote_address", "50.0.0.1")]),
@@ -519,23 +477,15 @@ descriptors:
 
     #[test]
     fn readme_example_4_nested_path() {
-        let c = load(
-            "domain: example4
-descriptors:
-  - key: key
-    value: value
-    descriptors:
-      - key: subkey
-        rate_limit:
-          requests_per_unit: 300
-          unit: second
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/04-nested.yaml"
+        ));
         let entries = [("key", "value"), ("subkey", "subvalue")];
         assert_eq!(per(&c, "example4", &entries), Some((300, Unit::Second)));
         assert!(find(&c, "example4", &[("key", "value")]).is_none());
     }
 
+    /// Not one of upstream's examples (so it stays inline): example 4's nesting with keys only.
     #[test]
     fn remote_address_with_nested_path() {
         let c = load(
@@ -556,19 +506,9 @@ descriptors:
 
     #[test]
     fn readme_example_5_unlimited() {
-        let c = load(
-            "domain: internal
-descriptors:
-  - key: ldap
-    rate_limit:
-      unlimited: true
-
-  - key: azure
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/05-unlimited.yaml"
+        ));
         let ldap = find(&c, "internal", &[("ldap", "x")]);
         assert_eq!(ldap.map(|r| r.limit), Some(RuleLimit::Unlimited));
         assert_eq!(ldap.and_then(|r| r.duration_ms()), None);
@@ -580,24 +520,9 @@ descriptors:
 
     #[test]
     fn readme_example_6_shadow_mode() {
-        let c = load(
-            "domain: example6
-descriptors:
-  - key: service
-    descriptors:
-      - key: user
-        value: user-a
-        rate_limit:
-          requests_per_unit: 10
-          unit: second
-        shadow_mode: true
-      - key: user
-        value: user-b
-        rate_limit:
-          requests_per_unit: 20
-          unit: second
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/06-shadow-mode.yaml"
+        ));
         let a = find(
             &c,
             "example6",
@@ -614,30 +539,9 @@ descriptors:
 
     #[test]
     fn readme_example_7_replaces() {
-        let c = load(
-            "domain: example7
-descriptors:
-  - key: key_1
-    value: value_1
-    descriptors:
-      - key: user
-        value: bkthomps
-        rate_limit:
-          name: specific_limit
-          requests_per_unit: 5
-          unit: second
-  - key: key_2
-    value: value_2
-    descriptors:
-      - key: user
-        value: bkthomps
-        rate_limit:
-          replaces:
-            - name: specific_limit
-          requests_per_unit: 10
-          unit: second
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/07-replaces.yaml"
+        ));
         let first = find(
             &c,
             "example7",
@@ -660,21 +564,9 @@ descriptors:
 
     #[test]
     fn readme_example_8_detailed_metric() {
-        let c = load(
-            "domain: example8
-descriptors:
-  - key: key1
-    detailed_metric: true
-    rate_limit:
-      unit: minute
-      requests_per_unit: 10
-  - key: key1
-    value: value1
-    rate_limit:
-      unit: minute
-      requests_per_unit: 20
-",
-        );
+        let c = load(include_str!(
+            "../../config/upstream-examples/08-detailed-metric.yaml"
+        ));
         let any = find(&c, "example8", &[("key1", "unspecified_value")]);
         assert_eq!(
             any.map(|r| (r.detailed_metric, &*r.path)),
@@ -688,15 +580,10 @@ descriptors:
 
     #[test]
     fn readme_example_9_and_more_wildcards() {
-        let c = load(
-            r#"domain: example9
-descriptors:
-  - key: key1
-    value: value*
-    rate_limit:
-      unit: minute
-      requests_per_unit: 20
-  - key: path
+        // Upstream's example 9, with two more wildcard rules appended to its descriptors.
+        let c = load(concat!(
+            include_str!("../../config/upstream-examples/09-wildcard.yaml"),
+            r#"  - key: path
     value: "/foo/*"
     rate_limit:
       unit: minute
@@ -707,7 +594,7 @@ descriptors:
       unit: minute
       requests_per_unit: 40
 "#,
-        );
+        ));
         let d = "example9";
         assert_eq!(per(&c, d, &[("key1", "value_1")]), Some((20, Unit::Minute)));
         assert_eq!(per(&c, d, &[("key1", "value_2")]), Some((20, Unit::Minute)));

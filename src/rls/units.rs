@@ -36,15 +36,7 @@ mod tests {
 
     #[test]
     fn every_unit_round_trips() {
-        for unit in [
-            Unit::Second,
-            Unit::Minute,
-            Unit::Hour,
-            Unit::Day,
-            Unit::Week,
-            Unit::Month,
-            Unit::Year,
-        ] {
+        for unit in Unit::ALL {
             assert_eq!(from_proto(to_proto(unit) as i32), Some(unit));
         }
         assert_eq!(from_proto(0), None);
