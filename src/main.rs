@@ -31,7 +31,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve RateLimitService on --grpc-addr and the admin endpoints on --http-addr.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Validate a limits config (file or directory); exit non-zero listing every error.
     CheckConfig {
         /// A YAML file or a directory of *.yaml files.
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(serve::run(args)) {
+            match runtime.block_on(serve::run(*args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     tracing::error!("{error:#}");

@@ -15,7 +15,10 @@ use tokio::sync::watch;
 use crate::admin::{self, AdminState};
 use crate::config;
 use crate::engine::{Engine, EngineSettings, SystemClock};
-use crate::regional::{InProcessOrigin, RegionalOrigin};
+use crate::regional::{
+    GuardSettings, GuardedOrigin, InProcessOrigin, RedisOrigin, RedisSettings, RegionalOrigin,
+    install_tls_provider,
+};
 use crate::rls::{HeaderNames, RateLimitServiceServer, RateLimiter, RlsSettings};
 use crate::telemetry::Metrics;
 
@@ -55,6 +58,31 @@ pub struct ServeArgs {
     pub remaining_header: String,
     #[arg(long, env = "RLS_RESET_HEADER", default_value = "RateLimit-Reset")]
     pub reset_header: String,
+    /// Regional origin: a Redis URL (`redis://`, `rediss://` for TLS, user and password in
+    /// the URL), or a comma-separated list of Redis Cluster nodes. Unset: in-process.
+    #[arg(long, env = "RLS_REDIS_URL", value_delimiter = ',')]
+    pub redis_url: Vec<String>,
+    /// Treat --redis-url as a Redis Cluster even with a single seed node.
+    #[arg(long, env = "RLS_REDIS_CLUSTER")]
+    pub redis_cluster: bool,
+    /// Prefix of every Redis key, so deployments can share a Redis (no `{` or `}`).
+    #[arg(long, env = "RLS_REDIS_PREFIX", default_value = "rls:")]
+    pub redis_prefix: String,
+    /// Deadline of a synchronous Redis read (cold, stale, strict).
+    #[arg(long, env = "RLS_REDIS_READ_TIMEOUT", default_value = "50ms", value_parser = humantime::parse_duration)]
+    pub redis_read_timeout: Duration,
+    /// Deadline of one replay round trip.
+    #[arg(long, env = "RLS_REDIS_REPLAY_TIMEOUT", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub redis_replay_timeout: Duration,
+    /// With Redis: how long a cell's count is trusted before a decision re-reads it.
+    #[arg(long, env = "RLS_FRESHNESS", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub freshness: Duration,
+    /// How often accepted work is replayed to the regional origin (also when a batch fills).
+    #[arg(long, env = "RLS_REPLAY_INTERVAL", default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub replay_interval: Duration,
+    /// Cap on cells waiting for replay; overflow stays in memory and is counted.
+    #[arg(long, env = "RLS_MAX_PENDING_REPLAY", default_value_t = 100_000)]
+    pub max_pending_replay: usize,
     /// On shutdown, how long in-flight requests may take before connections are cut
     /// (a half-open client must not keep the process, and its pending replay, hostage).
     #[arg(long, env = "RLS_DRAIN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
@@ -98,12 +126,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(path = %args.config.display(), rules = loaded.rule_count(), "limits config loaded");
     let limits = Arc::new(ArcSwap::from_pointee(loaded));
 
+    let (origin, freshness) = regional_origin(&args)?;
     let settings = EngineSettings {
         max_cells: args.max_cells,
+        replay_interval: args.replay_interval,
+        max_pending_replay: args.max_pending_replay,
+        freshness,
         ..EngineSettings::default()
     };
-    let origin: Arc<dyn RegionalOrigin> = Arc::new(InProcessOrigin::new(args.max_cells));
-    let engine = Arc::new(Engine::new(settings, origin, Arc::new(SystemClock)));
+    let engine = Arc::new(Engine::new(
+        settings,
+        origin,
+        Arc::new(SystemClock),
+        Arc::clone(&metrics),
+    ));
 
     let _watcher = config::watch(&args.config, Arc::clone(&limits), Arc::clone(&metrics))
         .with_context(|| format!("cannot watch {}", args.config.display()))?;
@@ -191,6 +227,38 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     background.await.context("engine background task failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The in-process origin, or Redis behind timeouts and a circuit breaker. Returns the
+/// freshness the engine must apply: none when this process is the whole region.
+fn regional_origin(
+    args: &ServeArgs,
+) -> anyhow::Result<(Arc<dyn RegionalOrigin>, Option<Duration>)> {
+    if args.redis_url.is_empty() {
+        let origin: Arc<dyn RegionalOrigin> = Arc::new(InProcessOrigin::new(args.max_cells));
+        return Ok((origin, None));
+    }
+    install_tls_provider();
+    let redis = RedisOrigin::connect(RedisSettings {
+        urls: args.redis_url.clone(),
+        cluster: args.redis_cluster,
+        key_prefix: args.redis_prefix.clone(),
+    })
+    .context("invalid --redis-url / --redis-prefix")?;
+    tracing::info!(
+        cluster = redis.is_cluster(),
+        nodes = args.redis_url.len(),
+        "regional origin: Redis (connecting in the background)"
+    );
+    let guarded = GuardedOrigin::new(
+        Arc::new(redis),
+        GuardSettings {
+            read_timeout: args.redis_read_timeout,
+            replay_timeout: args.redis_replay_timeout,
+            ..GuardSettings::default()
+        },
+    );
+    Ok((Arc::new(guarded), Some(args.freshness)))
 }
 
 async fn shutdown_signal(mut rx: watch::Receiver<bool>) {

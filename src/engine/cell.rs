@@ -1,6 +1,6 @@
 //! One counter cell: the counts of a fixed window of one limit.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::decision::{Decision, decide};
 
@@ -17,6 +17,22 @@ pub struct WindowCell {
     global: AtomicU64,
     /// Local accepts not yet replayed to the regional origin.
     unreplayed: AtomicU64,
+    /// Until when (ms since the epoch) `regional` may be trusted without reading the origin.
+    /// 0 = stale. Only a successful read or replay moves it forward.
+    fresh_until_ms: AtomicU64,
+    /// A synchronous origin read of this cell is in flight (single flight).
+    refreshing: AtomicBool,
+    /// The cell is in the replay queue (so it is queued once per cycle, not per request).
+    queued: AtomicBool,
+}
+
+/// What an accept asks of the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayNeed {
+    /// Nothing consumed, or the cell is already queued.
+    None,
+    /// Consumed work waits in the cell: put the cell in the replay queue.
+    Enqueue,
 }
 
 impl WindowCell {
@@ -46,8 +62,6 @@ impl WindowCell {
     ///
     /// The compare-and-swap makes the check and the increment one step: concurrent requests
     /// on one cell never admit more than the limit. Denials and peeks consume nothing.
-    /// Returns the decision and whether this accept is the first unreplayed work of the cell
-    /// (the caller then queues the cell for replay, once per replay cycle rather than per request).
     pub fn try_consume(
         &self,
         previous_total: u64,
@@ -55,7 +69,7 @@ impl WindowCell {
         duration_ms: u64,
         cost: u64,
         limit: u64,
-    ) -> (Decision, bool) {
+    ) -> (Decision, ReplayNeed) {
         let global = self.global.load(Ordering::Acquire);
         let mut regional = self.regional.load(Ordering::Acquire);
         loop {
@@ -69,7 +83,7 @@ impl WindowCell {
                 limit,
             );
             if !decision.allowed || cost == 0 {
-                return (decision, false);
+                return (decision, ReplayNeed::None);
             }
             match self.regional.compare_exchange_weak(
                 regional,
@@ -78,23 +92,39 @@ impl WindowCell {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    let first = self.unreplayed.fetch_add(cost, Ordering::AcqRel) == 0;
-                    return (decision, first);
+                    self.unreplayed.fetch_add(cost, Ordering::AcqRel);
+                    let need = if self.queued.swap(true, Ordering::AcqRel) {
+                        ReplayNeed::None
+                    } else {
+                        ReplayNeed::Enqueue
+                    };
+                    return (decision, need);
                 }
                 Err(actual) => regional = actual,
             }
         }
     }
 
-    /// Take the local work accumulated since the last replay.
+    /// Take the local work accumulated since the last replay, leaving the queue.
+    /// An accept racing with this re-queues the cell, so its work goes with the next cycle.
     pub fn take_unreplayed(&self) -> u64 {
+        self.queued.store(false, Ordering::Release);
         self.unreplayed.swap(0, Ordering::AcqRel)
     }
 
-    /// Give back work whose replay failed, so it is sent with the next batch.
-    /// Returns true if the cell had no other unreplayed work (it must be queued again).
+    /// Give back work whose replay failed. Returns true if the caller must queue the cell
+    /// again (nobody else has since).
     pub fn restore_unreplayed(&self, amount: u64) -> bool {
-        amount > 0 && self.unreplayed.fetch_add(amount, Ordering::AcqRel) == 0
+        if amount == 0 {
+            return false;
+        }
+        self.unreplayed.fetch_add(amount, Ordering::AcqRel);
+        !self.queued.swap(true, Ordering::AcqRel)
+    }
+
+    /// The replay queue was full: the work stays in the cell and the next accept retries.
+    pub fn unqueue(&self) {
+        self.queued.store(false, Ordering::Release);
     }
 
     /// Merge a regional total read from the origin: `max`, never backwards.
@@ -106,6 +136,28 @@ impl WindowCell {
     pub fn merge_global(&self, total: u64) {
         self.global.fetch_max(total, Ordering::AcqRel);
     }
+
+    pub fn is_stale(&self, now_ms: u64) -> bool {
+        now_ms >= self.fresh_until_ms.load(Ordering::Acquire)
+    }
+
+    /// Called after a successful read or replay only: a failure never makes a cell fresh.
+    pub fn mark_fresh_until(&self, until_ms: u64) {
+        self.fresh_until_ms.fetch_max(until_ms, Ordering::AcqRel);
+    }
+
+    /// Claim the right to read this cell from the origin; `false` if a read is in flight.
+    pub fn begin_refresh(&self) -> bool {
+        !self.refreshing.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn end_refresh(&self) {
+        self.refreshing.store(false, Ordering::Release);
+    }
+
+    pub fn is_refreshing(&self) -> bool {
+        self.refreshing.load(Ordering::Acquire)
+    }
 }
 
 #[cfg(test)]
@@ -115,8 +167,9 @@ mod tests {
     #[test]
     fn denied_requests_consume_nothing() {
         let cell = WindowCell::with_regional(10);
-        let (d, _) = cell.try_consume(0, 0, 1_000, 1, 10);
+        let (d, need) = cell.try_consume(0, 0, 1_000, 1, 10);
         assert!(!d.allowed);
+        assert_eq!(need, ReplayNeed::None);
         assert_eq!(cell.regional(), 10);
         assert_eq!(cell.take_unreplayed(), 0);
     }
@@ -134,12 +187,36 @@ mod tests {
     }
 
     #[test]
-    fn only_the_first_unreplayed_accept_asks_for_a_replay() {
+    fn a_cell_is_queued_once_per_replay_cycle() {
         let cell = WindowCell::default();
-        assert!(cell.try_consume(0, 0, 1_000, 1, 10).1);
-        assert!(!cell.try_consume(0, 0, 1_000, 2, 10).1);
+        assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::Enqueue);
+        assert_eq!(cell.try_consume(0, 0, 1_000, 2, 10).1, ReplayNeed::None);
         assert_eq!(cell.take_unreplayed(), 3);
-        assert!(cell.try_consume(0, 0, 1_000, 1, 10).1);
+        assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::Enqueue);
+    }
+
+    #[test]
+    fn failed_replay_work_is_given_back_and_queued_once() {
+        let cell = WindowCell::default();
+        cell.try_consume(0, 0, 1_000, 2, 10);
+        let taken = cell.take_unreplayed();
+        assert!(cell.restore_unreplayed(taken), "nobody re-queued it");
+        assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::None);
+        assert_eq!(cell.take_unreplayed(), 3);
+    }
+
+    #[test]
+    fn only_success_makes_a_cell_fresh() {
+        let cell = WindowCell::default();
+        assert!(cell.is_stale(5));
+        cell.mark_fresh_until(100);
+        assert!(!cell.is_stale(99));
+        cell.mark_fresh_until(50);
+        assert!(cell.is_stale(100), "freshness never moves back");
+        assert!(cell.begin_refresh());
+        assert!(!cell.begin_refresh(), "one read at a time");
+        cell.end_refresh();
+        assert!(cell.begin_refresh());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 mod cell;
 mod clock;
 mod decision;
+mod refresh;
 mod replay;
+mod strict;
 mod table;
 mod window;
 
@@ -21,9 +23,17 @@ pub use decision::{Decision, decide};
 pub use window::WindowPosition;
 
 use crate::cell_key::CellKeyRef;
-use crate::regional::RegionalOrigin;
+use crate::regional::{CircuitState, RegionalOrigin};
+use crate::telemetry::{DecisionSource, Metrics, OriginOp};
+use cell::ReplayNeed;
+use refresh::{RefreshGate, Turn};
 use replay::ReplayQueue;
+use strict::StrictMode;
 use table::{CellTable, Lookup};
+
+/// How long a decision waits for another caller's read of the same cell before deciding
+/// from memory. Above any sane origin read timeout: normally the read ends first.
+const FOLLOWER_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// Engine tuning. The defaults are the production values.
 #[derive(Debug, Clone)]
@@ -34,8 +44,14 @@ pub struct EngineSettings {
     pub replay_interval: Duration,
     /// Cells per replay round trip.
     pub replay_batch: usize,
+    /// Cap on cells waiting for replay (overflow stays in the cell and is counted).
+    pub max_pending_replay: usize,
     /// How often cells older than the previous window are dropped.
     pub reap_interval: Duration,
+    /// How long a cell's regional count is trusted after a read or replay; past it the next
+    /// decision reads the origin first. `None` when the origin is this process (in-process):
+    /// there is nobody else to converge with, so cells never go stale and strict mode is off.
+    pub freshness: Option<Duration>,
 }
 
 impl Default for EngineSettings {
@@ -44,7 +60,9 @@ impl Default for EngineSettings {
             max_cells: 1_000_000,
             replay_interval: Duration::from_millis(100),
             replay_batch: 1_000,
+            max_pending_replay: 100_000,
             reap_interval: Duration::from_secs(5),
+            freshness: None,
         }
     }
 }
@@ -75,8 +93,11 @@ pub struct Engine {
     settings: EngineSettings,
     table: CellTable,
     replay: ReplayQueue,
+    strict: StrictMode,
+    refresh_gate: RefreshGate,
     origin: Arc<dyn RegionalOrigin>,
     clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
 }
 
 impl Engine {
@@ -84,19 +105,24 @@ impl Engine {
         settings: EngineSettings,
         origin: Arc<dyn RegionalOrigin>,
         clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             table: CellTable::new(settings.max_cells),
-            replay: ReplayQueue::default(),
+            replay: ReplayQueue::new(settings.max_pending_replay, settings.replay_batch),
+            strict: StrictMode::new((settings.max_cells / 4).max(1_024)),
+            refresh_gate: RefreshGate::default(),
             settings,
             origin,
             clock,
+            metrics,
         }
     }
 
     /// Decide one hit. Never fails: an origin that cannot be read degrades to local counts.
     pub async fn check(&self, hit: Hit<'_>) -> Verdict {
-        let position = WindowPosition::at(self.clock.now_ms(), hit.duration_ms);
+        let now_ms = self.clock.now_ms();
+        let position = WindowPosition::at(now_ms, hit.duration_ms);
         let key = CellKeyRef {
             workspace: hit.workspace,
             namespace: hit.namespace,
@@ -104,21 +130,48 @@ impl Engine {
             duration_ms: position.duration_ms,
             sequence: position.sequence,
         };
+        let mut source = DecisionSource::Local;
         let previous_total = match position.previous_sequence() {
-            Some(sequence) => self.cell(CellKeyRef { sequence, ..key }).await.total(),
+            Some(sequence) => {
+                let previous = CellKeyRef { sequence, ..key };
+                self.cell(previous, now_ms, &mut source).await.total()
+            }
             None => 0,
         };
-        let current = self.cell(key).await;
-        let (decision, queue_replay) = current.try_consume(
+        let current = self.cell(key, now_ms, &mut source).await;
+        if let Some(freshness) = self.settings.freshness {
+            let op = if self.strict.is_strict(&key, now_ms) {
+                Some(OriginOp::Strict)
+            } else if current.is_stale(now_ms) {
+                Some(OriginOp::Stale)
+            } else {
+                None
+            };
+            if let Some(op) = op
+                && self.refresh(&current, &key, op, now_ms, freshness).await
+            {
+                source = DecisionSource::Origin;
+            }
+        }
+
+        let (decision, need) = current.try_consume(
             previous_total,
             position.elapsed_ms,
             position.duration_ms,
             hit.cost,
             hit.limit,
         );
-        if queue_replay {
-            self.replay.push(key.to_owned_key(), current);
+        if need == ReplayNeed::Enqueue
+            && !self.replay.push(key.to_owned_key(), Arc::clone(&current))
+        {
+            current.unqueue();
+            self.metrics.replay_overflow();
         }
+        if !decision.allowed && self.settings.freshness.is_some() {
+            self.strict
+                .enter(&key, now_ms.saturating_add(position.duration_ms));
+        }
+        self.metrics.decision_source(source);
         Verdict {
             allowed: decision.allowed,
             remaining: decision.remaining,
@@ -126,8 +179,14 @@ impl Engine {
         }
     }
 
-    /// A warm cell straight from memory; a cold one seeded from the regional origin.
-    async fn cell(&self, key: CellKeyRef<'_>) -> Arc<WindowCell> {
+    /// A warm cell straight from memory; a cold one seeded from the regional origin (one read
+    /// shared by concurrent callers).
+    async fn cell(
+        &self,
+        key: CellKeyRef<'_>,
+        now_ms: u64,
+        source: &mut DecisionSource,
+    ) -> Arc<WindowCell> {
         if let Some(cell) = self.table.get(&key) {
             return cell;
         }
@@ -135,27 +194,88 @@ impl Engine {
         match self.table.get_or_guard(&owned).await {
             Lookup::Warm(cell) => cell,
             Lookup::Cold(guard) => {
-                let seed = match self.origin.read(&owned).await {
-                    Ok(total) => total,
+                *source = DecisionSource::Origin;
+                let started = std::time::Instant::now();
+                let read = self.origin.read(&owned).await;
+                self.metrics
+                    .origin_call(OriginOp::Cold, read.is_ok(), started.elapsed());
+                let cell = match read {
+                    Ok(total) => {
+                        let cell = WindowCell::with_regional(total);
+                        cell.mark_fresh_until(self.fresh_until(now_ms));
+                        cell
+                    }
                     Err(error) => {
                         tracing::debug!(%error, origin = self.origin.name(), "cold read failed; deciding locally");
-                        0
+                        WindowCell::default()
                     }
                 };
-                let cell = Arc::new(WindowCell::with_regional(seed));
+                let cell = Arc::new(cell);
                 let _ = guard.insert(Arc::clone(&cell));
                 cell
             }
         }
     }
 
+    /// Read the cell's regional total before deciding. One read per cell is in flight;
+    /// concurrent callers wait for it (bounded) and decide from the refreshed value.
+    /// Returns whether this call's decision is based on a read that succeeded.
+    async fn refresh(
+        &self,
+        cell: &WindowCell,
+        key: &CellKeyRef<'_>,
+        op: OriginOp,
+        now_ms: u64,
+        freshness: Duration,
+    ) -> bool {
+        let leader = match self.refresh_gate.enter(cell, FOLLOWER_MAX_WAIT).await {
+            Turn::Leader(leader) => leader,
+            Turn::Followed => return !cell.is_stale(now_ms),
+        };
+        let owned = key.to_owned_key();
+        let started = std::time::Instant::now();
+        let read = self.origin.read(&owned).await;
+        self.metrics
+            .origin_call(op, read.is_ok(), started.elapsed());
+        let ok = match read {
+            Ok(total) => {
+                cell.merge_regional(total);
+                cell.mark_fresh_until(now_ms.saturating_add(freshness.as_millis() as u64));
+                true
+            }
+            Err(error) => {
+                tracing::debug!(%error, ?op, origin = self.origin.name(), "origin read failed; deciding locally");
+                false
+            }
+        };
+        leader.finish();
+        ok
+    }
+
+    /// When a cell read or replayed now stops being fresh.
+    fn fresh_until(&self, now_ms: u64) -> u64 {
+        match self.settings.freshness {
+            Some(freshness) => now_ms.saturating_add(freshness.as_millis() as u64),
+            None => u64::MAX,
+        }
+    }
+
     /// Replay everything pending now (also used on shutdown).
     pub async fn flush_replay(&self) {
-        if let Err(error) = self
+        let started = std::time::Instant::now();
+        let now_ms = self.clock.now_ms();
+        let flushed = self
             .replay
-            .flush(self.origin.as_ref(), self.settings.replay_batch)
-            .await
-        {
+            .flush(self.origin.as_ref(), self.fresh_until(now_ms))
+            .await;
+        for &cells in &flushed.batches {
+            self.metrics.replay_batch(cells);
+        }
+        if !flushed.batches.is_empty() || flushed.error.is_some() {
+            self.metrics
+                .origin_call(OriginOp::Replay, flushed.error.is_none(), started.elapsed());
+        }
+        if let Some(error) = flushed.error {
             tracing::warn!(%error, origin = self.origin.name(), "replay failed; work kept for the next cycle");
         }
     }
@@ -173,6 +293,10 @@ impl Engine {
         self.replay.len()
     }
 
+    pub fn origin_circuit_state(&self) -> CircuitState {
+        self.origin.circuit_state()
+    }
+
     /// The replay and reaping loops. They stop when `shutdown` resolves, after a last replay.
     pub async fn run_background(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
         let mut replay = tokio::time::interval(self.settings.replay_interval);
@@ -183,6 +307,7 @@ impl Engine {
         loop {
             tokio::select! {
                 _ = replay.tick() => self.flush_replay().await,
+                _ = self.replay.batch_ready() => self.flush_replay().await,
                 _ = reap.tick() => {
                     let reaped = self.reap();
                     tracing::trace!(reaped, live = self.live_cells(), "reaped old cells");

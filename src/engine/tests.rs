@@ -6,10 +6,19 @@ use super::*;
 use crate::cell_key::CellKey;
 use crate::regional::{InProcessOrigin, OriginError, OriginFuture};
 
+fn metrics() -> Arc<Metrics> {
+    Arc::new(Metrics::new())
+}
+
 fn engine_at(now_ms: u64) -> (Arc<Engine>, Arc<ManualClock>, Arc<InProcessOrigin>) {
     let clock = Arc::new(ManualClock::new(now_ms));
     let origin = Arc::new(InProcessOrigin::new(1_000));
-    let engine = Engine::new(EngineSettings::default(), origin.clone(), clock.clone());
+    let engine = Engine::new(
+        EngineSettings::default(),
+        origin.clone(),
+        clock.clone(),
+        metrics(),
+    );
     (Arc::new(engine), clock, origin)
 }
 
@@ -112,7 +121,12 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     assert_eq!(engine.pending_replay_cells(), 0);
 
     // a second engine of the same region starts cold and reads the total
-    let other = Engine::new(EngineSettings::default(), origin.clone(), clock.clone());
+    let other = Engine::new(
+        EngineSettings::default(),
+        origin.clone(),
+        clock.clone(),
+        metrics(),
+    );
     let v = other.check(names.hit("a", 1, 10)).await;
     assert_eq!(v.remaining, 3);
     other.flush_replay().await;
@@ -122,10 +136,25 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 2);
 }
 
-/// An origin that can be switched off: the test double for a dead Redis.
+/// An origin that can be switched off and counts reads: the test double for Redis.
 struct SwitchableOrigin {
     inner: InProcessOrigin,
     down: AtomicBool,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl SwitchableOrigin {
+    fn new(down: bool) -> Self {
+        Self {
+            inner: InProcessOrigin::new(100),
+            down: AtomicBool::new(down),
+            reads: Default::default(),
+        }
+    }
+
+    fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
 }
 
 impl RegionalOrigin for SwitchableOrigin {
@@ -134,6 +163,7 @@ impl RegionalOrigin for SwitchableOrigin {
     }
 
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, u64> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
         if self.down.load(Ordering::SeqCst) {
             return Box::pin(async { Err(OriginError::Unavailable("down".into())) });
         }
@@ -150,12 +180,9 @@ impl RegionalOrigin for SwitchableOrigin {
 
 #[tokio::test]
 async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
-    let origin = Arc::new(SwitchableOrigin {
-        inner: InProcessOrigin::new(100),
-        down: AtomicBool::new(true),
-    });
+    let origin = Arc::new(SwitchableOrigin::new(true));
     let clock = Arc::new(ManualClock::new(10_000));
-    let engine = Engine::new(EngineSettings::default(), origin.clone(), clock);
+    let engine = Engine::new(EngineSettings::default(), origin.clone(), clock, metrics());
     let names = Names::new();
     for _ in 0..4 {
         assert!(engine.check(names.hit("a", 1, 5)).await.allowed);
@@ -189,7 +216,12 @@ async fn the_cell_cap_holds() {
         max_cells: 100,
         ..EngineSettings::default()
     };
-    let engine = Engine::new(settings, Arc::new(InProcessOrigin::new(100)), clock);
+    let engine = Engine::new(
+        settings,
+        Arc::new(InProcessOrigin::new(100)),
+        clock,
+        metrics(),
+    );
     let workspace: Arc<str> = "d".into();
     let namespace: Arc<str> = "1:k/".into();
     for i in 0..5_000 {
@@ -210,4 +242,137 @@ async fn the_cell_cap_holds() {
         "live cells: {}",
         engine.live_cells()
     );
+}
+
+/// Two engines of one region over a shared origin, with freshness on (as with Redis).
+fn shared_region(freshness_ms: u64) -> (Engine, Engine, Arc<ManualClock>, Arc<SwitchableOrigin>) {
+    let clock = Arc::new(ManualClock::new(100_000));
+    let origin = Arc::new(SwitchableOrigin::new(false));
+    let settings = EngineSettings {
+        freshness: Some(Duration::from_millis(freshness_ms)),
+        ..EngineSettings::default()
+    };
+    let a = Engine::new(settings.clone(), origin.clone(), clock.clone(), metrics());
+    let b = Engine::new(settings, origin.clone(), clock.clone(), metrics());
+    (a, b, clock, origin)
+}
+
+fn minute_hit<'a>(names: &'a Names, cost: u64, limit: u64) -> Hit<'a> {
+    Hit {
+        duration_ms: 60_000,
+        ..names.hit("a", cost, limit)
+    }
+}
+
+#[tokio::test]
+async fn a_stale_cell_reads_the_origin_before_deciding() {
+    let (a, b, clock, origin) = shared_region(1_000);
+    let names = Names::new();
+    for _ in 0..5 {
+        a.check(minute_hit(&names, 1, 10)).await;
+    }
+    a.flush_replay().await;
+    assert_eq!(
+        b.check(minute_hit(&names, 0, 10)).await.remaining,
+        5,
+        "cold read"
+    );
+    for _ in 0..3 {
+        a.check(minute_hit(&names, 1, 10)).await;
+    }
+    a.flush_replay().await;
+    let reads = origin.reads();
+    clock.advance(500);
+    assert_eq!(
+        b.check(minute_hit(&names, 0, 10)).await.remaining,
+        5,
+        "still fresh"
+    );
+    assert_eq!(
+        origin.reads(),
+        reads,
+        "a fresh warm cell does not touch the origin"
+    );
+    clock.advance(600);
+    assert_eq!(
+        b.check(minute_hit(&names, 0, 10)).await.remaining,
+        2,
+        "stale: read first"
+    );
+    assert_eq!(origin.reads(), reads + 1);
+}
+
+#[tokio::test]
+async fn a_failed_read_never_makes_a_cell_fresh() {
+    let (a, b, clock, origin) = shared_region(1_000);
+    let names = Names::new();
+    origin.down.store(true, Ordering::SeqCst);
+    assert!(
+        b.check(minute_hit(&names, 1, 10)).await.allowed,
+        "decides locally"
+    );
+    origin.down.store(false, Ordering::SeqCst);
+    for _ in 0..6 {
+        a.check(minute_hit(&names, 1, 10)).await;
+    }
+    a.flush_replay().await;
+    clock.advance(10);
+    // b's cell was never fresh: this decision reads the origin and sees a's 6
+    assert_eq!(b.check(minute_hit(&names, 0, 10)).await.remaining, 4);
+}
+
+#[tokio::test]
+async fn after_a_denial_strict_mode_reads_the_origin_on_each_decision() {
+    let (a, b, clock, origin) = shared_region(60_000);
+    let names = Names::new();
+    for _ in 0..5 {
+        assert!(a.check(minute_hit(&names, 1, 5)).await.allowed);
+    }
+    a.flush_replay().await;
+    assert!(
+        !b.check(minute_hit(&names, 1, 5)).await.allowed,
+        "b saw a's 5 cold"
+    );
+    let reads = origin.reads();
+    clock.advance(1_000);
+    b.check(minute_hit(&names, 1, 5)).await;
+    b.check(minute_hit(&names, 1, 5)).await;
+    assert_eq!(
+        origin.reads(),
+        reads + 2,
+        "fresh, but strict: every decision reads"
+    );
+    // still strict after the window rolls over (deadline = denial + duration)
+    clock.set(120_000 + 500);
+    b.check(minute_hit(&names, 0, 5)).await;
+    assert!(origin.reads() > reads + 2);
+}
+
+#[tokio::test]
+async fn replay_overflow_keeps_the_work_in_the_cell() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let origin = Arc::new(InProcessOrigin::new(100));
+    let settings = EngineSettings {
+        max_pending_replay: 1,
+        ..EngineSettings::default()
+    };
+    let metrics = metrics();
+    let engine = Engine::new(settings, origin.clone(), clock, metrics.clone());
+    let names = Names::new();
+    engine.check(names.hit("a", 1, 10)).await;
+    engine.check(names.hit("b", 2, 10)).await;
+    assert_eq!(engine.pending_replay_cells(), 1);
+    assert!(metrics.encode().contains("rls_replay_overflow_total 1"));
+    engine.flush_replay().await;
+    // b's next accept queues it again, with the earlier work
+    engine.check(names.hit("b", 1, 10)).await;
+    engine.flush_replay().await;
+    let key = CellKey {
+        workspace: names.workspace.clone(),
+        namespace: names.namespace.clone(),
+        identifier: "b".into(),
+        duration_ms: 1_000,
+        sequence: 10,
+    };
+    assert_eq!(origin.read(&key).await.ok(), Some(3));
 }

@@ -3,13 +3,18 @@
 //! The engine never waits on it for a warm cell. It reads a cell's regional total when the
 //! cell is cold (first use in this process), and replays accepted work to it in batches from a
 //! background task. Implementations: [`InProcessOrigin`] (the embedded default, one process is
-//! the whole region; also the unit-test double) and, in its own issue, Redis.
+//! the whole region; also the unit-test double) and [`RedisOrigin`] (one node or a cluster).
+//! [`GuardedOrigin`] wraps any of them with timeouts and a circuit breaker.
 
+mod guard;
 mod in_process;
+mod redis;
 
 use std::future::Future;
 use std::pin::Pin;
 
+pub use self::redis::{RedisConfigError, RedisOrigin, RedisSettings, install_tls_provider};
+pub use guard::{CircuitState, GuardSettings, GuardedOrigin};
 pub use in_process::InProcessOrigin;
 
 use crate::cell_key::CellKey;
@@ -25,8 +30,17 @@ pub enum OriginError {
     Unavailable(String),
     #[error("regional origin timed out after {0:?}")]
     Timeout(std::time::Duration),
-    #[error("regional origin answered {expected} totals for a batch of {got}")]
+    #[error("regional origin answered {got} totals for a batch of {expected}")]
     BatchMismatch { expected: usize, got: usize },
+    /// The origin refused a command (e.g. out of memory, no permission).
+    #[error("regional origin refused the command: {0}")]
+    Redis(String),
+    /// The origin holds something that is not a count; it answered, so it is not an outage.
+    #[error("regional origin holds an invalid value: {0}")]
+    InvalidValue(String),
+    /// Too many recent failures: the call was not attempted (see `GuardedOrigin`).
+    #[error("regional origin circuit is open")]
+    CircuitOpen,
 }
 
 pub trait RegionalOrigin: Send + Sync + 'static {
@@ -38,4 +52,9 @@ pub trait RegionalOrigin: Send + Sync + 'static {
 
     /// Add each delta to its cell and return the new totals, in batch order, in one round trip.
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>>;
+
+    /// The circuit breaker's state, for the metrics gauge; unguarded origins are always closed.
+    fn circuit_state(&self) -> CircuitState {
+        CircuitState::Closed
+    }
 }

@@ -7,6 +7,7 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEn
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// A label value shared with the compiled config: recording a decision clones an `Arc`
@@ -58,6 +59,64 @@ impl EncodeLabelValue for DecisionOutcome {
     }
 }
 
+/// Why the engine talked to the regional origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OriginOp {
+    /// First use of a cell in this process.
+    Cold,
+    /// Past the cell's freshness deadline.
+    Stale,
+    /// The counter is in strict mode after a denial.
+    Strict,
+    /// Batched accepted work.
+    Replay,
+}
+
+impl EncodeLabelValue for OriginOp {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        encoder.write_str(match self {
+            Self::Cold => "cold",
+            Self::Stale => "stale",
+            Self::Strict => "strict",
+            Self::Replay => "replay",
+        })
+    }
+}
+
+/// Where a decision's counts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionSource {
+    /// Memory only.
+    Local,
+    /// After a synchronous read of the regional origin.
+    Origin,
+}
+
+impl EncodeLabelValue for DecisionSource {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        encoder.write_str(match self {
+            Self::Local => "local",
+            Self::Origin => "origin",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OriginLabels {
+    op: OriginOp,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OpLabels {
+    op: OriginOp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SourceLabels {
+    source: DecisionSource,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
     outcome: RequestOutcome,
@@ -84,6 +143,17 @@ pub struct Metrics {
     rules: Gauge,
     live_cells: Gauge,
     pending_replay_cells: Gauge,
+    origin_operations: Family<OriginLabels, Counter>,
+    origin_latency: Family<OpLabels, Histogram, fn() -> Histogram>,
+    replay_batch_cells: Histogram,
+    replay_overflow: Counter,
+    decisions_by_source: Family<SourceLabels, Counter>,
+    origin_circuit: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs .. ~3.3 s
+    Histogram::new(exponential_buckets(0.000_1, 2.0, 16))
 }
 
 impl Default for Metrics {
@@ -102,6 +172,44 @@ impl Metrics {
         let rules = Gauge::default();
         let live_cells = Gauge::default();
         let pending_replay_cells = Gauge::default();
+        let origin_operations = Family::<OriginLabels, Counter>::default();
+        let origin_latency = Family::<OpLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
+        let replay_batch_cells = Histogram::new(exponential_buckets(1.0, 4.0, 8));
+        let replay_overflow = Counter::default();
+        let decisions_by_source = Family::<SourceLabels, Counter>::default();
+        let origin_circuit = Gauge::default();
+        registry.register(
+            "origin_operations",
+            "Regional origin calls by operation (cold, stale, strict, replay) and result",
+            origin_operations.clone(),
+        );
+        registry.register(
+            "origin_latency_seconds",
+            "Regional origin call latency by operation",
+            origin_latency.clone(),
+        );
+        registry.register(
+            "replay_batch_cells",
+            "Cells per replay round trip",
+            replay_batch_cells.clone(),
+        );
+        registry.register(
+            "replay_overflow",
+            "Accepts whose cell could not be queued for replay (queue full; the work stays in the cell)",
+            replay_overflow.clone(),
+        );
+        registry.register(
+            "decisions_by_source",
+            "Limited decisions by where their counts came from (local memory or an origin read)",
+            decisions_by_source.clone(),
+        );
+        registry.register(
+            "origin_circuit_state",
+            "Regional origin circuit breaker: 0 closed, 1 half-open, 2 open",
+            origin_circuit.clone(),
+        );
         registry.register(
             "requests",
             "ShouldRateLimit calls by overall outcome",
@@ -142,7 +250,42 @@ impl Metrics {
             rules,
             live_cells,
             pending_replay_cells,
+            origin_operations,
+            origin_latency,
+            replay_batch_cells,
+            replay_overflow,
+            decisions_by_source,
+            origin_circuit,
         }
+    }
+
+    pub fn origin_call(&self, op: OriginOp, ok: bool, elapsed: std::time::Duration) {
+        let result = if ok { "ok" } else { "error" };
+        self.origin_operations
+            .get_or_create(&OriginLabels { op, result })
+            .inc();
+        self.origin_latency
+            .get_or_create(&OpLabels { op })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn replay_batch(&self, cells: usize) {
+        self.replay_batch_cells.observe(cells as f64);
+    }
+
+    pub fn replay_overflow(&self) {
+        self.replay_overflow.inc();
+    }
+
+    pub fn decision_source(&self, source: DecisionSource) {
+        self.decisions_by_source
+            .get_or_create(&SourceLabels { source })
+            .inc();
+    }
+
+    /// 0 closed, 1 half-open, 2 open.
+    pub fn set_origin_circuit(&self, state: i64) {
+        self.origin_circuit.set(state);
     }
 
     pub fn request(&self, outcome: RequestOutcome) {

@@ -4,4 +4,6 @@ mod logging;
 mod metrics;
 
 pub use logging::{LogFormat, init_logging};
-pub use metrics::{DecisionOutcome, Metrics, RequestOutcome, SharedLabel};
+pub use metrics::{
+    DecisionOutcome, DecisionSource, Metrics, OriginOp, RequestOutcome, SharedLabel,
+};
