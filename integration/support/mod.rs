@@ -1,8 +1,10 @@
 //! Shared harness for the end-to-end test targets (`integration/*.rs`).
 //!
-//! A test target includes it with `mod support;`. Everything here is
+//! A test target includes it with `mod support;`. Nearly everything here is
 //! synchronous (std networking and processes), so it works from plain
 //! `#[test]`s and, for the short blocking calls it makes, from tokio tests too.
+//! The exceptions: `load` (async, paced gRPC load) and `proxy` (a cuttable TCP
+//! proxy on its own thread and Tokio runtime, usable from either kind of test).
 //!
 //! Processes are killed when their handle is dropped, including while a failed
 //! test unwinds; their output goes to log files under `CARGO_TARGET_TMPDIR`.
@@ -13,7 +15,10 @@
 mod envoy;
 pub mod grpc;
 mod http;
+pub mod load;
 pub mod metrics;
+pub mod proxy;
+pub mod redis_admin;
 mod service;
 
 pub use envoy::Envoy;

@@ -1,0 +1,159 @@
+//! A TCP proxy whose link a test can cut and restore: put it between the service and a
+//! backend (Redis) to make the backend vanish without stopping it, then come back.
+//!
+//! It runs on its own thread with its own Tokio runtime, so it keeps forwarding whatever the
+//! test's thread or runtime does (blocking calls included); dropping it stops it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// How the link fails while it is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// New connections are accepted and reset at once (as a closed port, but instantly).
+    Refuse,
+    /// New connections are accepted and then never answered: a partition, where only
+    /// timeouts help. They are reset when the link is restored.
+    Blackhole,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Forward,
+    Cut(Cut),
+    Stop,
+}
+
+/// A running proxy from `addr` to an upstream address; stopped on drop.
+pub struct Proxy {
+    /// Where clients connect (127.0.0.1, a free port).
+    pub addr: SocketAddr,
+    pub upstream: SocketAddr,
+    mode: Arc<watch::Sender<Mode>>,
+    accepted: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Starts forwarding 127.0.0.1:<free port> to `upstream`.
+    pub fn start(upstream: SocketAddr) -> Proxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy port");
+        listener
+            .set_nonblocking(true)
+            .expect("make the proxy listener non-blocking");
+        let addr = listener.local_addr().expect("proxy local address");
+        let mode = Arc::new(watch::Sender::new(Mode::Forward));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (mode, accepted) = (Arc::clone(&mode), Arc::clone(&accepted));
+            std::thread::Builder::new()
+                .name(format!("proxy-{}", addr.port()))
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("proxy runtime");
+                    // Dropping the runtime afterwards drops every connection task.
+                    runtime.block_on(serve(listener, upstream, mode, accepted));
+                })
+                .expect("spawn the proxy thread")
+        };
+        Proxy {
+            addr,
+            upstream,
+            mode,
+            accepted,
+            thread: Some(thread),
+        }
+    }
+
+    /// Resets every open connection; new ones fail as `how` says until [`Proxy::restore`].
+    pub fn cut(&self, how: Cut) {
+        self.mode.send_replace(Mode::Cut(how));
+    }
+
+    /// Forwards new connections again (connections held by a blackhole are reset).
+    pub fn restore(&self) {
+        self.mode.send_replace(Mode::Forward);
+    }
+
+    /// Connections accepted so far, whatever happened to them.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.mode.send_replace(Mode::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    upstream: SocketAddr,
+    mode: Arc<watch::Sender<Mode>>,
+    accepted: Arc<AtomicU64>,
+) {
+    let listener = TcpListener::from_std(listener).expect("proxy listener into Tokio");
+    let mut stop = mode.subscribe();
+    loop {
+        let socket = tokio::select! {
+            socket = listener.accept() => socket,
+            _ = stop.wait_for(|m| *m == Mode::Stop) => return,
+        };
+        let Ok((socket, _)) = socket else {
+            // Out of file descriptors or similar: try again shortly.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        accepted.fetch_add(1, Ordering::Relaxed);
+        // Subscribed before reading the mode: a change in between is seen by the task.
+        let changes = mode.subscribe();
+        let now = *mode.borrow();
+        tokio::spawn(connection(socket, upstream, now, changes));
+    }
+}
+
+async fn connection(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    mode: Mode,
+    mut changes: watch::Receiver<Mode>,
+) {
+    match mode {
+        Mode::Forward => {
+            let Ok(mut server) = TcpStream::connect(upstream).await else {
+                let _ = client.set_zero_linger();
+                return;
+            };
+            tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                _ = changes.wait_for(|m| *m != Mode::Forward) => {
+                    // A reset, not a clean close: bytes in flight are lost, as in a real cut.
+                    let _ = client.set_zero_linger();
+                    let _ = server.set_zero_linger();
+                }
+            }
+        }
+        Mode::Cut(Cut::Refuse) => {
+            let _ = client.set_zero_linger();
+        }
+        Mode::Cut(Cut::Blackhole) => {
+            // Never read, never answer; hold the socket until the mode changes.
+            let _ = changes
+                .wait_for(|m| *m != Mode::Cut(Cut::Blackhole))
+                .await;
+            let _ = client.set_zero_linger();
+        }
+        Mode::Stop => {}
+    }
+}
