@@ -20,6 +20,9 @@ pub enum Cut {
     /// New connections are accepted and then never answered: a partition, where only
     /// timeouts help. They are reset when the link is restored.
     Blackhole,
+    /// As `Blackhole`, and open connections are not reset but frozen: nothing more goes
+    /// through them either way (a partition that drops packets). Reset on restore.
+    Freeze,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +75,8 @@ impl Proxy {
         }
     }
 
-    /// Resets every open connection; new ones fail as `how` says until [`Proxy::restore`].
+    /// Resets every open connection (or freezes it, for [`Cut::Freeze`]); new ones fail as
+    /// `how` says until [`Proxy::restore`].
     pub fn cut(&self, how: Cut) {
         self.mode.send_replace(Mode::Cut(how));
     }
@@ -135,23 +139,26 @@ async fn connection(
                 let _ = client.set_zero_linger();
                 return;
             };
-            tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                _ = changes.wait_for(|m| *m != Mode::Forward) => {
-                    // A reset, not a clean close: bytes in flight are lost, as in a real cut.
-                    let _ = client.set_zero_linger();
-                    let _ = server.set_zero_linger();
-                }
+            let cut = tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => None,
+                mode = changes.wait_for(|m| *m != Mode::Forward) => mode.ok().map(|m| *m),
+            };
+            if cut == Some(Mode::Cut(Cut::Freeze)) {
+                // Hold both ends without reading or writing until the mode changes.
+                let _ = changes.wait_for(|m| *m != Mode::Cut(Cut::Freeze)).await;
+            }
+            if cut.is_some() {
+                // A reset, not a clean close: bytes in flight are lost, as in a real cut.
+                let _ = client.set_zero_linger();
+                let _ = server.set_zero_linger();
             }
         }
         Mode::Cut(Cut::Refuse) => {
             let _ = client.set_zero_linger();
         }
-        Mode::Cut(Cut::Blackhole) => {
+        Mode::Cut(how @ (Cut::Blackhole | Cut::Freeze)) => {
             // Never read, never answer; hold the socket until the mode changes.
-            let _ = changes
-                .wait_for(|m| *m != Mode::Cut(Cut::Blackhole))
-                .await;
+            let _ = changes.wait_for(|m| *m != Mode::Cut(how)).await;
             let _ = client.set_zero_linger();
         }
         Mode::Stop => {}

@@ -20,7 +20,9 @@ pub fn connect(url: &str) -> redis::Connection {
         redis::Client::open(url).unwrap_or_else(|e| panic!("invalid Redis URL {url}: {e}"));
     let conn = client
         .get_connection_with_timeout(TIMEOUT)
-        .unwrap_or_else(|e| panic!("Redis is missing: cannot connect to {url} ({e}); {HOW_TO_START}"));
+        .unwrap_or_else(|e| {
+            panic!("Redis is missing: cannot connect to {url} ({e}); {HOW_TO_START}")
+        });
     conn.set_read_timeout(Some(TIMEOUT))
         .and_then(|()| conn.set_write_timeout(Some(TIMEOUT)))
         .expect("set Redis socket timeouts");
@@ -30,10 +32,13 @@ pub fn connect(url: &str) -> redis::Connection {
 /// Fails the test (never skips it) when the machine's Redis does not answer PING.
 pub fn require_local_redis() {
     let mut conn = connect(LOCAL_REDIS_URL);
-    let pong: String = redis::cmd("PING")
-        .query(&mut conn)
-        .unwrap_or_else(|e| panic!("Redis on {LOCAL_REDIS_URL} does not answer PING ({e}); {HOW_TO_START}"));
-    assert_eq!(pong, "PONG", "Redis on {LOCAL_REDIS_URL} answered PING with {pong:?}");
+    let pong: String = redis::cmd("PING").query(&mut conn).unwrap_or_else(|e| {
+        panic!("Redis on {LOCAL_REDIS_URL} does not answer PING ({e}); {HOW_TO_START}")
+    });
+    assert_eq!(
+        pong, "PONG",
+        "Redis on {LOCAL_REDIS_URL} answered PING with {pong:?}"
+    );
 }
 
 /// A key prefix no other test, process or earlier run uses (no `{` or `}`).
@@ -71,7 +76,8 @@ pub fn command_calls(url: &str) -> HashMap<String, u64> {
         .collect()
 }
 
-/// Every key under `prefix` on the node at `url` with its value as a count (SCAN + GET).
+/// Every cell under `prefix` on the node at `url` with its region total: the sum of the
+/// per-process fields of its hash (SCAN + HGETALL).
 pub fn counts_under(url: &str, prefix: &str) -> Vec<(String, u64)> {
     let mut conn = connect(url);
     let pattern = format!("{}*", glob_escape(prefix));
@@ -96,17 +102,11 @@ pub fn counts_under(url: &str, prefix: &str) -> Vec<(String, u64)> {
     keys.dedup();
     keys.into_iter()
         .map(|key| {
-            let value: Option<String> = redis::cmd("GET")
+            let fields: Vec<(String, u64)> = redis::cmd("HGETALL")
                 .arg(&key)
                 .query(&mut conn)
-                .unwrap_or_else(|e| panic!("GET {key:?} on {url}: {e}"));
-            let count = value
-                .as_deref()
-                .map(|v| {
-                    v.parse()
-                        .unwrap_or_else(|_| panic!("Redis key {key:?} holds {v:?}, not a count"))
-                })
-                .unwrap_or(0);
+                .unwrap_or_else(|e| panic!("HGETALL {key:?} on {url}: {e}"));
+            let count = fields.iter().map(|(_, n)| n).sum();
             (key, count)
         })
         .collect()
@@ -114,7 +114,10 @@ pub fn counts_under(url: &str, prefix: &str) -> Vec<(String, u64)> {
 
 /// Deletes every key under `prefix` on the node at `url` (tidying the shared Redis).
 pub fn delete_under(url: &str, prefix: &str) {
-    let keys: Vec<String> = counts_under(url, prefix).into_iter().map(|(k, _)| k).collect();
+    let keys: Vec<String> = counts_under(url, prefix)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
     if keys.is_empty() {
         return;
     }

@@ -18,12 +18,28 @@ pub struct Service {
     child: Child,
 }
 
+/// Why a start failed, and whether other ports could help.
+struct StartFailure {
+    port_taken: bool,
+    message: String,
+}
+
 impl Service {
     /// Starts the service on free ports with `--config config` and waits until
     /// `GET /healthz` answers 200. Panics (with the log tail) if it does not
     /// within 15 s or exits first.
     pub fn start(config: impl AsRef<Path>, extra_args: &[&str]) -> Service {
-        Self::start_on(config, free_port(), free_port(), extra_args)
+        // `free_port` only finds a port that was free a moment ago: with many processes
+        // starting in parallel another one may take it first. Then try other ports.
+        const ATTEMPTS: usize = 5;
+        for attempt in 1..=ATTEMPTS {
+            match Self::try_start_on(config.as_ref(), free_port(), free_port(), extra_args) {
+                Ok(service) => return service,
+                Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
+                Err(failure) => panic!("{}", failure.message),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
     }
 
     /// Like [`Service::start`] on given ports, for tests that must know the
@@ -34,7 +50,16 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
     ) -> Service {
-        let config = config.as_ref();
+        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args)
+            .unwrap_or_else(|failure| panic!("{}", failure.message))
+    }
+
+    fn try_start_on(
+        config: &Path,
+        grpc_port: u16,
+        http_port: u16,
+        extra_args: &[&str],
+    ) -> Result<Service, StartFailure> {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
         let (log_path, log) = new_log_file("gcounter-rls");
@@ -61,33 +86,39 @@ impl Service {
             log_path,
             child,
         };
-        service.wait_healthy(config);
-        service
+        service.wait_healthy(config)?;
+        Ok(service)
     }
 
-    fn wait_healthy(&mut self, config: &Path) {
+    fn wait_healthy(&mut self, config: &Path) -> Result<(), StartFailure> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "gcounter-rls exited during startup ({status}) with --config {}\n--- {} (tail) ---\n{}",
-                    config.display(),
-                    self.log_path.display(),
-                    self.log_tail(60)
-                );
+                let tail = self.log_tail(60);
+                return Err(StartFailure {
+                    port_taken: tail.contains("Address already in use"),
+                    message: format!(
+                        "gcounter-rls exited during startup ({status}) with --config {}\n--- {} (tail) ---\n{tail}",
+                        config.display(),
+                        self.log_path.display(),
+                    ),
+                });
             }
             let last = match http_get(self.http_addr, "/healthz", &[]) {
-                Ok(r) if r.status == 200 => return,
+                Ok(r) if r.status == 200 => return Ok(()),
                 Ok(r) => format!("status {} body {:?}", r.status, r.body_text()),
                 Err(e) => e.to_string(),
             };
             if Instant::now() >= deadline {
-                panic!(
-                    "gcounter-rls not healthy after {STARTUP_TIMEOUT:?} on http {} (last /healthz: {last})\n--- {} (tail) ---\n{}",
-                    self.http_addr,
-                    self.log_path.display(),
-                    self.log_tail(60)
-                );
+                return Err(StartFailure {
+                    port_taken: false,
+                    message: format!(
+                        "gcounter-rls not healthy after {STARTUP_TIMEOUT:?} on http {} (last /healthz: {last})\n--- {} (tail) ---\n{}",
+                        self.http_addr,
+                        self.log_path.display(),
+                        self.log_tail(60)
+                    ),
+                });
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -15,8 +15,9 @@ use super::decision::{Decision, decide};
 pub struct WindowCell {
     regional: AtomicU64,
     global: AtomicU64,
-    /// Local accepts not yet replayed to the regional origin.
-    unreplayed: AtomicU64,
+    /// Everything this process accepted in the cell (its G-Counter component at the origin).
+    /// Replay publishes this cumulative value, so a resend is harmless.
+    own: AtomicU64,
     /// Until when (ms since the epoch) `regional` may be trusted without reading the origin.
     /// 0 = stale. Only a successful read or replay moves it forward.
     fresh_until_ms: AtomicU64,
@@ -36,9 +37,11 @@ pub enum ReplayNeed {
 }
 
 impl WindowCell {
-    pub fn with_regional(regional: u64) -> Self {
+    /// A cell seeded from the origin: the region's total and this process's component.
+    pub fn seeded(regional: u64, own: u64) -> Self {
         Self {
-            regional: AtomicU64::new(regional),
+            regional: AtomicU64::new(regional.max(own)),
+            own: AtomicU64::new(own),
             ..Self::default()
         }
     }
@@ -92,7 +95,7 @@ impl WindowCell {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.unreplayed.fetch_add(cost, Ordering::AcqRel);
+                    self.own.fetch_add(cost, Ordering::AcqRel);
                     let need = if self.queued.swap(true, Ordering::AcqRel) {
                         ReplayNeed::None
                     } else {
@@ -105,20 +108,16 @@ impl WindowCell {
         }
     }
 
-    /// Take the local work accumulated since the last replay, leaving the queue.
-    /// An accept racing with this re-queues the cell, so its work goes with the next cycle.
-    pub fn take_unreplayed(&self) -> u64 {
+    /// This process's cumulative count, to publish; the cell leaves the replay queue.
+    /// An accept racing with this queues the cell again, so its work goes with the next cycle.
+    pub fn take_for_replay(&self) -> u64 {
         self.queued.store(false, Ordering::Release);
-        self.unreplayed.swap(0, Ordering::AcqRel)
+        self.own.load(Ordering::Acquire)
     }
 
-    /// Give back work whose replay failed. Returns true if the caller must queue the cell
-    /// again (nobody else has since).
-    pub fn restore_unreplayed(&self, amount: u64) -> bool {
-        if amount == 0 {
-            return false;
-        }
-        self.unreplayed.fetch_add(amount, Ordering::AcqRel);
+    /// A replay failed: returns true if the caller must queue the cell again (nobody else
+    /// has since). Nothing to give back: the next replay publishes the cumulative value.
+    pub fn requeue(&self) -> bool {
         !self.queued.swap(true, Ordering::AcqRel)
     }
 
@@ -130,6 +129,16 @@ impl WindowCell {
     /// Merge a regional total read from the origin: `max`, never backwards.
     pub fn merge_regional(&self, total: u64) {
         self.regional.fetch_max(total, Ordering::AcqRel);
+    }
+
+    /// Merge this process's component as the origin holds it (after a re-read).
+    pub fn merge_own(&self, own: u64) {
+        self.own.fetch_max(own, Ordering::AcqRel);
+        self.regional.fetch_max(own, Ordering::AcqRel);
+    }
+
+    pub fn own(&self) -> u64 {
+        self.own.load(Ordering::Acquire)
     }
 
     /// Merge the other regions' sum: `max`, never backwards.
@@ -166,12 +175,12 @@ mod tests {
 
     #[test]
     fn denied_requests_consume_nothing() {
-        let cell = WindowCell::with_regional(10);
+        let cell = WindowCell::seeded(10, 0);
         let (d, need) = cell.try_consume(0, 0, 1_000, 1, 10);
         assert!(!d.allowed);
         assert_eq!(need, ReplayNeed::None);
         assert_eq!(cell.regional(), 10);
-        assert_eq!(cell.take_unreplayed(), 0);
+        assert_eq!(cell.take_for_replay(), 0);
     }
 
     #[test]
@@ -191,18 +200,29 @@ mod tests {
         let cell = WindowCell::default();
         assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::Enqueue);
         assert_eq!(cell.try_consume(0, 0, 1_000, 2, 10).1, ReplayNeed::None);
-        assert_eq!(cell.take_unreplayed(), 3);
+        assert_eq!(cell.take_for_replay(), 3);
         assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::Enqueue);
+        assert_eq!(cell.take_for_replay(), 4, "cumulative, not a delta");
     }
 
     #[test]
-    fn failed_replay_work_is_given_back_and_queued_once() {
+    fn a_failed_replay_queues_the_cell_once() {
         let cell = WindowCell::default();
         cell.try_consume(0, 0, 1_000, 2, 10);
-        let taken = cell.take_unreplayed();
-        assert!(cell.restore_unreplayed(taken), "nobody re-queued it");
+        assert_eq!(cell.take_for_replay(), 2);
+        assert!(cell.requeue(), "nobody re-queued it");
         assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::None);
-        assert_eq!(cell.take_unreplayed(), 3);
+        assert!(!cell.requeue());
+        assert_eq!(cell.take_for_replay(), 3);
+    }
+
+    #[test]
+    fn a_reseeded_cell_resumes_its_own_component() {
+        let cell = WindowCell::seeded(9, 4);
+        cell.try_consume(0, 0, 1_000, 1, 20);
+        assert_eq!((cell.regional(), cell.own()), (10, 5));
+        cell.merge_own(3);
+        assert_eq!(cell.own(), 5, "never backwards");
     }
 
     #[test]

@@ -194,14 +194,14 @@ impl Engine {
         match self.table.get_or_guard(&owned).await {
             Lookup::Warm(cell) => cell,
             Lookup::Cold(guard) => {
-                *source = DecisionSource::Origin;
                 let started = std::time::Instant::now();
                 let read = self.origin.read(&owned).await;
                 self.metrics
                     .origin_call(OriginOp::Cold, read.is_ok(), started.elapsed());
                 let cell = match read {
-                    Ok(total) => {
-                        let cell = WindowCell::with_regional(total);
+                    Ok(read) => {
+                        *source = DecisionSource::Origin;
+                        let cell = WindowCell::seeded(read.total, read.own);
                         cell.mark_fresh_until(self.fresh_until(now_ms));
                         cell
                     }
@@ -238,8 +238,9 @@ impl Engine {
         self.metrics
             .origin_call(op, read.is_ok(), started.elapsed());
         let ok = match read {
-            Ok(total) => {
-                cell.merge_regional(total);
+            Ok(read) => {
+                cell.merge_regional(read.total);
+                cell.merge_own(read.own);
                 cell.mark_fresh_until(now_ms.saturating_add(freshness.as_millis() as u64));
                 true
             }
@@ -316,6 +317,14 @@ impl Engine {
             }
         }
         self.flush_replay().await;
+        let unpublished = self.pending_replay_cells();
+        if unpublished > 0 {
+            tracing::error!(
+                cells = unpublished,
+                origin = self.origin.name(),
+                "final replay failed at shutdown: these cells' counts never reached the region"
+            );
+        }
     }
 }
 

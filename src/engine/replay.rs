@@ -70,18 +70,18 @@ impl ReplayQueue {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Send everything pending, a batch per round trip, and merge the totals back; each
+    /// Publish everything pending, a batch per round trip, and merge the totals back; each
     /// merged cell is fresh until `fresh_until_ms`.
     ///
-    /// Work of a failed batch is given back to its cells and queued again: nothing accepted is
-    /// lost, it is sent with a later cycle.
+    /// The cells of a failed batch are queued again: their cumulative counts go with a later
+    /// cycle, and a batch that did land before failing is harmless to send again.
     pub async fn flush(&self, origin: &dyn RegionalOrigin, fresh_until_ms: u64) -> Flushed {
         let drained = std::mem::take(&mut *self.lock());
         let mut flushed = Flushed::default();
         for chunk in drained.chunks(self.batch_size) {
             let batch: Vec<(CellKey, u64)> = chunk
                 .iter()
-                .map(|(key, cell)| (key.clone(), cell.take_unreplayed()))
+                .map(|(key, cell)| (key.clone(), cell.take_for_replay()))
                 .collect();
             let outcome = origin.replay(&batch).await.and_then(|totals| {
                 if totals.len() == batch.len() {
@@ -103,10 +103,10 @@ impl ReplayQueue {
                 }
                 Err(error) => {
                     let mut requeue = self.lock();
-                    for ((key, cell), (_, delta)) in chunk.iter().zip(&batch) {
-                        // Re-queued past the cap on purpose: this work was already counted
-                        // in the queue once, and dropping it would lose accepted requests.
-                        if cell.restore_unreplayed(*delta) {
+                    for (key, cell) in chunk {
+                        // Re-queued past the cap on purpose: these cells were already in the
+                        // queue once, and leaving them out would keep their work local.
+                        if cell.requeue() {
                             requeue.push((key.clone(), Arc::clone(cell)));
                         }
                     }

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
 use crate::cell_key::CellKey;
-use crate::regional::{InProcessOrigin, OriginError, OriginFuture};
+use crate::regional::{CellRead, InProcessOrigin, OriginError, OriginFuture};
 
 fn metrics() -> Arc<Metrics> {
     Arc::new(Metrics::new())
@@ -123,7 +123,7 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     // a second engine of the same region starts cold and reads the total
     let other = Engine::new(
         EngineSettings::default(),
-        origin.clone(),
+        Arc::new(origin.sibling("other")),
         clock.clone(),
         metrics(),
     );
@@ -137,18 +137,27 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
 }
 
 /// An origin that can be switched off and counts reads: the test double for Redis.
+/// Siblings are other processes of the region: same cells, same switch, own components.
 struct SwitchableOrigin {
     inner: InProcessOrigin,
-    down: AtomicBool,
-    reads: std::sync::atomic::AtomicUsize,
+    down: Arc<AtomicBool>,
+    reads: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl SwitchableOrigin {
     fn new(down: bool) -> Self {
         Self {
             inner: InProcessOrigin::new(100),
-            down: AtomicBool::new(down),
+            down: Arc::new(AtomicBool::new(down)),
             reads: Default::default(),
+        }
+    }
+
+    fn sibling(&self, process: &str) -> Self {
+        Self {
+            inner: self.inner.sibling(process),
+            down: Arc::clone(&self.down),
+            reads: Arc::clone(&self.reads),
         }
     }
 
@@ -162,7 +171,7 @@ impl RegionalOrigin for SwitchableOrigin {
         "switchable"
     }
 
-    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, u64> {
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         if self.down.load(Ordering::SeqCst) {
             return Box::pin(async { Err(OriginError::Unavailable("down".into())) });
@@ -206,7 +215,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
         duration_ms: 1_000,
         sequence: 10,
     };
-    assert_eq!(origin.inner.read(&key).await.ok(), Some(5));
+    assert_eq!(origin.inner.read(&key).await.ok().map(|r| r.total), Some(5));
 }
 
 #[tokio::test]
@@ -253,7 +262,12 @@ fn shared_region(freshness_ms: u64) -> (Engine, Engine, Arc<ManualClock>, Arc<Sw
         ..EngineSettings::default()
     };
     let a = Engine::new(settings.clone(), origin.clone(), clock.clone(), metrics());
-    let b = Engine::new(settings, origin.clone(), clock.clone(), metrics());
+    let b = Engine::new(
+        settings,
+        Arc::new(origin.sibling("b")),
+        clock.clone(),
+        metrics(),
+    );
     (a, b, clock, origin)
 }
 
@@ -374,5 +388,58 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
         duration_ms: 1_000,
         sequence: 10,
     };
-    assert_eq!(origin.read(&key).await.ok(), Some(3));
+    assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(3));
+}
+
+#[tokio::test]
+async fn a_replay_sent_twice_counts_once() {
+    let (engine, _, origin) = engine_at(10_000);
+    let names = Names::new();
+    for _ in 0..4 {
+        engine.check(names.hit("a", 1, 10)).await;
+    }
+    engine.flush_replay().await;
+    // the same cumulative value again, as after a timeout whose command did land
+    let key = CellKey {
+        workspace: names.workspace.clone(),
+        namespace: names.namespace.clone(),
+        identifier: "a".into(),
+        duration_ms: 1_000,
+        sequence: 10,
+    };
+    assert_eq!(origin.replay(&[(key.clone(), 4)]).await.ok(), Some(vec![4]));
+    engine.check(names.hit("a", 1, 10)).await;
+    engine.flush_replay().await;
+    assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(5));
+}
+
+#[tokio::test]
+async fn an_evicted_cell_resumes_its_component_from_the_origin() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let origin = Arc::new(InProcessOrigin::new(1_000));
+    let settings = EngineSettings {
+        max_cells: 2,
+        ..EngineSettings::default()
+    };
+    let engine = Engine::new(settings, origin.clone(), clock, metrics());
+    let names = Names::new();
+    for _ in 0..3 {
+        engine.check(names.hit("a", 1, 10)).await;
+    }
+    engine.flush_replay().await;
+    // push "a" out of the two-cell table
+    for id in ["b", "c", "d", "e"] {
+        engine.check(names.hit(id, 1, 10)).await;
+    }
+    engine.flush_replay().await;
+    engine.check(names.hit("a", 1, 10)).await;
+    engine.flush_replay().await;
+    let key = CellKey {
+        workspace: names.workspace.clone(),
+        namespace: names.namespace.clone(),
+        identifier: "a".into(),
+        duration_ms: 1_000,
+        sequence: 10,
+    };
+    assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(4));
 }

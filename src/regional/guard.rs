@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{OriginError, OriginFuture, RegionalOrigin};
+use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
 
 /// Timeouts and breaker tuning. The defaults are the production values.
@@ -131,7 +131,7 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
         self.breaker.state()
     }
 
-    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, u64> {
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
         Box::pin(self.guarded(self.read_timeout, move || self.inner.read(key)))
     }
 
@@ -339,8 +339,8 @@ mod tests {
             "scripted"
         }
 
-        fn read<'a>(&'a self, _key: &'a CellKey) -> OriginFuture<'a, u64> {
-            self.run(|n| n)
+        fn read<'a>(&'a self, _key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+            self.run(|n| CellRead { total: n, own: 0 })
         }
 
         fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
@@ -396,7 +396,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn answers_pass_through() {
         let (_inner, guard) = guarded(Act::Answer(7));
-        assert_eq!(guard.read(&key()).await.ok(), Some(7));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(7));
         assert_eq!(
             guard.replay(&[(key(), 1), (key(), 2)]).await.ok(),
             Some(vec![7, 7])
@@ -487,7 +487,7 @@ mod tests {
             tokio::task::yield_now().await;
             guard.read(&key()).await
         });
-        assert_eq!(probe.ok(), Some(0));
+        assert_eq!(probe.ok().map(|r| r.total), Some(0));
         assert!(matches!(other, Err(OriginError::CircuitOpen)));
         assert_eq!(inner.calls(), 6, "only the probe reached the origin");
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
@@ -495,7 +495,7 @@ mod tests {
         // Recovered: calls flow, and it takes a fresh run of failures to open again.
         inner.set(Act::Answer(3));
         for _ in 0..10 {
-            assert_eq!(guard.read(&key()).await.ok(), Some(3));
+            assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(3));
         }
         inner.set(Act::Fail);
         for _ in 0..4 {
@@ -533,7 +533,7 @@ mod tests {
         // Once the cause is gone, the next probe closes the circuit.
         tokio::time::advance(Duration::from_secs(10)).await;
         inner.set(Act::Answer(1));
-        assert_eq!(guard.read(&key()).await.ok(), Some(1));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(1));
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
     }
 
@@ -548,7 +548,7 @@ mod tests {
         assert!(gave_up.is_err());
         assert_eq!(guard.circuit_state(), CircuitState::HalfOpen);
         inner.set(Act::Answer(2));
-        assert_eq!(guard.read(&key()).await.ok(), Some(2));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(2));
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
     }
 
@@ -557,6 +557,6 @@ mod tests {
         let inner: Arc<dyn RegionalOrigin> = Scripted::new(Act::Answer(4));
         let guard: Arc<dyn RegionalOrigin> =
             Arc::new(GuardedOrigin::new(inner, GuardSettings::default()));
-        assert_eq!(guard.read(&key()).await.ok(), Some(4));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(4));
     }
 }

@@ -1,46 +1,81 @@
 //! The regional origin of a region made of one process: a bounded map in memory.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use quick_cache::sync::Cache;
 
-use super::{OriginFuture, RegionalOrigin};
+use super::{CellRead, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
 
-/// Totals per cell, bounded like the engine's cell table so memory stays capped.
+/// Per cell, each process's published cumulative count.
+type Components = Mutex<Vec<(Arc<str>, u64)>>;
+
+/// The G-Counter cells of a region, bounded like the engine's cell table so memory stays
+/// capped. In the embedded default the region is this one process; tests make several
+/// "processes" share one store with [`InProcessOrigin::sibling`].
 ///
-/// It keeps counts when the engine evicts or reaps a cell that is still inside the sliding
-/// window, and it gives the replay path a real partner in the embedded default and in tests.
+/// It keeps counts when the engine evicts or reaps a cell still inside the sliding window,
+/// and gives the replay path a real partner in the embedded default and in tests.
 pub struct InProcessOrigin {
-    totals: Cache<CellKey, Arc<AtomicU64>>,
+    cells: Arc<Cache<CellKey, Arc<Components>>>,
+    process: Arc<str>,
 }
 
 impl InProcessOrigin {
     pub fn new(max_cells: usize) -> Self {
         Self {
-            totals: Cache::new(max_cells.max(1)),
+            cells: Arc::new(Cache::new(max_cells.max(1))),
+            process: "local".into(),
         }
     }
 
-    fn add(&self, key: &CellKey, delta: u64) -> u64 {
-        let total = match self.totals.get(key) {
-            Some(total) => total,
-            None => {
-                // Two replayers racing on a new key both land on the value that won the insert.
-                let fresh = Arc::new(AtomicU64::new(0));
-                match self
-                    .totals
-                    .get_or_insert_with(key, || Ok::<_, std::convert::Infallible>(fresh))
-                {
-                    Ok(total) => total,
-                    Err(never) => match never {},
-                }
-            }
+    /// Another process of the same region: same cells, its own components.
+    pub fn sibling(&self, process: &str) -> Self {
+        Self {
+            cells: Arc::clone(&self.cells),
+            process: process.into(),
+        }
+    }
+
+    fn components(&self, key: &CellKey) -> Arc<Components> {
+        match self
+            .cells
+            .get_or_insert_with(key, || Ok::<_, std::convert::Infallible>(Arc::default()))
+        {
+            Ok(components) => components,
+            Err(never) => match never {},
+        }
+    }
+
+    fn read_now(&self, key: &CellKey) -> CellRead {
+        let Some(components) = self.cells.get(key) else {
+            return CellRead::default();
         };
-        total
-            .fetch_add(delta, Ordering::AcqRel)
-            .saturating_add(delta)
+        let components = components.lock().unwrap_or_else(PoisonError::into_inner);
+        summarize(&components, &self.process)
+    }
+
+    fn publish(&self, key: &CellKey, cumulative: u64) -> u64 {
+        let components = self.components(key);
+        // A std mutex: held for a few instructions, never across an await.
+        let mut components = components.lock().unwrap_or_else(PoisonError::into_inner);
+        match components.iter_mut().find(|(p, _)| *p == self.process) {
+            Some((_, own)) => *own = (*own).max(cumulative),
+            None => components.push((Arc::clone(&self.process), cumulative)),
+        }
+        summarize(&components, &self.process).total
+    }
+}
+
+fn summarize(components: &[(Arc<str>, u64)], process: &str) -> CellRead {
+    CellRead {
+        total: components
+            .iter()
+            .fold(0u64, |sum, (_, n)| sum.saturating_add(*n)),
+        own: components
+            .iter()
+            .find(|(p, _)| &**p == process)
+            .map_or(0, |(_, n)| *n),
     }
 }
 
@@ -49,18 +84,14 @@ impl RegionalOrigin for InProcessOrigin {
         "in-process"
     }
 
-    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, u64> {
-        let total = self
-            .totals
-            .get(key)
-            .map_or(0, |t| t.load(Ordering::Acquire));
-        Box::pin(std::future::ready(Ok(total)))
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        Box::pin(std::future::ready(Ok(self.read_now(key))))
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
         let totals = batch
             .iter()
-            .map(|(key, delta)| self.add(key, *delta))
+            .map(|(key, cumulative)| self.publish(key, *cumulative))
             .collect();
         Box::pin(std::future::ready(Ok(totals)))
     }
@@ -81,13 +112,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn replay_adds_and_read_sees_the_total() {
-        let origin = InProcessOrigin::new(100);
-        assert_eq!(origin.read(&key("a")).await.ok(), Some(0));
-        let totals = origin
-            .replay(&[(key("a"), 2), (key("b"), 1), (key("a"), 3)])
-            .await;
-        assert_eq!(totals.ok(), Some(vec![2, 1, 5]));
-        assert_eq!(origin.read(&key("a")).await.ok(), Some(5));
+    async fn components_merge_with_max_and_sum_into_the_total() {
+        let a = InProcessOrigin::new(100);
+        let b = a.sibling("b");
+        assert_eq!(a.read(&key("x")).await.ok(), Some(CellRead::default()));
+        assert_eq!(
+            a.replay(&[(key("x"), 2), (key("y"), 1)]).await.ok(),
+            Some(vec![2, 1])
+        );
+        assert_eq!(b.replay(&[(key("x"), 5)]).await.ok(), Some(vec![7]));
+        // publishing the same or an older cumulative value changes nothing
+        assert_eq!(
+            a.replay(&[(key("x"), 2), (key("x"), 1)]).await.ok(),
+            Some(vec![7, 7])
+        );
+        assert_eq!(
+            b.read(&key("x")).await.ok(),
+            Some(CellRead { total: 7, own: 5 })
+        );
     }
 }

@@ -43,14 +43,29 @@ pub enum OriginError {
     CircuitOpen,
 }
 
+/// A cell as the origin holds it: a G-Counter with one component per process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CellRead {
+    /// The sum of all processes' components: the region's count.
+    pub total: u64,
+    /// This process's own component (what it published before, e.g. before an eviction).
+    pub own: u64,
+}
+
+/// The regional layer as a grow-only counter per cell, one component per process.
+///
+/// Replay publishes a process's *cumulative* count of a cell and the origin keeps the `max`
+/// per component, so sending the same value twice (a retry after a timeout whose command did
+/// land) changes nothing: replay is idempotent, and a region never counts work twice.
 pub trait RegionalOrigin: Send + Sync + 'static {
     /// A short name for logs and metrics ("in-process", "redis").
     fn name(&self) -> &'static str;
 
-    /// The region's current total of one cell (0 when the origin has never seen it).
-    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, u64>;
+    /// The cell's region total and this process's component (0s when never seen).
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead>;
 
-    /// Add each delta to its cell and return the new totals, in batch order, in one round trip.
+    /// Publish this process's cumulative count of each cell (merged with `max` into its
+    /// component) and return each cell's region total, in batch order, in one round trip.
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>>;
 
     /// The circuit breaker's state, for the metrics gauge; unguarded origins are always closed.

@@ -1,9 +1,12 @@
 //! The regional origin of a region made of several processes: Redis, one node or a cluster.
 //!
-//! A cell is one integer key (layout in [`key`]); replay is `INCRBY` + `PEXPIRE` per cell in
-//! one pipelined `MULTI`/`EXEC` round trip (one per hash slot on a cluster, sent together),
-//! read is `GET`. Connections are made lazily and re-made by themselves: start-up never waits
-//! for Redis, and an origin error only makes the engine decide from local counts.
+//! A cell is one hash (layout in [`key`]): a G-Counter with one field per process, holding
+//! that process's cumulative count of the cell. Replay runs [`REPLAY_SCRIPT`] per cell (keep
+//! the field's `max`, refresh the expiry, return the sum) in one pipelined round trip (one per
+//! hash slot on a cluster, sent together); read is `HGETALL`. Because a field only takes the
+//! max, a replay sent twice (a retry after a timeout whose command did land, a cluster
+//! redirect) counts once. Connections are made lazily and re-made by themselves: start-up
+//! never waits for Redis, and an origin error only makes the engine decide from local counts.
 
 mod cluster;
 mod key;
@@ -21,7 +24,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_routing::Slot;
 use redis::{Client, ErrorKind, Pipeline, RedisError, ServerErrorKind, TlsCertificates, Value};
 
-use super::{OriginError, OriginFuture, RegionalOrigin};
+use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
 use cluster::LazyCluster;
 
@@ -31,6 +34,22 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Keys outlive any real window; this only keeps `PEXPIRE` from overflowing in Redis.
 const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3_600 * 1_000;
+
+/// Publish one process's cumulative count of a cell and return the cell's total.
+/// KEYS[1] the cell; ARGV[1] the process's field, ARGV[2] its cumulative count, ARGV[3] TTL ms.
+/// Lua numbers are doubles: exact far beyond any count a window can reach.
+const REPLAY_SCRIPT: &str = r"
+local own = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) > own then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local total = 0
+for _, n in ipairs(redis.call('HVALS', KEYS[1])) do
+  total = total + tonumber(n)
+end
+return total
+";
 
 /// Where the region's Redis is and how its keys are named.
 #[derive(Clone, PartialEq, Eq)]
@@ -91,6 +110,22 @@ enum Backend {
 pub struct RedisOrigin {
     backend: Backend,
     key_prefix: String,
+    /// This process's field in every cell hash: random per start, so a restarted process
+    /// adds a new component instead of overwriting what it published before.
+    process: String,
+    replay_script: redis::Script,
+}
+
+/// A field name no other process of the region will pick.
+fn new_process_id() -> String {
+    use std::hash::BuildHasher;
+    // RandomState is seeded from the OS's randomness; mixing in the pid and the time only
+    // guards against a platform where it is not.
+    let seed = (std::process::id(), std::time::SystemTime::now());
+    format!(
+        "{:016x}",
+        std::collections::hash_map::RandomState::new().hash_one(seed)
+    )
 }
 
 impl RedisOrigin {
@@ -174,7 +209,14 @@ impl RedisOrigin {
         Ok(Self {
             backend,
             key_prefix,
+            process: new_process_id(),
+            replay_script: redis::Script::new(REPLAY_SCRIPT),
         })
+    }
+
+    /// This process's field in the cell hashes.
+    pub fn process_id(&self) -> &str {
+        &self.process
     }
 
     /// Whether this origin talks to a Redis Cluster.
@@ -182,13 +224,13 @@ impl RedisOrigin {
         matches!(self.backend, Backend::Cluster(_))
     }
 
-    /// The Redis key holding `key`'s regional total.
+    /// The Redis key of `key`'s cell hash.
     pub fn redis_key(&self, key: &CellKey) -> String {
         key::redis_key(&self.key_prefix, key)
     }
 
-    async fn get(&self, name: &str) -> Result<u64, OriginError> {
-        let mut get = redis::cmd("GET");
+    async fn get(&self, name: &str) -> Result<CellRead, OriginError> {
+        let mut get = redis::cmd("HGETALL");
         get.arg(name);
         let value = match &self.backend {
             Backend::Single(manager) => {
@@ -205,7 +247,7 @@ impl RedisOrigin {
                 }
             }
         };
-        total(value, name)
+        components(value, name, &self.process)
     }
 
     async fn add(&self, batch: &[(CellKey, u64)]) -> Result<Vec<u64>, OriginError> {
@@ -216,13 +258,12 @@ impl RedisOrigin {
         let all: Vec<usize> = (0..batch.len()).collect();
         let replayed = match &self.backend {
             Backend::Single(manager) => {
-                let pipe = replay_pipeline(batch, &names, &all);
                 let mut conn = manager.clone();
-                let values = pipe
-                    .query_async::<Vec<Value>>(&mut conn)
-                    .await
-                    .map_err(origin_error)?;
-                Replayed::from_replies(batch, &names, &all, values)
+                let values = self.send(&mut conn, batch, &names, &all).await;
+                match values {
+                    Ok(values) => Replayed::from_replies(&names, &all, values),
+                    Err(error) => Replayed::failed(all.len(), origin_error(error)),
+                }
             }
             Backend::Cluster(cluster) => {
                 // A cluster pipeline must stay in one slot: one pipeline per slot, all at once.
@@ -235,25 +276,14 @@ impl RedisOrigin {
                 let sent = slots.into_values().map(|indices| {
                     let mut conn = conn.clone();
                     async move {
-                        let pipe = replay_pipeline(batch, names, &indices);
-                        let values = pipe.query_async::<Vec<Value>>(&mut conn).await;
-                        if let Err(error) = &values
-                            && redirected(error)
-                            && let Some(&first) = indices.first()
-                        {
-                            // The transaction hid the redirect from redis-rs; one plain command
-                            // shows it, so the slot map is rebuilt before the next replay.
-                            let mut probe = redis::cmd("EXISTS");
-                            probe.arg(&names[first]);
-                            let _ = probe.query_async::<Value>(&mut conn).await;
-                        }
+                        let values = self.send(&mut conn, batch, names, &indices).await;
                         (indices, values)
                     }
                 });
                 let mut replayed = Replayed::new(batch.len());
                 for (indices, values) in join_all(sent).await {
                     let part = match values {
-                        Ok(values) => Replayed::from_replies(batch, names, &indices, values),
+                        Ok(values) => Replayed::from_replies(names, &indices, values),
                         Err(error) => {
                             let error = cluster_error(cluster, generation, error);
                             Replayed::failed(indices.len(), error)
@@ -266,22 +296,71 @@ impl RedisOrigin {
         };
         replayed.into_totals()
     }
+
+    /// One pipeline for the `indices` entries; if Redis lost the script (a restart, a
+    /// `SCRIPT FLUSH`, a new cluster node), load it and send the same pipeline again, which
+    /// is harmless since publishing a cumulative count is idempotent.
+    async fn send<C: redis::aio::ConnectionLike>(
+        &self,
+        conn: &mut C,
+        batch: &[(CellKey, u64)],
+        names: &[String],
+        indices: &[usize],
+    ) -> Result<Vec<Value>, RedisError> {
+        let pipe = self.replay_pipeline(batch, names, indices);
+        let values = pipe.query_async::<Vec<Value>>(conn).await?;
+        let lost_script = values.iter().any(|value| {
+            matches!(value, Value::ServerError(error)
+                if RedisError::from(error.clone()).kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+        });
+        if !lost_script {
+            return Ok(values);
+        }
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(REPLAY_SCRIPT)
+            .query_async::<Value>(conn)
+            .await?;
+        pipe.query_async::<Vec<Value>>(conn).await
+    }
+
+    /// One reply per entry, in order: the cell's total after publishing this process's count.
+    fn replay_pipeline(
+        &self,
+        batch: &[(CellKey, u64)],
+        names: &[String],
+        indices: &[usize],
+    ) -> Pipeline {
+        let mut pipe = redis::pipe();
+        // Per-reply errors come back as values, so one bad key cannot hide the other totals.
+        pipe.ignore_errors();
+        for &index in indices {
+            let (key, cumulative) = &batch[index];
+            // About three windows: the cell is read as "previous" during the next window.
+            let ttl = key.duration_ms.saturating_mul(3).clamp(1, MAX_TTL_MS);
+            pipe.cmd("EVALSHA")
+                .arg(self.replay_script.get_hash())
+                .arg(1)
+                .arg(&names[index])
+                .arg(&self.process)
+                .arg(*cumulative)
+                .arg(ttl);
+        }
+        pipe
+    }
 }
 
 /// The outcome of replaying (part of) a batch, reply by reply.
 ///
-/// Pipelines are not transactions: when some commands fail, the others were still applied.
-/// Failing the whole batch then would make the engine send the applied deltas again (counted
-/// twice, every cycle while the failure lasts). So the batch fails only if nothing was applied;
-/// otherwise an entry that failed answers 0, which the engine's `max` merge ignores: its delta
-/// stays counted in this process but is lost to the region.
+/// Any failure that a retry could cure fails the batch: the engine sends the same cumulative
+/// counts again later, which cannot count anything twice. An entry whose key holds something
+/// that is not one of our hashes answers 0 instead (the engine's `max` merge ignores it): a
+/// retry cannot cure that, and it must not block the other cells' replay forever.
 struct Replayed {
     totals: Vec<u64>,
-    /// Some `INCRBY` took effect.
-    applied: bool,
     /// The first failure that retrying could cure (the connection, the server's state).
     failure: Option<OriginError>,
-    /// Entries whose key holds something that is not a count: retrying cannot help.
+    /// Entries whose key holds something that is not a cell hash.
     bad_keys: usize,
 }
 
@@ -289,7 +368,6 @@ impl Replayed {
     fn new(len: usize) -> Self {
         Self {
             totals: vec![0; len],
-            applied: false,
             failure: None,
             bad_keys: 0,
         }
@@ -302,13 +380,8 @@ impl Replayed {
         }
     }
 
-    /// Reads one reply per entry of `indices`, as [`replay_pipeline`] asked for them.
-    fn from_replies(
-        batch: &[(CellKey, u64)],
-        names: &[String],
-        indices: &[usize],
-        values: Vec<Value>,
-    ) -> Self {
+    /// Reads one reply per entry of `indices`, as [`RedisOrigin::replay_pipeline`] asked.
+    fn from_replies(names: &[String], indices: &[usize], values: Vec<Value>) -> Self {
         if values.len() != indices.len() {
             let mismatch = OriginError::BatchMismatch {
                 expected: indices.len(),
@@ -318,16 +391,12 @@ impl Replayed {
         }
         let mut out = Self::new(0);
         for (value, &index) in values.into_iter().zip(indices) {
-            let name = &names[index];
             let outcome = match value {
                 Value::ServerError(error) => Err(RedisError::from(error)),
-                value => Ok(total(value, name)),
+                value => Ok(total(value, &names[index])),
             };
             let total = match outcome {
-                Ok(Ok(total)) => {
-                    out.applied |= batch[index].1 != 0;
-                    total
-                }
+                Ok(Ok(total)) => total,
                 Ok(Err(_)) => {
                     out.bad_keys += 1;
                     0
@@ -350,7 +419,6 @@ impl Replayed {
         for (&index, total) in indices.iter().zip(part.totals) {
             self.totals[index] = total;
         }
-        self.applied |= part.applied;
         self.bad_keys += part.bad_keys;
         if let Some(error) = part.failure {
             self.failure.get_or_insert(error);
@@ -361,42 +429,28 @@ impl Replayed {
         if self.bad_keys > 0 {
             tracing::warn!(
                 keys = self.bad_keys,
-                "Redis keys of this origin hold values that are not counts; their deltas stay local"
+                "Redis keys of this origin hold values that are not cell hashes; their counts stay local"
             );
         }
         match self.failure {
-            // Nothing took effect: the engine may safely send it all again.
-            Some(error) if !self.applied => Err(error),
-            Some(error) => {
-                tracing::warn!(
-                    %error,
-                    "part of a replay batch failed; its deltas stay local, the rest was applied"
-                );
-                Ok(self.totals)
-            }
+            Some(error) => Err(error),
             None => Ok(self.totals),
         }
     }
 }
 
-/// The slot moved (or is moving) to another node.
-fn redirected(error: &RedisError) -> bool {
-    error.clone().into_server_errors().is_some_and(|errors| {
-        errors.iter().any(|(_, error)| {
-            matches!(
-                error.kind(),
-                Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
-            )
-        })
-    })
-}
-
-/// The key holds something `INCRBY` cannot add to; only deleting or expiring it helps.
+/// The key holds something that is not one of our cell hashes (another program's key, or a
+/// field that is not a count); only deleting or expiring it helps.
 fn is_bad_value(error: &RedisError) -> bool {
     let detail = error.detail().unwrap_or_default();
     error.code() == Some("WRONGTYPE")
         || (error.kind() == ErrorKind::Server(ServerErrorKind::ResponseError)
-            && (detail.contains("not an integer") || detail.contains("overflow")))
+            && (detail.contains("not an integer")
+                // Before Redis 7, an error inside a script arrives as `ERR … WRONGTYPE …`.
+                || detail.contains("WRONGTYPE")
+                || detail.contains("overflow")
+                || detail.contains("attempt to compare")
+                || detail.contains("attempt to perform arithmetic")))
 }
 
 impl RegionalOrigin for RedisOrigin {
@@ -404,39 +458,13 @@ impl RegionalOrigin for RedisOrigin {
         "redis"
     }
 
-    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, u64> {
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
         Box::pin(async move { self.get(&self.redis_key(key)).await })
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
         Box::pin(self.add(batch))
     }
-}
-
-/// One reply per entry, in order: `INCRBY` (its `PEXPIRE` reply is dropped), or `GET` for a
-/// zero delta, which must not create a key or extend its life.
-fn replay_pipeline(batch: &[(CellKey, u64)], names: &[String], indices: &[usize]) -> Pipeline {
-    let mut pipe = redis::pipe();
-    // MULTI/EXEC: redis-rs resends a whole cluster pipeline when one reply is a redirect (a slot
-    // being migrated); in a transaction the redirect aborts it all, so a resend never counts
-    // the other keys twice. Per-reply errors come back as values, so one bad key cannot hide
-    // the other totals.
-    pipe.atomic().ignore_errors();
-    for &index in indices {
-        let (key, delta) = &batch[index];
-        let name = &names[index];
-        if *delta == 0 {
-            pipe.cmd("GET").arg(name);
-        } else {
-            // Deltas past i64 are not real traffic; saturate rather than fail the batch forever.
-            let delta = i64::try_from(*delta).unwrap_or(i64::MAX);
-            // About three windows: the cell is read as "previous" during the next window.
-            let ttl = key.duration_ms.saturating_mul(3).clamp(1, MAX_TTL_MS);
-            pipe.cmd("INCRBY").arg(name).arg(delta);
-            pipe.cmd("PEXPIRE").arg(name).arg(ttl).ignore();
-        }
-    }
-    pipe
 }
 
 /// A count from a reply: missing is 0; anything but a non-negative integer is an error.
@@ -453,6 +481,42 @@ fn total(value: Value, name: &str) -> Result<u64, OriginError> {
     parsed.ok_or_else(|| {
         OriginError::InvalidValue(format!("Redis key {name:?} holds {value:?}, not a count"))
     })
+}
+
+/// A cell hash from `HGETALL`: the sum of its fields and this process's own.
+fn components(value: Value, name: &str, process: &str) -> Result<CellRead, OriginError> {
+    let invalid = |what: &Value| {
+        OriginError::InvalidValue(format!(
+            "Redis key {name:?} holds {what:?}, not a cell hash"
+        ))
+    };
+    let pairs: Vec<(Value, Value)> = match value {
+        Value::Nil => Vec::new(),
+        Value::Map(pairs) => pairs,
+        Value::Array(items) if items.len() % 2 == 0 => {
+            let mut items = items.into_iter();
+            let mut pairs = Vec::new();
+            while let (Some(field), Some(count)) = (items.next(), items.next()) {
+                pairs.push((field, count));
+            }
+            pairs
+        }
+        other => return Err(invalid(&other)),
+    };
+    let mut read = CellRead::default();
+    for (field, count) in pairs {
+        let count = total(count, name)?;
+        read.total = read.total.saturating_add(count);
+        let is_own = match &field {
+            Value::BulkString(bytes) => bytes.as_slice() == process.as_bytes(),
+            Value::SimpleString(text) => text == process,
+            _ => false,
+        };
+        if is_own {
+            read.own = count;
+        }
+    }
+    Ok(read)
 }
 
 /// Connection-level trouble is `Unavailable`, a key holding a non-count `InvalidValue`,

@@ -1,4 +1,5 @@
-//! The Redis key of a cell.
+//! The Redis key of a cell: the name of the cell's hash, which holds one field per process
+//! (that process's cumulative count of the cell; see the parent module).
 //!
 //! `{prefix}{<tag>}:<len>:<workspace><len>:<namespace><len>:<identifier>:<duration_ms>:<sequence>`
 //!
@@ -18,7 +19,7 @@ use crate::cell_key::CellKey;
 /// Placeholder written before the tag is known; replaced in place (same length).
 const TAG_PLACEHOLDER: &str = "0000000000000000";
 
-/// The Redis key of `key` under `prefix`.
+/// The Redis key of `key`'s hash under `prefix`.
 pub fn redis_key(prefix: &str, key: &CellKey) -> String {
     let mut out = String::with_capacity(
         prefix.len()
