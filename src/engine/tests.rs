@@ -35,6 +35,17 @@ impl Names {
         }
     }
 
+    /// The key of a one-second cell of this counter.
+    fn cell_key(&self, identifier: &str, sequence: u64) -> CellKey {
+        CellKey {
+            workspace: self.workspace.clone(),
+            namespace: self.namespace.clone(),
+            identifier: identifier.into(),
+            duration_ms: 1_000,
+            sequence,
+        }
+    }
+
     fn hit(&self, identifier: &'static str, cost: u64, limit: u64) -> Hit<'_> {
         Hit {
             workspace: &self.workspace,
@@ -208,13 +219,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     origin.down.store(false, Ordering::SeqCst);
     engine.flush_replay().await;
     assert_eq!(engine.pending_replay_cells(), 0);
-    let key = CellKey {
-        workspace: names.workspace.clone(),
-        namespace: names.namespace.clone(),
-        identifier: "a".into(),
-        duration_ms: 1_000,
-        sequence: 10,
-    };
+    let key = names.cell_key("a", 10);
     assert_eq!(origin.inner.read(&key).await.ok().map(|r| r.total), Some(5));
 }
 
@@ -381,13 +386,7 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
     // b's next accept queues it again, with the earlier work
     engine.check(names.hit("b", 1, 10)).await;
     engine.flush_replay().await;
-    let key = CellKey {
-        workspace: names.workspace.clone(),
-        namespace: names.namespace.clone(),
-        identifier: "b".into(),
-        duration_ms: 1_000,
-        sequence: 10,
-    };
+    let key = names.cell_key("b", 10);
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(3));
 }
 
@@ -400,13 +399,7 @@ async fn a_replay_sent_twice_counts_once() {
     }
     engine.flush_replay().await;
     // the same cumulative value again, as after a timeout whose command did land
-    let key = CellKey {
-        workspace: names.workspace.clone(),
-        namespace: names.namespace.clone(),
-        identifier: "a".into(),
-        duration_ms: 1_000,
-        sequence: 10,
-    };
+    let key = names.cell_key("a", 10);
     assert_eq!(origin.replay(&[(key.clone(), 4)]).await.ok(), Some(vec![4]));
     engine.check(names.hit("a", 1, 10)).await;
     engine.flush_replay().await;
@@ -434,12 +427,6 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     engine.flush_replay().await;
     engine.check(names.hit("a", 1, 10)).await;
     engine.flush_replay().await;
-    let key = CellKey {
-        workspace: names.workspace.clone(),
-        namespace: names.namespace.clone(),
-        identifier: "a".into(),
-        duration_ms: 1_000,
-        sequence: 10,
-    };
+    let key = names.cell_key("a", 10);
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(4));
 }
