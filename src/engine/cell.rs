@@ -25,6 +25,11 @@ pub struct WindowCell {
     refreshing: AtomicBool,
     /// The cell is in the replay queue (so it is queued once per cycle, not per request).
     queued: AtomicBool,
+    /// The limit of the most recent decision: the global flush publishes a cell only once its
+    /// count reaches a fraction of it (counts far below a limit matter to no other region).
+    limit: AtomicU64,
+    /// The regional count last written to the global counters successfully.
+    published: AtomicU64,
 }
 
 /// What an accept asks of the caller.
@@ -73,6 +78,10 @@ impl WindowCell {
         cost: u64,
         limit: u64,
     ) -> (Decision, ReplayNeed) {
+        // Written only when it changes, so a hot cell's cache line is not dirtied per request.
+        if self.limit.load(Ordering::Relaxed) != limit {
+            self.limit.store(limit, Ordering::Relaxed);
+        }
         let global = self.global.load(Ordering::Acquire);
         let mut regional = self.regional.load(Ordering::Acquire);
         loop {
@@ -144,6 +153,21 @@ impl WindowCell {
     /// Merge the other regions' sum: `max`, never backwards.
     pub fn merge_global(&self, total: u64) {
         self.global.fetch_max(total, Ordering::AcqRel);
+    }
+
+    /// The regional count to publish to the global counters, if it is at or above
+    /// `floor × limit` and changed since the last successful publication.
+    pub fn to_publish(&self, floor: f64) -> Option<u64> {
+        let regional = self.regional();
+        let limit = self.limit.load(Ordering::Relaxed);
+        let threshold = (limit as f64 * floor).ceil() as u64;
+        (regional > 0 && regional >= threshold && regional > self.published.load(Ordering::Acquire))
+            .then_some(regional)
+    }
+
+    /// Record a successful publication (never moves back).
+    pub fn mark_published(&self, count: u64) {
+        self.published.fetch_max(count, Ordering::AcqRel);
     }
 
     pub fn is_stale(&self, now_ms: u64) -> bool {
@@ -237,6 +261,26 @@ mod tests {
         assert!(!cell.begin_refresh(), "one read at a time");
         cell.end_refresh();
         assert!(cell.begin_refresh());
+    }
+
+    #[test]
+    fn only_meaningful_changed_counts_are_published() {
+        let cell = WindowCell::default();
+        for _ in 0..4 {
+            cell.try_consume(0, 0, 1_000, 1, 10);
+        }
+        assert_eq!(cell.to_publish(0.5), None, "4 is below half of 10");
+        cell.try_consume(0, 0, 1_000, 1, 10);
+        assert_eq!(cell.to_publish(0.5), Some(5));
+        cell.mark_published(5);
+        assert_eq!(
+            cell.to_publish(0.5),
+            None,
+            "unchanged since the last publication"
+        );
+        cell.merge_regional(7);
+        assert_eq!(cell.to_publish(0.5), Some(7));
+        assert_eq!(cell.to_publish(0.0), Some(7));
     }
 
     #[test]

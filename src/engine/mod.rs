@@ -22,7 +22,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, decide};
 pub use window::WindowPosition;
 
-use crate::cell_key::CellKeyRef;
+use crate::cell_key::{CellKey, CellKeyRef};
 use crate::regional::{CircuitState, RegionalOrigin};
 use crate::telemetry::{DecisionSource, Metrics, OriginOp};
 use cell::ReplayNeed;
@@ -78,6 +78,20 @@ pub struct Hit<'a> {
     pub limit: u64,
     /// 0 checks without consuming.
     pub cost: u64,
+}
+
+/// A cell's regional count on its way to the global counters.
+pub struct Publishable {
+    pub key: CellKey,
+    pub count: u64,
+    cell: Arc<WindowCell>,
+}
+
+impl Publishable {
+    /// Call only after the row was written: a failed write leaves the cell to publish again.
+    pub fn mark_published(&self) {
+        self.cell.mark_published(self.count);
+    }
 }
 
 /// The engine's answer for one hit.
@@ -279,6 +293,30 @@ impl Engine {
         if let Some(error) = flushed.error {
             tracing::warn!(%error, origin = self.origin.name(), "replay failed; work kept for the next cycle");
         }
+    }
+
+    /// Cells whose regional count is worth publishing to the global counters: at or above
+    /// `floor × limit` (skipped first, the cheap test) and changed since the last successful
+    /// publication.
+    pub fn publishable(&self, floor: f64) -> Vec<Publishable> {
+        self.table
+            .cells()
+            .filter_map(|(key, cell)| {
+                let count = cell.to_publish(floor)?;
+                Some(Publishable { key, count, cell })
+            })
+            .collect()
+    }
+
+    /// Merge what the global sync read for one cell: the other regions' sum into `global`,
+    /// and this region's own row as a lower bound of `regional` (it never makes the cell
+    /// fresh: only the regional origin does). Creates the cell when missing; returns whether
+    /// it did.
+    pub fn merge_synced(&self, key: &CellKey, foreign: u64, own: u64) -> bool {
+        let (cell, created) = self.table.get_or_insert_empty(key);
+        cell.merge_global(foreign);
+        cell.merge_regional(own);
+        created
     }
 
     /// Drop cells that no decision reads any more.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use quick_cache::sync::{Cache, DefaultLifecycle, PlaceholderGuard};
+use quick_cache::sync::{Cache, DefaultLifecycle, GuardResult, PlaceholderGuard};
 use quick_cache::{DefaultHashBuilder, UnitWeighter};
 
 use super::cell::WindowCell;
@@ -56,6 +56,26 @@ impl CellTable {
         }
     }
 
+    /// The cell of `key`, created empty when missing (the global sync imports counts for
+    /// cells this process has not used yet). Returns whether it was created.
+    pub fn get_or_insert_empty(&self, key: &CellKey) -> (Arc<WindowCell>, bool) {
+        match self.cells.get_value_or_guard(key, None) {
+            GuardResult::Value(cell) => (cell, false),
+            GuardResult::Guard(guard) => {
+                let cell = Arc::new(WindowCell::default());
+                let _ = guard.insert(Arc::clone(&cell));
+                (cell, true)
+            }
+            // Only with a timeout, and none was given; a detached cell is harmless.
+            GuardResult::Timeout => (Arc::new(WindowCell::default()), false),
+        }
+    }
+
+    /// Every live cell, for the background walks (global flush).
+    pub fn cells(&self) -> impl Iterator<Item = (CellKey, Arc<WindowCell>)> + '_ {
+        self.cells.iter()
+    }
+
     /// Drop cells older than the previous window of their own duration: no decision reads
     /// them any more. Returns how many were removed.
     pub fn reap(&self, now_ms: u64) -> usize {
@@ -75,22 +95,8 @@ impl CellTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quick_cache::sync::GuardResult;
 
     impl CellTable {
-        /// Test set-up: the cell of `key`, created empty when missing.
-        pub fn get_or_insert_empty(&self, key: &CellKey) -> Arc<WindowCell> {
-            match self.cells.get_value_or_guard(key, None) {
-                GuardResult::Value(cell) => cell,
-                GuardResult::Guard(guard) => {
-                    let cell = Arc::new(WindowCell::default());
-                    let _ = guard.insert(Arc::clone(&cell));
-                    cell
-                }
-                GuardResult::Timeout => unreachable!("no timeout was given"),
-            }
-        }
-
         fn capacity(&self) -> u64 {
             self.cells.capacity()
         }

@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
-use crate::cell_key::CellKey;
 use crate::regional::{CellRead, InProcessOrigin, OriginError, OriginFuture};
 
 fn metrics() -> Arc<Metrics> {
@@ -429,4 +428,33 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     engine.flush_replay().await;
     let key = names.cell_key("a", 10);
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(4));
+}
+
+#[tokio::test]
+async fn publishable_cells_and_synced_counts() {
+    let (engine, _, _) = engine_at(10_000);
+    let names = Names::new();
+    for _ in 0..3 {
+        engine.check(names.hit("low", 1, 10)).await;
+    }
+    for _ in 0..6 {
+        engine.check(names.hit("high", 1, 10)).await;
+    }
+    let rows = engine.publishable(0.5);
+    let keys: Vec<(&str, u64)> = rows.iter().map(|r| (&*r.key.identifier, r.count)).collect();
+    assert_eq!(keys, [("high", 6)], "below the floor stays local");
+    rows[0].mark_published();
+    assert!(
+        engine.publishable(0.5).is_empty(),
+        "unchanged since published"
+    );
+
+    // foreign counts reach the decision; a new cell is created for them
+    assert!(engine.merge_synced(&names.cell_key("elsewhere", 10), 8, 0));
+    assert_eq!(
+        engine.check(names.hit("elsewhere", 0, 10)).await.remaining,
+        2
+    );
+    assert!(!engine.merge_synced(&names.cell_key("high", 10), 1, 2));
+    assert_eq!(engine.check(names.hit("high", 0, 10)).await.remaining, 3);
 }

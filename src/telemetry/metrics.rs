@@ -149,6 +149,19 @@ pub struct Metrics {
     replay_overflow: Counter,
     decisions_by_source: Family<SourceLabels, Counter>,
     origin_circuit: Gauge,
+    global_rows_written: Counter,
+    global_write_errors: Counter,
+    global_rows_skipped: Counter,
+    global_sync_rows_applied: Counter,
+    global_sync_errors: Counter,
+    global_sync_cells_created: Counter,
+    global_sync_last_rows: Gauge,
+    global_duration: Family<GlobalOpLabels, Histogram, fn() -> Histogram>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct GlobalOpLabels {
+    op: &'static str,
 }
 
 fn latency_histogram() -> Histogram {
@@ -180,6 +193,57 @@ impl Metrics {
         let replay_overflow = Counter::default();
         let decisions_by_source = Family::<SourceLabels, Counter>::default();
         let origin_circuit = Gauge::default();
+        let global_rows_written = Counter::default();
+        let global_write_errors = Counter::default();
+        let global_rows_skipped = Counter::default();
+        let global_sync_rows_applied = Counter::default();
+        let global_sync_errors = Counter::default();
+        let global_sync_cells_created = Counter::default();
+        let global_sync_last_rows = Gauge::default();
+        let global_duration =
+            Family::<GlobalOpLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram,
+            );
+        registry.register(
+            "global_rows_written",
+            "Own-region components written to the global counters table",
+            global_rows_written.clone(),
+        );
+        registry.register(
+            "global_write_errors",
+            "Failed global flush chunks (their rows stay pending)",
+            global_write_errors.clone(),
+        );
+        registry.register(
+            "global_rows_skipped",
+            "Cells the global table cannot hold (identity longer than its columns)",
+            global_rows_skipped.clone(),
+        );
+        registry.register(
+            "global_sync_rows_applied",
+            "Cells merged from the global counters by sync",
+            global_sync_rows_applied.clone(),
+        );
+        registry.register(
+            "global_sync_errors",
+            "Failed global syncs (imported counts already held are kept)",
+            global_sync_errors.clone(),
+        );
+        registry.register(
+            "global_sync_cells_created",
+            "Cells created in memory by sync (foreign traffic on counters unused here)",
+            global_sync_cells_created.clone(),
+        );
+        registry.register(
+            "global_sync_last_rows",
+            "Cells returned by the last global sync",
+            global_sync_last_rows.clone(),
+        );
+        registry.register(
+            "global_duration_seconds",
+            "Global flush, sync and cleanup durations",
+            global_duration.clone(),
+        );
         registry.register(
             "origin_operations",
             "Regional origin calls by operation (cold, stale, strict, replay) and result",
@@ -256,7 +320,52 @@ impl Metrics {
             replay_overflow,
             decisions_by_source,
             origin_circuit,
+            global_rows_written,
+            global_write_errors,
+            global_rows_skipped,
+            global_sync_rows_applied,
+            global_sync_errors,
+            global_sync_cells_created,
+            global_sync_last_rows,
+            global_duration,
         }
+    }
+
+    /// One global flush: rows written, failed chunks, rows the table cannot hold.
+    pub fn global_flush(
+        &self,
+        written: u64,
+        failed_chunks: u64,
+        skipped: u64,
+        took: std::time::Duration,
+    ) {
+        self.global_rows_written.inc_by(written);
+        self.global_write_errors.inc_by(failed_chunks);
+        self.global_rows_skipped.inc_by(skipped);
+        self.global_duration
+            .get_or_create(&GlobalOpLabels { op: "flush" })
+            .observe(took.as_secs_f64());
+    }
+
+    /// One successful global sync.
+    pub fn global_sync(&self, rows: u64, created: u64, took: std::time::Duration) {
+        self.global_sync_rows_applied.inc_by(rows);
+        self.global_sync_cells_created.inc_by(created);
+        self.global_sync_last_rows
+            .set(i64::try_from(rows).unwrap_or(i64::MAX));
+        self.global_duration
+            .get_or_create(&GlobalOpLabels { op: "sync" })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn global_sync_failed(&self) {
+        self.global_sync_errors.inc();
+    }
+
+    pub fn global_cleanup(&self, took: std::time::Duration) {
+        self.global_duration
+            .get_or_create(&GlobalOpLabels { op: "cleanup" })
+            .observe(took.as_secs_f64());
     }
 
     pub fn origin_call(&self, op: OriginOp, ok: bool, elapsed: std::time::Duration) {
