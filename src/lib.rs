@@ -5,6 +5,7 @@ pub mod admin;
 pub mod cell_key;
 pub mod config;
 pub mod engine;
+pub mod global;
 pub mod regional;
 pub mod rls;
 pub mod serve;

@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use gcounter_rls::engine::{Clock, SystemClock};
+use gcounter_rls::global::{GlobalStore, SqlStore};
 use gcounter_rls::serve::{self, ServeArgs};
 use gcounter_rls::telemetry::{LogFormat, init_logging};
 
@@ -37,34 +40,78 @@ enum Command {
         /// A YAML file or a directory of *.yaml files.
         path: PathBuf,
     },
+    /// Create or upgrade the global counters table (`ratelimit_window_counts`).
+    Migrate {
+        #[arg(long, env = "RLS_DATABASE_URL")]
+        database_url: String,
+    },
+    /// Delete expired global counter rows, in bounded batches.
+    Cleanup {
+        #[arg(long, env = "RLS_DATABASE_URL")]
+        database_url: String,
+        /// Rows per DELETE statement.
+        #[arg(long, default_value_t = 1_000)]
+        batch: u64,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::CheckConfig { path } => check_config(&path),
-        Command::Serve(args) => {
-            if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
-                eprintln!("error: {message}");
-                return ExitCode::FAILURE;
-            }
-            let runtime = match tokio::runtime::Runtime::new() {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    eprintln!("error: cannot start the async runtime: {error}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match runtime.block_on(serve::run(*args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    tracing::error!("{error:#}");
-                    eprintln!("error: {error:#}");
-                    ExitCode::FAILURE
-                }
-            }
+    if let Command::CheckConfig { path } = &cli.command {
+        return check_config(path);
+    }
+    if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(*args).await,
+            Command::Migrate { database_url } => migrate(&database_url).await,
+            Command::Cleanup {
+                database_url,
+                batch,
+            } => cleanup(&database_url, batch).await,
+            Command::CheckConfig { .. } => Ok(()),
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
         }
     }
+}
+
+async fn migrate(database_url: &str) -> anyhow::Result<()> {
+    let store = SqlStore::connect(database_url)
+        .await
+        .context("cannot connect to --database-url")?;
+    store.migrate().await.context("migration failed")?;
+    println!("migrations applied ({})", store.name());
+    Ok(())
+}
+
+async fn cleanup(database_url: &str, batch: u64) -> anyhow::Result<()> {
+    let store = SqlStore::connect(database_url)
+        .await
+        .context("cannot connect to --database-url")?;
+    let now_ms = SystemClock.now_ms();
+    let deleted = store
+        .cleanup(now_ms, batch.max(1))
+        .await
+        .context("cleanup failed")?;
+    println!("{deleted} expired row(s) deleted");
+    Ok(())
 }
 
 fn check_config(path: &std::path::Path) -> ExitCode {

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::admin::{self, AdminState};
 use crate::config;
 use crate::engine::{Engine, EngineSettings, SystemClock};
+use crate::global::{GlobalCounters, GlobalSettings, GlobalStore, SqlStore};
 use crate::regional::{
     GuardSettings, GuardedOrigin, InProcessOrigin, RedisOrigin, RedisSettings, RegionalOrigin,
     install_tls_provider,
@@ -36,9 +37,32 @@ pub struct ServeArgs {
     /// HTTP listen address (/healthz, /rlconfig, /metrics).
     #[arg(long, env = "RLS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
-    /// This process's region (the global counters' component owner).
-    #[arg(long, env = "RLS_REGION", default_value = "local")]
-    pub region: String,
+    /// This process's region: the owner of its components in the global counters. Required
+    /// with --database-url; `local` otherwise.
+    #[arg(long, env = "RLS_REGION")]
+    pub region: Option<String>,
+    /// Global counters: a database URL (`mysql://`, `postgres://`, `sqlite:`) turns the
+    /// multi-region layer on.
+    #[arg(long, env = "RLS_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Apply the database migrations at start-up (else run `gcounter-rls migrate`).
+    #[arg(long, env = "RLS_MIGRATE")]
+    pub migrate: bool,
+    /// How often this region's components are written to the global table (±20 % jitter).
+    #[arg(long, env = "RLS_GLOBAL_FLUSH_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub global_flush_interval: Duration,
+    /// How often other regions' sums are read from the global table (±20 % jitter).
+    #[arg(long, env = "RLS_GLOBAL_SYNC_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub global_sync_interval: Duration,
+    /// A cell is published once its count reaches this fraction of its limit.
+    #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = 0.5)]
+    pub publish_floor: f64,
+    /// Bound on one global flush, sync or cleanup.
+    #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub global_timeout: Duration,
+    /// Delete expired global rows this often from `serve` (off: use `gcounter-rls cleanup`).
+    #[arg(long, env = "RLS_GLOBAL_CLEANUP_INTERVAL", value_parser = humantime::parse_duration)]
+    pub global_cleanup_interval: Option<Duration>,
     /// Cap on window cells held in memory; least recently used are evicted first.
     #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
     pub max_cells: usize,
@@ -90,11 +114,31 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    fn validate(&self) -> anyhow::Result<()> {
-        if self.region.is_empty() || self.region.len() > MAX_REGION_BYTES {
+    /// The region, checked: required with a database, at most the column's size.
+    fn region(&self) -> anyhow::Result<&str> {
+        let region = match (&self.region, &self.database_url) {
+            (Some(region), _) => region.as_str(),
+            (None, Some(_)) => anyhow::bail!(
+                "--region (RLS_REGION) is required with --database-url: it names this region's \
+                 components in the global counters"
+            ),
+            (None, None) => "local",
+        };
+        if region.is_empty() || region.len() > MAX_REGION_BYTES {
             anyhow::bail!(
                 "--region must be 1 to {MAX_REGION_BYTES} bytes, got {} bytes",
-                self.region.len()
+                region.len()
+            );
+        }
+        Ok(region)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        self.region()?;
+        if !(0.0..=1.0).contains(&self.publish_floor) {
+            anyhow::bail!(
+                "--publish-floor must be between 0 and 1, got {}",
+                self.publish_floor
             );
         }
         if self.max_cells == 0 {
@@ -156,6 +200,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let background =
         tokio::spawn(Arc::clone(&engine).run_background(shutdown_signal(shutdown_rx.clone())));
+    let global = global_counters(&args, &engine, &metrics)
+        .await?
+        .map(|counters| tokio::spawn(counters.run(shutdown_signal(shutdown_rx.clone()))));
 
     let admin = admin::router(AdminState {
         limits: Arc::clone(&limits),
@@ -192,7 +239,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 shutdown_signal(shutdown_rx.clone()),
             ),
     );
-    tracing::info!(grpc = %args.grpc_addr, http = %args.http_addr, region = %args.region, "serving");
+    tracing::info!(grpc = %args.grpc_addr, http = %args.http_addr, region = args.region()?, "serving");
 
     wait_for_signal().await?;
     tracing::info!("shutting down: draining requests and replaying pending work");
@@ -223,10 +270,52 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             http_abort.abort();
         }
     }
-    // The final replay runs whatever happened to the listeners.
+    // The final replay and flush run whatever happened to the listeners.
     background.await.context("engine background task failed")?;
+    if let Some(global) = global {
+        global.await.context("global counters task failed")?;
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The global layer, when --database-url is set: connect (the database may be down: the
+/// loops retry), migrate if asked, and build the flush/sync driver.
+async fn global_counters(
+    args: &ServeArgs,
+    engine: &Arc<Engine>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Option<Arc<GlobalCounters>>> {
+    let Some(url) = &args.database_url else {
+        return Ok(None);
+    };
+    let store = SqlStore::connect(url)
+        .await
+        .context("cannot connect to --database-url")?;
+    if args.migrate {
+        store.migrate().await.context("database migration failed")?;
+        tracing::info!("database migrations applied");
+    }
+    let settings = GlobalSettings {
+        flush_interval: args.global_flush_interval,
+        sync_interval: args.global_sync_interval,
+        publish_floor: args.publish_floor,
+        timeout: args.global_timeout,
+        cleanup_interval: args.global_cleanup_interval,
+        ..GlobalSettings::default()
+    };
+    tracing::info!(
+        store = store.name(),
+        region = args.region()?,
+        "global counters on"
+    );
+    Ok(Some(Arc::new(GlobalCounters::new(
+        Arc::new(store),
+        Arc::clone(engine),
+        args.region()?.to_owned(),
+        settings,
+        Arc::clone(metrics),
+    ))))
 }
 
 /// The in-process origin, or Redis behind timeouts and a circuit breaker. Returns the

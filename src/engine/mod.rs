@@ -319,6 +319,11 @@ impl Engine {
         created
     }
 
+    /// The engine's clock, for the layers that work beside it.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
     /// Drop cells that no decision reads any more.
     pub fn reap(&self) -> usize {
         self.table.reap(self.clock.now_ms())

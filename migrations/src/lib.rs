@@ -1,0 +1,23 @@
+//! The schema of gcounter-rls's global counters: one table, `ratelimit_window_counts`, holding
+//! one row per (cell, region), the region's G-Counter component of that cell.
+//!
+//! Kept in its own crate because the `*` preludes of sea-orm and sea-orm-migration collide.
+
+use sea_orm_migration::prelude::*;
+
+mod m20261121_000001_create_window_counts;
+
+pub use m20261121_000001_create_window_counts::{
+    EXPIRES_AT_INDEX, IDENTIFIER_MAX_BYTES, LOOKUP_INDEX, NAMESPACE_MAX_BYTES, REGION_MAX_BYTES,
+    TABLE, UNIQUE_INDEX, WORKSPACE_ID_MAX_BYTES,
+};
+pub use sea_orm_migration::MigratorTrait;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261121_000001_create_window_counts::Migration)]
+    }
+}

@@ -1,0 +1,72 @@
+//! When the next flush or sync runs: every `interval` with jitter, anchored to absolute
+//! target times so a slow run does not drift the cadence.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Jittered ticks around fixed targets `start + n × interval`.
+///
+/// Jitter spreads the processes of all regions over the interval (no thundering herd on the
+/// database at the same second); the anchor keeps the long-run rate exact whatever each run
+/// costs. When a run overruns whole intervals, the missed ticks are skipped, not bunched.
+pub struct Cadence {
+    interval: Duration,
+    /// Fraction of the interval each tick may move, e.g. 0.2 for ±20 %.
+    jitter: f64,
+    target: Instant,
+}
+
+impl Cadence {
+    pub fn new(interval: Duration, jitter: f64, now: Instant) -> Self {
+        Self {
+            interval: interval.max(Duration::from_millis(1)),
+            jitter: jitter.clamp(0.0, 0.5),
+            target: now + interval,
+        }
+    }
+
+    /// The instant of the next tick; `unit` is a random draw in `[0, 1)`.
+    pub fn next(&mut self, now: Instant, unit: f64) -> Instant {
+        while self.target + self.interval.mul_f64(self.jitter) < now {
+            self.target += self.interval;
+        }
+        let offset = self
+            .interval
+            .mul_f64(self.jitter * (2.0 * unit - 1.0).abs());
+        let fire = if unit < 0.5 {
+            self.target.checked_sub(offset).unwrap_or(self.target)
+        } else {
+            self.target + offset
+        };
+        self.target += self.interval;
+        fire.max(now)
+    }
+
+    /// Wait for the next tick.
+    pub async fn tick(&mut self) {
+        let at = self.next(Instant::now(), fastrand::f64());
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_stay_within_the_jitter_of_fixed_targets() {
+        let start = Instant::now();
+        let mut cadence = Cadence::new(Duration::from_secs(10), 0.2, start);
+        let fire = cadence.next(start, 0.0);
+        assert_eq!(fire, start + Duration::from_secs(8));
+        let fire = cadence.next(fire, 0.999_999);
+        assert!(
+            fire > start + Duration::from_millis(21_990) && fire <= start + Duration::from_secs(22)
+        );
+        // a run that overran two intervals does not bunch the missed ticks
+        let late = start + Duration::from_secs(55);
+        let fire = cadence.next(late, 0.5);
+        assert_eq!(fire, start + Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,255 @@
+//! `GlobalCounters`: the loops that converge regions through the global store.
+//!
+//! Flush publishes this region's meaningful counts (its G-Counter components); sync imports
+//! the other regions' sums. Neither is on the request path: both read and merge cells through
+//! the engine's public API, on jittered cadences, behind timeouts and a back-off.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::cadence::Cadence;
+use super::{GlobalStore, RowOutcome};
+use crate::engine::Engine;
+use crate::telemetry::Metrics;
+
+#[derive(Debug, Clone)]
+pub struct GlobalSettings {
+    pub flush_interval: Duration,
+    pub sync_interval: Duration,
+    /// ± fraction of the interval each tick may move.
+    pub jitter: f64,
+    /// A cell is published once its count reaches this fraction of its limit.
+    pub publish_floor: f64,
+    /// Bound on one flush or sync, so a sick database cannot hold the next tick.
+    pub timeout: Duration,
+    /// Periodic cleanup of expired rows; `None` leaves it to `gcounter-rls cleanup`.
+    pub cleanup_interval: Option<Duration>,
+    pub cleanup_batch: u64,
+}
+
+impl Default for GlobalSettings {
+    fn default() -> Self {
+        Self {
+            flush_interval: Duration::from_secs(10),
+            sync_interval: Duration::from_secs(10),
+            jitter: 0.2,
+            publish_floor: 0.5,
+            timeout: Duration::from_secs(5),
+            cleanup_interval: None,
+            cleanup_batch: 1_000,
+        }
+    }
+}
+
+/// What one flush did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    pub published: usize,
+    pub skipped: usize,
+    pub failed: usize,
+}
+
+pub struct GlobalCounters {
+    store: Arc<dyn GlobalStore>,
+    engine: Arc<Engine>,
+    region: String,
+    settings: GlobalSettings,
+    metrics: Arc<Metrics>,
+}
+
+impl GlobalCounters {
+    pub fn new(
+        store: Arc<dyn GlobalStore>,
+        engine: Arc<Engine>,
+        region: String,
+        settings: GlobalSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            store,
+            engine,
+            region,
+            settings,
+            metrics,
+        }
+    }
+
+    /// Publish own components: cells at or above the floor whose count changed since their
+    /// last successful publication. A cell is marked published only when its chunk committed;
+    /// rows of a failed chunk stay pending for the next tick.
+    pub async fn flush(&self) -> Flushed {
+        let started = Instant::now();
+        let rows = self.engine.publishable(self.settings.publish_floor);
+        if rows.is_empty() {
+            return Flushed::default();
+        }
+        let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
+        let now_ms = self.engine.now_ms();
+        let publish = self.store.publish(&self.region, &input, now_ms);
+        let report = match tokio::time::timeout(self.settings.timeout, publish).await {
+            Ok(Ok(report)) => report,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, store = self.store.name(), "global flush failed; rows stay pending");
+                self.metrics.global_flush(0, 1, 0, started.elapsed());
+                return Flushed {
+                    failed: rows.len(),
+                    ..Flushed::default()
+                };
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), "global flush timed out; rows stay pending");
+                self.metrics.global_flush(0, 1, 0, started.elapsed());
+                return Flushed {
+                    failed: rows.len(),
+                    ..Flushed::default()
+                };
+            }
+        };
+        let mut flushed = Flushed::default();
+        for (row, outcome) in rows.iter().zip(&report.outcomes) {
+            match outcome {
+                RowOutcome::Published => {
+                    row.mark_published();
+                    flushed.published += 1;
+                }
+                // The table can never hold it: stop offering it (counted once per change).
+                RowOutcome::Skipped => {
+                    row.mark_published();
+                    flushed.skipped += 1;
+                }
+                RowOutcome::Failed => flushed.failed += 1,
+            }
+        }
+        for error in report.errors() {
+            tracing::warn!(%error, store = self.store.name(), "a global flush chunk failed; its rows stay pending");
+        }
+        self.metrics.global_flush(
+            flushed.published as u64,
+            report.errors().count() as u64,
+            flushed.skipped as u64,
+            started.elapsed(),
+        );
+        flushed
+    }
+
+    /// Import the other regions' sums (and this region's own rows as a lower bound).
+    /// On failure the counts already held stay. Returns the cells merged.
+    pub async fn sync(&self) -> Option<usize> {
+        let started = Instant::now();
+        let now_ms = self.engine.now_ms();
+        let sync = self.store.sync(&self.region, now_ms);
+        let cells = match tokio::time::timeout(self.settings.timeout, sync).await {
+            Ok(Ok(cells)) => cells,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, store = self.store.name(), "global sync failed; keeping imported counts");
+                self.metrics.global_sync_failed();
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), "global sync timed out; keeping imported counts");
+                self.metrics.global_sync_failed();
+                return None;
+            }
+        };
+        let mut created = 0u64;
+        for cell in &cells {
+            if self.engine.merge_synced(&cell.key, cell.foreign, cell.own) {
+                created += 1;
+            }
+        }
+        self.metrics
+            .global_sync(cells.len() as u64, created, started.elapsed());
+        Some(cells.len())
+    }
+
+    /// Delete expired rows; returns how many.
+    pub async fn cleanup(&self) -> Option<u64> {
+        let started = Instant::now();
+        let cleanup = self
+            .store
+            .cleanup(self.engine.now_ms(), self.settings.cleanup_batch);
+        let deleted = match tokio::time::timeout(self.settings.timeout, cleanup).await {
+            Ok(Ok(deleted)) => Some(deleted),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "global cleanup failed");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?self.settings.timeout, "global cleanup timed out");
+                None
+            }
+        };
+        self.metrics.global_cleanup(started.elapsed());
+        deleted
+    }
+
+    /// Flush and sync (and cleanup, when enabled) until `shutdown`, then a final flush.
+    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        let now = tokio::time::Instant::now();
+        let jitter = self.settings.jitter;
+        let mut flush = Cadence::new(self.settings.flush_interval, jitter, now);
+        let mut sync = Cadence::new(self.settings.sync_interval, jitter, now);
+        let cleanup_every = self.settings.cleanup_interval.unwrap_or(Duration::MAX / 4);
+        let mut cleanup = Cadence::new(cleanup_every, 0.0, now);
+        let (mut flush_backoff, mut sync_backoff) = (Backoff::default(), Backoff::default());
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = flush.tick() => {
+                    if flush_backoff.should_run() {
+                        let flushed = self.flush().await;
+                        flush_backoff.record(flushed.failed == 0 || flushed.published > 0);
+                    }
+                }
+                _ = sync.tick() => {
+                    if sync_backoff.should_run() {
+                        sync_backoff.record(self.sync().await.is_some());
+                    }
+                }
+                _ = cleanup.tick(), if self.settings.cleanup_interval.is_some() => {
+                    if let Some(deleted) = self.cleanup().await {
+                        tracing::debug!(deleted, "expired global rows deleted");
+                    }
+                }
+                _ = &mut shutdown => break,
+            }
+        }
+        let flushed = self.flush().await;
+        if flushed.failed > 0 {
+            tracing::error!(
+                rows = flushed.failed,
+                "final global flush failed at shutdown"
+            );
+        }
+    }
+}
+
+/// A circuit breaker for a periodic job: after consecutive failures, skip a growing number
+/// of ticks (1, 2, 4, up to 8), so a dead database is not hit on every tick by every process.
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    skip: u32,
+}
+
+impl Backoff {
+    fn should_run(&mut self) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    fn record(&mut self, ok: bool) {
+        if ok {
+            self.failures = 0;
+        } else {
+            self.failures = self.failures.saturating_add(1);
+            self.skip = 1 << (self.failures - 1).min(3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

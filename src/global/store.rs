@@ -1,0 +1,212 @@
+//! Where the global layer keeps its G-Counters: one component per (cell, region), merged with
+//! `max`, summed across regions.
+//!
+//! [`SqlStore`] is the real one (the `ratelimit_window_counts` table through sea-orm, on
+//! MySQL/MariaDB, PostgreSQL or SQLite; schema in the `migration` crate). [`MemoryStore`] has
+//! the same semantics in process, for tests of the engine side. Both go through
+//! [`prepare_rows`], so they skip, sort, merge and chunk a publish identically.
+
+pub mod entity;
+mod memory;
+mod sql;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+pub use memory::{MemoryStore, StoredRow};
+pub use migration::{
+    IDENTIFIER_MAX_BYTES, NAMESPACE_MAX_BYTES, REGION_MAX_BYTES, WORKSPACE_ID_MAX_BYTES,
+};
+pub use sql::{SqlSettings, SqlStore};
+
+use crate::cell_key::CellKey;
+
+/// Boxed so the driver can hold any store as `Arc<dyn GlobalStore>`; store calls run a few
+/// times a minute, so the allocation is free.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store call (or one chunk of a publish) failed. The caller keeps what it had and
+/// retries on its next tick.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Could not reach the database or get a pooled connection.
+    #[error("global store unavailable: {0}")]
+    Connection(String),
+    /// The database answered with an error.
+    #[error("global store query failed: {0}")]
+    Query(String),
+    #[error("global store timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("global store migration failed: {0}")]
+    Migration(String),
+    /// The database URL is not one of mysql://, mariadb://, postgres(ql)://, sqlite:.
+    #[error("unsupported global store URL scheme {0:?}")]
+    UnsupportedUrl(String),
+    #[error("invalid region {0:?}: it must be 1 to {REGION_MAX_BYTES} bytes")]
+    InvalidRegion(String),
+}
+
+/// One cell as sync sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncedCell {
+    pub key: CellKey,
+    /// The sum of the other regions' components: what merges into `cell.global`.
+    pub foreign: u64,
+    /// This region's own component (0 when it has none): may only raise the regional count.
+    pub own: u64,
+}
+
+/// What happened to one row of a publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowOutcome {
+    /// Its chunk committed: the row may be marked flushed at this count.
+    Published,
+    /// Never written: a string is longer than its column, or duration/sequence do not fit a
+    /// BIGINT. Retrying cannot help; the cell stays local to this region.
+    Skipped,
+    /// Its chunk failed: keep it pending and retry next tick.
+    Failed,
+}
+
+/// The result of one publish, per row and per chunk.
+#[derive(Debug, Default)]
+pub struct PublishReport {
+    /// One per input row, in input order.
+    pub outcomes: Vec<RowOutcome>,
+    /// One per chunk statement, in write order: the number of distinct rows it upserted, or why
+    /// it failed.
+    pub chunks: Vec<Result<usize, StoreError>>,
+}
+
+impl PublishReport {
+    fn count(&self, outcome: RowOutcome) -> usize {
+        self.outcomes.iter().filter(|o| **o == outcome).count()
+    }
+
+    /// Input rows now in the store.
+    pub fn published(&self) -> usize {
+        self.count(RowOutcome::Published)
+    }
+
+    /// Input rows that can never be stored (see [`RowOutcome::Skipped`]).
+    pub fn skipped(&self) -> usize {
+        self.count(RowOutcome::Skipped)
+    }
+
+    /// Input rows whose chunk failed.
+    pub fn failed(&self) -> usize {
+        self.count(RowOutcome::Failed)
+    }
+
+    pub fn errors(&self) -> impl Iterator<Item = &StoreError> {
+        self.chunks.iter().filter_map(|c| c.as_ref().err())
+    }
+}
+
+/// The global counters' storage: per cell, one grow-only component per region.
+pub trait GlobalStore: Send + Sync + 'static {
+    /// A short name for logs and metrics ("mysql", "postgres", "sqlite", "memory").
+    fn name(&self) -> &'static str;
+
+    /// Upsert this region's components, keeping the greatest count per row, so a resend or an
+    /// older value never moves a component back. Rows are sorted in unique-key order (two
+    /// flushers lock rows in the same order: no deadlock between them), duplicates merged with
+    /// `max`, and written in chunks below the database's placeholder limit; each chunk commits
+    /// on its own. `expires_at = (sequence + 2) × duration_ms`, `updated_at = now_ms`; counts
+    /// above `i64::MAX` are stored as `i64::MAX`.
+    ///
+    /// An `Err` means nothing was attempted (an invalid region); otherwise see the report.
+    fn publish<'a>(
+        &'a self,
+        region: &'a str,
+        rows: &'a [(CellKey, u64)],
+        now_ms: u64,
+    ) -> StoreFuture<'a, PublishReport>;
+
+    /// Every cell with `expires_at > now_ms`: the sum of the other regions' components
+    /// (`foreign`) and this region's own (`own`), grouped by the store in one query.
+    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
+
+    /// Delete rows with `expires_at <= now_ms`, at most `batch` per statement, until none are
+    /// left (short statements, so a big cleanup never holds locks for long). Returns the
+    /// number of rows deleted.
+    fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64>;
+}
+
+/// One distinct row of a publish, ready to write: values already clamped to BIGINT.
+#[derive(Debug, Clone)]
+pub(crate) struct PreparedRow<'a> {
+    pub key: &'a CellKey,
+    pub count: i64,
+    pub expires_at: i64,
+    /// The input rows merged into this one (the same key may come more than once).
+    pub inputs: Vec<usize>,
+}
+
+/// Validate, sort in unique-key order and merge duplicates. Returns the rows to write and the
+/// outcomes so far (skipped rows are final; the others are `Failed` until their chunk commits).
+pub(crate) fn prepare_rows(rows: &[(CellKey, u64)]) -> (Vec<PreparedRow<'_>>, Vec<RowOutcome>) {
+    let mut outcomes = vec![RowOutcome::Failed; rows.len()];
+    let mut order: Vec<usize> = Vec::with_capacity(rows.len());
+    for (i, (key, _)) in rows.iter().enumerate() {
+        if fits(key) {
+            order.push(i);
+        } else {
+            outcomes[i] = RowOutcome::Skipped;
+        }
+    }
+    // CellKey orders like the unique key (region is constant within a publish), and str
+    // compares bytes like the binary columns.
+    order.sort_by(|a, b| rows[*a].0.cmp(&rows[*b].0));
+    let mut prepared: Vec<PreparedRow<'_>> = Vec::with_capacity(order.len());
+    for i in order {
+        let (key, count) = &rows[i];
+        let count = clamp(*count);
+        match prepared.last_mut() {
+            Some(last) if last.key == key => {
+                last.count = last.count.max(count);
+                last.inputs.push(i);
+            }
+            _ => prepared.push(PreparedRow {
+                key,
+                count,
+                expires_at: expires_at(key),
+                inputs: vec![i],
+            }),
+        }
+    }
+    (prepared, outcomes)
+}
+
+/// Whether a key fits the table: strings within their columns, numbers within BIGINT.
+pub fn fits(key: &CellKey) -> bool {
+    key.workspace.len() <= WORKSPACE_ID_MAX_BYTES as usize
+        && key.namespace.len() <= NAMESPACE_MAX_BYTES as usize
+        && key.identifier.len() <= IDENTIFIER_MAX_BYTES as usize
+        && i64::try_from(key.duration_ms).is_ok()
+        && i64::try_from(key.sequence).is_ok()
+}
+
+pub(crate) fn check_region(region: &str) -> Result<(), StoreError> {
+    if region.is_empty() || region.len() > REGION_MAX_BYTES as usize {
+        return Err(StoreError::InvalidRegion(region.to_owned()));
+    }
+    Ok(())
+}
+
+/// The row is the previous window of window `sequence + 1`, and useless after it.
+pub fn expires_at(key: &CellKey) -> i64 {
+    clamp(
+        key.sequence
+            .saturating_add(2)
+            .saturating_mul(key.duration_ms),
+    )
+}
+
+/// u64 into a signed BIGINT: larger values saturate.
+pub(crate) fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}

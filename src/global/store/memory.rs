@@ -1,0 +1,222 @@
+//! The store in process: the same semantics as the SQL table, for tests of the engine side
+//! (including failures: a whole store down, or some chunks of a publish failing).
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use super::{
+    GlobalStore, PublishReport, RowOutcome, StoreError, StoreFuture, SyncedCell, check_region,
+    clamp, prepare_rows,
+};
+use crate::cell_key::CellKey;
+
+/// One row of the table, as [`MemoryStore::rows`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRow {
+    pub key: CellKey,
+    pub region: String,
+    pub count: u64,
+    pub expires_at: u64,
+    pub updated_at: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Component {
+    count: i64,
+    expires_at: i64,
+    updated_at: i64,
+}
+
+#[derive(Default)]
+struct State {
+    /// Ordered like the unique key, so `rows()` and `sync` read like the table.
+    rows: BTreeMap<(CellKey, Box<str>), Component>,
+    failing: bool,
+    failing_chunks: usize,
+}
+
+pub struct MemoryStore {
+    state: Mutex<State>,
+    chunk_rows: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::with_chunk_rows(super::sql::DEFAULT_CHUNK_ROWS)
+    }
+
+    /// Chunks of `chunk_rows` distinct rows (at least 1), like the SQL store's statements.
+    pub fn with_chunk_rows(chunk_rows: usize) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            chunk_rows: chunk_rows.max(1),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // Never held across an await; a panic elsewhere leaves the map consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// While set, every call fails as if the database were down.
+    pub fn set_failing(&self, failing: bool) {
+        self.state().failing = failing;
+    }
+
+    /// The next `chunks` chunk statements of publishes fail (then writes succeed again).
+    pub fn fail_next_chunks(&self, chunks: usize) {
+        self.state().failing_chunks = chunks;
+    }
+
+    /// Every row, in unique-key order.
+    pub fn rows(&self) -> Vec<StoredRow> {
+        self.state()
+            .rows
+            .iter()
+            .map(|((key, region), c)| StoredRow {
+                key: key.clone(),
+                region: region.to_string(),
+                count: c.count.unsigned_abs(),
+                expires_at: c.expires_at.unsigned_abs(),
+                updated_at: c.updated_at.unsigned_abs(),
+            })
+            .collect()
+    }
+
+    fn down(&self) -> Result<(), StoreError> {
+        if self.state().failing {
+            return Err(StoreError::Connection("memory store set to fail".into()));
+        }
+        Ok(())
+    }
+
+    fn publish_now(
+        &self,
+        region: &str,
+        rows: &[(CellKey, u64)],
+        now_ms: u64,
+    ) -> Result<PublishReport, StoreError> {
+        check_region(region)?;
+        let (prepared, mut outcomes) = prepare_rows(rows);
+        let mut chunks = Vec::new();
+        for chunk in prepared.chunks(self.chunk_rows) {
+            let mut state = self.state();
+            if state.failing {
+                chunks.push(Err(StoreError::Connection(
+                    "memory store set to fail".into(),
+                )));
+                continue;
+            }
+            if state.failing_chunks > 0 {
+                state.failing_chunks -= 1;
+                chunks.push(Err(StoreError::Query("injected chunk failure".into())));
+                continue;
+            }
+            for row in chunk {
+                let updated_at = clamp(now_ms);
+                state
+                    .rows
+                    .entry((row.key.clone(), region.into()))
+                    .and_modify(|c| {
+                        c.count = c.count.max(row.count);
+                        c.updated_at = c.updated_at.max(updated_at);
+                    })
+                    .or_insert(Component {
+                        count: row.count,
+                        expires_at: row.expires_at,
+                        updated_at,
+                    });
+                for &i in &row.inputs {
+                    outcomes[i] = RowOutcome::Published;
+                }
+            }
+            chunks.push(Ok(chunk.len()));
+        }
+        Ok(PublishReport { outcomes, chunks })
+    }
+
+    fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+        self.down()?;
+        check_region(region)?;
+        let now = clamp(now_ms);
+        let state = self.state();
+        let mut cells: Vec<SyncedCell> = Vec::new();
+        for ((key, row_region), c) in &state.rows {
+            if c.expires_at <= now {
+                continue;
+            }
+            // Rows of one cell are adjacent: the map is ordered by key first.
+            if cells.last().is_none_or(|last| last.key != *key) {
+                cells.push(SyncedCell {
+                    key: key.clone(),
+                    foreign: 0,
+                    own: 0,
+                });
+            }
+            let Some(cell) = cells.last_mut() else {
+                continue;
+            };
+            let count = c.count.unsigned_abs();
+            if &**row_region == region {
+                cell.own = count;
+            } else {
+                // Capped like the SQL store's LEAST(SUM(count), i64::MAX).
+                cell.foreign = cell.foreign.saturating_add(count).min(i64::MAX as u64);
+            }
+        }
+        Ok(cells)
+    }
+
+    fn cleanup_now(&self, now_ms: u64, batch: u64) -> Result<u64, StoreError> {
+        self.down()?;
+        let now = clamp(now_ms);
+        let batch = usize::try_from(batch.max(1)).unwrap_or(usize::MAX);
+        let mut deleted = 0u64;
+        loop {
+            let mut state = self.state();
+            let expired: Vec<_> = state
+                .rows
+                .iter()
+                .filter(|(_, c)| c.expires_at <= now)
+                .map(|(k, _)| k.clone())
+                .take(batch)
+                .collect();
+            for k in &expired {
+                state.rows.remove(k);
+            }
+            deleted += expired.len() as u64;
+            if expired.len() < batch {
+                return Ok(deleted);
+            }
+        }
+    }
+}
+
+impl GlobalStore for MemoryStore {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn publish<'a>(
+        &'a self,
+        region: &'a str,
+        rows: &'a [(CellKey, u64)],
+        now_ms: u64,
+    ) -> StoreFuture<'a, PublishReport> {
+        Box::pin(std::future::ready(self.publish_now(region, rows, now_ms)))
+    }
+
+    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(std::future::ready(self.sync_now(region, now_ms)))
+    }
+
+    fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {
+        Box::pin(std::future::ready(self.cleanup_now(now_ms, batch)))
+    }
+}

@@ -1,0 +1,580 @@
+//! The store on a SQL database through sea-orm: MySQL/MariaDB, PostgreSQL or SQLite.
+//!
+//! The three statements that matter are hand-written per backend (placeholders, quoting,
+//! `GREATEST` vs `MAX`, `DELETE … LIMIT` vs a sub-select differ); sea-orm provides the pool,
+//! binding, decoding and the migrations.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use migration::{Migrator, MigratorTrait, TABLE};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, QueryResult,
+    RuntimeErr, Statement, Value,
+};
+
+use super::{
+    GlobalStore, PreparedRow, PublishReport, RowOutcome, StoreError, StoreFuture, SyncedCell,
+    check_region, clamp, prepare_rows,
+};
+use crate::cell_key::CellKey;
+
+/// Rows per upsert statement unless the settings say otherwise: big enough to amortize the
+/// round trip, small enough that one statement holds its row locks briefly.
+pub(super) const DEFAULT_CHUNK_ROWS: usize = 1_000;
+
+/// Bound values per upserted row (the nine columns other than `pk`).
+const PARAMS_PER_ROW: usize = 9;
+
+/// Placeholders per statement: MySQL and PostgreSQL count them in 16 bits; SQLite allows
+/// 32,766 since 3.32 and 999 before.
+const MAX_PARAMS_MYSQL_POSTGRES: usize = 65_535;
+const MAX_PARAMS_SQLITE: usize = 32_766;
+const MAX_PARAMS_OLD_SQLITE: usize = 999;
+
+/// Retries of a chunk or cleanup batch that lost a deadlock (or SQLite's busy lock).
+const DEADLOCK_RETRIES: u32 = 2;
+
+/// Retries of a migration that raced another process's migration.
+const MIGRATE_RETRIES: u32 = 3;
+
+#[derive(Debug, Clone)]
+pub struct SqlSettings {
+    /// Pool size for MySQL and PostgreSQL; SQLite always uses one connection (one writer).
+    pub max_connections: u32,
+    /// Bounds connecting and waiting for a pooled connection.
+    pub connect_timeout: Duration,
+    /// Bounds each statement (client side; PostgreSQL also gets it as `statement_timeout`).
+    pub statement_timeout: Duration,
+    /// Rows per upsert statement, lowered to the backend's placeholder limit. A row is at
+    /// most ~2.4 KB, so the default 1,000 stays below MySQL 5.7's 4 MiB `max_allowed_packet`.
+    pub chunk_rows: usize,
+}
+
+impl Default for SqlSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 4,
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(10),
+            chunk_rows: DEFAULT_CHUNK_ROWS,
+        }
+    }
+}
+
+/// The `ratelimit_window_counts` table on MySQL/MariaDB, PostgreSQL or SQLite.
+pub struct SqlStore {
+    db: DatabaseConnection,
+    backend: DbBackend,
+    statement_timeout: Duration,
+    chunk_rows: usize,
+}
+
+impl SqlStore {
+    /// Connect with [`SqlSettings::default`]. URLs: `mysql://` (or `mariadb://`),
+    /// `postgres://` (or `postgresql://`), `sqlite:` (e.g. `sqlite::memory:`,
+    /// `sqlite:///var/lib/rls/counts.db?mode=rwc`).
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, SqlSettings::default()).await
+    }
+
+    pub async fn connect_with(url: &str, settings: SqlSettings) -> Result<Self, StoreError> {
+        let scheme = url.split_once(':').map_or(url, |(s, _)| s);
+        let (backend, url) = match scheme.to_ascii_lowercase().as_str() {
+            "mysql" => (DbBackend::MySql, url.to_owned()),
+            // sqlx speaks MariaDB under the mysql scheme.
+            "mariadb" => (DbBackend::MySql, format!("mysql{}", &url[scheme.len()..])),
+            "postgres" | "postgresql" => (DbBackend::Postgres, url.to_owned()),
+            "sqlite" => (DbBackend::Sqlite, url.to_owned()),
+            _ => return Err(StoreError::UnsupportedUrl(scheme.to_owned())),
+        };
+        let mut options = ConnectOptions::new(url.clone());
+        options
+            .connect_timeout(settings.connect_timeout)
+            .acquire_timeout(settings.connect_timeout)
+            // One INFO line per statement otherwise; slow or failing calls surface as errors.
+            .sqlx_logging(false);
+        match backend {
+            DbBackend::Sqlite => {
+                options.max_connections(1);
+                if url.contains(":memory:") || url.contains("mode=memory") {
+                    // An in-memory database lives as long as its one connection.
+                    options
+                        .min_connections(1)
+                        .idle_timeout(None)
+                        .max_lifetime(None);
+                }
+            }
+            DbBackend::Postgres => {
+                options
+                    .max_connections(settings.max_connections.max(1))
+                    .statement_timeout(settings.statement_timeout);
+            }
+            _ => {
+                options.max_connections(settings.max_connections.max(1));
+            }
+        }
+        // The pool's own timeouts bound this; the outer one covers DNS and TLS stalls too.
+        let limit = settings.connect_timeout.saturating_mul(2);
+        let db = match tokio::time::timeout(limit, Database::connect(options)).await {
+            Ok(Ok(db)) => db,
+            Ok(Err(e)) => return Err(StoreError::Connection(e.to_string())),
+            Err(_) => return Err(StoreError::Timeout(limit)),
+        };
+        let mut store = Self {
+            db,
+            backend,
+            statement_timeout: settings.statement_timeout,
+            chunk_rows: 1,
+        };
+        let max_params = match backend {
+            DbBackend::Sqlite => store.sqlite_max_params().await?,
+            _ => MAX_PARAMS_MYSQL_POSTGRES,
+        };
+        store.chunk_rows = settings.chunk_rows.clamp(1, max_params / PARAMS_PER_ROW);
+        Ok(store)
+    }
+
+    /// Create or update the schema (the `migration` crate). Safe to run again, and from
+    /// several processes at once: a run that loses a race retries and finds the work done.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            match Migrator::up(&self.db, None).await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt < MIGRATE_RETRIES => {
+                    tracing::debug!(error = %e, attempt, "migration failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(StoreError::Migration(e.to_string())),
+            }
+        }
+    }
+
+    /// The pool, for plain reads through [`super::entity`].
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Rows per upsert statement after the backend's placeholder limit.
+    pub fn chunk_rows(&self) -> usize {
+        self.chunk_rows
+    }
+
+    async fn sqlite_max_params(&self) -> Result<usize, StoreError> {
+        let row = self
+            .query_one(Statement::from_string(
+                self.backend,
+                "SELECT sqlite_version()",
+            ))
+            .await?;
+        let version: String = match row {
+            Some(row) => row.try_get_by_index(0).map_err(db_error)?,
+            None => return Ok(MAX_PARAMS_OLD_SQLITE),
+        };
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        Ok(if (major, minor) >= (3, 32) {
+            MAX_PARAMS_SQLITE
+        } else {
+            MAX_PARAMS_OLD_SQLITE
+        })
+    }
+
+    /// Run one statement under the statement timeout, retrying lost deadlocks.
+    async fn run<T, F, Fut>(&self, mut call: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, DbErr>>,
+    {
+        let mut attempt = 0;
+        loop {
+            match tokio::time::timeout(self.statement_timeout, call()).await {
+                Err(_) => return Err(StoreError::Timeout(self.statement_timeout)),
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) if attempt < DEADLOCK_RETRIES && lost_a_lock(self.backend, &e) => {
+                    attempt += 1;
+                    // A short random pause so the two losers do not collide again.
+                    let pause = 5 + fastrand::u64(0..20) * u64::from(attempt);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                Ok(Err(e)) => return Err(db_error(e)),
+            }
+        }
+    }
+
+    async fn query_one(&self, stmt: Statement) -> Result<Option<QueryResult>, StoreError> {
+        self.run(|| self.db.query_one_raw(stmt.clone())).await
+    }
+
+    fn quote(&self, name: &str) -> String {
+        match self.backend {
+            DbBackend::MySql => format!("`{name}`"),
+            _ => format!("\"{name}\""),
+        }
+    }
+
+    /// Writes the `n`th placeholder (1-based).
+    fn placeholder(&self, sql: &mut String, n: usize) {
+        match self.backend {
+            DbBackend::Postgres => {
+                let _ = write!(sql, "${n}");
+            }
+            _ => sql.push('?'),
+        }
+    }
+
+    fn upsert_sql(&self, rows: usize) -> String {
+        const COLUMNS: [&str; PARAMS_PER_ROW] = [
+            "workspace_id",
+            "namespace",
+            "identifier",
+            "duration_ms",
+            "sequence",
+            "region",
+            "count",
+            "expires_at",
+            "updated_at",
+        ];
+        let q = |c: &str| self.quote(c);
+        let table = q(TABLE);
+        let columns: Vec<String> = COLUMNS.iter().map(|c| q(c)).collect();
+        let mut sql = String::with_capacity(200 + rows * PARAMS_PER_ROW * 5);
+        let _ = write!(sql, "INSERT INTO {table} ({}) VALUES ", columns.join(", "));
+        let mut n = 0;
+        for r in 0..rows {
+            sql.push_str(if r == 0 { "(" } else { ", (" });
+            for c in 0..PARAMS_PER_ROW {
+                if c > 0 {
+                    sql.push_str(", ");
+                }
+                n += 1;
+                self.placeholder(&mut sql, n);
+            }
+            sql.push(')');
+        }
+        let (count, updated_at) = (q("count"), q("updated_at"));
+        match self.backend {
+            DbBackend::MySql => {
+                let _ = write!(
+                    sql,
+                    " ON DUPLICATE KEY UPDATE \
+                     {count} = GREATEST({count}, VALUES({count})), \
+                     {updated_at} = GREATEST({updated_at}, VALUES({updated_at}))"
+                );
+            }
+            _ => {
+                let greatest = if self.backend == DbBackend::Postgres {
+                    "GREATEST"
+                } else {
+                    "MAX"
+                };
+                let key = columns[..6].join(", ");
+                let _ = write!(
+                    sql,
+                    " ON CONFLICT ({key}) DO UPDATE SET \
+                     {count} = {greatest}({table}.{count}, excluded.{count}), \
+                     {updated_at} = {greatest}({table}.{updated_at}, excluded.{updated_at})"
+                );
+            }
+        }
+        sql
+    }
+
+    fn upsert_statement(&self, region: &str, rows: &[PreparedRow<'_>], now_ms: u64) -> Statement {
+        let updated_at = clamp(now_ms);
+        let mut values: Vec<Value> = Vec::with_capacity(rows.len() * PARAMS_PER_ROW);
+        for row in rows {
+            let key = row.key;
+            values.extend([
+                Value::from(key.workspace.as_bytes().to_vec()),
+                Value::from(key.namespace.as_bytes().to_vec()),
+                Value::from(key.identifier.as_bytes().to_vec()),
+                Value::from(clamp(key.duration_ms)),
+                Value::from(clamp(key.sequence)),
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(row.count),
+                Value::from(row.expires_at),
+                Value::from(updated_at),
+            ]);
+        }
+        Statement::from_sql_and_values(self.backend, self.upsert_sql(rows.len()), values)
+    }
+
+    async fn publish_now(
+        &self,
+        region: &str,
+        rows: &[(CellKey, u64)],
+        now_ms: u64,
+    ) -> Result<PublishReport, StoreError> {
+        check_region(region)?;
+        let (prepared, mut outcomes) = prepare_rows(rows);
+        let mut chunks = Vec::new();
+        let mut down = false;
+        for chunk in prepared.chunks(self.chunk_rows) {
+            if down {
+                // The database just failed to answer: do not wait out every chunk's timeout.
+                chunks.push(Err(StoreError::Connection(
+                    "not attempted: an earlier chunk could not reach the database".into(),
+                )));
+                continue;
+            }
+            let stmt = self.upsert_statement(region, chunk, now_ms);
+            let result = self.run(|| self.db.execute_raw(stmt.clone())).await;
+            match result {
+                Ok(_) => {
+                    for i in chunk.iter().flat_map(|row| &row.inputs) {
+                        outcomes[*i] = RowOutcome::Published;
+                    }
+                    chunks.push(Ok(chunk.len()));
+                }
+                Err(e) => {
+                    down = matches!(e, StoreError::Connection(_) | StoreError::Timeout(_));
+                    chunks.push(Err(e));
+                }
+            }
+        }
+        Ok(PublishReport { outcomes, chunks })
+    }
+
+    fn sync_sql(&self) -> String {
+        let q = |c: &str| self.quote(c);
+        let (region, count) = (q("region"), q("count"));
+        let key = [
+            "workspace_id",
+            "namespace",
+            "identifier",
+            "duration_ms",
+            "sequence",
+        ]
+        .map(q)
+        .join(", ");
+        let (mut p1, mut p2, mut p3) = (String::new(), String::new(), String::new());
+        self.placeholder(&mut p1, 1);
+        self.placeholder(&mut p2, 2);
+        self.placeholder(&mut p3, 3);
+        let foreign = format!("COALESCE(SUM(CASE WHEN {region} <> {p1} THEN {count} END), 0)");
+        let own = format!("COALESCE(MAX(CASE WHEN {region} = {p2} THEN {count} END), 0)");
+        // SUM of BIGINT is DECIMAL/NUMERIC on MySQL and PostgreSQL: cap it, back to BIGINT.
+        // SQLite's SUM is already an integer (and errors rather than overflow).
+        let (foreign, own) = match self.backend {
+            DbBackend::MySql => (
+                format!("CAST(LEAST({foreign}, {}) AS SIGNED)", i64::MAX),
+                format!("CAST({own} AS SIGNED)"),
+            ),
+            DbBackend::Postgres => (
+                format!("CAST(LEAST({foreign}, {}) AS BIGINT)", i64::MAX),
+                format!("CAST({own} AS BIGINT)"),
+            ),
+            _ => (foreign, own),
+        };
+        format!(
+            "SELECT {key}, {foreign}, {own} FROM {} WHERE {} > {p3} GROUP BY {key}",
+            q(TABLE),
+            q("expires_at"),
+        )
+    }
+
+    async fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+        check_region(region)?;
+        let stmt = Statement::from_sql_and_values(
+            self.backend,
+            self.sync_sql(),
+            [
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(clamp(now_ms)),
+            ],
+        );
+        let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
+        let mut interned = Interner::default();
+        let mut cells = Vec::with_capacity(rows.len());
+        let mut invalid = 0usize;
+        for row in &rows {
+            match decode_synced(row, &mut interned) {
+                Ok(Some(cell)) => cells.push(cell),
+                Ok(None) => invalid += 1,
+                Err(e) => return Err(db_error(e)),
+            }
+        }
+        if invalid > 0 {
+            // Rows this code never writes (not UTF-8, negative numbers): someone else's.
+            tracing::warn!(invalid, "global sync ignored rows that are not valid cells");
+        }
+        Ok(cells)
+    }
+
+    /// One bounded `DELETE` of expired rows; returns the rows deleted.
+    pub(crate) async fn delete_expired_batch(
+        &self,
+        now_ms: u64,
+        batch: u64,
+    ) -> Result<u64, StoreError> {
+        let q = |c: &str| self.quote(c);
+        let (table, expires_at) = (q(TABLE), q("expires_at"));
+        let sql = match self.backend {
+            // MySQL refuses LIMIT inside an IN sub-select, but has DELETE … LIMIT.
+            DbBackend::MySql => {
+                format!("DELETE FROM {table} WHERE {expires_at} <= ? ORDER BY {expires_at} LIMIT ?")
+            }
+            // PostgreSQL has no DELETE … LIMIT; SQLite only when compiled with it.
+            _ => {
+                let (mut p1, mut p2) = (String::new(), String::new());
+                self.placeholder(&mut p1, 1);
+                self.placeholder(&mut p2, 2);
+                let pk = q("pk");
+                format!(
+                    "DELETE FROM {table} WHERE {pk} IN (SELECT {pk} FROM {table} \
+                     WHERE {expires_at} <= {p1} ORDER BY {expires_at} LIMIT {p2})"
+                )
+            }
+        };
+        let stmt = Statement::from_sql_and_values(
+            self.backend,
+            sql,
+            [Value::from(clamp(now_ms)), Value::from(clamp(batch.max(1)))],
+        );
+        let result = self.run(|| self.db.execute_raw(stmt.clone())).await?;
+        Ok(result.rows_affected())
+    }
+
+    async fn cleanup_now(&self, now_ms: u64, batch: u64) -> Result<u64, StoreError> {
+        let batch = batch.max(1);
+        let mut deleted = 0u64;
+        loop {
+            let n = self.delete_expired_batch(now_ms, batch).await?;
+            deleted += n;
+            if n < batch {
+                return Ok(deleted);
+            }
+            // Let the flushers' statements in between batches.
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+impl GlobalStore for SqlStore {
+    fn name(&self) -> &'static str {
+        match self.backend {
+            DbBackend::MySql => "mysql",
+            DbBackend::Postgres => "postgres",
+            _ => "sqlite",
+        }
+    }
+
+    fn publish<'a>(
+        &'a self,
+        region: &'a str,
+        rows: &'a [(CellKey, u64)],
+        now_ms: u64,
+    ) -> StoreFuture<'a, PublishReport> {
+        Box::pin(self.publish_now(region, rows, now_ms))
+    }
+
+    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(self.sync_now(region, now_ms))
+    }
+
+    fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {
+        Box::pin(self.cleanup_now(now_ms, batch))
+    }
+}
+
+/// Shares one `Arc<str>` per distinct workspace and namespace within a sync: many cells
+/// have the same ones.
+#[derive(Default)]
+struct Interner(HashMap<Vec<u8>, Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, bytes: Vec<u8>) -> Option<Arc<str>> {
+        if let Some(s) = self.0.get(&bytes) {
+            return Some(Arc::clone(s));
+        }
+        let s: Arc<str> = std::str::from_utf8(&bytes).ok()?.into();
+        self.0.insert(bytes, Arc::clone(&s));
+        Some(s)
+    }
+}
+
+/// One grouped row; `Ok(None)` when it is not a cell this code could have written.
+fn decode_synced(row: &QueryResult, interned: &mut Interner) -> Result<Option<SyncedCell>, DbErr> {
+    let workspace: Vec<u8> = row.try_get_by_index(0)?;
+    let namespace: Vec<u8> = row.try_get_by_index(1)?;
+    let identifier: Vec<u8> = row.try_get_by_index(2)?;
+    let duration_ms: i64 = row.try_get_by_index(3)?;
+    let sequence: i64 = row.try_get_by_index(4)?;
+    let foreign: i64 = row.try_get_by_index(5)?;
+    let own: i64 = row.try_get_by_index(6)?;
+    let (Some(workspace), Some(namespace), Ok(identifier), Ok(duration_ms), Ok(sequence)) = (
+        interned.get(workspace),
+        interned.get(namespace),
+        String::from_utf8(identifier),
+        u64::try_from(duration_ms),
+        u64::try_from(sequence),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(SyncedCell {
+        key: CellKey {
+            workspace,
+            namespace,
+            identifier: identifier.into_boxed_str(),
+            duration_ms,
+            sequence,
+        },
+        foreign: u64::try_from(foreign).unwrap_or(0),
+        own: u64::try_from(own).unwrap_or(0),
+    }))
+}
+
+fn sqlx_error(e: &DbErr) -> Option<&sea_orm::sqlx::Error> {
+    match e {
+        DbErr::Conn(RuntimeErr::SqlxError(e))
+        | DbErr::Exec(RuntimeErr::SqlxError(e))
+        | DbErr::Query(RuntimeErr::SqlxError(e)) => Some(e),
+        _ => None,
+    }
+}
+
+/// A deadlock victim, a serialization failure or SQLite's busy/locked: worth one more try.
+fn lost_a_lock(backend: DbBackend, e: &DbErr) -> bool {
+    let Some(sea_orm::sqlx::Error::Database(db)) = sqlx_error(e) else {
+        return false;
+    };
+    let Some(code) = db.code() else {
+        return false;
+    };
+    match backend {
+        // SQLite's extended codes: the low byte is the primary code, 5 BUSY, 6 LOCKED.
+        DbBackend::Sqlite => code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
+        // SQLSTATE: MySQL's deadlock (1213) and PostgreSQL's serialization failure; PostgreSQL's
+        // deadlock.
+        _ => matches!(code.as_ref(), "40001" | "40P01"),
+    }
+}
+
+fn db_error(e: DbErr) -> StoreError {
+    use sea_orm::sqlx::Error as Sqlx;
+    let unreachable = match &e {
+        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => true,
+        _ => matches!(
+            sqlx_error(&e),
+            Some(
+                Sqlx::Io(_)
+                    | Sqlx::Tls(_)
+                    | Sqlx::PoolTimedOut
+                    | Sqlx::PoolClosed
+                    | Sqlx::WorkerCrashed
+            )
+        ),
+    };
+    if unreachable {
+        StoreError::Connection(e.to_string())
+    } else {
+        StoreError::Query(e.to_string())
+    }
+}
