@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod redis_admin;
 mod service;
+pub mod sql_admin;
 
 pub use envoy::Envoy;
 pub use http::{HttpResponse, http_get};
