@@ -18,7 +18,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use support::grpc::{
@@ -28,6 +27,7 @@ use support::load::{self, Sent};
 use support::metrics::sample;
 use support::proxy::{Cut, Proxy};
 use support::sql_admin::{Backend, TestDb};
+use support::windows::WindowTally;
 use support::{Service, now_ms};
 
 const HOUR: Duration = Duration::from_secs(3_600);
@@ -139,13 +139,9 @@ fn grpc_errors(sent: &[Sent]) -> Vec<String> {
         .collect()
 }
 
-fn first_status(s: &Sent) -> Option<&DescriptorStatus> {
-    s.result.as_ref().ok().and_then(|r| r.statuses.first())
-}
-
 fn accepted(sent: &[Sent]) -> u64 {
     sent.iter()
-        .filter(|s| first_status(s).is_some_and(|st| code(st) == Code::Ok))
+        .filter(|s| s.first_status().is_some_and(|st| code(st) == Code::Ok))
         .count() as u64
 }
 
@@ -334,44 +330,13 @@ async fn concentrated_traffic_stays_within_fifteen_percent() {
         all.extend(sent.into_iter().map(|s| (i, s)));
     }
 
-    // window sequence → (requests, admitted per region)
-    let mut windows: BTreeMap<u64, (u64, [u64; 3])> = BTreeMap::new();
+    let mut tally = WindowTally::new(WINDOW_MS, regions.len());
     for (region, s) in &all {
-        let status = first_status(s).expect("one status per answer");
-        let reset_ms = grpc::duration_ms(status.duration_until_reset.as_ref()) as u64;
-        let mid_ms = (s.sent_ms + s.received_ms) / 2;
-        let sequence = (mid_ms + reset_ms + WINDOW_MS / 2) / WINDOW_MS - 1;
-        let entry = windows.entry(sequence).or_default();
-        entry.0 += 1;
-        if code(status) == Code::Ok {
-            entry.1[*region] += 1;
-        }
+        tally.record(*region, s).expect("one status per answer");
     }
-    let mut failures = Vec::new();
-    for (sequence, (requests, per_region)) in &windows {
-        let full = (first_full..first_full + FULL_WINDOWS).contains(sequence);
-        let admitted: u64 = per_region.iter().sum();
-        let ratio = admitted as f64 / LIMIT as f64;
-        println!(
-            "window {sequence}{}: {requests} requests, {admitted} admitted (a/b/c {per_region:?}), \
-             admitted/limit {ratio:.3}",
-            if full { "" } else { " (partial, skipped)" }
-        );
-        if full && ratio > 1.15 {
-            failures.push(format!("window {sequence}: admitted/limit {ratio:.3}"));
-        }
-        // Sanity: the load saturates the limit, so a full window admits close to it.
-        if full && ratio < 0.80 {
-            failures.push(format!(
-                "window {sequence}: admitted/limit {ratio:.3}, below 0.80 under 2× load"
-            ));
-        }
-    }
-    for sequence in first_full..first_full + FULL_WINDOWS {
-        if !windows.contains_key(&sequence) {
-            failures.push(format!("window {sequence}: no request decided in it"));
-        }
-    }
+    // Lower bound as a sanity check: the load saturates the limit, so a full window admits
+    // close to it.
+    let failures = tally.check(first_full..first_full + FULL_WINDOWS, LIMIT, 0.80..=1.15);
     for (r, s) in regions.iter().zip(&services) {
         println!("region {r}: {}", global_summary(s));
     }

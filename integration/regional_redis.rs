@@ -33,6 +33,7 @@ use support::load::{self, Sent};
 use support::metrics::sample;
 use support::proxy::{Cut, Proxy};
 use support::redis_admin::{self, LOCAL_REDIS_URL};
+use support::windows::WindowTally;
 use support::{Service, now_ms};
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -203,11 +204,6 @@ fn grpc_errors(sent: &[Sent]) -> Vec<String> {
         .collect()
 }
 
-/// The first (only) descriptor status of a successful paced request.
-fn first_status(s: &Sent) -> Option<&DescriptorStatus> {
-    s.result.as_ref().ok().and_then(|r| r.statuses.first())
-}
-
 // ---------------------------------------------------------------------------------------
 // 1. Convergence
 // ---------------------------------------------------------------------------------------
@@ -264,46 +260,19 @@ async fn processes_sharing_redis_converge_within_ten_percent() {
     let errors = grpc_errors(&sent);
     assert!(errors.is_empty(), "gRPC errors: {errors:?}");
 
-    // window sequence → (requests, admitted, admitted per process)
-    let mut windows: BTreeMap<u64, (u64, u64, [u64; PROCESSES])> = BTreeMap::new();
+    let mut tally = WindowTally::new(WINDOW_MS, PROCESSES);
     let mut disagreements = 0;
     for s in &sent {
-        let status = first_status(s).expect("one status per answer");
-        let reset_ms = grpc::duration_ms(status.duration_until_reset.as_ref()) as u64;
-        let mid_ms = (s.sent_ms + s.received_ms) / 2;
-        // The service's window ends at mid + reset (± half the latency): its sequence.
-        let sequence = (mid_ms + reset_ms + WINDOW_MS / 2) / WINDOW_MS - 1;
+        let sequence = tally.record(s.target, s).expect("one status per answer");
         if sequence != s.sent_ms / WINDOW_MS {
             disagreements += 1;
-        }
-        let entry = windows.entry(sequence).or_default();
-        entry.0 += 1;
-        if code(status) == Code::Ok {
-            entry.1 += 1;
-            entry.2[s.target] += 1;
         }
     }
     println!(
         "{} requests; {disagreements} decided in another window than the one they were sent in",
         sent.len()
     );
-    let mut failures = Vec::new();
-    for (sequence, (requests, admitted, per_process)) in &windows {
-        let full = (first_full..first_full + FULL_WINDOWS).contains(sequence);
-        let ratio = *admitted as f64 / LIMIT as f64;
-        println!(
-            "window {sequence}{}: {requests} requests, {admitted} admitted, admitted/limit {ratio:.3}, per process {per_process:?}",
-            if full { "" } else { " (partial, skipped)" }
-        );
-        if full && !(0.95..=1.10).contains(&ratio) {
-            failures.push(format!("window {sequence}: admitted/limit {ratio:.3}"));
-        }
-    }
-    for sequence in first_full..first_full + FULL_WINDOWS {
-        if !windows.contains_key(&sequence) {
-            failures.push(format!("window {sequence}: no request decided in it"));
-        }
-    }
+    let failures = tally.check(first_full..first_full + FULL_WINDOWS, LIMIT, 0.95..=1.10);
     for (i, service) in services.iter().enumerate() {
         println!("process {i}: {}", origin_summary(&service.metrics()));
     }
@@ -514,7 +483,7 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
     let mut accepted: BTreeMap<&str, u64> = BTreeMap::new();
     let mut not_ok = 0;
     for s in &sent {
-        let status = first_status(s).expect("one status per answer");
+        let status = s.first_status().expect("one status per answer");
         if code(status) == Code::Ok {
             *accepted.entry(KEYS[s.index % KEYS.len()]).or_default() += 1;
         } else {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::grpc::{RateLimitRequest, RateLimitResponse, RlsClient};
+use super::grpc::{DescriptorStatus, RateLimitRequest, RateLimitResponse, RlsClient};
 use super::now_ms;
 
 /// One request of a paced run and what came of it.
@@ -23,6 +23,11 @@ pub struct Sent {
 }
 
 impl Sent {
+    /// The first (only) descriptor status of a successful call.
+    pub fn first_status(&self) -> Option<&DescriptorStatus> {
+        self.result.as_ref().ok().and_then(|r| r.statuses.first())
+    }
+
     pub fn latency(&self) -> Duration {
         Duration::from_millis(self.received_ms.saturating_sub(self.sent_ms))
     }

@@ -21,6 +21,7 @@ pub mod proxy;
 pub mod redis_admin;
 mod service;
 pub mod sql_admin;
+pub mod windows;
 
 pub use envoy::Envoy;
 pub use http::{HttpResponse, http_get};
