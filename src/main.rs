@@ -7,6 +7,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gcounter_rls::engine::{Clock, SystemClock};
 use gcounter_rls::global::{GlobalStore, SqlStore};
+use gcounter_rls::loadtest::{self, LoadtestArgs};
+use gcounter_rls::runtime;
 use gcounter_rls::serve::{self, ServeArgs};
 use gcounter_rls::telemetry::{LogFormat, init_logging};
 
@@ -46,6 +48,9 @@ enum Command {
         database_url: String,
     },
     /// Delete expired global counter rows, in bounded batches.
+    /// Closed- or open-loop gRPC load against any RateLimitService v3 server; prints one JSON
+    /// line (requests/s, latency percentiles, OK / OVER_LIMIT / error counts).
+    Loadtest(Box<LoadtestArgs>),
     Cleanup {
         #[arg(long, env = "RLS_DATABASE_URL")]
         database_url: String,
@@ -64,7 +69,16 @@ fn main() -> ExitCode {
         eprintln!("error: {message}");
         return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Runtime::new() {
+    // As many workers as cores (the load tool too: its client is what limits it); runtime.rs
+    // says why one worker means a current-thread runtime.
+    let workers = match &cli.command {
+        Command::Serve(args) => args
+            .workers
+            .map_or_else(runtime::available_cores, usize::from),
+        _ => runtime::available_cores(),
+    };
+    let flavor = runtime::flavor_for(workers);
+    let runtime = match runtime::build(flavor, workers) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");
@@ -75,6 +89,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(*args).await,
             Command::Migrate { database_url } => migrate(&database_url).await,
+            Command::Loadtest(args) => load(*args).await,
             Command::Cleanup {
                 database_url,
                 batch,
@@ -98,6 +113,15 @@ async fn migrate(database_url: &str) -> anyhow::Result<()> {
         .context("cannot connect to --database-url")?;
     store.migrate().await.context("migration failed")?;
     println!("migrations applied ({})", store.name());
+    Ok(())
+}
+
+async fn load(args: LoadtestArgs) -> anyhow::Result<()> {
+    let Some(report) = loadtest::run(args).await? else {
+        return Ok(());
+    };
+    println!("{}", serde_json::to_string(&report)?);
+    anyhow::ensure!(report.errors == 0, "{} request(s) failed", report.errors);
     Ok(())
 }
 

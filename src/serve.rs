@@ -111,6 +111,10 @@ pub struct ServeArgs {
     /// (a half-open client must not keep the process, and its pending replay, hostage).
     #[arg(long, env = "RLS_DRAIN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// Threads answering requests (default: the cores this process may run on). One worker
+    /// runs a current-thread runtime, the fastest on one core; more, a multi-thread runtime.
+    #[arg(long, env = "RLS_WORKERS", value_parser = clap::value_parser!(u16).range(1..))]
+    pub workers: Option<u16>,
 }
 
 impl ServeArgs {
@@ -229,13 +233,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let grpc = tokio::spawn(
         tonic::transport::Server::builder()
             // Drop peers that vanished without closing (a dead Envoy, a partition).
-            .tcp_keepalive(Some(Duration::from_secs(60)))
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .add_service(health_service)
             .add_service(RateLimitServiceServer::new(limiter))
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(grpc_listener),
+                // The builder's TCP options apply only to listeners it binds itself.
+                tonic::transport::server::TcpIncoming::from(grpc_listener)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(Some(Duration::from_secs(60))),
                 shutdown_signal(shutdown_rx.clone()),
             ),
     );

@@ -1,0 +1,190 @@
+//! Engine micro-benchmarks: the cost of one decision, without gRPC.
+//!
+//! `cargo bench --bench engine` (BENCHMARKS.md has the figures). Every decision here is on a
+//! limit that is never reached, so each one takes the full accept path (compare-and-swap,
+//! replay bookkeeping), not the cheaper denial.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::FutureExt;
+use gcounter_rls::engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
+use gcounter_rls::regional::InProcessOrigin;
+use gcounter_rls::telemetry::Metrics;
+
+const MINUTE_MS: u64 = 60_000;
+/// Never reached: every decision accepts.
+const LIMIT: u64 = u64::MAX / 2;
+
+/// The embedded default: in-process origin, no freshness. The clock stands still in the middle
+/// of a window so no decision crosses a window boundary mid-measurement.
+fn engine(max_cells: usize) -> Arc<Engine> {
+    Arc::new(Engine::new(
+        EngineSettings {
+            max_cells,
+            ..EngineSettings::default()
+        },
+        Arc::new(InProcessOrigin::new(max_cells)),
+        Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2)),
+        Arc::new(Metrics::new()),
+    ))
+}
+
+struct Ids {
+    workspace: Arc<str>,
+    namespace: Arc<str>,
+}
+
+impl Ids {
+    fn new() -> Self {
+        Self {
+            workspace: "bench".into(),
+            namespace: "14:remote_address/".into(),
+        }
+    }
+
+    fn hit<'a>(&'a self, identifier: &'a str) -> Hit<'a> {
+        Hit {
+            workspace: &self.workspace,
+            namespace: &self.namespace,
+            identifier,
+            duration_ms: MINUTE_MS,
+            limit: LIMIT,
+            cost: 1,
+        }
+    }
+}
+
+/// Decide without an executor: a warm decision awaits nothing, and neither does the
+/// in-process origin, so the future is ready at its first poll.
+fn decide(engine: &Engine, hit: Hit<'_>) -> Verdict {
+    engine
+        .check(hit)
+        .now_or_never()
+        .expect("the embedded engine decides without waiting")
+}
+
+fn identifiers(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
+        .collect()
+}
+
+fn warm_one_key(c: &mut Criterion) {
+    let engine = engine(1_000);
+    let ids = Ids::new();
+    decide(&engine, ids.hit("10.0.0.1"));
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("warm decision, one key", |b| {
+        b.iter(|| decide(&engine, black_box(ids.hit("10.0.0.1"))))
+    });
+    group.finish();
+}
+
+fn warm_one_million_keys(c: &mut Criterion) {
+    const KEYS: usize = 1_000_000;
+    // Two cells per key: the current window and the previous one.
+    let engine = engine(2 * KEYS + KEYS / 10);
+    let ids = Ids::new();
+    let keys = identifiers(KEYS);
+    for key in &keys {
+        decide(&engine, ids.hit(key));
+    }
+    // A fixed pseudo-random order: cache misses as real traffic would have them.
+    let mut order: Vec<usize> = (0..KEYS).collect();
+    fastrand::Rng::with_seed(7).shuffle(&mut order);
+    let mut next = 0;
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("warm decision, 1M keys", |b| {
+        b.iter(|| {
+            next = (next + 1) % KEYS;
+            decide(&engine, ids.hit(&keys[order[next]]))
+        })
+    });
+    group.finish();
+}
+
+/// `threads` threads, each deciding `iters` times on its key (`shared`: all on one key).
+/// Returns the wall time of the slowest: the time per decision per thread.
+fn parallel(engine: &Arc<Engine>, threads: usize, shared: bool, iters: u64) -> Duration {
+    let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let engine = Arc::clone(engine);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let ids = Ids::new();
+                let key = if shared {
+                    "shared".to_string()
+                } else {
+                    format!("thread-{t}")
+                };
+                decide(&engine, ids.hit(&key));
+                barrier.wait();
+                let started = Instant::now();
+                for _ in 0..iters {
+                    black_box(decide(&engine, black_box(ids.hit(&key))));
+                }
+                started.elapsed()
+            })
+        })
+        .collect();
+    barrier.wait();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("bench thread panicked"))
+        .max()
+        .unwrap_or_default()
+}
+
+fn threads(c: &mut Criterion) {
+    let engine = engine(1_000);
+    let mut group = c.benchmark_group("engine threads");
+    // Time per decision per thread: the same figure as one thread means perfect scaling.
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("1 thread", |b| {
+        b.iter_custom(|iters| parallel(&engine, 1, false, iters))
+    });
+    group.bench_function("2 threads, distinct keys", |b| {
+        b.iter_custom(|iters| parallel(&engine, 2, false, iters))
+    });
+    group.bench_function("2 threads, one shared key", |b| {
+        b.iter_custom(|iters| parallel(&engine, 2, true, iters))
+    });
+    group.finish();
+}
+
+fn cold_decision(c: &mut Criterion) {
+    const MAX_CELLS: usize = 1_000_000;
+    let engine = engine(MAX_CELLS);
+    let ids = Ids::new();
+    let mut n = 0u64;
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(1));
+    // A key never seen: both cells are read from the in-process origin and inserted. The
+    // table is capped, so old keys are evicted as in a flood of unique identifiers.
+    group.bench_function("cold decision, in-process origin", |b| {
+        b.iter_batched(
+            || {
+                n += 1;
+                format!("cold-{n}")
+            },
+            |key| decide(&engine, ids.hit(&key)),
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    warm_one_key,
+    threads,
+    cold_decision,
+    warm_one_million_keys
+);
+criterion_main!(benches);

@@ -1,0 +1,92 @@
+//! A no-op RateLimitService: every request is answered OK, nothing else happens.
+//!
+//! It is the ceiling of the benchmarks (BENCHMARKS.md): what gRPC itself costs on this
+//! machine, measured in the same run as the service, so each of the service's figures is a
+//! ratio to it.
+//!
+//! ```sh
+//! taskset -c 0 target/release/rls-noop --grpc-addr 127.0.0.1:9081 --runtime current-thread
+//! ```
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Parser;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use gcounter_rls::runtime::{self, Flavor};
+use tonic::{Request, Response, Status};
+
+#[derive(Debug, Parser)]
+#[command(about = "A no-op RateLimitService (always OK): the gRPC ceiling for benchmarks")]
+struct Args {
+    #[arg(long, default_value = "127.0.0.1:9081")]
+    grpc_addr: SocketAddr,
+    #[arg(long, value_enum, default_value = "current-thread")]
+    runtime: Flavor,
+    /// Worker threads of the multi-thread runtime (default: the cores this process may use).
+    #[arg(long)]
+    workers: Option<usize>,
+}
+
+struct Noop;
+
+#[tonic::async_trait]
+impl RateLimitService for Noop {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        // One OK status per descriptor, as a real service answers: the same response size.
+        let statuses = request
+            .get_ref()
+            .descriptors
+            .iter()
+            .map(|_| DescriptorStatus {
+                code: Code::Ok as i32,
+                ..Default::default()
+            })
+            .collect();
+        Ok(Response::new(RateLimitResponse {
+            overall_code: Code::Ok as i32,
+            statuses,
+            ..Default::default()
+        }))
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let workers = args.workers.unwrap_or_else(runtime::available_cores);
+    let rt = match runtime::build(args.runtime, workers) {
+        Ok(rt) => rt,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.grpc_addr).await?;
+        eprintln!(
+            "rls-noop: serving on {} ({:?}, {workers} worker(s))",
+            args.grpc_addr, args.runtime
+        );
+        tonic::transport::Server::builder()
+            .add_service(RateLimitServiceServer::new(Noop))
+            .serve_with_incoming(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            )
+            .await
+            .map_err(std::io::Error::other)
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! `gcounter-rls loadtest`: closed- or open-loop gRPC load against any RateLimitService v3
+//! server, printing one JSON line (requests/s, latency percentiles, OK / OVER_LIMIT / errors).
+//!
+//! It talks the public protocol only; it knows nothing of this service's internals, so it
+//! measures Envoy's ratelimit, Limitador or a no-op server the same way. Every answer is
+//! checked: gRPC errors are counted apart, never as successes (HTTP load tools such as h2load
+//! see a gRPC error as a 200).
+//!
+//! Open loop (`--rate`) sends on a fixed schedule whatever the server does, and measures each
+//! latency from the request's scheduled time, so a stalled server shows up as latency instead
+//! of silently slowing the client down (coordinated omission).
+
+mod report;
+mod template;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use hdrhistogram::Histogram;
+use prost::Message;
+use tokio::sync::Semaphore;
+use tonic::transport::{Channel, Endpoint};
+
+use report::Percentiles;
+pub use report::Report;
+pub use template::{DescriptorTemplate, RequestTemplate};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadtestArgs {
+    /// host:port of the RateLimitService (plaintext HTTP/2).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub target: String,
+    #[arg(long, default_value = "example")]
+    pub domain: String,
+    /// A descriptor, `key=value[,key=value...]`; `{key}` in a value is replaced by a random key
+    /// from --key-space. Repeat for several descriptors per request.
+    #[arg(long = "descriptor", default_value = "remote_address={key}")]
+    pub descriptors: Vec<DescriptorTemplate>,
+    /// Distinct keys drawn uniformly (1 = one hot key).
+    #[arg(long, default_value_t = 1)]
+    pub key_space: u64,
+    /// The request's hits_addend (0 means 1, as in Envoy).
+    #[arg(long, default_value_t = 1)]
+    pub hits_addend: u32,
+    /// HTTP/2 connections.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// Requests in flight per connection (closed loop: workers; open loop: the cap).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Open loop at this many requests/s in total; without it, closed loop.
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Measured time, e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Time before measuring (connections warm, cells cold-read), e.g. `2s`.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Write one gRPC-framed request (key 0) to this file and exit: the body for
+    /// `h2load -d FILE -H 'content-type: application/grpc' -H 'te: trailers'`.
+    #[arg(long)]
+    pub write_grpc_body: Option<PathBuf>,
+}
+
+impl LoadtestArgs {
+    fn template(&self) -> RequestTemplate {
+        RequestTemplate {
+            domain: self.domain.clone(),
+            descriptors: self.descriptors.clone(),
+            hits_addend: self.hits_addend,
+            key_space: self.key_space.max(1),
+        }
+    }
+}
+
+/// Answers counted during the measured interval.
+#[derive(Default)]
+struct Tally {
+    ok: AtomicU64,
+    over_limit: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Tally {
+    fn record(
+        &self,
+        answer: &Result<
+            tonic::Response<envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse>,
+            tonic::Status,
+        >,
+    ) {
+        match answer {
+            Ok(response) if response.get_ref().overall_code == Code::OverLimit as i32 => {
+                self.over_limit.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(status) => {
+                // A handful is enough to see what went wrong; the count says how often.
+                if self.errors.fetch_add(1, Ordering::Relaxed) < 3 {
+                    tracing::warn!(%status, "gRPC error");
+                }
+            }
+        }
+    }
+}
+
+/// When measuring starts and stops.
+#[derive(Clone, Copy)]
+struct Schedule {
+    measure_from: Instant,
+    until: Instant,
+}
+
+/// Run the load and return the report (or, with --write-grpc-body, write it and return None).
+pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
+    let template = args.template();
+    if let Some(path) = &args.write_grpc_body {
+        std::fs::write(path, grpc_frame(&template.build_with_key(0)))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        return Ok(None);
+    }
+    anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
+    anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
+    anyhow::ensure!(args.rate != Some(0), "--rate must be at least 1 request/s");
+
+    let mut channels = Vec::with_capacity(args.connections);
+    for _ in 0..args.connections {
+        // One Endpoint::connect per channel = one HTTP/2 connection each.
+        let channel = Endpoint::from_shared(format!("http://{}", args.target))
+            .context("invalid --target")?
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to {}", args.target))?;
+        channels.push(channel);
+    }
+
+    let tally = Arc::new(Tally::default());
+    let start = Instant::now();
+    let schedule = Schedule {
+        measure_from: start + args.warmup,
+        until: start + args.warmup + args.duration,
+    };
+    let template = Arc::new(template);
+    let mut tasks = Vec::new();
+    for (c, channel) in channels.into_iter().enumerate() {
+        match args.rate {
+            None => {
+                for w in 0..args.concurrency {
+                    let seed = (c * args.concurrency + w) as u64;
+                    tasks.push(tokio::spawn(closed_loop_worker(
+                        RateLimitServiceClient::new(channel.clone()),
+                        Arc::clone(&template),
+                        seed,
+                        schedule,
+                        Arc::clone(&tally),
+                    )));
+                }
+            }
+            Some(rate) => {
+                // Each connection carries its share of the rate.
+                let interval = Duration::from_secs_f64(args.connections as f64 / rate as f64);
+                tasks.push(tokio::spawn(open_loop_connection(
+                    RateLimitServiceClient::new(channel),
+                    Arc::clone(&template),
+                    c as u64,
+                    interval,
+                    args.concurrency,
+                    schedule,
+                    Arc::clone(&tally),
+                )));
+            }
+        }
+    }
+    let mut latencies = new_histogram();
+    for task in tasks {
+        latencies
+            .add(task.await.context("load worker panicked")?)
+            .context("merge latency histograms")?;
+    }
+    let p = Percentiles::of(&latencies);
+    let ok = tally.ok.load(Ordering::Relaxed);
+    let over_limit = tally.over_limit.load(Ordering::Relaxed);
+    let seconds = args.duration.as_secs_f64();
+    Ok(Some(Report {
+        target: args.target.clone(),
+        mode: if args.rate.is_some() {
+            "open"
+        } else {
+            "closed"
+        },
+        connections: args.connections,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        key_space: args.key_space.max(1),
+        duration_s: seconds,
+        requests_per_s: (ok + over_limit) as f64 / seconds,
+        p50_us: p.p50,
+        p90_us: p.p90,
+        p99_us: p.p99,
+        p99_9_us: p.p99_9,
+        max_us: p.max,
+        ok,
+        over_limit,
+        errors: tally.errors.load(Ordering::Relaxed),
+    }))
+}
+
+/// Microseconds, 3 significant digits.
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new(3).expect("3 significant digits is a valid histogram precision")
+}
+
+fn micros(elapsed: Duration) -> u64 {
+    u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX)
+}
+
+async fn closed_loop_worker(
+    mut client: RateLimitServiceClient<Channel>,
+    template: Arc<RequestTemplate>,
+    seed: u64,
+    schedule: Schedule,
+    tally: Arc<Tally>,
+) -> Histogram<u64> {
+    let mut latencies = new_histogram();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    loop {
+        let request = template.build(&mut rng);
+        let started = Instant::now();
+        if started >= schedule.until {
+            return latencies;
+        }
+        let answer = client.should_rate_limit(request).await;
+        if started >= schedule.measure_from {
+            let _ = latencies.record(micros(started.elapsed()));
+            tally.record(&answer);
+        }
+    }
+}
+
+async fn open_loop_connection(
+    client: RateLimitServiceClient<Channel>,
+    template: Arc<RequestTemplate>,
+    seed: u64,
+    interval: Duration,
+    max_in_flight: usize,
+    schedule: Schedule,
+    tally: Arc<Tally>,
+) -> Histogram<u64> {
+    // A std mutex: held for one record, never across an await.
+    let latencies = Arc::new(Mutex::new(new_histogram()));
+    let in_flight = Arc::new(Semaphore::new(max_in_flight));
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut ticks = tokio::time::interval(interval);
+    // Late ticks fire at once, so the schedule (and so the offered rate) is kept.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut requests = Vec::new();
+    loop {
+        let scheduled = ticks.tick().await.into_std();
+        if scheduled >= schedule.until {
+            break;
+        }
+        let request = template.build(&mut rng);
+        let mut client = client.clone();
+        let in_flight = Arc::clone(&in_flight);
+        let latencies = Arc::clone(&latencies);
+        let tally = Arc::clone(&tally);
+        requests.push(tokio::spawn(async move {
+            // Waiting for a slot counts as latency: it is time the request was due.
+            let Ok(_permit) = in_flight.acquire().await else {
+                return;
+            };
+            let answer = client.should_rate_limit(request).await;
+            if scheduled >= schedule.measure_from {
+                let latency = micros(scheduled.elapsed());
+                if let Ok(mut histogram) = latencies.lock() {
+                    let _ = histogram.record(latency);
+                }
+                tally.record(&answer);
+            }
+        }));
+        // Keep the list of handles short: drop the finished ones now and then.
+        if requests.len() >= 4_096 {
+            requests.retain(|r: &tokio::task::JoinHandle<()>| !r.is_finished());
+        }
+    }
+    for request in requests {
+        let _ = request.await;
+    }
+    latencies
+        .lock()
+        .map(|h| h.clone())
+        .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+}
+
+/// A gRPC message frame: uncompressed flag, big-endian length, the protobuf bytes.
+pub fn grpc_frame(message: &impl Message) -> Vec<u8> {
+    let body = message.encode_to_vec();
+    let mut frame = Vec::with_capacity(body.len() + 5);
+    frame.push(0);
+    frame.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_be_bytes());
+    frame.extend_from_slice(&body);
+    frame
+}

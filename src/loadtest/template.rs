@@ -1,0 +1,147 @@
+//! Descriptor templates: `key=value` entries where `{key}` in a value is replaced, per
+//! request, by a random number from the key space.
+
+use std::fmt::Write;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+
+/// The placeholder replaced by a key drawn from the key space.
+pub const KEY_PLACEHOLDER: &str = "{key}";
+
+/// One descriptor: `key=value[,key=value...]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescriptorTemplate {
+    entries: Vec<(String, String)>,
+}
+
+impl std::str::FromStr for DescriptorTemplate {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let entries = text
+            .split(',')
+            .map(|entry| {
+                let (key, value) = entry
+                    .split_once('=')
+                    .ok_or_else(|| format!("entry {entry:?} is not key=value"))?;
+                if key.is_empty() {
+                    return Err(format!("entry {entry:?} has an empty key"));
+                }
+                Ok((key.to_owned(), value.to_owned()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { entries })
+    }
+}
+
+impl DescriptorTemplate {
+    /// Whether any value draws from the key space.
+    pub fn is_keyed(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|(_, value)| value.contains(KEY_PLACEHOLDER))
+    }
+
+    fn render(&self, key: u64, scratch: &mut String) -> RateLimitDescriptor {
+        scratch.clear();
+        let _ = write!(scratch, "{key}");
+        RateLimitDescriptor {
+            entries: self
+                .entries
+                .iter()
+                .map(|(k, v)| Entry {
+                    key: k.clone(),
+                    value: v.replace(KEY_PLACEHOLDER, scratch),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Everything a request is made of; `build` draws the keys.
+#[derive(Debug, Clone)]
+pub struct RequestTemplate {
+    pub domain: String,
+    pub descriptors: Vec<DescriptorTemplate>,
+    pub hits_addend: u32,
+    /// Keys are drawn uniformly from `0..key_space`.
+    pub key_space: u64,
+}
+
+impl RequestTemplate {
+    /// A request with one key drawn for the whole request (so nested descriptors of one
+    /// request share the key, as one client's request would).
+    pub fn build(&self, rng: &mut fastrand::Rng) -> RateLimitRequest {
+        let key = rng.u64(0..self.key_space.max(1));
+        self.build_with_key(key)
+    }
+
+    pub fn build_with_key(&self, key: u64) -> RateLimitRequest {
+        let mut scratch = String::new();
+        RateLimitRequest {
+            domain: self.domain.clone(),
+            descriptors: self
+                .descriptors
+                .iter()
+                .map(|d| d.render(key, &mut scratch))
+                .collect(),
+            hits_addend: self.hits_addend,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_parse_and_render_the_key() {
+        let template: DescriptorTemplate = "tenant=t{key},path=/api".parse().unwrap();
+        assert!(template.is_keyed());
+        let request = RequestTemplate {
+            domain: "d".into(),
+            descriptors: vec![template],
+            hits_addend: 3,
+            key_space: 10,
+        }
+        .build_with_key(7);
+        assert_eq!(request.hits_addend, 3);
+        let entries = &request.descriptors[0].entries;
+        assert_eq!(
+            (entries[0].key.as_str(), entries[0].value.as_str()),
+            ("tenant", "t7")
+        );
+        assert_eq!(
+            (entries[1].key.as_str(), entries[1].value.as_str()),
+            ("path", "/api")
+        );
+    }
+
+    #[test]
+    fn bad_templates_are_rejected_with_the_entry() {
+        let error = "a=1,nonsense".parse::<DescriptorTemplate>().unwrap_err();
+        assert!(error.contains("nonsense"), "{error}");
+        assert!("=v".parse::<DescriptorTemplate>().is_err());
+    }
+
+    #[test]
+    fn keys_stay_in_the_key_space() {
+        let template = RequestTemplate {
+            domain: "d".into(),
+            descriptors: vec!["k={key}".parse().unwrap()],
+            hits_addend: 1,
+            key_space: 3,
+        };
+        let mut rng = fastrand::Rng::with_seed(1);
+        for _ in 0..100 {
+            let value: u64 = template.build(&mut rng).descriptors[0].entries[0]
+                .value
+                .parse()
+                .unwrap();
+            assert!(value < 3);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! How the service uses its cores: the tokio runtime flavour and its worker count.
+//!
+//! Measured on this project's machines (BENCHMARKS.md): on one core a current-thread runtime
+//! answers gRPC ~1.5× faster than a multi-thread runtime with one worker (no cross-thread
+//! wake-ups, no work-stealing bookkeeping). So one worker means a current-thread runtime, and
+//! more workers a multi-thread runtime, whose work stealing keeps every core busy even when
+//! Envoy opens fewer connections than there are cores.
+
+use std::io;
+use std::num::NonZeroUsize;
+
+use tokio::runtime::{Builder, Runtime};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flavor {
+    /// Everything on the calling thread.
+    CurrentThread,
+    /// A work-stealing pool of worker threads.
+    MultiThread,
+}
+
+/// The cores this process may run on (its CPU affinity, e.g. under `taskset`), at least 1.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
+}
+
+/// The flavour the service picks for `workers` threads.
+pub fn flavor_for(workers: usize) -> Flavor {
+    if workers <= 1 {
+        Flavor::CurrentThread
+    } else {
+        Flavor::MultiThread
+    }
+}
+
+/// A runtime of `flavor` with `workers` threads (ignored for the current-thread flavour).
+pub fn build(flavor: Flavor, workers: usize) -> io::Result<Runtime> {
+    let mut builder = match flavor {
+        Flavor::CurrentThread => Builder::new_current_thread(),
+        Flavor::MultiThread => {
+            let mut builder = Builder::new_multi_thread();
+            builder.worker_threads(workers.max(1));
+            builder
+        }
+    };
+    builder.enable_all().thread_name("rls-worker").build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_worker_runs_on_a_current_thread_runtime() {
+        assert_eq!(flavor_for(0), Flavor::CurrentThread);
+        assert_eq!(flavor_for(1), Flavor::CurrentThread);
+        assert_eq!(flavor_for(2), Flavor::MultiThread);
+        assert!(available_cores() >= 1);
+    }
+
+    #[test]
+    fn both_flavours_run_tasks() {
+        for flavor in [Flavor::CurrentThread, Flavor::MultiThread] {
+            let runtime = build(flavor, 2).unwrap();
+            assert_eq!(
+                runtime.block_on(async { tokio::spawn(async { 7 }).await.unwrap() }),
+                7
+            );
+        }
+    }
+}
