@@ -94,13 +94,14 @@ impl Problems {
         let Some(found) = at(value, path) else {
             return true;
         };
+        let place = if path.is_empty() { "the patch" } else { path };
         let Some(map) = found.as_object() else {
-            self.0.push(format!("{path} must be an object"));
+            self.0.push(format!("{place} must be an object"));
             return false;
         };
         for key in map.keys().filter(|k| !allowed.contains(&k.as_str())) {
             self.0.push(format!(
-                "{path}: unknown field {key:?} (allowed: {allowed:?})"
+                "{place}: unknown field {key:?} (allowed: {allowed:?})"
             ));
         }
         true
