@@ -89,22 +89,21 @@ impl Problems {
         }
     }
 
-    /// The object at `path` (if any) has only `allowed` keys; false if it is not an object.
-    fn keys(&mut self, value: &Value, path: &str, allowed: &[&str]) -> bool {
+    /// The value at `path`, if any, is an object with only `allowed` keys.
+    fn keys(&mut self, value: &Value, path: &str, allowed: &[&str]) {
         let Some(found) = at(value, path) else {
-            return true;
+            return;
         };
         let place = if path.is_empty() { "the patch" } else { path };
         let Some(map) = found.as_object() else {
             self.0.push(format!("{place} must be an object"));
-            return false;
+            return;
         };
         for key in map.keys().filter(|k| !allowed.contains(&k.as_str())) {
             self.0.push(format!(
                 "{place}: unknown field {key:?} (allowed: {allowed:?})"
             ));
         }
-        true
     }
 
     fn one_of(&mut self, value: &Value, path: &str, allowed: &[&str], required: bool) {
