@@ -1,0 +1,23 @@
+# syntax=docker/dockerfile:1
+# gcounter-rls container image: a release build on Debian bookworm, run on distroless
+# (glibc, CA certificates, no shell, no package manager) as the non-root user 65532.
+#   docker build -t gcounter-rls:dev .
+# Used by integration/k8s/ratelimit.yaml. The same glibc (Debian 12) in both stages.
+
+FROM docker.io/library/rust:1.95-slim-bookworm AS builder
+WORKDIR /build
+COPY . .
+# The cache mounts keep the registry and incremental artifacts across builds (BuildKit);
+# the binary is copied out of the cached target directory so the next stage can see it.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/build/target \
+    cargo build --release --locked --bin gcounter-rls \
+    && cp target/release/gcounter-rls /usr/local/bin/gcounter-rls
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=builder /usr/local/bin/gcounter-rls /usr/local/bin/gcounter-rls
+USER 65532:65532
+# gRPC (RateLimitService, grpc.health.v1) and admin HTTP (/healthz, /rlconfig, /metrics).
+EXPOSE 8081 8080
+ENTRYPOINT ["gcounter-rls"]
+CMD ["serve", "--config", "/etc/gcounter-rls/config.yaml"]
