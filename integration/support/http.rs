@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Above the 5 s rate-limit timeout in the Envoy template, so a slow service
+/// Above the 1 s rate-limit timeout of the Envoy examples, so a slow service
 /// shows up as Envoy's answer rather than as a client timeout.
 const IO_TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -13,6 +13,7 @@
 #![allow(dead_code, unused_imports)]
 
 mod envoy;
+pub mod example;
 pub mod grpc;
 mod http;
 pub mod load;
@@ -24,6 +25,7 @@ pub mod sql_admin;
 pub mod windows;
 
 pub use envoy::Envoy;
+pub use example::Example;
 pub use http::{HttpResponse, http_get};
 pub use service::Service;
 
@@ -52,7 +54,7 @@ pub fn local_addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-/// A path inside the repository (the crate root), e.g. `repo_path("envoy/e2e-ratelimit.yaml")`.
+/// A path inside the repository (the crate root), e.g. `repo_path("envoy/per-client-ip.yaml")`.
 pub fn repo_path(relative: impl AsRef<Path>) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
