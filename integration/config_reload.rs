@@ -195,3 +195,34 @@ async fn a_file_added_to_a_config_directory_serves_its_domain() {
         );
     }
 }
+
+/// Reading the config (a user's `cat`, the service's own reload) is not a change: it must not
+/// reload, or each reload's read would trigger the next, forever.
+#[tokio::test]
+async fn reading_the_config_does_not_reload_it() {
+    let (_dir, path) = support::limits_file(&limits(2));
+    let service = Service::start(&path, &[]);
+    // One real change first: its reload reads the file, which must not chain into more.
+    support::replace_file(&path, &limits(3));
+    let client = grpc::rls_client(service.grpc_addr).await;
+    if let Err(last) = wait_for(Some(3), || {
+        limit_of(client.clone(), "reload", &[("k", "v")])
+    })
+    .await
+    {
+        panic!("limit still {last:?} after the change to 3");
+    }
+    let after_change = reloads(&service, "ok");
+    for _ in 0..5 {
+        std::fs::read_to_string(&path).expect("read the limits file");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Past the debounce (250 ms) of the last read.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(
+        reloads(&service, "ok"),
+        after_change,
+        "reads of the file reloaded the config\n--- service log ---\n{}",
+        service.log_tail(30)
+    );
+}

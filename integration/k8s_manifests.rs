@@ -144,18 +144,10 @@ fn envoy_binary() -> &'static Path {
     })
 }
 
-/// `envoy --mode validate` on `bootstrap` with distinct concrete ports (validation
-/// rejects two listeners on one address).
+/// `envoy --mode validate` on `bootstrap` (its ports are distinct: validation rejects two
+/// listeners on one address).
 fn envoy_validate(bootstrap: &Value) -> Output {
-    let mut text = envoy_filter::bootstrap_text(bootstrap);
-    for (name, port) in [
-        ("ADMIN_PORT", 10001),
-        ("LISTEN_PORT", 10002),
-        ("UPSTREAM_PORT", 10003),
-        ("RLS_PORT", 10004),
-    ] {
-        text = text.replace(&format!("${{{name}}}"), &port.to_string());
-    }
+    let text = envoy_filter::bootstrap_text(bootstrap);
     let dir = tempfile::tempdir().expect("create temp dir for the bootstrap");
     let path = dir.path().join("gateway-bootstrap.yaml");
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
@@ -800,10 +792,7 @@ fn the_gateway_config_denies_by_the_configmap_limits() {
     let template = dir.path().join("gateway-bootstrap.yaml");
     std::fs::write(&template, envoy_filter::bootstrap_text(&bootstrap))
         .expect("write the gateway bootstrap");
-    let envoy = Envoy::start(
-        &template,
-        &[("RLS_PORT", service.grpc_addr.port().to_string())],
-    );
+    let envoy = Envoy::start(&template, service.grpc_addr.port(), &[]);
 
     // A 200 where a 429 was expected is often Envoy failing open on an RLS error.
     let context = || {

@@ -255,8 +255,8 @@ pub fn ratelimit_configs(filters: &[&Doc]) -> Vec<Value> {
 /// with every patch of `filters` applied, and a STATIC HTTP/2 cluster for each gRPC
 /// cluster the ratelimit filters name (Istio's own `outbound|...` cluster in a mesh).
 ///
-/// Ports are `${ADMIN_PORT}`, `${LISTEN_PORT}`, `${UPSTREAM_PORT}`, `${RLS_PORT}`, as in
-/// the templates `support::Envoy` renders. Errors if a patch matches nothing here or does
+/// Ports are those of the `envoy/` examples (listener 10000, upstream 10001, admin 9901, the
+/// service 8081), which `support::Envoy::start` rewrites to free ones. Errors if a patch matches nothing here or does
 /// something this emulation of Istio does not do.
 pub fn gateway_bootstrap(filters: &[&Doc], vhost_name: &str) -> Result<Value, String> {
     let mut hcm = json!({
@@ -295,7 +295,7 @@ pub fn gateway_bootstrap(filters: &[&Doc], vhost_name: &str) -> Result<Value, St
         }
     }
 
-    let mut clusters = vec![static_cluster("upstream", "${UPSTREAM_PORT}", false)];
+    let mut clusters = vec![static_cluster("upstream", 10001, false)];
     for config in ratelimit_configs(filters) {
         let name = str_at(
             &config,
@@ -304,22 +304,22 @@ pub fn gateway_bootstrap(filters: &[&Doc], vhost_name: &str) -> Result<Value, St
         .ok_or(
             "a ratelimit filter without rate_limit_service.grpc_service.envoy_grpc.cluster_name",
         )?;
-        clusters.push(static_cluster(name, "${RLS_PORT}", true));
+        clusters.push(static_cluster(name, 8081, true));
     }
 
     Ok(json!({
-        "admin": { "address": socket("${ADMIN_PORT}") },
+        "admin": { "address": socket(9901) },
         "static_resources": {
             "listeners": [
                 {
                     "name": "gateway",
-                    "address": socket("${LISTEN_PORT}"),
+                    "address": socket(10000),
                     "filter_chains": [{ "filters": [{ "name": HCM, "typed_config": hcm }] }]
                 },
                 {
                     // Stand-in for the demo backend: always 200 "ok".
                     "name": "upstream",
-                    "address": socket("${UPSTREAM_PORT}"),
+                    "address": socket(10001),
                     "filter_chains": [{ "filters": [{
                         "name": HCM,
                         "typed_config": {
@@ -348,21 +348,19 @@ pub fn gateway_bootstrap(filters: &[&Doc], vhost_name: &str) -> Result<Value, St
     }))
 }
 
-/// The bootstrap as YAML text for Envoy (JSON is YAML), with the port placeholders
-/// unquoted so that they render as numbers.
+/// The bootstrap as YAML text for Envoy (JSON is YAML). `port_value` keys are left unquoted
+/// (still YAML) because `support::Envoy::start` finds the ports to rewrite by `port_value:`.
 pub fn bootstrap_text(bootstrap: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(bootstrap).expect("serialise the bootstrap");
-    for name in ["ADMIN_PORT", "LISTEN_PORT", "UPSTREAM_PORT", "RLS_PORT"] {
-        text = text.replace(&format!("\"${{{name}}}\""), &format!("${{{name}}}"));
-    }
-    text
+    serde_json::to_string_pretty(bootstrap)
+        .expect("serialise the bootstrap")
+        .replace("\"port_value\":", "port_value:")
 }
 
-fn socket(port: &str) -> Value {
+fn socket(port: u16) -> Value {
     json!({ "socket_address": { "address": "127.0.0.1", "port_value": port } })
 }
 
-fn static_cluster(name: &str, port: &str, http2: bool) -> Value {
+fn static_cluster(name: &str, port: u16, http2: bool) -> Value {
     let mut cluster = json!({
         "name": name,
         "type": "STATIC",

@@ -34,8 +34,10 @@ pub fn watch(
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
         match result {
+            // Reading a file (our own reload included) raises access events: reloading on them
+            // would loop forever. Only a change of the directory's content counts.
             // A full channel already holds a pending reload: nothing is lost by dropping this.
-            Ok(events) if !events.is_empty() => {
+            Ok(events) if events.iter().any(|e| !e.kind.is_access()) => {
                 let _ = tx.try_send(());
             }
             Ok(_) => {}
