@@ -472,7 +472,8 @@ async fn global_shadow_mode_answers_ok_to_everything_and_reports_shadow_decision
     );
     assert_eq!(
         sample(&text, "rls_requests_total", &[("outcome", "over_limit")]),
-        None,
+        // Every outcome's series exists from the start (at 0), as Prometheus advises.
+        Some(0.0),
         "{text}"
     );
 }

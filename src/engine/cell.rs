@@ -105,7 +105,11 @@ impl WindowCell {
             ) {
                 Ok(_) => {
                     self.own.fetch_add(cost, Ordering::AcqRel);
-                    let need = if self.queued.swap(true, Ordering::AcqRel) {
+                    // Load first: a hot cell is already queued, and a plain load leaves its
+                    // cache line shared instead of taking it exclusive on every accept.
+                    let need = if self.queued.load(Ordering::Acquire)
+                        || self.queued.swap(true, Ordering::AcqRel)
+                    {
                         ReplayNeed::None
                     } else {
                         ReplayNeed::Enqueue

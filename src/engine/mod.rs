@@ -137,37 +137,90 @@ impl Engine {
     pub async fn check(&self, hit: Hit<'_>) -> Verdict {
         let now_ms = self.clock.now_ms();
         let position = WindowPosition::at(now_ms, hit.duration_ms);
-        let key = CellKeyRef {
-            workspace: hit.workspace,
-            namespace: hit.namespace,
-            identifier: hit.identifier,
-            duration_ms: position.duration_ms,
-            sequence: position.sequence,
+        let key = CellKeyRef::new(
+            hit.workspace,
+            hit.namespace,
+            hit.identifier,
+            position.duration_ms,
+            position.sequence,
+        );
+        // The warm path: both cells in memory, nothing to refresh. It awaits nothing.
+        let previous = match position.previous_sequence() {
+            Some(sequence) => self.table.get(&key.with_sequence(sequence)).map(Some),
+            None => Some(None),
         };
+        if let (Some(previous), Some(current)) = (previous, self.table.get(&key))
+            && self.refresh_needed(&current, &key, now_ms).is_none()
+        {
+            let previous_total = previous.map_or(0, |cell| cell.total());
+            return self.consume(
+                &hit,
+                &key,
+                &position,
+                previous_total,
+                &current,
+                DecisionSource::Local,
+            );
+        }
+        // Boxed: the slow path's future is large, and inlined it would make every caller's
+        // future (moved on each poll set-up) as large.
+        Box::pin(self.check_slow(hit, key, position, now_ms)).await
+    }
+
+    /// A cold cell (seeded from the origin) or a refresh before deciding.
+    async fn check_slow(
+        &self,
+        hit: Hit<'_>,
+        key: CellKeyRef<'_>,
+        position: WindowPosition,
+        now_ms: u64,
+    ) -> Verdict {
         let mut source = DecisionSource::Local;
         let previous_total = match position.previous_sequence() {
             Some(sequence) => {
-                let previous = CellKeyRef { sequence, ..key };
+                let previous = key.with_sequence(sequence);
                 self.cell(previous, now_ms, &mut source).await.total()
             }
             None => 0,
         };
         let current = self.cell(key, now_ms, &mut source).await;
-        if let Some(freshness) = self.settings.freshness {
-            let op = if self.strict.is_strict(&key, now_ms) {
-                Some(OriginOp::Strict)
-            } else if current.is_stale(now_ms) {
-                Some(OriginOp::Stale)
-            } else {
-                None
-            };
-            if let Some(op) = op
-                && self.refresh(&current, &key, op, now_ms, freshness).await
-            {
-                source = DecisionSource::Origin;
-            }
+        if let Some(freshness) = self.settings.freshness
+            && let Some(op) = self.refresh_needed(&current, &key, now_ms)
+            && self.refresh(&current, &key, op, now_ms, freshness).await
+        {
+            source = DecisionSource::Origin;
         }
+        self.consume(&hit, &key, &position, previous_total, &current, source)
+    }
 
+    /// Why the cell must be read from the origin before deciding, if it must.
+    fn refresh_needed(
+        &self,
+        cell: &WindowCell,
+        key: &CellKeyRef<'_>,
+        now_ms: u64,
+    ) -> Option<OriginOp> {
+        self.settings.freshness?;
+        if self.strict.is_strict(key, now_ms) {
+            Some(OriginOp::Strict)
+        } else if cell.is_stale(now_ms) {
+            Some(OriginOp::Stale)
+        } else {
+            None
+        }
+    }
+
+    /// Decide from memory, consume on accept, and queue the cell for replay.
+    fn consume(
+        &self,
+        hit: &Hit<'_>,
+        key: &CellKeyRef<'_>,
+        position: &WindowPosition,
+        previous_total: u64,
+        current: &Arc<WindowCell>,
+        source: DecisionSource,
+    ) -> Verdict {
+        let now_ms = position.now_ms();
         let (decision, need) = current.try_consume(
             previous_total,
             position.elapsed_ms,
@@ -175,15 +228,14 @@ impl Engine {
             hit.cost,
             hit.limit,
         );
-        if need == ReplayNeed::Enqueue
-            && !self.replay.push(key.to_owned_key(), Arc::clone(&current))
+        if need == ReplayNeed::Enqueue && !self.replay.push(key.to_owned_key(), Arc::clone(current))
         {
             current.unqueue();
             self.metrics.replay_overflow();
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict
-                .enter(&key, now_ms.saturating_add(position.duration_ms));
+                .enter(key, now_ms.saturating_add(position.duration_ms));
         }
         self.metrics.decision_source(source);
         Verdict {

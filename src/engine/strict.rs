@@ -21,10 +21,7 @@ impl StrictMode {
     }
 
     fn counter<'a>(cell: &CellKeyRef<'a>) -> CellKeyRef<'a> {
-        CellKeyRef {
-            sequence: 0,
-            ..*cell
-        }
+        cell.with_sequence(0)
     }
 
     pub fn is_strict(&self, cell: &CellKeyRef<'_>, now_ms: u64) -> bool {
@@ -48,13 +45,7 @@ mod tests {
     fn strict_mode_lasts_a_duration_across_rollover() {
         let strict = StrictMode::new(10);
         let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
-        let cell = |sequence| CellKeyRef {
-            workspace: &ws,
-            namespace: &ns,
-            identifier: "1:a",
-            duration_ms: 1_000,
-            sequence,
-        };
+        let cell = |sequence| CellKeyRef::new(&ws, &ns, "1:a", 1_000, sequence);
         assert!(!strict.is_strict(&cell(5), 5_500));
         strict.enter(&cell(5), 6_500);
         assert!(strict.is_strict(&cell(6), 6_000), "the next window too");

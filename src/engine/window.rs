@@ -23,6 +23,11 @@ impl WindowPosition {
         }
     }
 
+    /// The moment this position was taken at.
+    pub fn now_ms(&self) -> u64 {
+        self.sequence * self.duration_ms + self.elapsed_ms
+    }
+
     /// Milliseconds until the current cell ends (what Envoy gets as `duration_until_reset`).
     pub fn until_reset_ms(&self) -> u64 {
         self.duration_ms - self.elapsed_ms
@@ -45,6 +50,7 @@ mod tests {
         assert_eq!(p.elapsed_ms, 5_500);
         assert_eq!(p.until_reset_ms(), 54_500);
         assert_eq!(p.previous_sequence(), Some(1));
+        assert_eq!(p.now_ms(), 125_500);
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! The regional origin of a region made of one process: a bounded map in memory.
 
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use quick_cache::sync::Cache;
+use xxhash_rust::xxh3::Xxh3;
 
 use super::{CellRead, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
 
-/// Per cell, each process's published cumulative count.
-type Components = Mutex<Vec<(Arc<str>, u64)>>;
+/// One G-Counter component: a cell (by the 128-bit hash of its key) and a process.
+type ComponentKey = (u128, u16);
 
 /// The G-Counter cells of a region, bounded like the engine's cell table so memory stays
 /// capped. In the embedded default the region is this one process; tests make several
@@ -16,67 +18,97 @@ type Components = Mutex<Vec<(Arc<str>, u64)>>;
 ///
 /// It keeps counts when the engine evicts or reaps a cell still inside the sliding window,
 /// and gives the replay path a real partner in the embedded default and in tests.
+///
+/// Each component is 16 + 2 bytes of key and 8 of count, with no allocation: in the embedded
+/// default this map sits beside the engine's cell table, and storing whole `CellKey`s and a
+/// per-cell component list here once cost more than the table itself. Cells are told apart
+/// by a 128-bit hash; two live cells colliding is about as likely as a hardware fault
+/// (n² / 2¹²⁹: ~10⁻²⁷ for a million cells).
 pub struct InProcessOrigin {
-    cells: Arc<Cache<CellKey, Arc<Components>>>,
-    process: Arc<str>,
+    components: Arc<Cache<ComponentKey, u64>>,
+    processes: Arc<Processes>,
+    process: u16,
+}
+
+/// The processes sharing the store, by component index.
+struct Processes {
+    /// A std mutex: taken only to add a sibling (test set-up), never across an await.
+    names: Mutex<Vec<Arc<str>>>,
+    /// `names.len()`, read by every cold read without taking the lock.
+    count: AtomicU16,
 }
 
 impl InProcessOrigin {
     pub fn new(max_cells: usize) -> Self {
         Self {
-            cells: Arc::new(Cache::new(max_cells.max(1))),
-            process: "local".into(),
+            components: Arc::new(Cache::new(max_cells.max(1))),
+            processes: Arc::new(Processes {
+                names: Mutex::new(vec!["local".into()]),
+                count: AtomicU16::new(1),
+            }),
+            process: 0,
         }
     }
 
-    /// Another process of the same region: same cells, its own components.
+    /// Another process of the same region: same cells, its own components (a name already
+    /// seen gets that process's components back).
     pub fn sibling(&self, process: &str) -> Self {
-        Self {
-            cells: Arc::clone(&self.cells),
-            process: process.into(),
-        }
-    }
-
-    fn components(&self, key: &CellKey) -> Arc<Components> {
-        match self
-            .cells
-            .get_or_insert_with(key, || Ok::<_, std::convert::Infallible>(Arc::default()))
-        {
-            Ok(components) => components,
-            Err(never) => match never {},
-        }
-    }
-
-    fn read_now(&self, key: &CellKey) -> CellRead {
-        let Some(components) = self.cells.get(key) else {
-            return CellRead::default();
+        let mut names = self
+            .processes
+            .names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let index = match names.iter().position(|p| &**p == process) {
+            Some(index) => index,
+            None => {
+                names.push(process.into());
+                let count =
+                    u16::try_from(names.len()).expect("fewer than 65,536 sibling processes");
+                self.processes.count.store(count, Ordering::Release);
+                names.len() - 1
+            }
         };
-        let components = components.lock().unwrap_or_else(PoisonError::into_inner);
-        summarize(&components, &self.process)
+        Self {
+            components: Arc::clone(&self.components),
+            processes: Arc::clone(&self.processes),
+            process: u16::try_from(index).expect("fewer than 65,536 sibling processes"),
+        }
     }
 
-    fn publish(&self, key: &CellKey, cumulative: u64) -> u64 {
-        let components = self.components(key);
-        // A std mutex: held for a few instructions, never across an await.
-        let mut components = components.lock().unwrap_or_else(PoisonError::into_inner);
-        match components.iter_mut().find(|(p, _)| *p == self.process) {
-            Some((_, own)) => *own = (*own).max(cumulative),
-            None => components.push((Arc::clone(&self.process), cumulative)),
+    fn read_now(&self, cell: u128) -> CellRead {
+        let mut read = CellRead::default();
+        for process in 0..self.processes.count.load(Ordering::Acquire) {
+            let count = self.components.get(&(cell, process)).unwrap_or(0);
+            read.total = read.total.saturating_add(count);
+            if process == self.process {
+                read.own = count;
+            }
         }
-        summarize(&components, &self.process).total
+        read
+    }
+
+    /// Keep the larger of the stored and published cumulative counts. Only this process's
+    /// replay task writes its components, one batch at a time, so read-then-write is safe.
+    fn publish(&self, cell: u128, cumulative: u64) -> u64 {
+        let component = (cell, self.process);
+        let stored = self.components.get(&component).unwrap_or(0);
+        if cumulative > stored {
+            self.components.insert(component, cumulative);
+        }
+        self.read_now(cell).total
     }
 }
 
-fn summarize(components: &[(Arc<str>, u64)], process: &str) -> CellRead {
-    CellRead {
-        total: components
-            .iter()
-            .fold(0u64, |sum, (_, n)| sum.saturating_add(*n)),
-        own: components
-            .iter()
-            .find(|(p, _)| &**p == process)
-            .map_or(0, |(_, n)| *n),
+fn cell_hash(key: &CellKey) -> u128 {
+    let mut hasher = Xxh3::new();
+    // Each string behind its length: the fields cannot run together.
+    for field in [&*key.workspace, &*key.namespace, &*key.identifier] {
+        hasher.update(&(field.len() as u64).to_le_bytes());
+        hasher.update(field.as_bytes());
     }
+    hasher.update(&key.duration_ms.to_le_bytes());
+    hasher.update(&key.sequence.to_le_bytes());
+    hasher.digest128()
 }
 
 impl RegionalOrigin for InProcessOrigin {
@@ -85,13 +117,13 @@ impl RegionalOrigin for InProcessOrigin {
     }
 
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
-        Box::pin(std::future::ready(Ok(self.read_now(key))))
+        Box::pin(std::future::ready(Ok(self.read_now(cell_hash(key)))))
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
         let totals = batch
             .iter()
-            .map(|(key, cumulative)| self.publish(key, *cumulative))
+            .map(|(key, cumulative)| self.publish(cell_hash(key), *cumulative))
             .collect();
         Box::pin(std::future::ready(Ok(totals)))
     }

@@ -10,6 +10,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::sharded::ShardedCounter;
+
 /// A label value shared with the compiled config: recording a decision clones an `Arc`
 /// instead of allocating a `String`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -136,9 +138,11 @@ struct ReloadLabels {
 
 pub struct Metrics {
     registry: Registry,
-    requests: Family<RequestLabels, Counter>,
-    decisions: Family<DecisionLabels, Counter>,
-    unmatched: Counter,
+    /// Per-request counters, resolved once (no label lookup per request) and sharded (no
+    /// cache line shared by all cores): indexed by `RequestOutcome as usize`.
+    requests: [ShardedCounter; 3],
+    decisions: Family<DecisionLabels, ShardedCounter>,
+    unmatched: ShardedCounter,
     reloads: Family<ReloadLabels, Counter>,
     rules: Gauge,
     live_cells: Gauge,
@@ -147,7 +151,8 @@ pub struct Metrics {
     origin_latency: Family<OpLabels, Histogram, fn() -> Histogram>,
     replay_batch_cells: Histogram,
     replay_overflow: Counter,
-    decisions_by_source: Family<SourceLabels, Counter>,
+    /// Indexed by `DecisionSource as usize`, as `requests`.
+    decisions_by_source: [ShardedCounter; 2],
     origin_circuit: Gauge,
     global_rows_written: Counter,
     global_write_errors: Counter,
@@ -178,9 +183,19 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("rls");
-        let requests = Family::<RequestLabels, Counter>::default();
-        let decisions = Family::<DecisionLabels, Counter>::default();
-        let unmatched = Counter::default();
+        let request_family = Family::<RequestLabels, ShardedCounter>::default();
+        let requests = [
+            RequestOutcome::Ok,
+            RequestOutcome::OverLimit,
+            RequestOutcome::InvalidArgument,
+        ]
+        .map(|outcome| {
+            request_family
+                .get_or_create(&RequestLabels { outcome })
+                .clone()
+        });
+        let decisions = Family::<DecisionLabels, ShardedCounter>::default();
+        let unmatched = ShardedCounter::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
         let rules = Gauge::default();
         let live_cells = Gauge::default();
@@ -191,7 +206,12 @@ impl Metrics {
         );
         let replay_batch_cells = Histogram::new(exponential_buckets(1.0, 4.0, 8));
         let replay_overflow = Counter::default();
-        let decisions_by_source = Family::<SourceLabels, Counter>::default();
+        let source_family = Family::<SourceLabels, ShardedCounter>::default();
+        let decisions_by_source = [DecisionSource::Local, DecisionSource::Origin].map(|source| {
+            source_family
+                .get_or_create(&SourceLabels { source })
+                .clone()
+        });
         let origin_circuit = Gauge::default();
         let global_rows_written = Counter::default();
         let global_write_errors = Counter::default();
@@ -267,7 +287,7 @@ impl Metrics {
         registry.register(
             "decisions_by_source",
             "Limited decisions by where their counts came from (local memory or an origin read)",
-            decisions_by_source.clone(),
+            source_family,
         );
         registry.register(
             "origin_circuit_state",
@@ -277,7 +297,7 @@ impl Metrics {
         registry.register(
             "requests",
             "ShouldRateLimit calls by overall outcome",
-            requests.clone(),
+            request_family,
         );
         registry.register(
             "descriptor_decisions",
@@ -387,9 +407,7 @@ impl Metrics {
     }
 
     pub fn decision_source(&self, source: DecisionSource) {
-        self.decisions_by_source
-            .get_or_create(&SourceLabels { source })
-            .inc();
+        self.decisions_by_source[source as usize].inc();
     }
 
     /// 0 closed, 1 half-open, 2 open.
@@ -398,9 +416,7 @@ impl Metrics {
     }
 
     pub fn request(&self, outcome: RequestOutcome) {
-        self.requests
-            .get_or_create(&RequestLabels { outcome })
-            .inc();
+        self.requests[outcome as usize].inc();
     }
 
     pub fn decision(&self, domain: &Arc<str>, rule: &Arc<str>, outcome: DecisionOutcome) {

@@ -2,8 +2,10 @@
 
 mod logging;
 mod metrics;
+mod sharded;
 
 pub use logging::{LogFormat, init_logging};
 pub use metrics::{
     DecisionOutcome, DecisionSource, Metrics, OriginOp, RequestOutcome, SharedLabel,
 };
+pub use sharded::ShardedCounter;

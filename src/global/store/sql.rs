@@ -522,7 +522,7 @@ fn decode_synced(row: &QueryResult, interned: &mut Interner) -> Result<Option<Sy
         key: CellKey {
             workspace,
             namespace,
-            identifier: identifier.into_boxed_str(),
+            identifier: identifier.into(),
             duration_ms,
             sequence,
         },
