@@ -141,6 +141,39 @@ fn parallel(engine: &Arc<Engine>, threads: usize, shared: bool, iters: u64) -> D
         .unwrap_or_default()
 }
 
+/// The machine's own scaling, for comparison: `threads` threads hashing private data, no
+/// memory shared at all. What two vCPUs of a virtual machine give is not always 2×.
+fn control(threads: usize, iters: u64) -> Duration {
+    let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let mut data = [t as u8; 48];
+                barrier.wait();
+                let started = Instant::now();
+                for i in 0..iters {
+                    data[0] = i as u8;
+                    let h = xxhash_rust::xxh3::xxh3_64(black_box(&data));
+                    data[1] ^= h as u8;
+                    // About one decision's worth of work per iteration.
+                    for _ in 0..12 {
+                        data[2] ^= xxhash_rust::xxh3::xxh3_64(black_box(&data)) as u8;
+                    }
+                }
+                black_box(data);
+                started.elapsed()
+            })
+        })
+        .collect();
+    barrier.wait();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("bench thread panicked"))
+        .max()
+        .unwrap_or_default()
+}
+
 fn threads(c: &mut Criterion) {
     let engine = engine(1_000);
     let mut group = c.benchmark_group("engine threads");
@@ -154,6 +187,12 @@ fn threads(c: &mut Criterion) {
     });
     group.bench_function("2 threads, one shared key", |b| {
         b.iter_custom(|iters| parallel(&engine, 2, true, iters))
+    });
+    group.bench_function("control: 1 thread, private work", |b| {
+        b.iter_custom(|iters| control(1, iters))
+    });
+    group.bench_function("control: 2 threads, private work", |b| {
+        b.iter_custom(|iters| control(2, iters))
     });
     group.finish();
 }

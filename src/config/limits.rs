@@ -1,6 +1,10 @@
 //! The loaded configuration: per domain, a descriptor tree compiled for lookup.
 
 use std::collections::HashMap;
+
+/// The maps every request walks (domain, then key and value per descriptor entry): foldhash,
+/// seeded per process, instead of SipHash, which was a visible share of a decision.
+type LookupMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
 use super::glob::Glob;
@@ -12,7 +16,7 @@ use super::rule::Rule;
 pub struct LimitsConfig {
     /// Sorted by name.
     domains: Vec<DomainLimits>,
-    by_name: HashMap<Arc<str>, usize>,
+    by_name: LookupMap<Arc<str>, usize>,
 }
 
 impl LimitsConfig {
@@ -113,13 +117,13 @@ impl DomainLimits {
 /// The descriptors of one level, by key.
 #[derive(Debug, Default)]
 pub(crate) struct Level {
-    keys: HashMap<Box<str>, KeyNodes>,
+    keys: LookupMap<Box<str>, KeyNodes>,
 }
 
 /// The descriptors of one level that share a key.
 #[derive(Debug, Default)]
 struct KeyNodes {
-    exact: HashMap<Box<str>, Node>,
+    exact: LookupMap<Box<str>, Node>,
     /// In config order: the first match wins.
     wildcards: Vec<(Glob, Node)>,
     any_value: Option<Node>,

@@ -7,8 +7,11 @@
 //! see a gRPC error as a 200).
 //!
 //! Open loop (`--rate`) sends on a fixed schedule whatever the server does, and measures each
-//! latency from the request's scheduled time, so a stalled server shows up as latency instead
-//! of silently slowing the client down (coordinated omission).
+//! latency from the moment the request was dispatched, before it waits for one of the
+//! `--concurrency` slots: a stalled server shows up as latency instead of silently slowing the
+//! client down (coordinated omission). Not from the scheduled instant itself: tokio's timer
+//! ticks by the millisecond, so requests due between two ticks leave together at the next,
+//! and measuring from their due time would add up to a millisecond of the client's own.
 
 mod report;
 mod template;
@@ -267,19 +270,20 @@ async fn open_loop_connection(
         if scheduled >= schedule.until {
             break;
         }
+        let dispatched = Instant::now();
         let request = template.build(&mut rng);
         let mut client = client.clone();
         let in_flight = Arc::clone(&in_flight);
         let latencies = Arc::clone(&latencies);
         let tally = Arc::clone(&tally);
         requests.push(tokio::spawn(async move {
-            // Waiting for a slot counts as latency: it is time the request was due.
+            // Waiting for a slot counts as latency: the request was due.
             let Ok(_permit) = in_flight.acquire().await else {
                 return;
             };
             let answer = client.should_rate_limit(request).await;
             if scheduled >= schedule.measure_from {
-                let latency = micros(scheduled.elapsed());
+                let latency = micros(dispatched.elapsed());
                 if let Ok(mut histogram) = latencies.lock() {
                     let _ = histogram.record(latency);
                 }

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 
 use super::units;
@@ -23,7 +24,8 @@ pub enum Plan<'c> {
 #[derive(Debug)]
 pub struct Limited {
     pub namespace: Arc<str>,
-    pub identifier: String,
+    /// Inline up to 24 bytes: most identifiers (an address, an API key) cost no allocation.
+    pub identifier: CompactString,
     pub duration_ms: u64,
     pub requests_per_unit: u32,
     pub unit: crate::config::Unit,
@@ -165,13 +167,32 @@ fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
 
 /// The request's values, each length-prefixed: injective, so no two value lists share a
 /// counter whatever bytes they hold (`["a:b"]` vs `["a", "b"]` differ).
-fn identifier(descriptor: &RateLimitDescriptor) -> String {
+fn identifier(descriptor: &RateLimitDescriptor) -> CompactString {
     let capacity = descriptor.entries.iter().map(|e| e.value.len() + 8).sum();
-    let mut identifier = String::with_capacity(capacity);
+    let mut identifier = CompactString::with_capacity(capacity);
     for entry in &descriptor.entries {
-        let _ = write!(identifier, "{}:{}", entry.value.len(), entry.value);
+        push_decimal(&mut identifier, entry.value.len());
+        identifier.push(':');
+        identifier.push_str(&entry.value);
     }
     identifier
+}
+
+/// `n` in decimal, without the formatting machinery (this runs per descriptor).
+fn push_decimal(out: &mut CompactString, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[start..] {
+        out.push(char::from(digit));
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +210,15 @@ mod tests {
                 })
                 .collect(),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn lengths_are_written_in_decimal() {
+        for n in [0, 7, 10, 99, 1_000_000, usize::MAX] {
+            let mut out = CompactString::default();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string());
         }
     }
 
