@@ -108,29 +108,18 @@ fn warm_one_million_keys(c: &mut Criterion) {
     group.finish();
 }
 
-/// `threads` threads, each deciding `iters` times on its key (`shared`: all on one key).
-/// Returns the wall time of the slowest: the time per decision per thread.
-fn parallel(engine: &Arc<Engine>, threads: usize, shared: bool, iters: u64) -> Duration {
+/// Runs `work(thread)` on `threads` threads started together; each returns the time of its
+/// timed part. Returns the slowest: with `iters` steps each, the time per step per thread.
+fn timed_threads(
+    threads: usize,
+    work: impl Fn(usize, &std::sync::Barrier) -> Duration + Send + Sync + Clone + 'static,
+) -> Duration {
     let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
-            let engine = Arc::clone(engine);
             let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                let ids = Ids::new();
-                let key = if shared {
-                    "shared".to_string()
-                } else {
-                    format!("thread-{t}")
-                };
-                decide(&engine, ids.hit(&key));
-                barrier.wait();
-                let started = Instant::now();
-                for _ in 0..iters {
-                    black_box(decide(&engine, black_box(ids.hit(&key))));
-                }
-                started.elapsed()
-            })
+            let work = work.clone();
+            std::thread::spawn(move || work(t, &barrier))
         })
         .collect();
     barrier.wait();
@@ -141,37 +130,45 @@ fn parallel(engine: &Arc<Engine>, threads: usize, shared: bool, iters: u64) -> D
         .unwrap_or_default()
 }
 
+/// `threads` threads, each deciding `iters` times on its key (`shared`: all on one key).
+fn parallel(engine: &Arc<Engine>, threads: usize, shared: bool, iters: u64) -> Duration {
+    let engine = Arc::clone(engine);
+    timed_threads(threads, move |t, barrier| {
+        let ids = Ids::new();
+        let key = if shared {
+            "shared".to_string()
+        } else {
+            format!("thread-{t}")
+        };
+        decide(&engine, ids.hit(&key));
+        barrier.wait();
+        let started = Instant::now();
+        for _ in 0..iters {
+            black_box(decide(&engine, black_box(ids.hit(&key))));
+        }
+        started.elapsed()
+    })
+}
+
 /// The machine's own scaling, for comparison: `threads` threads hashing private data, no
 /// memory shared at all. What two vCPUs of a virtual machine give is not always 2×.
 fn control(threads: usize, iters: u64) -> Duration {
-    let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                let mut data = [t as u8; 48];
-                barrier.wait();
-                let started = Instant::now();
-                for i in 0..iters {
-                    data[0] = i as u8;
-                    let h = xxhash_rust::xxh3::xxh3_64(black_box(&data));
-                    data[1] ^= h as u8;
-                    // About one decision's worth of work per iteration.
-                    for _ in 0..12 {
-                        data[2] ^= xxhash_rust::xxh3::xxh3_64(black_box(&data)) as u8;
-                    }
-                }
-                black_box(data);
-                started.elapsed()
-            })
-        })
-        .collect();
-    barrier.wait();
-    handles
-        .into_iter()
-        .map(|h| h.join().expect("bench thread panicked"))
-        .max()
-        .unwrap_or_default()
+    timed_threads(threads, move |t, barrier| {
+        let mut data = [t as u8; 48];
+        barrier.wait();
+        let started = Instant::now();
+        for i in 0..iters {
+            data[0] = i as u8;
+            let h = xxhash_rust::xxh3::xxh3_64(black_box(&data));
+            data[1] ^= h as u8;
+            // About one decision's worth of work per iteration.
+            for _ in 0..12 {
+                data[2] ^= xxhash_rust::xxh3::xxh3_64(black_box(&data)) as u8;
+            }
+        }
+        black_box(data);
+        started.elapsed()
+    })
 }
 
 fn threads(c: &mut Criterion) {

@@ -47,10 +47,10 @@ enum Command {
         #[arg(long, env = "RLS_DATABASE_URL")]
         database_url: String,
     },
-    /// Delete expired global counter rows, in bounded batches.
     /// Closed- or open-loop gRPC load against any RateLimitService v3 server; prints one JSON
     /// line (requests/s, latency percentiles, OK / OVER_LIMIT / error counts).
     Loadtest(Box<LoadtestArgs>),
+    /// Delete expired global counter rows, in bounded batches.
     Cleanup {
         #[arg(long, env = "RLS_DATABASE_URL")]
         database_url: String,

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use compact_str::CompactString;
+use compact_str::{CompactString, ToCompactString};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 
 use super::units;
@@ -171,28 +171,12 @@ fn identifier(descriptor: &RateLimitDescriptor) -> CompactString {
     let capacity = descriptor.entries.iter().map(|e| e.value.len() + 8).sum();
     let mut identifier = CompactString::with_capacity(capacity);
     for entry in &descriptor.entries {
-        push_decimal(&mut identifier, entry.value.len());
+        // compact_str formats integers without the `fmt` machinery.
+        identifier.push_str(&entry.value.len().to_compact_string());
         identifier.push(':');
         identifier.push_str(&entry.value);
     }
     identifier
-}
-
-/// `n` in decimal, without the formatting machinery (this runs per descriptor).
-fn push_decimal(out: &mut CompactString, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &digit in &digits[start..] {
-        out.push(char::from(digit));
-    }
 }
 
 #[cfg(test)]
@@ -210,15 +194,6 @@ mod tests {
                 })
                 .collect(),
             ..Default::default()
-        }
-    }
-
-    #[test]
-    fn lengths_are_written_in_decimal() {
-        for n in [0, 7, 10, 99, 1_000_000, usize::MAX] {
-            let mut out = CompactString::default();
-            push_decimal(&mut out, n);
-            assert_eq!(out, n.to_string());
         }
     }
 
