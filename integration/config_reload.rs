@@ -226,3 +226,89 @@ async fn reading_the_config_does_not_reload_it() {
         service.log_tail(30)
     );
 }
+
+/// A `*.yaml` with no end (a symlink to /dev/zero) or that blocks on open (a FIFO) appears in a
+/// config directory: the reload is refused at once, naming the file, without reading without
+/// end or blocking the reload task; the running config stays, later changes still apply, and
+/// SIGTERM still stops the process.
+#[tokio::test]
+async fn a_config_file_with_no_end_or_a_fifo_is_refused_and_the_service_still_stops() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("limits.yaml");
+    support::replace_file(&path, &limits(2));
+    let mut service = Service::start(dir.path(), &["--max-config-bytes", "1000000"]);
+    let client = grpc::rls_client(service.grpc_addr).await;
+    let rss_before = service.rss_kib();
+
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.yaml")).expect("symlink");
+    if let Err(last) = wait_for(true, || async { reloads(&service, "error") >= 1.0 }).await {
+        panic!(
+            "no rejected reload counted ({last}) after zero.yaml appeared\n--- service log ---\n{}",
+            service.log_tail(30)
+        );
+    }
+    assert!(
+        service
+            .log_tail(30)
+            .contains("not a regular file (a character device)"),
+        "the rejection names the problem\n{}",
+        service.log_tail(30)
+    );
+    std::fs::remove_file(dir.path().join("zero.yaml")).expect("remove zero.yaml");
+
+    let fifo = dir.path().join("fifo.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.as_ref().is_ok_and(|s| s.success()), "mkfifo: {made:?}");
+    if let Err(last) = wait_for(true, || async { reloads(&service, "error") >= 2.0 }).await {
+        panic!(
+            "no rejected reload counted ({last}) after fifo.yaml appeared: is the reload task \
+             blocked on the FIFO?\n--- service log ---\n{}",
+            service.log_tail(30)
+        );
+    }
+    assert_eq!(
+        limit_of(client.clone(), "reload", &[("k", "v")]).await,
+        Some(2)
+    );
+    std::fs::remove_file(&fifo).expect("remove fifo.yaml");
+
+    // The reload task is alive: a valid change still applies.
+    support::replace_file(&path, &limits(4));
+    if let Err(last) = wait_for(Some(4), || {
+        limit_of(client.clone(), "reload", &[("k", "v")])
+    })
+    .await
+    {
+        panic!(
+            "limit still {last:?} after a valid change followed the refused files\n{}",
+            service.log_tail(30)
+        );
+    }
+    let grown = service.rss_kib().saturating_sub(rss_before);
+    assert!(
+        grown < 64 * 1024,
+        "RSS grew by {grown} KiB while refusing the files"
+    );
+
+    // A bigger file than --max-config-bytes is refused too, naming the setting.
+    support::replace_file(
+        &dir.path().join("big.yaml"),
+        &format!("# {}\n", "x".repeat(1_000_000)),
+    );
+    if let Err(last) = wait_for(true, || async { reloads(&service, "error") >= 3.0 }).await {
+        panic!("no rejected reload counted ({last}) for a file over --max-config-bytes");
+    }
+    assert!(
+        service.log_tail(30).contains("--max-config-bytes"),
+        "{}",
+        service.log_tail(30)
+    );
+
+    service.send_signal("TERM");
+    let exit = service.wait_exit(Duration::from_secs(15));
+    assert!(
+        exit.is_some_and(|status| status.success()),
+        "SIGTERM did not stop the service cleanly: {exit:?}\n{}",
+        service.log_tail(30)
+    );
+}

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use gcounter_rls::config::ReadLimits;
 use gcounter_rls::engine::{Clock, SystemClock};
 use gcounter_rls::global::{GlobalStore, SqlStore};
 use gcounter_rls::loadtest::{self, LoadtestArgs};
@@ -41,6 +42,9 @@ enum Command {
     CheckConfig {
         /// A YAML file or a directory of *.yaml files.
         path: PathBuf,
+        /// Bytes read from the config, all files together (as `serve --max-config-bytes`).
+        #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+        max_config_bytes: u64,
     },
     /// Create or upgrade the global counters table (`ratelimit_window_counts`).
     Migrate {
@@ -62,8 +66,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::CheckConfig { path } = &cli.command {
-        return check_config(path);
+    if let Command::CheckConfig {
+        path,
+        max_config_bytes,
+    } = &cli.command
+    {
+        let limits = ReadLimits {
+            max_bytes: *max_config_bytes,
+            ..ReadLimits::default()
+        };
+        return check_config(path, &limits);
     }
     if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
         eprintln!("error: {message}");
@@ -138,8 +150,8 @@ async fn cleanup(database_url: &str, batch: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_config(path: &std::path::Path) -> ExitCode {
-    match gcounter_rls::config::load_path(path) {
+fn check_config(path: &std::path::Path, limits: &ReadLimits) -> ExitCode {
+    match gcounter_rls::config::load_path(path, limits) {
         Ok(config) => {
             let domains = config.domains().count();
             println!(

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
-use crate::config;
+use crate::config::{self, ReadLimits};
 use crate::engine::{Engine, EngineSettings, SystemClock};
 use crate::global::{GlobalCounters, GlobalSettings, GlobalStore, SqlStore};
 use crate::regional::{
@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// Limits config: a YAML file or a directory of *.yaml files (envoyproxy/ratelimit format).
     #[arg(long, env = "RLS_CONFIG")]
     pub config: PathBuf,
+    /// Bytes read from the limits config in one load, all files together; a bigger config is
+    /// refused (at start, or on reload keeping the running one).
+    #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_config_bytes: u64,
     /// gRPC listen address (RateLimitService and grpc.health.v1).
     #[arg(long, env = "RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
     pub grpc_addr: SocketAddr,
@@ -151,6 +155,13 @@ impl ServeArgs {
         Ok(())
     }
 
+    fn config_read_limits(&self) -> ReadLimits {
+        ReadLimits {
+            max_bytes: self.max_config_bytes,
+            ..ReadLimits::default()
+        }
+    }
+
     fn rls_settings(&self) -> RlsSettings {
         RlsSettings {
             shadow_mode: self.shadow_mode,
@@ -167,7 +178,8 @@ impl ServeArgs {
 /// Run until SIGTERM or SIGINT.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
-    let loaded = config::load_path(&args.config)
+    let read_limits = args.config_read_limits();
+    let loaded = config::load_path(&args.config, &read_limits)
         .map_err(|errors| anyhow::anyhow!("invalid limits config:\n{errors}"))?;
     let metrics = Arc::new(Metrics::new());
     metrics.config_loaded(loaded.rule_count());
@@ -189,8 +201,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::clone(&metrics),
     ));
 
-    let _watcher = config::watch(&args.config, Arc::clone(&limits), Arc::clone(&metrics))
-        .with_context(|| format!("cannot watch {}", args.config.display()))?;
+    let _watcher = config::watch(
+        &args.config,
+        read_limits,
+        Arc::clone(&limits),
+        Arc::clone(&metrics),
+    )
+    .with_context(|| format!("cannot watch {}", args.config.display()))?;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let serving = Arc::new(AtomicBool::new(true));

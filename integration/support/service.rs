@@ -134,6 +134,18 @@ impl Service {
         self.child.id()
     }
 
+    /// Resident memory of the process (VmRSS from /proc), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let path = format!("/proc/{}/status", self.pid());
+        let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS line in {path}"))
+    }
+
     /// Sends `signal` (a name as `kill -s` takes it: `TERM`, `INT`, `HUP`) to the process.
     pub fn send_signal(&self, signal: &str) {
         let status = Command::new("kill")

@@ -16,11 +16,13 @@ use super::error::{ConfigError, ConfigErrors};
 use super::limits::{DomainLimits, LimitsConfig};
 use super::locate::path_at;
 use super::raw::RawFile;
+use super::read::{ReadLimits, read_text};
 
 /// Loads a file, or every `*.yaml` / `*.yml` file directly inside a directory
 /// (sorted by name; hidden files such as Kubernetes' `..data` are skipped).
-/// Each file declares one domain; a domain may appear only once.
-pub fn load_path(path: &Path) -> Result<LimitsConfig, ConfigErrors> {
+/// Each file declares one domain; a domain may appear only once. Only regular files are read,
+/// and at most `limits` of them (see [`ReadLimits`]).
+pub fn load_path(path: &Path, limits: &ReadLimits) -> Result<LimitsConfig, ConfigErrors> {
     let shown = path.display().to_string();
     let metadata = fs::metadata(path).map_err(|e| {
         single(ConfigError::new(
@@ -31,7 +33,7 @@ pub fn load_path(path: &Path) -> Result<LimitsConfig, ConfigErrors> {
         ))
     })?;
     if !metadata.is_dir() {
-        let mut loader = Loader::default();
+        let mut loader = Loader::new(limits);
         loader.read(path);
         return loader.finish();
     }
@@ -44,14 +46,26 @@ pub fn load_path(path: &Path) -> Result<LimitsConfig, ConfigErrors> {
             format!("cannot list directory: {e}"),
         ))
     })?;
-    let mut loader = Loader::default();
+    let mut loader = Loader::new(limits);
     let mut files = Vec::new();
     for entry in entries {
         match entry {
             Ok(entry) => {
-                if is_config_file_name(&entry.file_name().to_string_lossy()) {
-                    files.push(entry.path());
+                if !is_config_file_name(&entry.file_name().to_string_lossy()) {
+                    continue;
                 }
+                if files.len() == limits.max_files {
+                    return Err(single(ConfigError::new(
+                        &shown,
+                        None,
+                        "",
+                        format!(
+                            "more than {} *.yaml or *.yml files in this directory",
+                            limits.max_files
+                        ),
+                    )));
+                }
+                files.push(entry.path());
             }
             Err(e) => loader.errors.push(ConfigError::new(
                 &shown,
@@ -95,7 +109,7 @@ where
     N: AsRef<str>,
     T: AsRef<str>,
 {
-    let mut loader = Loader::default();
+    let mut loader = Loader::new(&ReadLimits::default());
     for (name, text) in sources {
         loader.add(name.as_ref(), text.as_ref());
     }
@@ -106,25 +120,35 @@ fn single(error: ConfigError) -> ConfigErrors {
     ConfigErrors::new(vec![error])
 }
 
-#[derive(Default)]
 struct Loader {
     errors: Vec<ConfigError>,
     domains: Vec<DomainLimits>,
     /// Domain name → the file that declared it first.
     declared_in: HashMap<Arc<str>, String>,
+    /// Bytes this load may still read (the cap is for all files together).
+    bytes_left: u64,
 }
 
 impl Loader {
+    fn new(limits: &ReadLimits) -> Self {
+        Self {
+            errors: Vec::new(),
+            domains: Vec::new(),
+            declared_in: HashMap::new(),
+            bytes_left: limits.max_bytes,
+        }
+    }
+
     fn read(&mut self, path: &Path) {
         let shown = path.display().to_string();
-        match fs::read_to_string(path) {
-            Ok(text) => self.add(&shown, &text),
-            Err(e) => self.errors.push(ConfigError::new(
-                shown,
-                None,
-                "",
-                format!("cannot read: {e}"),
-            )),
+        match read_text(path, self.bytes_left) {
+            Ok(text) => {
+                self.bytes_left = self.bytes_left.saturating_sub(text.len() as u64);
+                self.add(&shown, &text);
+            }
+            Err(e) => self
+                .errors
+                .push(ConfigError::new(shown, None, "", e.to_string())),
         }
     }
 
@@ -380,7 +404,7 @@ mod tests {
         write(dir.path(), "b.yml", &domain("beta"));
         write(dir.path(), "a.yaml", &domain("alpha"));
         write(dir.path(), "notes.txt", "not yaml at all: [");
-        let config = match load_path(dir.path()) {
+        let config = match load_path(dir.path(), &ReadLimits::default()) {
             Ok(config) => config,
             Err(e) => panic!("{e}"),
         };
@@ -394,7 +418,7 @@ mod tests {
         let dir = temp_dir();
         let first = write(dir.path(), "a.yaml", &domain("same"));
         let second = write(dir.path(), "b.yaml", &domain("same"));
-        let errors = rendered(load_path(dir.path()));
+        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
         assert_eq!(
             errors,
             [format!(
@@ -420,7 +444,7 @@ mod tests {
         }
         write(&data, "a.yaml", &domain("alpha"));
         write(&nested, "x.yaml", &domain("alpha"));
-        let config = match load_path(dir.path()) {
+        let config = match load_path(dir.path(), &ReadLimits::default()) {
             Ok(config) => config,
             Err(e) => panic!("{e}"),
         };
@@ -431,7 +455,7 @@ mod tests {
     fn empty_directory_is_an_error() {
         let dir = temp_dir();
         write(dir.path(), "readme.md", "hello");
-        let errors = rendered(load_path(dir.path()));
+        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
         assert_eq!(
             errors,
             [format!(
@@ -445,10 +469,12 @@ mod tests {
     fn single_file_of_any_name_and_unreadable_files() {
         let dir = temp_dir();
         let file = write(dir.path(), "limits.conf", &domain("plain"));
-        assert!(load_path(&file).is_ok_and(|c| c.domain("plain").is_some()));
+        assert!(
+            load_path(&file, &ReadLimits::default()).is_ok_and(|c| c.domain("plain").is_some())
+        );
 
         let missing = dir.path().join("missing.yaml");
-        let errors = rendered(load_path(&missing));
+        let errors = rendered(load_path(&missing, &ReadLimits::default()));
         assert_eq!(errors.len(), 1);
         assert!(errors[0].starts_with(&format!("{}: cannot read: ", missing.display())));
 
@@ -456,7 +482,7 @@ mod tests {
         if let Err(e) = fs::write(&binary, [0xff, 0xfe, b'\n']) {
             panic!("{e}");
         }
-        let errors = rendered(load_path(dir.path()));
+        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
         assert!(
             errors[0].starts_with(&format!("{}: cannot read: ", binary.display())),
             "{errors:?}"
@@ -464,9 +490,75 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_is_read_within_its_byte_and_file_limits() {
+        let dir = temp_dir();
+        write(dir.path(), "a.yaml", &domain("a"));
+        write(dir.path(), "b.yaml", &domain("b"));
+        let one_file = fs::metadata(dir.path().join("a.yaml")).map_or(0, |m| m.len());
+        let both = ReadLimits {
+            max_bytes: 2 * one_file,
+            ..ReadLimits::default()
+        };
+        assert!(load_path(dir.path(), &both).is_ok());
+
+        // The cap is for the whole load: the second file finds one byte too few left.
+        let short = ReadLimits {
+            max_bytes: 2 * one_file - 1,
+            ..ReadLimits::default()
+        };
+        let errors = rendered(load_path(dir.path(), &short));
+        let b = dir.path().join("b.yaml");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with(&format!("{}: cannot read: larger than", b.display())),
+            "{errors:?}"
+        );
+
+        let one = ReadLimits {
+            max_files: 1,
+            ..ReadLimits::default()
+        };
+        let errors = rendered(load_path(dir.path(), &one));
+        assert!(
+            errors[0].contains("more than 1 *.yaml or *.yml files"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn a_yaml_name_on_a_device_or_fifo_is_refused_and_names_the_file() {
+        let dir = temp_dir();
+        write(dir.path(), "a.yaml", &domain("a"));
+        let zero = dir.path().join("zero.yaml");
+        if let Err(e) = std::os::unix::fs::symlink("/dev/zero", &zero) {
+            panic!("{e}");
+        }
+        let fifo = dir.path().join("fifo.yml");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(
+            made.as_ref().is_ok_and(|s| s.success()),
+            "mkfifo failed: {made:?}"
+        );
+        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
+        assert_eq!(
+            errors,
+            [
+                format!(
+                    "{}: cannot read: not a regular file (a FIFO); a config file must be a plain file",
+                    fifo.display()
+                ),
+                format!(
+                    "{}: cannot read: not a regular file (a character device); a config file must be a plain file",
+                    zero.display()
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn example_config_of_the_repository_loads() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.yaml");
-        let config = match load_path(&path) {
+        let config = match load_path(&path, &ReadLimits::default()) {
             Ok(config) => config,
             Err(e) => panic!("{e}"),
         };

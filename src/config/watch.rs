@@ -9,7 +9,7 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use tokio::sync::mpsc;
 
-use super::{LimitsConfig, load_path};
+use super::{LimitsConfig, ReadLimits, load_path};
 use crate::telemetry::Metrics;
 
 /// One editor save is a burst of raw events; they are merged into one reload.
@@ -28,6 +28,7 @@ pub struct ConfigWatcher {
 /// A bad change is logged and counted, and the running config stays.
 pub fn watch(
     path: &Path,
+    read_limits: ReadLimits,
     limits: Arc<ArcSwap<LimitsConfig>>,
     metrics: Arc<Metrics>,
 ) -> notify::Result<ConfigWatcher> {
@@ -57,7 +58,8 @@ pub fn watch(
     tokio::spawn(async move {
         while rx.recv().await.is_some() {
             let to_load = path.clone();
-            let loaded = tokio::task::spawn_blocking(move || load_path(&to_load)).await;
+            let loaded =
+                tokio::task::spawn_blocking(move || load_path(&to_load, &read_limits)).await;
             match loaded {
                 Ok(Ok(config)) => {
                     let rules = config.rule_count();

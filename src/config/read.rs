@@ -1,0 +1,154 @@
+//! Reading a config file with bounds: a limits file is input like any other.
+//!
+//! A path named `*.yaml` may be anything: a symlink to `/dev/zero` (a file with no end), a
+//! FIFO (an open that blocks until a writer comes, forever), a device, or simply a file far
+//! larger than any real config. The loader runs on reloads too, where blocking or reading
+//! without end would stall the reload task, hold memory, and keep the process from exiting.
+//! So only regular files are read (checked on the opened descriptor, not the path, so a file
+//! swapped between the check and the open cannot slip through), the open never blocks, and
+//! the bytes read from one load are capped.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Bounds on one load of the limits config (a file, or every file of a directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Bytes read in one load, all files together.
+    pub max_bytes: u64,
+    /// `*.yaml` / `*.yml` files in a config directory.
+    pub max_files: usize,
+}
+
+impl ReadLimits {
+    /// 16 MiB: 10,000 rules take about 1 MiB of YAML.
+    pub const DEFAULT_MAX_BYTES: u64 = 16 * 1024 * 1024;
+    pub const DEFAULT_MAX_FILES: usize = 1_000;
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            max_files: Self::DEFAULT_MAX_FILES,
+        }
+    }
+}
+
+/// Why a config file was not read. Shown after the file's name.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot read: not a regular file ({0}); a config file must be a plain file")]
+    NotRegular(&'static str),
+    #[error(
+        "cannot read: larger than the {max} bytes left of the config size limit \
+         (--max-config-bytes)"
+    )]
+    TooLarge { max: u64 },
+    #[error("cannot read: not UTF-8 text")]
+    NotUtf8,
+}
+
+/// The text of a regular file of at most `max_bytes` bytes.
+pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, ReadError> {
+    // O_NONBLOCK: opening a FIFO must not wait for a writer. It changes nothing for a
+    // regular file, the only kind read past the check below.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(ReadError::NotRegular(kind_name(&kind)));
+    }
+    read_capped(file, max_bytes)
+}
+
+fn read_capped(file: File, max_bytes: u64) -> Result<String, ReadError> {
+    let mut bytes = Vec::new();
+    // One byte past the cap tells "exactly at the cap" from "over it".
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(ReadError::TooLarge { max: max_bytes });
+    }
+    String::from_utf8(bytes).map_err(|_| ReadError::NotUtf8)
+}
+
+fn kind_name(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a plain file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir() -> tempfile::TempDir {
+        match tempfile::tempdir() {
+            Ok(dir) => dir,
+            Err(e) => panic!("cannot create a temporary directory: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_file_at_the_cap_is_read_and_one_byte_more_is_refused() {
+        let dir = temp_dir();
+        let path = dir.path().join("a.yaml");
+        if let Err(e) = std::fs::write(&path, "x".repeat(100)) {
+            panic!("{e}");
+        }
+        assert!(read_text(&path, 100).is_ok_and(|t| t.len() == 100));
+        assert!(matches!(
+            read_text(&path, 99),
+            Err(ReadError::TooLarge { max: 99 })
+        ));
+    }
+
+    #[test]
+    fn a_symlink_to_dev_zero_is_refused_without_reading_it() {
+        let dir = temp_dir();
+        let path = dir.path().join("zero.yaml");
+        if let Err(e) = std::os::unix::fs::symlink("/dev/zero", &path) {
+            panic!("{e}");
+        }
+        let error = read_text(&path, u64::MAX).map(|t| t.len());
+        assert!(
+            matches!(error, Err(ReadError::NotRegular("a character device"))),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = temp_dir();
+        let path = dir.path().join("fifo.yaml");
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        assert!(
+            made.as_ref().is_ok_and(|s| s.success()),
+            "mkfifo failed: {made:?}"
+        );
+        // Without O_NONBLOCK the open waits for a writer forever: the test would hang.
+        let error = read_text(&path, 1_000).map(|t| t.len());
+        assert!(
+            matches!(error, Err(ReadError::NotRegular("a FIFO"))),
+            "{error:?}"
+        );
+    }
+}
