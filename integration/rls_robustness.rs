@@ -329,3 +329,55 @@ async fn sigterm_exits_despite_unresponsive_connections() {
     );
     drop((silent, quiet, partial));
 }
+
+/// `detailed_metric` labels series with request values: a client sending unique values must
+/// not grow `/metrics` (and the process) without end. Past `--max-metric-series-per-rule`,
+/// new values count in the rule's own series.
+#[tokio::test]
+async fn detailed_metric_series_are_capped_per_rule() {
+    let (_dir, path) = support::limits_file(
+        "domain: detailed\ndescriptors:\n  - key: api_key\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n",
+    );
+    let service = Service::start(&path, &["--max-metric-series-per-rule", "10"]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    for i in 0..200 {
+        let key = format!("secret-{i}");
+        let r = grpc::should_rate_limit(
+            &mut client,
+            request("detailed", vec![descriptor(&[("api_key", &key)])]),
+        )
+        .await;
+        assert_eq!(r.overall_code, Code::Ok as i32);
+    }
+    let text = service.metrics();
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("rls_descriptor_decisions_total{domain=\"detailed\""))
+        .collect();
+    assert_eq!(
+        series.len(),
+        11,
+        "10 detailed series and the rule's own: {series:#?}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "rls_descriptor_decisions_total",
+            &[
+                ("domain", "detailed"),
+                ("rule", "detailed.api_key"),
+                ("outcome", "within_limit")
+            ]
+        ),
+        Some(190.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "rls_detailed_series_capped_total", &[]),
+        Some(190.0)
+    );
+    assert!(
+        !text.contains("secret-150"),
+        "a value past the cap is exposed"
+    );
+}

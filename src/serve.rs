@@ -21,7 +21,7 @@ use crate::regional::{
     install_tls_provider,
 };
 use crate::rls::{HeaderNames, RateLimitServiceServer, RateLimiter, RlsSettings};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, MetricsSettings};
 
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// refused (at start, or on reload keeping the running one).
     #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_config_bytes: u64,
+    /// `rls_descriptor_decisions_total` series one `detailed_metric` rule may create (one per
+    /// request value and outcome); further values are counted in the rule's own series.
+    #[arg(long, env = "RLS_MAX_METRIC_SERIES_PER_RULE", default_value_t = MetricsSettings::DEFAULT_MAX_SERIES_PER_RULE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_metric_series_per_rule: u32,
     /// gRPC listen address (RateLimitService and grpc.health.v1).
     #[arg(long, env = "RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
     pub grpc_addr: SocketAddr,
@@ -181,7 +185,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let read_limits = args.config_read_limits();
     let loaded = config::load_path(&args.config, &read_limits)
         .map_err(|errors| anyhow::anyhow!("invalid limits config:\n{errors}"))?;
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::with_settings(MetricsSettings {
+        max_series_per_rule: args.max_metric_series_per_rule,
+    }));
     metrics.config_loaded(loaded.rule_count());
     tracing::info!(path = %args.config.display(), rules = loaded.rule_count(), "limits config loaded");
     let limits = Arc::new(ArcSwap::from_pointee(loaded));

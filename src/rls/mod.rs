@@ -123,7 +123,15 @@ impl RateLimiter {
                         (false, true) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
                     };
                     let rule_label = limited.rule_path.as_ref().unwrap_or(&self.override_label);
-                    self.metrics.decision(domain.name(), rule_label, outcome);
+                    match &limited.rule {
+                        Some(rule) if rule.detailed_metric => self.metrics.detailed_decision(
+                            domain.name(),
+                            &rule.path,
+                            rule_label,
+                            outcome,
+                        ),
+                        _ => self.metrics.decision(domain.name(), rule_label, outcome),
+                    }
                     if outcome == DecisionOutcome::ShadowOverLimit {
                         tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
                     }

@@ -1,7 +1,8 @@
 //! The Prometheus registry, served as text on `GET /metrics`.
 
+use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -136,8 +137,41 @@ struct ReloadLabels {
     result: &'static str,
 }
 
+/// Bounds on what requests can add to the exposition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// `rls_descriptor_decisions_total` series one `detailed_metric` rule may create (one per
+    /// request value and outcome). Past it, new values are counted in the rule's own series.
+    pub max_series_per_rule: u32,
+}
+
+impl MetricsSettings {
+    pub const DEFAULT_MAX_SERIES_PER_RULE: u32 = 1_000;
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        Self {
+            max_series_per_rule: Self::DEFAULT_MAX_SERIES_PER_RULE,
+        }
+    }
+}
+
+/// The series each `detailed_metric` rule has created, against its cap.
+///
+/// A `detailed_metric` series is labelled with a request value (an API key, an address):
+/// without a cap, a client sending unique values would grow the exposition and the process
+/// without end, since Prometheus series are never forgotten.
+struct DetailedSeries {
+    max_per_rule: u32,
+    /// A std mutex: taken only when a decision would create a new series.
+    created: Mutex<HashMap<(SharedLabel, SharedLabel), u32>>,
+}
+
 pub struct Metrics {
     registry: Registry,
+    detailed: DetailedSeries,
+    detailed_series_capped: Counter,
     /// Per-request counters, resolved once (no label lookup per request) and sharded (no
     /// cache line shared by all cores): indexed by `RequestOutcome as usize`.
     requests: [ShardedCounter; 3],
@@ -164,6 +198,25 @@ pub struct Metrics {
     global_duration: Family<GlobalOpLabels, Histogram, fn() -> Histogram>,
 }
 
+impl DetailedSeries {
+    /// Whether `rule` may create one more series; counts it if so. Two decisions racing to
+    /// create the same series may both count it: the cap errs on the side of fewer series.
+    fn admit_new(&self, domain: &Arc<str>, rule: &Arc<str>) -> bool {
+        let mut created = self.created.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = created
+            .entry((
+                SharedLabel(Arc::clone(domain)),
+                SharedLabel(Arc::clone(rule)),
+            ))
+            .or_insert(0);
+        if *count >= self.max_per_rule {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct GlobalOpLabels {
     op: &'static str,
@@ -182,7 +235,18 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
+        Self::with_settings(MetricsSettings::default())
+    }
+
+    pub fn with_settings(settings: MetricsSettings) -> Self {
         let mut registry = Registry::with_prefix("rls");
+        let detailed_series_capped = Counter::default();
+        registry.register(
+            "detailed_series_capped",
+            "detailed_metric decisions counted in their rule's own series because the rule \
+             reached --max-metric-series-per-rule",
+            detailed_series_capped.clone(),
+        );
         let request_family = Family::<RequestLabels, ShardedCounter>::default();
         let requests = [
             RequestOutcome::Ok,
@@ -327,6 +391,11 @@ impl Metrics {
         );
         Self {
             registry,
+            detailed: DetailedSeries {
+                max_per_rule: settings.max_series_per_rule,
+                created: Mutex::new(HashMap::new()),
+            },
+            detailed_series_capped,
             requests,
             decisions,
             unmatched,
@@ -428,6 +497,33 @@ impl Metrics {
         self.decisions.get_or_create(&labels).inc();
     }
 
+    /// A decision of a `detailed_metric` rule: counted in the series of `label` (the rule's
+    /// path and the request's value) while the rule has fewer series than its cap, else in
+    /// the rule's own series.
+    pub fn detailed_decision(
+        &self,
+        domain: &Arc<str>,
+        rule: &Arc<str>,
+        label: &Arc<str>,
+        outcome: DecisionOutcome,
+    ) {
+        let labels = DecisionLabels {
+            domain: SharedLabel(Arc::clone(domain)),
+            rule: SharedLabel(Arc::clone(label)),
+            outcome,
+        };
+        if let Some(series) = self.decisions.get(&labels) {
+            series.inc();
+            return;
+        }
+        if self.detailed.admit_new(domain, rule) {
+            self.decisions.get_or_create(&labels).inc();
+        } else {
+            self.detailed_series_capped.inc();
+            self.decision(domain, rule, outcome);
+        }
+    }
+
     pub fn unmatched(&self) {
         self.unmatched.inc();
     }
@@ -486,5 +582,50 @@ mod tests {
             text.contains(r#"rls_requests_total{outcome="ok"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_detailed_rule_creates_at_most_its_cap_of_series() {
+        let metrics = Metrics::with_settings(MetricsSettings {
+            max_series_per_rule: 3,
+        });
+        let (domain, rule): (Arc<str>, Arc<str>) = ("d".into(), "d.key".into());
+        for value in 0..50 {
+            let label: Arc<str> = format!("d.key_{value}").into();
+            metrics.detailed_decision(&domain, &rule, &label, DecisionOutcome::WithinLimit);
+        }
+        // An existing series keeps counting after the cap.
+        metrics.detailed_decision(
+            &domain,
+            &rule,
+            &"d.key_0".into(),
+            DecisionOutcome::WithinLimit,
+        );
+        let text = metrics.encode();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("rls_descriptor_decisions_total{"))
+            .count();
+        assert_eq!(series, 4, "3 detailed series and the rule's own\n{text}");
+        assert!(
+            text.contains(r#"rule="d.key_0",outcome="within_limit"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rule="d.key",outcome="within_limit"} 47"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("rls_detailed_series_capped_total 47"),
+            "{text}"
+        );
+        // Another rule has its own cap.
+        metrics.detailed_decision(
+            &domain,
+            &"d.other".into(),
+            &"d.other_x".into(),
+            DecisionOutcome::OverLimit,
+        );
+        assert!(metrics.encode().contains(r#"rule="d.other_x""#));
     }
 }

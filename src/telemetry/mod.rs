@@ -6,6 +6,7 @@ mod sharded;
 
 pub use logging::{LogFormat, init_logging};
 pub use metrics::{
-    DecisionOutcome, DecisionSource, Metrics, OriginOp, RequestOutcome, SharedLabel,
+    DecisionOutcome, DecisionSource, Metrics, MetricsSettings, OriginOp, RequestOutcome,
+    SharedLabel,
 };
 pub use sharded::ShardedCounter;
