@@ -16,7 +16,7 @@ use super::error::{ConfigError, ConfigErrors};
 use super::limits::{DomainLimits, LimitsConfig};
 use super::locate::path_at;
 use super::raw::RawFile;
-use super::read::{ReadLimits, read_text};
+use super::read::{ReadLimits, read_text, yaml_options};
 
 /// Loads a file, or every `*.yaml` / `*.yml` file directly inside a directory
 /// (sorted by name; hidden files such as Kubernetes' `..data` are skipped).
@@ -154,13 +154,14 @@ impl Loader {
 
     fn add(&mut self, file: &str, text: &str) {
         // A null document (`---` alone) reads as an empty file.
-        let raw: RawFile = match serde_saphyr::from_str::<Option<RawFile>>(text) {
-            Ok(raw) => raw.unwrap_or_default(),
-            Err(e) => {
-                self.errors.push(yaml_error(file, text, &e));
-                return;
-            }
-        };
+        let raw: RawFile =
+            match serde_saphyr::from_str_with_options::<Option<RawFile>>(text, yaml_options()) {
+                Ok(raw) => raw.unwrap_or_default(),
+                Err(e) => {
+                    self.errors.push(yaml_error(file, text, &e));
+                    return;
+                }
+            };
         let Some(compiled) = compile_file(file, &raw, &mut self.errors) else {
             return;
         };
@@ -553,6 +554,40 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// `levels` nested descriptors, the innermost limited.
+    fn nested(levels: usize) -> String {
+        let mut yaml = String::from("domain: deep\ndescriptors:\n");
+        for level in 0..levels {
+            let pad = "    ".repeat(level);
+            yaml.push_str(&format!("{pad}  - key: k{level}\n{pad}    descriptors:\n"));
+        }
+        let pad = "    ".repeat(levels);
+        yaml.push_str(&format!(
+            "{pad}  - key: last\n{pad}    rate_limit: {{unit: second, requests_per_unit: 1}}\n"
+        ));
+        yaml
+    }
+
+    /// A reload runs on a blocking thread (2 MiB of stack): a deeply nested file must be
+    /// refused by the parser's depth budget, not overflow the stack and abort the process.
+    #[test]
+    fn deep_nesting_is_refused_within_a_two_mib_stack() {
+        let loaded = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(|| {
+                let shallow = load_str("deep.yaml", &nested(14)).map(|c| c.rule_count());
+                let deep = rendered(load_str("deep.yaml", &nested(200)));
+                (shallow, deep)
+            })
+            .map(|thread| thread.join());
+        let Ok(Ok((shallow, deep))) = loaded else {
+            panic!("the loader thread died (stack overflow?)");
+        };
+        assert_eq!(shallow, Ok(1));
+        assert_eq!(deep.len(), 1, "{deep:?}");
+        assert!(deep[0].contains("too large or too complex"), "{deep:?}");
     }
 
     #[test]

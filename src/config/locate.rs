@@ -7,7 +7,7 @@
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_saphyr::{DuplicateKeyPolicy, Options, Spanned};
+use serde_saphyr::{DuplicateKeyPolicy, Spanned};
 
 /// Any YAML node; scalars are not kept, only where they are.
 enum Node {
@@ -103,7 +103,7 @@ struct Mark {
 /// in `yaml`; `Some("")` for the document root, `None` when the text is not
 /// even YAML.
 pub(crate) fn path_at(yaml: &str, line: u64, column: u64) -> Option<String> {
-    let mut options = Options::default();
+    let mut options = super::read::yaml_options();
     // The error may be a duplicate key: this pass must still see the tree.
     options.duplicate_keys = DuplicateKeyPolicy::PassThrough;
     let root: Spanned<Node> = serde_saphyr::from_str_with_options(yaml, options).ok()?;

@@ -13,6 +13,22 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+/// YAML nesting accepted in a limits file: 32 levels are 15 levels of nested `descriptors`,
+/// far beyond any real config. Parsing, locating an error and compiling all recurse once per
+/// level, and a reload runs on a blocking thread of 2 MiB of stack: deeper input must be
+/// refused by the parser, not overflow that stack and abort the process.
+pub const MAX_YAML_DEPTH: usize = 32;
+
+/// serde-saphyr's options for a limits file: its default budgets (events, nodes, aliases,
+/// anchors, documents) with [`MAX_YAML_DEPTH`].
+pub fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    let mut budget = options.budget.take().unwrap_or_default();
+    budget.max_depth = MAX_YAML_DEPTH;
+    options.budget = Some(budget);
+    options
+}
+
 /// Bounds on one load of the limits config (a file, or every file of a directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadLimits {
