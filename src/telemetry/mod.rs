@@ -3,9 +3,11 @@
 mod logging;
 mod metrics;
 mod sharded;
+mod throttle;
 
 pub use logging::{LogFormat, init_logging};
 pub use metrics::{
     DecisionOutcome, DecisionSource, Metrics, OriginOp, RequestOutcome, SharedLabel,
 };
 pub use sharded::ShardedCounter;
+pub use throttle::Throttle;
