@@ -279,31 +279,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     tracing::info!(grpc = %args.grpc_addr, http = %args.http_addr, region = args.region()?, "serving");
 
-    // Until a signal: a task that ends meanwhile leaves the process up (its in-memory counts
-    // are still worth the final replay) but unhealthy, so it is taken out and restarted.
-    let signal = wait_for_signal();
-    tokio::pin!(signal);
-    loop {
-        tokio::select! {
-            received = &mut signal => {
-                received?;
-                break;
-            }
-            failure = supervisor.next_failure() => {
-                tracing::error!(task = failure.name, reason = %failure.reason, "a background task stopped; health is now NOT_SERVING");
-                serving.store(false, Ordering::Release);
-                health
-                    .set_not_serving::<RateLimitServiceServer<RateLimiter>>()
-                    .await;
-            }
-        }
-    }
+    let health = Health {
+        serving: Arc::clone(&serving),
+        reporter: health,
+    };
+    until_signal(&mut supervisor, &health, wait_for_signal()).await?;
 
     tracing::info!("shutting down: draining requests, then the final replay and flush");
-    serving.store(false, Ordering::Release);
-    health
-        .set_not_serving::<RateLimitServiceServer<RateLimiter>>()
-        .await;
+    health.not_serving().await;
     let report = supervisor.shutdown(args.drain_timeout).await;
     if !report.aborted.is_empty() {
         tracing::warn!(timeout = ?args.drain_timeout, tasks = ?report.aborted, "connections still open after the drain timeout; closed them");
@@ -386,6 +369,41 @@ fn regional_origin(
     Ok((Arc::new(guarded), Some(args.freshness)))
 }
 
+/// What the process says about itself: `/healthz` and gRPC health.
+struct Health {
+    serving: Arc<AtomicBool>,
+    reporter: tonic_health::server::HealthReporter,
+}
+
+impl Health {
+    async fn not_serving(&self) {
+        self.serving.store(false, Ordering::Release);
+        self.reporter
+            .set_not_serving::<RateLimitServiceServer<RateLimiter>>()
+            .await;
+    }
+}
+
+/// Wait for `signal`. A task that stops meanwhile leaves the process up (its in-memory counts
+/// are still worth the final replay) but unhealthy, so the orchestrator replaces it, instead
+/// of a process that answers while nothing reaches Redis.
+async fn until_signal(
+    supervisor: &mut Supervisor,
+    health: &Health,
+    signal: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            received = &mut signal => return received,
+            failure = supervisor.next_failure() => {
+                tracing::error!(task = failure.name, reason = %failure.reason, "a task stopped before shutdown; health is now NOT_SERVING");
+                health.not_serving().await;
+            }
+        }
+    }
+}
+
 async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
@@ -395,4 +413,62 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = int.recv() => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic_health::pb::health_server::Health as _;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    use tonic_health::server::HealthService;
+
+    use super::*;
+
+    /// Issue 15, break 11: a background task that dies (here: panics) must turn `/healthz`
+    /// and gRPC health to NOT_SERVING, and the process must still shut down cleanly.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_dies_makes_the_process_unhealthy_and_shutdown_still_works() {
+        let (reporter, _service) = tonic_health::server::health_reporter();
+        reporter
+            .set_serving::<RateLimitServiceServer<RateLimiter>>()
+            .await;
+        let health = Health {
+            serving: Arc::new(AtomicBool::new(true)),
+            reporter: reporter.clone(),
+        };
+        let mut supervisor = Supervisor::new();
+        supervisor.spawn(Stage::Background, "replay and reaping", async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            panic!("replay interval of zero");
+        });
+        let finish = supervisor.stop_signal(Stage::Background);
+        supervisor.spawn(Stage::Background, "global counters", async move {
+            finish.cancelled().await;
+            Ok(())
+        });
+        let signal = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(())
+        };
+        until_signal(&mut supervisor, &health, signal)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+
+        assert!(
+            !health.serving.load(Ordering::Acquire),
+            "/healthz must fail"
+        );
+        let name = <RateLimitServiceServer<RateLimiter> as tonic::server::NamedService>::NAME;
+        let status = HealthService::from_health_reporter(reporter)
+            .check(tonic::Request::new(HealthCheckRequest {
+                service: name.to_owned(),
+            }))
+            .await
+            .map(|r| r.into_inner().status);
+        assert_eq!(status.ok(), Some(ServingStatus::NotServing as i32));
+        let report = supervisor.shutdown(Duration::from_secs(1)).await;
+        assert!(
+            report.failed.is_empty() && report.aborted.is_empty(),
+            "{report:?}"
+        );
+    }
 }
