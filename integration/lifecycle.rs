@@ -227,6 +227,53 @@ async fn after_an_outage_the_final_replay_goes_through_the_open_circuit_and_the_
     );
 }
 
+/// Redis answers, but 200 ms late: reads time out (50 ms) and open the circuit, while replays
+/// still succeed within their 1 s. Those slow successes must not close the circuit again, or
+/// cold reads keep paying the read timeout for the whole slow period (before: each success
+/// closed it, and the next five cold reads waited 50 ms each, over and over).
+///
+/// Parameters: 100 requests/s for 5 s, each on a new key (two cold reads: the current and
+/// the previous cell); counted: requests slower than 40 ms after the first 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_keeps_the_circuit_open_for_cold_reads() {
+    let redis = dedicated_redis();
+    let proxy = Proxy::start(redis_addr(&redis));
+    support::avoid_window_boundary(DAY, Duration::from_secs(60));
+    let prefix = redis_admin::unique_prefix("slow");
+    let (_dir, path) = support::limits_file(&limits("slow"));
+    let url = format!("redis://{}", proxy.addr);
+    let service = Service::start(&path, &["--redis-url", &url, "--redis-prefix", &prefix]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    grpc::should_rate_limit(&mut client, hit("slow", "warm-up")).await;
+    proxy.delay(Duration::from_millis(200));
+    let started_ms = now_ms();
+    let sent = load::paced(vec![client], 100.0, Duration::from_secs(5), |i| {
+        hit("slow", &format!("new-{i}"))
+    })
+    .await;
+    accepted_by_key(&sent, &["any"], u64::MAX);
+    let late: Vec<&Sent> = sent
+        .iter()
+        .filter(|s| s.sent_ms >= started_ms + 2_000)
+        .collect();
+    let slow = late
+        .iter()
+        .filter(|s| s.latency() > Duration::from_millis(40))
+        .count();
+    let text = service.metrics();
+    println!(
+        "{slow} of {} requests slower than 40 ms once Redis was slow ({}); circuit {}",
+        late.len(),
+        load::latency_summary(late.iter().copied()),
+        metric(&text, "rls_origin_circuit_state")
+    );
+    assert!(
+        slow <= 4,
+        "a slow Redis must keep cold reads off it: {slow} requests waited on it\n{}",
+        service.log_tail(20)
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Break 10: the database down at start
 // ---------------------------------------------------------------------------------------
