@@ -166,8 +166,11 @@ impl GlobalCounters {
                 RowOutcome::Failed => flushed.failed += 1,
             }
         }
-        for error in report.errors() {
-            tracing::warn!(%error, store = self.store.name(), "a global flush chunk failed; its rows stay pending");
+        if let Some(error) = report.errors().next()
+            && let Some(suppressed) = self.flush_warnings.allow()
+        {
+            let chunks = report.errors().count();
+            tracing::warn!(%error, chunks, store = self.store.name(), suppressed, "global flush chunks failed; their rows stay pending");
         }
         self.metrics.global_flush(
             flushed.published as u64,
