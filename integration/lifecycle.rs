@@ -413,8 +413,8 @@ fn zero_and_absurd_durations_are_refused_at_start() {
 // Break 14: secrets
 // ---------------------------------------------------------------------------------------
 
-/// `serve --help` shows which variables are read, never their values; a database URL that
-/// does not parse is refused without its password (serve and migrate).
+/// `serve --help` shows which variables are read, never their values; a database or Redis
+/// URL that does not parse is refused without its password (serve and migrate).
 #[test]
 fn passwords_stay_out_of_help_and_errors() {
     let (code, help) = run_binary(
@@ -446,6 +446,17 @@ fn passwords_stay_out_of_help_and_errors() {
             bad_url,
         ],
         vec!["migrate", "--database-url", bad_url],
+        vec![
+            "serve",
+            "--config",
+            &config,
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--redis-url",
+            "redis://:db-s3cret@127.0.0.1:99999999",
+        ],
     ] {
         let (code, output) = run_binary(&args, &[]);
         assert_eq!(code, Some(1), "{args:?}: {output}");
