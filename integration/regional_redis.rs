@@ -871,16 +871,27 @@ async fn sigterm_flushes_pending_replay() {
 }
 
 /// SIGTERM just after Redis became unreachable (a partition: the open connection is frozen,
-/// new ones hang; the circuit is still closed): the last
-/// replay gives up after `--redis-replay-timeout` (1 s) and the process still exits 0,
-/// promptly, instead of hanging on a dead connection.
+/// new ones hang; the circuit is still closed): the final replay keeps trying for
+/// `--final-replay-timeout` (here 2 s), each attempt bounded by `--redis-replay-timeout`
+/// (1 s), then gives up, and the process still exits 0, promptly, instead of hanging on a
+/// dead connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_redis_down_exits_promptly() {
     let redis = dedicated_redis();
     let proxy = Proxy::start(redis_addr(redis.server.port));
     let (_dir, path) = support::limits_file(&one_rule("gone", "user", "day", 1, 1_000));
     let url = format!("redis://{}", proxy.addr);
-    let mut service = Service::start(&path, &["--redis-url", &url, "--replay-interval", "1h"]);
+    let mut service = Service::start(
+        &path,
+        &[
+            "--redis-url",
+            &url,
+            "--replay-interval",
+            "1h",
+            "--final-replay-timeout",
+            "2s",
+        ],
+    );
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for _ in 0..5 {
         let status = one(&mut client, hit("gone", "user", "alice")).await;
@@ -906,7 +917,7 @@ async fn sigterm_with_redis_down_exits_promptly() {
     assert!(status.success(), "exit status {status}\n--- log ---\n{log}");
     assert!(
         took < Duration::from_secs(5),
-        "the final replay must give up at --redis-replay-timeout (1 s): took {took:?}"
+        "the final replay must give up at --final-replay-timeout (2 s): took {took:?}"
     );
     assert!(
         log.contains("replay failed"),

@@ -48,7 +48,7 @@ enum Command {
     },
     /// Create or upgrade the global counters table (`ratelimit_window_counts`).
     Migrate {
-        #[arg(long, env = "RLS_DATABASE_URL")]
+        #[arg(long, env = "RLS_DATABASE_URL", hide_env_values = true)]
         database_url: String,
     },
     /// Closed- or open-loop gRPC load against any RateLimitService v3 server; prints one JSON
@@ -56,7 +56,7 @@ enum Command {
     Loadtest(Box<LoadtestArgs>),
     /// Delete expired global counter rows, in bounded batches.
     Cleanup {
-        #[arg(long, env = "RLS_DATABASE_URL")]
+        #[arg(long, env = "RLS_DATABASE_URL", hide_env_values = true)]
         database_url: String,
         /// Rows per DELETE statement.
         #[arg(long, default_value_t = 1_000)]

@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::Context;
 use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::config::{self, ReadLimits};
+use crate::duration_arg::{DurationRange, hours, millis};
 use crate::engine::{Engine, EngineSettings, SystemClock};
 use crate::global::{GlobalCounters, GlobalSettings, GlobalStore, SqlStore};
 use crate::regional::{
@@ -21,6 +21,7 @@ use crate::regional::{
     install_tls_provider,
 };
 use crate::rls::{HeaderNames, RateLimitServiceServer, RateLimiter, RlsSettings};
+use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::{Metrics, MetricsSettings};
 
 /// The longest region name the global counters table holds.
@@ -51,25 +52,25 @@ pub struct ServeArgs {
     pub region: Option<String>,
     /// Global counters: a database URL (`mysql://`, `postgres://`, `sqlite:`) turns the
     /// multi-region layer on.
-    #[arg(long, env = "RLS_DATABASE_URL")]
+    #[arg(long, env = "RLS_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Apply the database migrations at start-up (else run `gcounter-rls migrate`).
     #[arg(long, env = "RLS_MIGRATE")]
     pub migrate: bool,
     /// How often this region's components are written to the global table (±20 % jitter).
-    #[arg(long, env = "RLS_GLOBAL_FLUSH_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_GLOBAL_FLUSH_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(24)).parser())]
     pub global_flush_interval: Duration,
     /// How often other regions' sums are read from the global table (±20 % jitter).
-    #[arg(long, env = "RLS_GLOBAL_SYNC_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_GLOBAL_SYNC_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(24)).parser())]
     pub global_sync_interval: Duration,
     /// A cell is published once its count reaches this fraction of its limit.
     #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = 0.5)]
     pub publish_floor: f64,
     /// Bound on one global flush, sync or cleanup.
-    #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub global_timeout: Duration,
     /// Delete expired global rows this often from `serve` (off: use `gcounter-rls cleanup`).
-    #[arg(long, env = "RLS_GLOBAL_CLEANUP_INTERVAL", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_GLOBAL_CLEANUP_INTERVAL", value_parser = DurationRange::new(millis(1_000), hours(24 * 30)).parser())]
     pub global_cleanup_interval: Option<Duration>,
     /// Cap on window cells held in memory; least recently used are evicted first.
     #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
@@ -92,7 +93,12 @@ pub struct ServeArgs {
     pub reset_header: String,
     /// Regional origin: a Redis URL (`redis://`, `rediss://` for TLS, user and password in
     /// the URL), or a comma-separated list of Redis Cluster nodes. Unset: in-process.
-    #[arg(long, env = "RLS_REDIS_URL", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "RLS_REDIS_URL",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
     pub redis_url: Vec<String>,
     /// Treat --redis-url as a Redis Cluster even with a single seed node.
     #[arg(long, env = "RLS_REDIS_CLUSTER")]
@@ -101,24 +107,32 @@ pub struct ServeArgs {
     #[arg(long, env = "RLS_REDIS_PREFIX", default_value = "rls:")]
     pub redis_prefix: String,
     /// Deadline of a synchronous Redis read (cold, stale, strict).
-    #[arg(long, env = "RLS_REDIS_READ_TIMEOUT", default_value = "50ms", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_REDIS_READ_TIMEOUT", default_value = "50ms", value_parser = DurationRange::new(millis(1), millis(60_000)).parser())]
     pub redis_read_timeout: Duration,
     /// Deadline of one replay round trip.
-    #[arg(long, env = "RLS_REDIS_REPLAY_TIMEOUT", default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_REDIS_REPLAY_TIMEOUT", default_value = "1s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub redis_replay_timeout: Duration,
     /// With Redis: how long a cell's count is trusted before a decision re-reads it.
-    #[arg(long, env = "RLS_FRESHNESS", default_value = "3s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_FRESHNESS", default_value = "3s", value_parser = DurationRange::new(millis(1), hours(24)).parser())]
     pub freshness: Duration,
     /// How often accepted work is replayed to the regional origin (also when a batch fills).
-    #[arg(long, env = "RLS_REPLAY_INTERVAL", default_value = "100ms", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_REPLAY_INTERVAL", default_value = "100ms", value_parser = DurationRange::new(millis(1), hours(24)).parser())]
     pub replay_interval: Duration,
     /// Cap on cells waiting for replay; overflow stays in memory and is counted.
     #[arg(long, env = "RLS_MAX_PENDING_REPLAY", default_value_t = 100_000)]
     pub max_pending_replay: usize,
     /// On shutdown, how long in-flight requests may take before connections are cut
     /// (a half-open client must not keep the process, and its pending replay, hostage).
-    #[arg(long, env = "RLS_DRAIN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "RLS_DRAIN_TIMEOUT", default_value = "10s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub drain_timeout: Duration,
+    /// On shutdown, after the drain: how long the final replay may keep trying Redis (through
+    /// an open circuit breaker, retrying after failures) before the process gives up on it.
+    #[arg(long, env = "RLS_FINAL_REPLAY_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
+    pub final_replay_timeout: Duration,
+    /// A warning that repeats during an outage ("replay failed", a failed global flush or
+    /// sync) is logged once per this interval, with the count of those suppressed.
+    #[arg(long, env = "RLS_REPEATED_WARNING_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(1_000), hours(1)).parser())]
+    pub repeated_warning_interval: Duration,
     /// Threads answering requests (default: the cores this process may run on). One worker
     /// runs a current-thread runtime, the fastest on one core; more, a multi-thread runtime.
     #[arg(long, env = "RLS_WORKERS", value_parser = clap::value_parser!(u16).range(1..))]
@@ -180,6 +194,10 @@ impl ServeArgs {
 }
 
 /// Run until SIGTERM or SIGINT.
+///
+/// Shutdown order (see `supervisor`): health turns NOT_SERVING, the listeners stop accepting
+/// and in-flight requests drain (at most `--drain-timeout`); only then the final replay and
+/// the final global flush run, so they carry every decision answered during the drain.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
     let read_limits = args.config_read_limits();
@@ -198,6 +216,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         replay_interval: args.replay_interval,
         max_pending_replay: args.max_pending_replay,
         freshness,
+        final_replay_timeout: args.final_replay_timeout,
+        repeated_warning_interval: args.repeated_warning_interval,
         ..EngineSettings::default()
     };
     let engine = Arc::new(Engine::new(
@@ -207,7 +227,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::clone(&metrics),
     ));
 
-    let _watcher = config::watch(
+    let reloads = config::watch(
         &args.config,
         read_limits,
         Arc::clone(&limits),
@@ -215,7 +235,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     )
     .with_context(|| format!("cannot watch {}", args.config.display()))?;
 
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let serving = Arc::new(AtomicBool::new(true));
 
     let grpc_listener = TcpListener::bind(args.grpc_addr)
@@ -225,11 +244,28 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on --http-addr {}", args.http_addr))?;
 
-    let background =
-        tokio::spawn(Arc::clone(&engine).run_background(shutdown_signal(shutdown_rx.clone())));
-    let global = global_counters(&args, &engine, &metrics)
-        .await?
-        .map(|counters| tokio::spawn(counters.run(shutdown_signal(shutdown_rx.clone()))));
+    let mut supervisor = Supervisor::new();
+    let finish = supervisor.stop_signal(Stage::Background);
+    let background = Arc::clone(&engine);
+    supervisor.spawn(Stage::Background, "replay and reaping", async move {
+        background.run_background(finish.cancelled_owned()).await;
+        Ok(())
+    });
+    if let Some(counters) = global_counters(&args, &engine, &metrics).await? {
+        let finish = supervisor.stop_signal(Stage::Background);
+        supervisor.spawn(Stage::Background, "global counters", async move {
+            counters.run(finish.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+
+    let stop = supervisor.stop_signal(Stage::Serving);
+    supervisor.spawn(Stage::Serving, "config reload", async move {
+        tokio::select! {
+            () = reloads => anyhow::bail!("the config watcher stopped: limits no longer reload"),
+            () = stop.cancelled() => Ok(()),
+        }
+    });
 
     let admin = admin::router(AdminState {
         limits: Arc::clone(&limits),
@@ -237,11 +273,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         engine: Arc::clone(&engine),
         serving: Arc::clone(&serving),
     });
-    let http = tokio::spawn(
+    let stop = supervisor.stop_signal(Stage::Serving);
+    supervisor.spawn(Stage::Serving, "HTTP server", async move {
         axum::serve(http_listener, admin)
-            .with_graceful_shutdown(shutdown_signal(shutdown_rx.clone()))
-            .into_future(),
-    );
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+            .context("HTTP server failed")
+    });
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -253,63 +291,46 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::clone(&metrics),
         args.rls_settings(),
     );
-    let grpc = tokio::spawn(
-        tonic::transport::Server::builder()
-            // Drop peers that vanished without closing (a dead Envoy, a partition).
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-            .add_service(health_service)
-            .add_service(RateLimitServiceServer::new(limiter))
-            .serve_with_incoming_shutdown(
-                // The builder's TCP options apply only to listeners it binds itself.
-                tonic::transport::server::TcpIncoming::from(grpc_listener)
-                    .with_nodelay(Some(true))
-                    .with_keepalive(Some(Duration::from_secs(60))),
-                shutdown_signal(shutdown_rx.clone()),
-            ),
-    );
+    let stop = supervisor.stop_signal(Stage::Serving);
+    let grpc = tonic::transport::Server::builder()
+        // Drop peers that vanished without closing (a dead Envoy, a partition).
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_service(health_service)
+        .add_service(RateLimitServiceServer::new(limiter))
+        .serve_with_incoming_shutdown(
+            // The builder's TCP options apply only to listeners it binds itself.
+            tonic::transport::server::TcpIncoming::from(grpc_listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(Duration::from_secs(60))),
+            stop.cancelled_owned(),
+        );
+    supervisor.spawn(Stage::Serving, "gRPC server", async move {
+        grpc.await.context("gRPC server failed")
+    });
     tracing::info!(grpc = %args.grpc_addr, http = %args.http_addr, region = args.region()?, "serving");
 
-    wait_for_signal().await?;
-    tracing::info!("shutting down: draining requests and replaying pending work");
-    serving.store(false, Ordering::Release);
-    health
-        .set_not_serving::<RateLimitServiceServer<RateLimiter>>()
-        .await;
-    // Receivers only stop waiting; a send error means they are all gone already.
-    let _ = shutdown_tx.send(true);
+    let health = Health {
+        serving: Arc::clone(&serving),
+        reporter: health,
+    };
+    until_signal(&mut supervisor, &health, wait_for_signal()).await?;
 
-    let (grpc_abort, http_abort) = (grpc.abort_handle(), http.abort_handle());
-    let drained = tokio::time::timeout(args.drain_timeout, async {
-        let grpc = grpc.await;
-        let http = http.await;
-        (grpc, http)
-    })
-    .await;
-    match drained {
-        Ok((grpc, http)) => {
-            grpc.context("gRPC server task failed")?
-                .context("gRPC server failed")?;
-            http.context("HTTP server task failed")?
-                .context("HTTP server failed")?;
-        }
-        Err(_) => {
-            tracing::warn!(timeout = ?args.drain_timeout, "connections still open after the drain timeout; closing them");
-            grpc_abort.abort();
-            http_abort.abort();
-        }
+    tracing::info!("shutting down: draining requests, then the final replay and flush");
+    health.not_serving().await;
+    let report = supervisor.shutdown(args.drain_timeout).await;
+    if !report.aborted.is_empty() {
+        tracing::warn!(timeout = ?args.drain_timeout, tasks = ?report.aborted, "connections still open after the drain timeout; closed them");
     }
-    // The final replay and flush run whatever happened to the listeners.
-    background.await.context("engine background task failed")?;
-    if let Some(global) = global {
-        global.await.context("global counters task failed")?;
+    for failure in &report.failed {
+        tracing::error!(task = failure.name, reason = %failure.reason, "task failed during shutdown");
     }
     tracing::info!("stopped");
     Ok(())
 }
 
-/// The global layer, when --database-url is set: connect (the database may be down: the
-/// loops retry), migrate if asked, and build the flush/sync driver.
+/// The global layer, when --database-url is set: the store (the database may be down: the
+/// loops connect, and migrate if asked, when it answers) and the flush/sync driver.
 async fn global_counters(
     args: &ServeArgs,
     engine: &Arc<Engine>,
@@ -318,14 +339,14 @@ async fn global_counters(
     let Some(url) = &args.database_url else {
         return Ok(None);
     };
+    // Only a URL that cannot be used fails here: the pool connects lazily, and the loops
+    // (and the migration, with --migrate) retry until the database answers.
     let store = SqlStore::connect(url)
         .await
-        .context("cannot connect to --database-url")?;
-    if args.migrate {
-        store.migrate().await.context("database migration failed")?;
-        tracing::info!("database migrations applied");
-    }
+        .context("invalid --database-url")?;
     let settings = GlobalSettings {
+        migrate: args.migrate,
+        repeated_warning_interval: args.repeated_warning_interval,
         flush_interval: args.global_flush_interval,
         sync_interval: args.global_sync_interval,
         publish_floor: args.publish_floor,
@@ -379,9 +400,39 @@ fn regional_origin(
     Ok((Arc::new(guarded), Some(args.freshness)))
 }
 
-async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
-    // An error means the sender is gone: shut down too.
-    let _ = rx.wait_for(|stop| *stop).await;
+/// What the process says about itself: `/healthz` and gRPC health.
+struct Health {
+    serving: Arc<AtomicBool>,
+    reporter: tonic_health::server::HealthReporter,
+}
+
+impl Health {
+    async fn not_serving(&self) {
+        self.serving.store(false, Ordering::Release);
+        self.reporter
+            .set_not_serving::<RateLimitServiceServer<RateLimiter>>()
+            .await;
+    }
+}
+
+/// Wait for `signal`. A task that stops meanwhile leaves the process up (its in-memory counts
+/// are still worth the final replay) but unhealthy, so the orchestrator replaces it, instead
+/// of a process that answers while nothing reaches Redis.
+async fn until_signal(
+    supervisor: &mut Supervisor,
+    health: &Health,
+    signal: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            received = &mut signal => return received,
+            failure = supervisor.next_failure() => {
+                tracing::error!(task = failure.name, reason = %failure.reason, "a task stopped before shutdown; health is now NOT_SERVING");
+                health.not_serving().await;
+            }
+        }
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {
@@ -393,4 +444,62 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = int.recv() => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic_health::pb::health_server::Health as _;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    use tonic_health::server::HealthService;
+
+    use super::*;
+
+    /// Issue 15, break 11: a background task that dies (here: panics) must turn `/healthz`
+    /// and gRPC health to NOT_SERVING, and the process must still shut down cleanly.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_dies_makes_the_process_unhealthy_and_shutdown_still_works() {
+        let (reporter, _service) = tonic_health::server::health_reporter();
+        reporter
+            .set_serving::<RateLimitServiceServer<RateLimiter>>()
+            .await;
+        let health = Health {
+            serving: Arc::new(AtomicBool::new(true)),
+            reporter: reporter.clone(),
+        };
+        let mut supervisor = Supervisor::new();
+        supervisor.spawn(Stage::Background, "replay and reaping", async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            panic!("replay interval of zero");
+        });
+        let finish = supervisor.stop_signal(Stage::Background);
+        supervisor.spawn(Stage::Background, "global counters", async move {
+            finish.cancelled().await;
+            Ok(())
+        });
+        let signal = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(())
+        };
+        until_signal(&mut supervisor, &health, signal)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+
+        assert!(
+            !health.serving.load(Ordering::Acquire),
+            "/healthz must fail"
+        );
+        let name = <RateLimitServiceServer<RateLimiter> as tonic::server::NamedService>::NAME;
+        let status = HealthService::from_health_reporter(reporter)
+            .check(tonic::Request::new(HealthCheckRequest {
+                service: name.to_owned(),
+            }))
+            .await
+            .map(|r| r.into_inner().status);
+        assert_eq!(status.ok(), Some(ServingStatus::NotServing as i32));
+        let report = supervisor.shutdown(Duration::from_secs(1)).await;
+        assert!(
+            report.failed.is_empty() && report.aborted.is_empty(),
+            "{report:?}"
+        );
+    }
 }

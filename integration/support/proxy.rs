@@ -39,6 +39,8 @@ pub struct Proxy {
     pub upstream: SocketAddr,
     mode: Arc<watch::Sender<Mode>>,
     accepted: Arc<AtomicU64>,
+    /// Milliseconds each chunk from the upstream waits before it is forwarded (0: none).
+    delay_ms: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -52,8 +54,10 @@ impl Proxy {
         let addr = listener.local_addr().expect("proxy local address");
         let mode = Arc::new(watch::Sender::new(Mode::Forward));
         let accepted = Arc::new(AtomicU64::new(0));
+        let delay_ms = Arc::new(AtomicU64::new(0));
         let thread = {
             let (mode, accepted) = (Arc::clone(&mode), Arc::clone(&accepted));
+            let delay = Arc::clone(&delay_ms);
             std::thread::Builder::new()
                 .name(format!("proxy-{}", addr.port()))
                 .spawn(move || {
@@ -62,7 +66,7 @@ impl Proxy {
                         .build()
                         .expect("proxy runtime");
                     // Dropping the runtime afterwards drops every connection task.
-                    runtime.block_on(serve(listener, upstream, mode, accepted));
+                    runtime.block_on(serve(listener, upstream, mode, accepted, delay));
                 })
                 .expect("spawn the proxy thread")
         };
@@ -71,8 +75,16 @@ impl Proxy {
             upstream,
             mode,
             accepted,
+            delay_ms,
             thread: Some(thread),
         }
+    }
+
+    /// Answers take `delay` longer: each chunk from the upstream waits that long before it
+    /// is forwarded (a slow backend, or a long round trip). Zero turns it off.
+    pub fn delay(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.delay_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Resets every open connection (or freezes it, for [`Cut::Freeze`]); new ones fail as
@@ -106,6 +118,7 @@ async fn serve(
     upstream: SocketAddr,
     mode: Arc<watch::Sender<Mode>>,
     accepted: Arc<AtomicU64>,
+    delay_ms: Arc<AtomicU64>,
 ) {
     let listener = TcpListener::from_std(listener).expect("proxy listener into Tokio");
     let mut stop = mode.subscribe();
@@ -123,7 +136,13 @@ async fn serve(
         // Subscribed before reading the mode: a change in between is seen by the task.
         let changes = mode.subscribe();
         let now = *mode.borrow();
-        tokio::spawn(connection(socket, upstream, now, changes));
+        tokio::spawn(connection(
+            socket,
+            upstream,
+            now,
+            changes,
+            Arc::clone(&delay_ms),
+        ));
     }
 }
 
@@ -132,6 +151,7 @@ async fn connection(
     upstream: SocketAddr,
     mode: Mode,
     mut changes: watch::Receiver<Mode>,
+    delay_ms: Arc<AtomicU64>,
 ) {
     match mode {
         Mode::Forward => {
@@ -139,8 +159,18 @@ async fn connection(
                 let _ = client.set_zero_linger();
                 return;
             };
+            let (mut client_read, mut client_write) = client.split();
+            let (mut server_read, mut server_write) = server.split();
             let cut = tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => None,
+                _ = async {
+                    tokio::join!(
+                        async {
+                            let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+                            let _ = tokio::io::AsyncWriteExt::shutdown(&mut server_write).await;
+                        },
+                        delayed_copy(&mut server_read, &mut client_write, &delay_ms),
+                    )
+                } => None,
                 mode = changes.wait_for(|m| *m != Mode::Forward) => mode.ok().map(|m| *m),
             };
             if cut == Some(Mode::Cut(Cut::Freeze)) {
@@ -163,4 +193,28 @@ async fn connection(
         }
         Mode::Stop => {}
     }
+}
+
+/// Copies `from` into `to`, each chunk `delay_ms` late (read at each chunk).
+async fn delayed_copy(
+    from: &mut (impl tokio::io::AsyncRead + Unpin),
+    to: &mut (impl tokio::io::AsyncWrite + Unpin),
+    delay_ms: &AtomicU64,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let delay = delay_ms.load(Ordering::Relaxed);
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
+        if to.write_all(&buffer[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }

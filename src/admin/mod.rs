@@ -19,7 +19,8 @@ pub struct AdminState {
     pub limits: Arc<ArcSwap<LimitsConfig>>,
     pub metrics: Arc<Metrics>,
     pub engine: Arc<Engine>,
-    /// Cleared at shutdown so load balancers stop sending before the listener closes.
+    /// Cleared at shutdown so load balancers stop sending before the listener closes, and
+    /// when a supervised task stopped (the process is then half-working: replace it).
     pub serving: Arc<AtomicBool>,
 }
 
@@ -35,7 +36,10 @@ async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
     if state.serving.load(Ordering::Acquire) {
         (StatusCode::OK, "OK\n")
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not serving: shutting down, or a task stopped (see the log)\n",
+        )
     }
 }
 

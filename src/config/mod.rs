@@ -20,4 +20,4 @@ pub use load::{load_path, load_sources, load_str};
 pub use read::{ReadError, ReadLimits};
 pub use rule::{Rule, RuleLimit};
 pub use unit::Unit;
-pub use watch::{ConfigWatcher, watch};
+pub use watch::watch;

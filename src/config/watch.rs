@@ -15,23 +15,18 @@ use crate::telemetry::Metrics;
 /// One editor save is a burst of raw events; they are merged into one reload.
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
-/// Keeps the file watcher alive; dropping it stops reloading.
-pub struct ConfigWatcher {
-    _debouncer: notify_debouncer_full::Debouncer<
-        notify::RecommendedWatcher,
-        notify_debouncer_full::RecommendedCache,
-    >,
-}
-
 /// Watch `path` (a file or a directory). A file is watched through its directory, since
 /// editors and Kubernetes ConfigMaps replace files rather than write them in place.
 /// A bad change is logged and counted, and the running config stays.
+///
+/// Returns the reload loop: it owns the watcher and runs until dropped, so the caller runs it
+/// as a supervised task (a loop that ended would silently stop reloads).
 pub fn watch(
     path: &Path,
     read_limits: ReadLimits,
     limits: Arc<ArcSwap<LimitsConfig>>,
     metrics: Arc<Metrics>,
-) -> notify::Result<ConfigWatcher> {
+) -> notify::Result<impl Future<Output = ()> + Send + 'static> {
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
         match result {
@@ -55,7 +50,9 @@ pub fn watch(
     debouncer.watch(&watched, RecursiveMode::NonRecursive)?;
 
     let path = path.to_path_buf();
-    tokio::spawn(async move {
+    Ok(async move {
+        // Owned by the loop: dropping the loop stops the watcher.
+        let _debouncer = debouncer;
         while rx.recv().await.is_some() {
             let to_load = path.clone();
             let loaded =
@@ -77,8 +74,5 @@ pub fn watch(
                 }
             }
         }
-    });
-    Ok(ConfigWatcher {
-        _debouncer: debouncer,
     })
 }

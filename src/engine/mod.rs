@@ -23,8 +23,9 @@ pub use decision::{Decision, decide};
 pub use window::WindowPosition;
 
 use crate::cell_key::{CellKey, CellKeyRef};
+use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
-use crate::telemetry::{DecisionSource, Metrics, OriginOp};
+use crate::telemetry::{DecisionSource, Metrics, OriginOp, Throttle};
 use cell::ReplayNeed;
 use refresh::{RefreshGate, Turn};
 use replay::ReplayQueue;
@@ -52,6 +53,10 @@ pub struct EngineSettings {
     /// decision reads the origin first. `None` when the origin is this process (in-process):
     /// there is nobody else to converge with, so cells never go stale and strict mode is off.
     pub freshness: Option<Duration>,
+    /// At shutdown, how long the final replay may keep trying (through an open circuit).
+    pub final_replay_timeout: Duration,
+    /// A repeated warning ("replay failed") is logged once per this interval.
+    pub repeated_warning_interval: Duration,
 }
 
 impl Default for EngineSettings {
@@ -63,6 +68,8 @@ impl Default for EngineSettings {
             max_pending_replay: 100_000,
             reap_interval: Duration::from_secs(5),
             freshness: None,
+            final_replay_timeout: Duration::from_secs(5),
+            repeated_warning_interval: Duration::from_secs(10),
         }
     }
 }
@@ -112,6 +119,7 @@ pub struct Engine {
     origin: Arc<dyn RegionalOrigin>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
+    replay_warnings: Throttle,
 }
 
 impl Engine {
@@ -126,6 +134,7 @@ impl Engine {
             replay: ReplayQueue::new(settings.max_pending_replay, settings.replay_batch),
             strict: StrictMode::new((settings.max_cells / 4).max(1_024)),
             refresh_gate: RefreshGate::default(),
+            replay_warnings: Throttle::new(settings.repeated_warning_interval),
             settings,
             origin,
             clock,
@@ -327,14 +336,15 @@ impl Engine {
         }
     }
 
-    /// Replay everything pending now (also used on shutdown).
+    /// Replay everything pending now.
     pub async fn flush_replay(&self) {
+        self.flush_replay_to(self.origin.as_ref()).await;
+    }
+
+    async fn flush_replay_to(&self, origin: &dyn RegionalOrigin) {
         let started = std::time::Instant::now();
         let now_ms = self.clock.now_ms();
-        let flushed = self
-            .replay
-            .flush(self.origin.as_ref(), self.fresh_until(now_ms))
-            .await;
+        let flushed = self.replay.flush(origin, self.fresh_until(now_ms)).await;
         for &cells in &flushed.batches {
             self.metrics.replay_batch(cells);
         }
@@ -342,8 +352,31 @@ impl Engine {
             self.metrics
                 .origin_call(OriginOp::Replay, flushed.error.is_none(), started.elapsed());
         }
-        if let Some(error) = flushed.error {
-            tracing::warn!(%error, origin = self.origin.name(), "replay failed; work kept for the next cycle");
+        if let Some(error) = flushed.error
+            && let Some(suppressed) = self.replay_warnings.allow()
+        {
+            tracing::warn!(%error, origin = self.origin.name(), suppressed, "replay failed; work kept for the next cycle");
+        }
+    }
+
+    /// The final replay at shutdown: everything pending, tried through an open circuit breaker
+    /// and again after a failure (50 ms, doubling to 1 s) until `final_replay_timeout`.
+    /// Returns the cells still unreplayed.
+    pub async fn final_replay(&self) -> usize {
+        let deadline = tokio::time::Instant::now() + self.settings.final_replay_timeout;
+        let last_chance = FinalAttempt {
+            origin: Arc::clone(&self.origin),
+            deadline,
+        };
+        let mut pause = Duration::from_millis(50);
+        loop {
+            self.flush_replay_to(&last_chance).await;
+            let left = self.pending_replay_cells();
+            if left == 0 || tokio::time::Instant::now() + pause >= deadline {
+                return left;
+            }
+            tokio::time::sleep(pause).await;
+            pause = pause.saturating_mul(2).min(Duration::from_secs(1));
         }
     }
 
@@ -411,8 +444,7 @@ impl Engine {
                 _ = &mut shutdown => break,
             }
         }
-        self.flush_replay().await;
-        let unpublished = self.pending_replay_cells();
+        let unpublished = self.final_replay().await;
         if unpublished > 0 {
             tracing::error!(
                 cells = unpublished,
@@ -420,6 +452,27 @@ impl Engine {
                 "final replay failed at shutdown: these cells' counts never reached the region"
             );
         }
+    }
+}
+
+/// The origin as the final replay sees it: every replay is a last chance
+/// ([`RegionalOrigin::replay_final`]), bounded by one deadline.
+struct FinalAttempt {
+    origin: Arc<dyn RegionalOrigin>,
+    deadline: tokio::time::Instant,
+}
+
+impl RegionalOrigin for FinalAttempt {
+    fn name(&self) -> &'static str {
+        self.origin.name()
+    }
+
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        self.origin.read(key)
+    }
+
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+        self.origin.replay_final(batch, self.deadline)
     }
 }
 

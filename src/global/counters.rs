@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::cadence::Cadence;
 use super::{GlobalStore, RowOutcome};
 use crate::engine::Engine;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, Throttle};
 
 #[derive(Debug, Clone)]
 pub struct GlobalSettings {
@@ -25,6 +25,11 @@ pub struct GlobalSettings {
     /// Periodic cleanup of expired rows; `None` leaves it to `gcounter-rls cleanup`.
     pub cleanup_interval: Option<Duration>,
     pub cleanup_batch: u64,
+    /// Create or upgrade the schema before the first flush or sync (`--migrate`); retried
+    /// on each tick while the database is unreachable.
+    pub migrate: bool,
+    /// A repeated warning (a failed flush or sync) is logged once per this interval.
+    pub repeated_warning_interval: Duration,
 }
 
 impl Default for GlobalSettings {
@@ -37,6 +42,8 @@ impl Default for GlobalSettings {
             timeout: Duration::from_secs(5),
             cleanup_interval: None,
             cleanup_batch: 1_000,
+            migrate: false,
+            repeated_warning_interval: Duration::from_secs(10),
         }
     }
 }
@@ -55,6 +62,10 @@ pub struct GlobalCounters {
     region: String,
     settings: GlobalSettings,
     metrics: Arc<Metrics>,
+    flush_warnings: Throttle,
+    sync_warnings: Throttle,
+    /// The schema is ready (migrated, or not ours to migrate).
+    schema_ready: std::sync::atomic::AtomicBool,
 }
 
 impl GlobalCounters {
@@ -69,8 +80,39 @@ impl GlobalCounters {
             store,
             engine,
             region,
+            flush_warnings: Throttle::new(settings.repeated_warning_interval),
+            sync_warnings: Throttle::new(settings.repeated_warning_interval),
+            schema_ready: std::sync::atomic::AtomicBool::new(!settings.migrate),
             settings,
             metrics,
+        }
+    }
+
+    /// Whether the schema is ready; with `migrate`, tries the migration (bounded by the
+    /// timeout) until it succeeds once, so a database that appears after start is migrated.
+    pub async fn ensure_schema(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.schema_ready.load(Ordering::Acquire) {
+            return true;
+        }
+        match tokio::time::timeout(self.settings.timeout, self.store.migrate_schema()).await {
+            Ok(Ok(())) => {
+                tracing::info!(store = self.store.name(), "database migrations applied");
+                self.schema_ready.store(true, Ordering::Release);
+                true
+            }
+            Ok(Err(error)) => {
+                if let Some(suppressed) = self.sync_warnings.allow() {
+                    tracing::warn!(%error, store = self.store.name(), suppressed, "database migration failed; retrying on the next tick");
+                }
+                false
+            }
+            Err(_) => {
+                if let Some(suppressed) = self.sync_warnings.allow() {
+                    tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), suppressed, "database migration timed out; retrying on the next tick");
+                }
+                false
+            }
         }
     }
 
@@ -89,7 +131,9 @@ impl GlobalCounters {
         let report = match tokio::time::timeout(self.settings.timeout, publish).await {
             Ok(Ok(report)) => report,
             Ok(Err(error)) => {
-                tracing::warn!(%error, store = self.store.name(), "global flush failed; rows stay pending");
+                if let Some(suppressed) = self.flush_warnings.allow() {
+                    tracing::warn!(%error, store = self.store.name(), suppressed, "global flush failed; rows stay pending");
+                }
                 self.metrics.global_flush(0, 1, 0, started.elapsed());
                 return Flushed {
                     failed: rows.len(),
@@ -97,7 +141,9 @@ impl GlobalCounters {
                 };
             }
             Err(_) => {
-                tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), "global flush timed out; rows stay pending");
+                if let Some(suppressed) = self.flush_warnings.allow() {
+                    tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), suppressed, "global flush timed out; rows stay pending");
+                }
                 self.metrics.global_flush(0, 1, 0, started.elapsed());
                 return Flushed {
                     failed: rows.len(),
@@ -120,8 +166,11 @@ impl GlobalCounters {
                 RowOutcome::Failed => flushed.failed += 1,
             }
         }
-        for error in report.errors() {
-            tracing::warn!(%error, store = self.store.name(), "a global flush chunk failed; its rows stay pending");
+        if let Some(error) = report.errors().next()
+            && let Some(suppressed) = self.flush_warnings.allow()
+        {
+            let chunks = report.errors().count();
+            tracing::warn!(%error, chunks, store = self.store.name(), suppressed, "global flush chunks failed; their rows stay pending");
         }
         self.metrics.global_flush(
             flushed.published as u64,
@@ -141,12 +190,16 @@ impl GlobalCounters {
         let cells = match tokio::time::timeout(self.settings.timeout, sync).await {
             Ok(Ok(cells)) => cells,
             Ok(Err(error)) => {
-                tracing::warn!(%error, store = self.store.name(), "global sync failed; keeping imported counts");
+                if let Some(suppressed) = self.sync_warnings.allow() {
+                    tracing::warn!(%error, store = self.store.name(), suppressed, "global sync failed; keeping imported counts");
+                }
                 self.metrics.global_sync_failed();
                 return None;
             }
             Err(_) => {
-                tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), "global sync timed out; keeping imported counts");
+                if let Some(suppressed) = self.sync_warnings.allow() {
+                    tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), suppressed, "global sync timed out; keeping imported counts");
+                }
                 self.metrics.global_sync_failed();
                 return None;
             }
@@ -193,28 +246,43 @@ impl GlobalCounters {
         let mut cleanup = Cadence::new(cleanup_every, 0.0, now);
         let (mut flush_backoff, mut sync_backoff) = (Backoff::default(), Backoff::default());
         tokio::pin!(shutdown);
+        // The database may be down at start: sync and flush wait for the schema.
+        self.ensure_schema().await;
         loop {
             tokio::select! {
                 _ = flush.tick() => {
-                    if flush_backoff.should_run() {
+                    if flush_backoff.should_run() && self.ensure_schema().await {
                         let flushed = self.flush().await;
                         flush_backoff.record(flushed.failed == 0 || flushed.published > 0);
                     }
                 }
                 _ = sync.tick() => {
-                    if sync_backoff.should_run() {
+                    if sync_backoff.should_run() && self.ensure_schema().await {
                         sync_backoff.record(self.sync().await.is_some());
                     }
                 }
                 _ = cleanup.tick(), if self.settings.cleanup_interval.is_some() => {
-                    if let Some(deleted) = self.cleanup().await {
+                    if self.ensure_schema().await && let Some(deleted) = self.cleanup().await {
                         tracing::debug!(deleted, "expired global rows deleted");
                     }
                 }
                 _ = &mut shutdown => break,
             }
         }
-        let flushed = self.flush().await;
+        if !self.ensure_schema().await {
+            tracing::error!("final global flush skipped: the database was never migrated");
+            return;
+        }
+        // The last chance for this region's counts: retry a failed flush (50 ms, doubling)
+        // until the timeout; each attempt is bounded by it too.
+        let deadline = tokio::time::Instant::now() + self.settings.timeout;
+        let mut pause = Duration::from_millis(50);
+        let mut flushed = self.flush().await;
+        while flushed.failed > 0 && tokio::time::Instant::now() + pause < deadline {
+            tokio::time::sleep(pause).await;
+            pause = pause.saturating_mul(2);
+            flushed = self.flush().await;
+        }
         if flushed.failed > 0 {
             tracing::error!(
                 rows = flushed.failed,

@@ -134,6 +134,12 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// left (short statements, so a big cleanup never holds locks for long). Returns the
     /// number of rows deleted.
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64>;
+
+    /// Create or upgrade the schema (`--migrate`). Safe to run again. A store without one
+    /// has nothing to do.
+    fn migrate_schema(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// One distinct row of a publish, ready to write: values already clamped to BIGINT.

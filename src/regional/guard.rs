@@ -5,6 +5,14 @@
 //! fail at once with [`OriginError::CircuitOpen`]; after the cool-down one probe goes through
 //! (half-open); its success closes the circuit, its failure reopens it for a longer cool-down.
 //!
+//! Slow is sick: a call that answers but takes longer than `slow_call` (the read timeout by
+//! default) counts as a failure, so a Redis slowed down keeps the circuit open for cold reads
+//! (which would each wait the whole read timeout) even while slow replays still succeed.
+//! A probe that fails at once (the dropped connection of an origin that just came back) is
+//! tried a second time within its deadline, so recovery takes one cool-down (at most
+//! `max_open_cooldown`), not two. The final replay at shutdown bypasses the breaker
+//! ([`RegionalOrigin::replay_final`]): it is the last chance for its cells.
+//!
 //! The breaker is a few atomics rather than the `failsafe` crate: failsafe's half-open state
 //! lets every call through (not one probe), its state cannot be read for a gauge, and its clock
 //! cannot be driven by Tokio's test clock.
@@ -31,6 +39,9 @@ pub struct GuardSettings {
     pub open_cooldown: Duration,
     /// The cool-down never grows past this.
     pub max_open_cooldown: Duration,
+    /// A call that succeeds but takes longer than this counts as a failure. `None`: the
+    /// read timeout.
+    pub slow_call: Option<Duration>,
 }
 
 impl Default for GuardSettings {
@@ -41,6 +52,7 @@ impl Default for GuardSettings {
             failure_threshold: 5,
             open_cooldown: Duration::from_secs(1),
             max_open_cooldown: Duration::from_secs(10),
+            slow_call: None,
         }
     }
 }
@@ -82,6 +94,7 @@ pub struct GuardedOrigin<O: RegionalOrigin + ?Sized> {
     inner: Arc<O>,
     read_timeout: Duration,
     replay_timeout: Duration,
+    slow_call: Duration,
     breaker: Breaker,
 }
 
@@ -91,6 +104,7 @@ impl<O: RegionalOrigin + ?Sized> GuardedOrigin<O> {
             inner,
             read_timeout: settings.read_timeout,
             replay_timeout: settings.replay_timeout,
+            slow_call: settings.slow_call.unwrap_or(settings.read_timeout),
             breaker: Breaker::new(&settings),
         }
     }
@@ -104,22 +118,40 @@ impl<O: RegionalOrigin + ?Sized> GuardedOrigin<O> {
     }
 
     /// Admits, times and records one call. `call` runs only if admitted, so an open circuit
-    /// sends nothing to the origin.
+    /// sends nothing to the origin. A probe that fails fast is tried once more within `limit`.
     async fn guarded<'a, T>(
         &'a self,
         limit: Duration,
-        call: impl FnOnce() -> OriginFuture<'a, T>,
+        call: impl Fn() -> OriginFuture<'a, T>,
     ) -> Result<T, OriginError> {
         let Some(permit) = self.breaker.admit() else {
             return Err(OriginError::CircuitOpen);
         };
-        let outcome = match tokio::time::timeout(limit, call()).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(OriginError::Timeout(limit)),
-        };
-        permit.settle(&outcome);
+        let started = Instant::now();
+        let deadline = started + limit;
+        let mut outcome = Self::timed(deadline, limit, call()).await;
+        if permit.probe && is_outage(&outcome) && Instant::now() < deadline {
+            outcome = Self::timed(deadline, limit, call()).await;
+        }
+        permit.settle(&outcome, started.elapsed() > self.slow_call);
         outcome
     }
+
+    async fn timed<T>(
+        deadline: Instant,
+        limit: Duration,
+        call: OriginFuture<'_, T>,
+    ) -> Result<T, OriginError> {
+        match tokio::time::timeout_at(deadline, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(OriginError::Timeout(limit)),
+        }
+    }
+}
+
+/// An error that says the origin is down (not a refused command or a bad value).
+fn is_outage<T>(outcome: &Result<T, OriginError>) -> bool {
+    matches!(outcome, Err(OriginError::Unavailable(_)))
 }
 
 impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
@@ -137,6 +169,24 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
         Box::pin(self.guarded(self.replay_timeout, move || self.inner.replay(batch)))
+    }
+
+    /// Not admitted by the breaker: tried whatever its state, bounded by the replay timeout
+    /// and `deadline`. A success still closes the circuit; a failure does not extend it.
+    fn replay_final<'a>(
+        &'a self,
+        batch: &'a [(CellKey, u64)],
+        deadline: Instant,
+    ) -> OriginFuture<'a, Vec<u64>> {
+        Box::pin(async move {
+            let deadline = deadline.min(Instant::now() + self.replay_timeout);
+            let outcome =
+                Self::timed(deadline, self.replay_timeout, self.inner.replay(batch)).await;
+            if outcome.is_ok() {
+                self.breaker.on_success();
+            }
+            outcome
+        })
     }
 }
 
@@ -256,11 +306,12 @@ impl<'b> Permit<'b> {
         Self { breaker, probe }
     }
 
-    fn settle<T>(self, outcome: &Result<T, OriginError>) {
+    /// Records the outcome; `slow` turns an answer into a failure (see the module doc).
+    fn settle<T>(self, outcome: &Result<T, OriginError>, slow: bool) {
         match outcome {
             // A bad value is an answer: the origin is up.
-            Ok(_) | Err(OriginError::InvalidValue(_)) => self.breaker.on_success(),
-            Err(_) => self.breaker.on_failure(self.probe),
+            Ok(_) | Err(OriginError::InvalidValue(_)) if !slow => self.breaker.on_success(),
+            _ => self.breaker.on_failure(self.probe),
         }
     }
 }
@@ -290,6 +341,8 @@ mod tests {
         Fail,
         Hang(Duration),
         Garbage,
+        /// One `Unavailable`, then answers with the number.
+        FailOnce(u64),
     }
 
     /// Does what it is told and counts the calls that reached it.
@@ -319,7 +372,16 @@ mod tests {
             value: impl FnOnce(u64) -> T + Send + 'static,
         ) -> OriginFuture<'_, T> {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            let act = *self.act.lock().unwrap_or_else(|e| e.into_inner());
+            let act = {
+                let mut act = self.act.lock().unwrap_or_else(|e| e.into_inner());
+                let now = *act;
+                if let Act::FailOnce(n) = now {
+                    *act = Act::Answer(n);
+                    Act::Fail
+                } else {
+                    now
+                }
+            };
             Box::pin(async move {
                 match act {
                     Act::Answer(n) => Ok(value(n)),
@@ -329,6 +391,7 @@ mod tests {
                         Ok(value(0))
                     }
                     Act::Garbage => Err(OriginError::InvalidValue("scripted".into())),
+                    Act::FailOnce(n) => Ok(value(n)),
                 }
             })
         }
@@ -527,7 +590,8 @@ mod tests {
                 guard.read(&key()).await,
                 Err(OriginError::Unavailable(_))
             ));
-            assert_eq!(inner.calls(), before + 1, "one probe per cool-down");
+            // A probe that fails at once is tried a second time, right away.
+            assert_eq!(inner.calls(), before + 2, "one probe per cool-down");
             assert_eq!(guard.circuit_state(), CircuitState::Open);
         }
         // Once the cause is gone, the next probe closes the circuit.
@@ -550,6 +614,98 @@ mod tests {
         inner.set(Act::Answer(2));
         assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(2));
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
+    }
+
+    /// Issue 15, break 13: Redis slowed to 200 ms answers every replay within its 1 s timeout.
+    /// Those slow successes must not close the circuit, or every cold read pays the 50 ms read
+    /// timeout for the whole slow period.
+    #[tokio::test(start_paused = true)]
+    async fn slow_successes_keep_the_circuit_open_for_reads() {
+        let (inner, guard) = guarded(Act::Hang(Duration::from_millis(200)));
+        // Reads time out: the circuit opens.
+        for _ in 0..5 {
+            assert!(matches!(
+                guard.read(&key()).await,
+                Err(OriginError::Timeout(_))
+            ));
+        }
+        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        let mut read_attempts = 0;
+        for _ in 0..100 {
+            tokio::time::advance(Duration::from_millis(100)).await;
+            // The replay loop: each replay answers, slowly.
+            let replay = guard.replay(&[(key(), 1)]).await;
+            assert!(
+                matches!(replay, Ok(_) | Err(OriginError::CircuitOpen)),
+                "{replay:?}"
+            );
+            let before = inner.calls();
+            let _ = guard.read(&key()).await;
+            read_attempts += inner.calls() - before;
+        }
+        assert_ne!(
+            guard.circuit_state(),
+            CircuitState::Closed,
+            "slow answers must not close the circuit"
+        );
+        assert!(
+            read_attempts <= 2,
+            "cold reads must not wait on a slow origin: {read_attempts} reached it in 10 s"
+        );
+    }
+
+    /// Issue 15, break 13: after an outage the origin answers again, but the first call on it
+    /// fails at once (the connection to reopen). The circuit must close within one cool-down
+    /// (the README's cap, 10 s) of the origin's return, not after a second one.
+    #[tokio::test(start_paused = true)]
+    async fn recovery_takes_at_most_one_capped_cool_down() {
+        let (inner, guard) = guarded(Act::Fail);
+        trip(&inner, &guard).await;
+        // A long outage: the cool-down reaches its 10 s cap.
+        for _ in 0..6 {
+            tokio::time::advance(Duration::from_secs(10)).await;
+            let _ = guard.read(&key()).await;
+        }
+        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        // The origin is back; its next answer is a dropped connection, then it works.
+        let back = Instant::now();
+        inner.set(Act::FailOnce(3));
+        let closed_at = loop {
+            tokio::time::advance(Duration::from_millis(100)).await;
+            let _ = guard.read(&key()).await;
+            if guard.circuit_state() == CircuitState::Closed {
+                break back.elapsed();
+            }
+            assert!(back.elapsed() < Duration::from_secs(60), "never closed");
+        };
+        assert!(
+            closed_at <= Duration::from_millis(10_100),
+            "closed {closed_at:?} after the origin came back; the README promises at most 10 s"
+        );
+    }
+
+    /// Issue 15, break 8: SIGTERM soon after an outage: the origin answers again but the
+    /// circuit is still open. The final replay must reach it anyway.
+    #[tokio::test(start_paused = true)]
+    async fn the_final_replay_goes_through_an_open_circuit() {
+        let (inner, guard) = guarded(Act::Fail);
+        trip(&inner, &guard).await;
+        inner.set(Act::Answer(9));
+        assert!(matches!(
+            guard.replay(&[(key(), 1)]).await,
+            Err(OriginError::CircuitOpen)
+        ));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let last = guard.replay_final(&[(key(), 1)], deadline).await;
+        assert_eq!(last.ok(), Some(vec![9]));
+        assert_eq!(guard.circuit_state(), CircuitState::Closed);
+
+        // A dead origin: the final replay gives up at its deadline, not later.
+        inner.set(Act::Hang(Duration::from_secs(60)));
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(300);
+        assert!(guard.replay_final(&[(key(), 1)], deadline).await.is_err());
+        assert_eq!(started.elapsed(), Duration::from_millis(300));
     }
 
     #[tokio::test(start_paused = true)]

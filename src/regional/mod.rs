@@ -68,6 +68,18 @@ pub trait RegionalOrigin: Send + Sync + 'static {
     /// component) and return each cell's region total, in batch order, in one round trip.
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>>;
 
+    /// The final replay at shutdown: as [`replay`](Self::replay), but it must be tried even
+    /// when recent failures would hold regular calls back (a circuit breaker), and give up
+    /// by `deadline`. Unguarded origins just replay.
+    fn replay_final<'a>(
+        &'a self,
+        batch: &'a [(CellKey, u64)],
+        deadline: tokio::time::Instant,
+    ) -> OriginFuture<'a, Vec<u64>> {
+        let _ = deadline;
+        self.replay(batch)
+    }
+
     /// The circuit breaker's state, for the metrics gauge; unguarded origins are always closed.
     fn circuit_state(&self) -> CircuitState {
         CircuitState::Closed

@@ -26,6 +26,7 @@ use redis::{Client, ErrorKind, Pipeline, RedisError, ServerErrorKind, TlsCertifi
 
 use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
+use crate::redact::{redact_in, redact_url};
 use cluster::LazyCluster;
 
 /// Each connection attempt gives up after this long.
@@ -66,7 +67,7 @@ pub struct RedisSettings {
 impl std::fmt::Debug for RedisSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // URLs may carry a password.
-        let urls: Vec<String> = self.urls.iter().map(|url| redact(url)).collect();
+        let urls: Vec<String> = self.urls.iter().map(|url| redact_url(url)).collect();
         f.debug_struct("RedisSettings")
             .field("urls", &urls)
             .field("cluster", &self.cluster)
@@ -553,23 +554,7 @@ fn is_tls_url(url: &str) -> bool {
 
 fn bad_url(url: &str, reason: &str) -> RedisConfigError {
     RedisConfigError::BadUrl {
-        url: redact(url),
-        reason: reason.to_owned(),
-    }
-}
-
-/// The URL with any `user:password@` replaced, for errors and logs.
-fn redact(url: &str) -> String {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (Some(scheme), rest),
-        None => (None, url),
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    match scheme {
-        Some(scheme) => format!("{scheme}://***@{}", &rest[at + 1..]),
-        None => format!("***@{}", &rest[at + 1..]),
+        url: redact_url(url),
+        reason: redact_in(reason, url),
     }
 }

@@ -3,6 +3,7 @@
 mod logging;
 mod metrics;
 mod sharded;
+mod throttle;
 
 pub use logging::{LogFormat, init_logging};
 pub use metrics::{
@@ -10,3 +11,4 @@ pub use metrics::{
     SharedLabel,
 };
 pub use sharded::ShardedCounter;
+pub use throttle::Throttle;

@@ -21,6 +21,7 @@ use super::{
     check_region, clamp, prepare_rows,
 };
 use crate::cell_key::CellKey;
+use crate::redact::{redact_in, redact_url};
 
 /// Rows per upsert statement unless the settings say otherwise: big enough to amortize the
 /// round trip, small enough that one statement holds its row locks briefly.
@@ -89,9 +90,12 @@ impl SqlStore {
             "mariadb" => (DbBackend::MySql, format!("mysql{}", &url[scheme.len()..])),
             "postgres" | "postgresql" => (DbBackend::Postgres, url.to_owned()),
             "sqlite" => (DbBackend::Sqlite, url.to_owned()),
-            _ => return Err(StoreError::UnsupportedUrl(scheme.to_owned())),
+            _ => return Err(StoreError::UnsupportedUrl(redact_url(scheme))),
         };
         let mut options = ConnectOptions::new(url.clone());
+        // The database may be down at start: the pool connects on first use, and every flush
+        // and sync retries, so the service starts and decides locally meanwhile.
+        options.connect_lazy(!matches!(backend, DbBackend::Sqlite));
         options
             .connect_timeout(settings.connect_timeout)
             .acquire_timeout(settings.connect_timeout)
@@ -121,7 +125,8 @@ impl SqlStore {
         let limit = settings.connect_timeout.saturating_mul(2);
         let db = match tokio::time::timeout(limit, Database::connect(options)).await {
             Ok(Ok(db)) => db,
-            Ok(Err(e)) => return Err(StoreError::Connection(e.to_string())),
+            // sqlx quotes a URL it cannot parse whole, password included.
+            Ok(Err(e)) => return Err(StoreError::Connection(redact_in(&e.to_string(), &url))),
             Err(_) => return Err(StoreError::Timeout(limit)),
         };
         let mut store = Self {
@@ -458,6 +463,10 @@ impl SqlStore {
 }
 
 impl GlobalStore for SqlStore {
+    fn migrate_schema(&self) -> StoreFuture<'_, ()> {
+        Box::pin(self.migrate())
+    }
+
     fn name(&self) -> &'static str {
         match self.backend {
             DbBackend::MySql => "mysql",

@@ -1172,6 +1172,9 @@ mod postgres {
     sql_tests!(Postgres);
 }
 
+/// A database down at start is not an error until it is used (issue 15, break 10: `serve`
+/// must start and decide locally): the pool connects lazily, and each call fails cleanly,
+/// bounded by the connect timeout, until the database answers.
 #[tokio::test]
 async fn unreachable_or_unknown_databases_fail_cleanly() {
     let settings = SqlSettings {
@@ -1182,22 +1185,50 @@ async fn unreachable_or_unknown_databases_fail_cleanly() {
         "mysql://root@127.0.0.1:1/test",
         "mariadb://root@127.0.0.1:1/test",
         "postgres://postgres@127.0.0.1:1/test",
-        "sqlite:///nonexistent-dir/counts.db",
     ] {
-        let result = SqlStore::connect_with(url, settings.clone()).await;
+        let store = match SqlStore::connect_with(url, settings.clone()).await {
+            Ok(store) => store,
+            Err(error) => panic!("{url}: a database down at start must not fail: {error}"),
+        };
+        let started = std::time::Instant::now();
+        let sync = store.sync("a", 0).await;
         assert!(
             matches!(
-                result,
+                sync,
                 Err(StoreError::Connection(_) | StoreError::Timeout(_))
             ),
             "{url}: {:?}",
-            result.err()
+            sync.err()
         );
+        assert!(started.elapsed() < Duration::from_secs(5), "{url}: bounded");
     }
+    let result = SqlStore::connect_with("sqlite:///nonexistent-dir/counts.db", settings).await;
+    assert!(
+        matches!(result, Err(StoreError::Connection(_))),
+        "{:?}",
+        result.err()
+    );
     assert!(matches!(
         SqlStore::connect("redis://127.0.0.1/").await,
         Err(StoreError::UnsupportedUrl(s)) if s == "redis"
     ));
+}
+
+/// Issue 15, break 14: a URL that does not parse is quoted whole by sqlx; the error must not
+/// carry its password.
+#[tokio::test]
+async fn a_url_that_does_not_parse_keeps_its_password_secret() {
+    for url in [
+        "mysql://root:s3cret@127.0.0.1:99999/x",
+        "postgres://u:s3cret@[::1/x",
+    ] {
+        let error = match SqlStore::connect(url).await {
+            Ok(_) => panic!("{url} must not parse"),
+            Err(error) => error.to_string(),
+        };
+        assert!(!error.contains("s3cret"), "{error}");
+        assert!(error.contains("***@"), "{error}");
+    }
 }
 
 #[test]
