@@ -12,3 +12,4 @@ pub mod rls;
 pub mod runtime;
 pub mod serve;
 pub mod telemetry;
+pub mod transport;

@@ -20,8 +20,9 @@ use crate::regional::{
     GuardSettings, GuardedOrigin, InProcessOrigin, RedisOrigin, RedisSettings, RegionalOrigin,
     install_tls_provider,
 };
-use crate::rls::{HeaderNames, RateLimitServiceServer, RateLimiter, RlsSettings};
+use crate::rls::{HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimiter, RlsSettings};
 use crate::telemetry::Metrics;
+use crate::transport::{self, BoundedListener, ListenerSettings, TransportSettings};
 
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
@@ -115,6 +116,45 @@ pub struct ServeArgs {
     /// runs a current-thread runtime, the fastest on one core; more, a multi-thread runtime.
     #[arg(long, env = "RLS_WORKERS", value_parser = clap::value_parser!(u16).range(1..))]
     pub workers: Option<u16>,
+    /// Open gRPC connections; at the cap new ones wait in the kernel's backlog.
+    #[arg(long, env = "RLS_MAX_CONNECTIONS", default_value_t = 1_024)]
+    pub max_connections: usize,
+    /// Open admin (HTTP) connections, a cap of their own so a gRPC flood cannot take /healthz.
+    #[arg(long, env = "RLS_MAX_ADMIN_CONNECTIONS", default_value_t = 64)]
+    pub max_admin_connections: usize,
+    /// A connection that has not sent its first bytes (the HTTP/2 preface) by then is closed.
+    #[arg(long, env = "RLS_PREFACE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub preface_timeout: Duration,
+    /// Admin port: the deadline for a complete request head.
+    #[arg(long, env = "RLS_ADMIN_HEADER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub admin_header_timeout: Duration,
+    /// Longest pause of an accept loop after an accept error such as EMFILE (5 ms, doubling).
+    #[arg(long, env = "RLS_MAX_ACCEPT_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub max_accept_backoff: Duration,
+    /// Concurrent HTTP/2 streams per gRPC connection.
+    #[arg(long, env = "RLS_MAX_CONCURRENT_STREAMS", default_value_t = 100)]
+    pub max_concurrent_streams: u32,
+    /// Largest gRPC request message, in bytes (checked before it is buffered).
+    #[arg(long, env = "RLS_MAX_REQUEST_BYTES", default_value_t = 256 << 10)]
+    pub max_request_bytes: usize,
+    /// Request bytes buffered by all connections together; past it requests are refused.
+    #[arg(long, env = "RLS_MAX_BUFFERED_REQUEST_BYTES", default_value_t = 64 << 20)]
+    pub max_buffered_request_bytes: usize,
+    /// Deadline of one gRPC request, from its headers to its answer (body read included).
+    #[arg(long, env = "RLS_REQUEST_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+    /// HTTP/2 flow-control window per stream, in bytes.
+    #[arg(long, env = "RLS_HTTP2_STREAM_WINDOW", default_value_t = 64 << 10)]
+    pub http2_stream_window: u32,
+    /// HTTP/2 flow-control window per connection, in bytes.
+    #[arg(long, env = "RLS_HTTP2_CONNECTION_WINDOW", default_value_t = 256 << 10)]
+    pub http2_connection_window: u32,
+    /// HTTP/2 PING interval on gRPC connections.
+    #[arg(long, env = "RLS_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_interval: Duration,
+    /// How long an unanswered PING keeps a connection.
+    #[arg(long, env = "RLS_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_timeout: Duration,
 }
 
 impl ServeArgs {
@@ -148,7 +188,27 @@ impl ServeArgs {
         if self.max_cells == 0 {
             anyhow::bail!("--max-cells must be at least 1");
         }
+        self.transport_settings().validate()?;
         Ok(())
+    }
+
+    fn transport_settings(&self) -> TransportSettings {
+        TransportSettings {
+            max_connections: self.max_connections,
+            max_admin_connections: self.max_admin_connections,
+            preface_timeout: self.preface_timeout,
+            admin_header_timeout: self.admin_header_timeout,
+            max_accept_backoff: self.max_accept_backoff,
+            max_concurrent_streams: self.max_concurrent_streams,
+            max_request_bytes: self.max_request_bytes,
+            max_buffered_request_bytes: self.max_buffered_request_bytes,
+            request_timeout: self.request_timeout,
+            http2_stream_window: self.http2_stream_window,
+            http2_connection_window: self.http2_connection_window,
+            http2_keepalive_interval: self.http2_keepalive_interval,
+            http2_keepalive_timeout: self.http2_keepalive_timeout,
+            ..TransportSettings::default()
+        }
     }
 
     fn rls_settings(&self) -> RlsSettings {
@@ -195,12 +255,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let serving = Arc::new(AtomicBool::new(true));
 
-    let grpc_listener = TcpListener::bind(args.grpc_addr)
-        .await
-        .with_context(|| format!("cannot listen on --grpc-addr {}", args.grpc_addr))?;
-    let http_listener = TcpListener::bind(args.http_addr)
-        .await
-        .with_context(|| format!("cannot listen on --http-addr {}", args.http_addr))?;
+    let transport = args.transport_settings();
+    let (grpc_listener, http_listener) = listeners(&args, &transport).await?;
 
     let background =
         tokio::spawn(Arc::clone(&engine).run_background(shutdown_signal(shutdown_rx.clone())));
@@ -214,11 +270,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         engine: Arc::clone(&engine),
         serving: Arc::clone(&serving),
     });
-    let http = tokio::spawn(
-        axum::serve(http_listener, admin)
-            .with_graceful_shutdown(shutdown_signal(shutdown_rx.clone()))
-            .into_future(),
-    );
+    let http = tokio::spawn(transport::serve_http1(
+        http_listener,
+        admin,
+        transport.admin_header_timeout,
+        shutdown_signal(shutdown_rx.clone()),
+    ));
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -231,17 +288,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.rls_settings(),
     );
     let grpc = tokio::spawn(
-        tonic::transport::Server::builder()
-            // Drop peers that vanished without closing (a dead Envoy, a partition).
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        transport::grpc_server(&transport)
             .add_service(health_service)
-            .add_service(RateLimitServiceServer::new(limiter))
+            .add_service(RateLimitRoute::new(limiter, transport.max_request_bytes))
             .serve_with_incoming_shutdown(
-                // The builder's TCP options apply only to listeners it binds itself.
-                tonic::transport::server::TcpIncoming::from(grpc_listener)
-                    .with_nodelay(Some(true))
-                    .with_keepalive(Some(Duration::from_secs(60))),
+                grpc_listener.into_incoming(),
                 shutdown_signal(shutdown_rx.clone()),
             ),
     );
@@ -267,8 +318,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Ok((grpc, http)) => {
             grpc.context("gRPC server task failed")?
                 .context("gRPC server failed")?;
-            http.context("HTTP server task failed")?
-                .context("HTTP server failed")?;
+            http.context("HTTP server task failed")?;
         }
         Err(_) => {
             tracing::warn!(timeout = ?args.drain_timeout, "connections still open after the drain timeout; closing them");
@@ -283,6 +333,48 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The gRPC and admin listeners, each with its connection cap, after raising the open-files
+/// limit those caps need.
+async fn listeners(
+    args: &ServeArgs,
+    transport: &TransportSettings,
+) -> anyhow::Result<(BoundedListener, BoundedListener)> {
+    // Both caps, plus room for the config watcher, backends and the process itself.
+    const SPARE_FDS: u64 = 256;
+    let needed = (transport.max_connections + transport.max_admin_connections) as u64 + SPARE_FDS;
+    match transport::raise_nofile_limit() {
+        Ok(limit) if limit < needed => tracing::warn!(
+            limit,
+            needed,
+            "the open-files limit (RLIMIT_NOFILE) is below --max-connections + \
+             --max-admin-connections + {SPARE_FDS}: a flood may hit EMFILE before the caps \
+             (accepts then back off); raise the limit or lower the caps"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot read or raise the open-files limit"),
+    }
+    let grpc = TcpListener::bind(args.grpc_addr)
+        .await
+        .with_context(|| format!("cannot listen on --grpc-addr {}", args.grpc_addr))?;
+    let http = TcpListener::bind(args.http_addr)
+        .await
+        .with_context(|| format!("cannot listen on --http-addr {}", args.http_addr))?;
+    let listener = |name, max_connections, preface_bytes| ListenerSettings {
+        name,
+        max_connections,
+        preface_bytes,
+        preface_timeout: transport.preface_timeout,
+        max_accept_backoff: transport.max_accept_backoff,
+        tcp_keepalive: Some(transport.tcp_keepalive),
+    };
+    Ok((
+        // 24 bytes: the HTTP/2 client connection preface (RFC 9113 §3.4).
+        BoundedListener::new(grpc, listener("grpc", transport.max_connections, 24)),
+        // The admin port's request head has its own deadline (--admin-header-timeout).
+        BoundedListener::new(http, listener("admin", transport.max_admin_connections, 1)),
+    ))
 }
 
 /// The global layer, when --database-url is set: connect (the database may be down: the

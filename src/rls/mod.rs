@@ -6,6 +6,7 @@
 
 mod plan;
 mod response;
+mod route;
 mod units;
 mod validate;
 
@@ -19,6 +20,7 @@ use tonic::{Request, Response, Status};
 
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 pub use response::HeaderNames;
+pub use route::RateLimitRoute;
 pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;

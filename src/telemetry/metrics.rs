@@ -28,6 +28,9 @@ pub enum RequestOutcome {
     Ok,
     OverLimit,
     InvalidArgument,
+    /// Refused by the transport's bounds: a message over `--max-request-bytes`, or the
+    /// buffered-bytes budget spent.
+    ResourceExhausted,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,6 +49,7 @@ impl EncodeLabelValue for RequestOutcome {
             Self::Ok => "ok",
             Self::OverLimit => "over_limit",
             Self::InvalidArgument => "invalid_argument",
+            Self::ResourceExhausted => "resource_exhausted",
         })
     }
 }
@@ -140,7 +144,7 @@ pub struct Metrics {
     registry: Registry,
     /// Per-request counters, resolved once (no label lookup per request) and sharded (no
     /// cache line shared by all cores): indexed by `RequestOutcome as usize`.
-    requests: [ShardedCounter; 3],
+    requests: [ShardedCounter; 4],
     decisions: Family<DecisionLabels, ShardedCounter>,
     unmatched: ShardedCounter,
     reloads: Family<ReloadLabels, Counter>,
@@ -188,6 +192,7 @@ impl Metrics {
             RequestOutcome::Ok,
             RequestOutcome::OverLimit,
             RequestOutcome::InvalidArgument,
+            RequestOutcome::ResourceExhausted,
         ]
         .map(|outcome| {
             request_family
