@@ -140,6 +140,9 @@ pub struct ServeArgs {
     /// Request bytes buffered by all connections together; past it requests are refused.
     #[arg(long, env = "RLS_MAX_BUFFERED_REQUEST_BYTES", default_value_t = 64 << 20)]
     pub max_buffered_request_bytes: usize,
+    /// gRPC requests in flight in the whole process; more wait (within their deadline).
+    #[arg(long, env = "RLS_MAX_INFLIGHT_REQUESTS", default_value_t = 4_096)]
+    pub max_inflight_requests: usize,
     /// Deadline of one gRPC request, from its headers to its answer (body read included).
     #[arg(long, env = "RLS_REQUEST_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
@@ -202,6 +205,7 @@ impl ServeArgs {
             max_concurrent_streams: self.max_concurrent_streams,
             max_request_bytes: self.max_request_bytes,
             max_buffered_request_bytes: self.max_buffered_request_bytes,
+            max_inflight_requests: self.max_inflight_requests,
             request_timeout: self.request_timeout,
             http2_stream_window: self.http2_stream_window,
             http2_connection_window: self.http2_connection_window,

@@ -2,9 +2,13 @@
 
 use tonic::transport::Server;
 use tower::layer::util::{Identity, Stack};
+use tower::limit::GlobalConcurrencyLimitLayer;
 
 use super::budget::BodyBudgetLayer;
 use super::settings::TransportSettings;
+
+/// The layers [`grpc_server`] puts around every request.
+pub type GrpcLayers = Stack<BodyBudgetLayer, Stack<GlobalConcurrencyLimitLayer, Identity>>;
 
 /// A tonic server builder with every transport bound applied; add the services and serve it
 /// on a [`super::BoundedListener`]'s `into_incoming()`.
@@ -16,11 +20,14 @@ use super::settings::TransportSettings;
 /// - `timeout`: one deadline per request from its headers to its answer, so the body read
 ///   is covered: a stream that trickles its body is cut (`CANCELLED`) and frees what it held.
 /// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes.
+/// - A global cap on requests in flight: each holds a task, an HTTP/2 stream and tonic's
+///   8 KiB decode buffer whatever it announces; past the cap, requests wait (within their
+///   deadline) without reading their body.
 /// - HTTP/2 keepalive: drops peers that vanished without closing.
 ///
 /// The per-message size (`--max-request-bytes`) is set on the service itself
 /// (`max_decoding_message_size`), where tonic checks the announced length before buffering.
-pub fn grpc_server(settings: &TransportSettings) -> Server<Stack<BodyBudgetLayer, Identity>> {
+pub fn grpc_server(settings: &TransportSettings) -> Server<GrpcLayers> {
     Server::builder()
         .max_concurrent_streams(settings.max_concurrent_streams)
         .initial_stream_window_size(settings.http2_stream_window)
@@ -28,5 +35,11 @@ pub fn grpc_server(settings: &TransportSettings) -> Server<Stack<BodyBudgetLayer
         .timeout(settings.request_timeout)
         .http2_keepalive_interval(Some(settings.http2_keepalive_interval))
         .http2_keepalive_timeout(Some(settings.http2_keepalive_timeout))
-        .layer(BodyBudgetLayer::new(settings.max_buffered_request_bytes))
+        .layer(GlobalConcurrencyLimitLayer::new(
+            settings.max_inflight_requests,
+        ))
+        .layer(BodyBudgetLayer::new(
+            settings.max_buffered_request_bytes,
+            settings.max_request_bytes,
+        ))
 }

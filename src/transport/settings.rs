@@ -23,6 +23,8 @@ pub struct TransportSettings {
     pub max_request_bytes: usize,
     /// Request bytes buffered by all streams together; past it a request is refused.
     pub max_buffered_request_bytes: usize,
+    /// gRPC requests in flight in the whole process; more wait for a slot.
+    pub max_inflight_requests: usize,
     /// Deadline of one gRPC request, body read included.
     pub request_timeout: Duration,
     /// HTTP/2 flow-control windows: what a peer may send before the service reads it.
@@ -46,6 +48,7 @@ impl Default for TransportSettings {
             max_concurrent_streams: 100,
             max_request_bytes: 256 << 10,
             max_buffered_request_bytes: 64 << 20,
+            max_inflight_requests: 4_096,
             request_timeout: Duration::from_secs(5),
             http2_stream_window: 64 << 10,
             http2_connection_window: 256 << 10,
@@ -133,6 +136,12 @@ impl TransportSettings {
                 format!("{} (and at least --max-request-bytes)", e.problem),
             )
         })?;
+        range(
+            "max-inflight-requests",
+            self.max_inflight_requests as u64,
+            1,
+            1 << 20,
+        )?;
         range(
             "http2-stream-window",
             u64::from(self.http2_stream_window),
