@@ -60,6 +60,10 @@ fn main() -> ExitCode {
         eprintln!("error: rls-abuse only targets loopback addresses, not {target}");
         return ExitCode::FAILURE;
     }
+    // The idle flood holds thousands of sockets: take what the hard limit allows.
+    if let Err(error) = gcounter_rls::transport::raise_nofile_limit() {
+        eprintln!("warning: cannot raise the open-files limit: {error}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
