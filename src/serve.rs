@@ -150,7 +150,7 @@ pub struct ServeArgs {
     #[arg(long, env = "RLS_HTTP2_STREAM_WINDOW", default_value_t = 64 << 10)]
     pub http2_stream_window: u32,
     /// HTTP/2 flow-control window per connection, in bytes.
-    #[arg(long, env = "RLS_HTTP2_CONNECTION_WINDOW", default_value_t = 256 << 10)]
+    #[arg(long, env = "RLS_HTTP2_CONNECTION_WINDOW", default_value_t = 128 << 10)]
     pub http2_connection_window: u32,
     /// HTTP/2 PING interval on gRPC connections.
     #[arg(long, env = "RLS_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
@@ -466,4 +466,35 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = int.recv() => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod transport_flag_tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// The flags' defaults are the transport's documented defaults (they are written twice).
+    #[test]
+    fn transport_flag_defaults_match_the_transport_defaults() {
+        let cli = Cli::try_parse_from(["serve", "--config", "x.yaml"]).expect("parse");
+        assert_eq!(
+            format!("{:?}", cli.serve.transport_settings()),
+            format!("{:?}", TransportSettings::default())
+        );
+    }
+
+    #[test]
+    fn a_zero_transport_bound_is_refused_at_start() {
+        let cli = Cli::try_parse_from(["serve", "--config", "x.yaml", "--max-connections", "0"])
+            .expect("parse");
+        let error = cli.serve.validate().expect_err("refused").to_string();
+        assert!(error.contains("--max-connections"), "{error}");
+    }
 }

@@ -51,7 +51,7 @@ impl Default for TransportSettings {
             max_inflight_requests: 4_096,
             request_timeout: Duration::from_secs(5),
             http2_stream_window: 64 << 10,
-            http2_connection_window: 256 << 10,
+            http2_connection_window: 128 << 10,
             http2_keepalive_interval: Duration::from_secs(30),
             http2_keepalive_timeout: Duration::from_secs(10),
             tcp_keepalive: Duration::from_secs(60),
