@@ -256,3 +256,56 @@ async fn undecodable_and_oversized_bodies_are_refused_and_counted() {
     legit_call(&service, 1).await.expect("still serving");
     assert!(service.is_running(), "{}", service.log_tail(30));
 }
+
+/// The admin port is bounded the same way: with `--max-admin-connections 4` and a 1 s
+/// header deadline, 12 connections that send half a request head cost at most 4
+/// descriptors and are closed; /healthz answers once they are. Before the fix (axum::serve,
+/// no timer) each was held until the client left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_half_requests_are_capped_and_timed_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_dir, mut service) = start(&[
+        "--max-admin-connections",
+        "4",
+        "--admin-header-timeout",
+        "1s",
+    ]);
+    let pid = service.pid();
+    let before = open_fds(pid).expect("the service's fds");
+    let mut partial = Vec::new();
+    for _ in 0..12 {
+        let mut stream = tokio::net::TcpStream::connect(service.http_addr)
+            .await
+            .expect("connect (the kernel backlog accepts)");
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("half a request head");
+        partial.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = open_fds(pid).expect("the service's fds");
+    assert!(
+        during <= before + 4 + 2,
+        "12 half requests took {} descriptors (cap 4)",
+        during - before
+    );
+    // The first four are closed after the 1 s header deadline.
+    let mut first = partial.remove(0);
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), first.read(&mut buf))
+        .await
+        .expect("the server ends a half request within 5 s");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    // /healthz gets through while the rest take their turn (3 rounds of 1 s at most).
+    let health = tokio::task::spawn_blocking({
+        let addr = service.http_addr;
+        move || support::http_get(addr, "/healthz", &[])
+    })
+    .await
+    .expect("the /healthz task")
+    .expect("/healthz answers");
+    assert_eq!(health.status, 200);
+    assert!(service.is_running(), "{}", service.log_tail(30));
+    drop(partial);
+}
