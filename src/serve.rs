@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
@@ -22,7 +21,7 @@ use crate::regional::{
 };
 use crate::rls::{HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimiter, RlsSettings};
 use crate::telemetry::Metrics;
-use crate::transport::{self, BoundedListener, ListenerSettings, TransportSettings};
+use crate::transport::{self, TransportSettings};
 
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
@@ -260,7 +259,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let serving = Arc::new(AtomicBool::new(true));
 
     let transport = args.transport_settings();
-    let (grpc_listener, http_listener) = listeners(&args, &transport).await?;
+    let transport::Listeners {
+        grpc: grpc_listener,
+        admin: http_listener,
+    } = transport::bind(args.grpc_addr, args.http_addr, &transport).await?;
 
     let background =
         tokio::spawn(Arc::clone(&engine).run_background(shutdown_signal(shutdown_rx.clone())));
@@ -337,48 +339,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// The gRPC and admin listeners, each with its connection cap, after raising the open-files
-/// limit those caps need.
-async fn listeners(
-    args: &ServeArgs,
-    transport: &TransportSettings,
-) -> anyhow::Result<(BoundedListener, BoundedListener)> {
-    // Both caps, plus room for the config watcher, backends and the process itself.
-    const SPARE_FDS: u64 = 256;
-    let needed = (transport.max_connections + transport.max_admin_connections) as u64 + SPARE_FDS;
-    match transport::raise_nofile_limit() {
-        Ok(limit) if limit < needed => tracing::warn!(
-            limit,
-            needed,
-            "the open-files limit (RLIMIT_NOFILE) is below --max-connections + \
-             --max-admin-connections + {SPARE_FDS}: a flood may hit EMFILE before the caps \
-             (accepts then back off); raise the limit or lower the caps"
-        ),
-        Ok(_) => {}
-        Err(error) => tracing::warn!(%error, "cannot read or raise the open-files limit"),
-    }
-    let grpc = TcpListener::bind(args.grpc_addr)
-        .await
-        .with_context(|| format!("cannot listen on --grpc-addr {}", args.grpc_addr))?;
-    let http = TcpListener::bind(args.http_addr)
-        .await
-        .with_context(|| format!("cannot listen on --http-addr {}", args.http_addr))?;
-    let listener = |name, max_connections, preface_bytes| ListenerSettings {
-        name,
-        max_connections,
-        preface_bytes,
-        preface_timeout: transport.preface_timeout,
-        max_accept_backoff: transport.max_accept_backoff,
-        tcp_keepalive: Some(transport.tcp_keepalive),
-    };
-    Ok((
-        // 24 bytes: the HTTP/2 client connection preface (RFC 9113 §3.4).
-        BoundedListener::new(grpc, listener("grpc", transport.max_connections, 24)),
-        // The admin port's request head has its own deadline (--admin-header-timeout).
-        BoundedListener::new(http, listener("admin", transport.max_admin_connections, 1)),
-    ))
 }
 
 /// The global layer, when --database-url is set: connect (the database may be down: the

@@ -6,11 +6,13 @@
 //! off on errors such as EMFILE, HTTP/2 stream and window limits with a per-request deadline
 //! (`grpc`), a global budget of request bytes being buffered (`budget`), the raw-bytes codec
 //! that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
-//! its header read timeout (`admin`), and the open-files limit (`fd_limit`).
+//! its header read timeout (`admin`), the open-files limit (`fd_limit`), and binding both
+//! listeners with their caps (`bind`).
 //!
 //! It knows HTTP/2, gRPC framing and TCP; it knows nothing of rate limits, Redis or SQL.
 
 mod admin;
+mod bind;
 mod budget;
 mod codec;
 mod connection;
@@ -20,6 +22,7 @@ mod listener;
 mod settings;
 
 pub use admin::serve_http1;
+pub use bind::{BindError, Listeners, bind};
 pub use budget::{BodyBudget, BodyBudgetLayer};
 pub use codec::RawRequestCodec;
 pub use connection::BoundedConn;
