@@ -153,6 +153,21 @@ async fn idle_connections_are_capped_and_closed() {
         }
     }
     assert!(closed > 0, "no silent connection was closed within 5 s");
+    let text = service.metrics();
+    let open = sample(&text, "rls_connections_open", &[("listener", "grpc")]);
+    assert!(
+        open.is_some_and(|n| n <= 8.0),
+        "open gRPC connections: {open:?}"
+    );
+    let timeouts = sample(
+        &text,
+        "rls_connections_preface_timeouts_total",
+        &[("listener", "grpc")],
+    );
+    assert!(
+        timeouts.is_some_and(|n| n >= 1.0),
+        "preface timeouts: {timeouts:?}"
+    );
 
     // A real client gets through while the flood is still connected (it waits its turn).
     legit_call(&service, 1)
@@ -210,6 +225,12 @@ async fn emfile_backs_off_logs_and_recovers() {
         .await
         .expect("a gRPC call once descriptors are free");
     assert_eq!(service.admin_get("/healthz").status, 200);
+    let text = service.metrics();
+    let errors = sample(&text, "rls_accept_errors_total", &[("listener", "grpc")]);
+    assert!(
+        errors.is_some_and(|n| n >= 1.0),
+        "accept errors: {errors:?}"
+    );
     assert!(service.is_running(), "{}", service.log_tail(30));
     drop(dir);
 }

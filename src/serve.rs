@@ -262,7 +262,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let transport::Listeners {
         grpc: grpc_listener,
         admin: http_listener,
-    } = transport::bind(args.grpc_addr, args.http_addr, &transport).await?;
+    } = transport::bind(args.grpc_addr, args.http_addr, &transport, &metrics).await?;
 
     let background =
         tokio::spawn(Arc::clone(&engine).run_background(shutdown_signal(shutdown_rx.clone())));

@@ -10,6 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::connections::ConnectionMetricFamilies;
 use super::sharded::ShardedCounter;
 
 /// A label value shared with the compiled config: recording a decision clones an `Arc`
@@ -166,6 +167,8 @@ pub struct Metrics {
     global_sync_cells_created: Counter,
     global_sync_last_rows: Gauge,
     global_duration: Family<GlobalOpLabels, Histogram, fn() -> Histogram>,
+    /// Per-listener connection series (the transport's caps at work).
+    pub connections: ConnectionMetricFamilies,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -330,7 +333,9 @@ impl Metrics {
             "Cells with accepted work not yet replayed to the regional origin",
             pending_replay_cells.clone(),
         );
+        let connections = ConnectionMetricFamilies::register(&mut registry);
         Self {
+            connections,
             registry,
             requests,
             decisions,

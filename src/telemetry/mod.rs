@@ -1,9 +1,11 @@
 //! Metrics and logging set-up. Any layer may record metrics; only `main` sets up logging.
 
+mod connections;
 mod logging;
 mod metrics;
 mod sharded;
 
+pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};
 pub use logging::{LogFormat, init_logging};
 pub use metrics::{
     DecisionOutcome, DecisionSource, Metrics, OriginOp, RequestOutcome, SharedLabel,

@@ -7,6 +7,7 @@ use tokio::net::TcpListener;
 use super::fd_limit::raise_nofile_limit;
 use super::listener::{BoundedListener, ListenerSettings};
 use super::settings::TransportSettings;
+use crate::telemetry::Metrics;
 
 /// Descriptors kept beyond both connection caps: the config watcher, backends, the process.
 const SPARE_FDS: u64 = 256;
@@ -38,6 +39,7 @@ pub async fn bind(
     grpc_addr: SocketAddr,
     admin_addr: SocketAddr,
     settings: &TransportSettings,
+    metrics: &Metrics,
 ) -> Result<Listeners, BindError> {
     let needed = (settings.max_connections + settings.max_admin_connections) as u64 + SPARE_FDS;
     match raise_nofile_limit() {
@@ -75,8 +77,13 @@ pub async fn bind(
         grpc: BoundedListener::new(
             grpc,
             listener("grpc", settings.max_connections, HTTP2_PREFACE_BYTES),
+            metrics.connections.listener("grpc"),
         ),
         // One byte: the request head has its own deadline (--admin-header-timeout).
-        admin: BoundedListener::new(admin, listener("admin", settings.max_admin_connections, 1)),
+        admin: BoundedListener::new(
+            admin,
+            listener("admin", settings.max_admin_connections, 1),
+            metrics.connections.listener("admin"),
+        ),
     })
 }

@@ -13,6 +13,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Sleep;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
+use crate::telemetry::ConnectionMetrics;
+
 /// An accepted TCP connection that holds one permit of its listener's connection cap for as
 /// long as it lives (the permit is released when hyper drops the IO, however the connection
 /// ends), and fails its reads once `preface_timeout` passes before `preface_bytes` arrived.
@@ -26,6 +28,9 @@ pub struct BoundedConn {
     /// Bytes still expected before the deadline no longer applies.
     preface_left: usize,
     preface_deadline: Option<Pin<Box<Sleep>>>,
+    /// Set once the deadline fired: every later read fails too.
+    timed_out: bool,
+    metrics: ConnectionMetrics,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -35,12 +40,17 @@ impl BoundedConn {
         permit: Option<OwnedSemaphorePermit>,
         preface_bytes: usize,
         preface_timeout: Duration,
+        metrics: ConnectionMetrics,
     ) -> Self {
+        metrics.accepted.inc();
+        metrics.open.inc();
         Self {
             stream,
             preface_left: preface_bytes,
             preface_deadline: (preface_bytes > 0)
                 .then(|| Box::pin(tokio::time::sleep(preface_timeout))),
+            timed_out: false,
+            metrics,
             _permit: permit,
         }
     }
@@ -60,6 +70,11 @@ impl AsyncRead for BoundedConn {
                 peer = ?this.stream.peer_addr().ok(),
                 "connection closed: no preface before the preface timeout"
             );
+            this.metrics.preface_timeouts.inc();
+            this.preface_deadline = None;
+            this.timed_out = true;
+        }
+        if this.timed_out {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "no preface before --preface-timeout",
@@ -79,6 +94,12 @@ impl AsyncRead for BoundedConn {
             }
         }
         read
+    }
+}
+
+impl Drop for BoundedConn {
+    fn drop(&mut self) {
+        self.metrics.open.dec();
     }
 }
 

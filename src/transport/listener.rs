@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use super::connection::BoundedConn;
+use crate::telemetry::ConnectionMetrics;
 
 /// First pause after an accept error; doubled up to `max_accept_backoff`.
 const MIN_ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
@@ -45,16 +46,22 @@ pub struct BoundedListener {
     settings: ListenerSettings,
     backoff: Duration,
     errors: AcceptErrorLog,
+    metrics: ConnectionMetrics,
 }
 
 impl BoundedListener {
-    pub fn new(listener: TcpListener, settings: ListenerSettings) -> Self {
+    pub fn new(
+        listener: TcpListener,
+        settings: ListenerSettings,
+        metrics: ConnectionMetrics,
+    ) -> Self {
         Self {
             listener,
             permits: Arc::new(Semaphore::new(settings.max_connections)),
             settings,
             backoff: MIN_ACCEPT_BACKOFF,
             errors: AcceptErrorLog::default(),
+            metrics,
         }
     }
 
@@ -77,11 +84,13 @@ impl BoundedListener {
                         permit,
                         self.settings.preface_bytes,
                         self.settings.preface_timeout,
+                        self.metrics.clone(),
                     );
                 }
                 // The peer gave up between SYN and accept: nothing wrong with us.
                 Err(error) if is_per_connection(&error) => continue,
                 Err(error) => {
+                    self.metrics.accept_errors.inc();
                     self.errors.record(self.settings.name, &error, self.backoff);
                     tokio::time::sleep(self.backoff).await;
                     self.backoff = (self.backoff * 2).min(self.settings.max_accept_backoff);
@@ -173,7 +182,11 @@ mod tests {
     async fn the_cap_holds_and_a_closed_connection_frees_its_slot() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let mut bounded = BoundedListener::new(listener, settings(1, Duration::from_secs(60)));
+        let mut bounded = BoundedListener::new(
+            listener,
+            settings(1, Duration::from_secs(60)),
+            ConnectionMetrics::default(),
+        );
         let _a = TcpStream::connect(addr).await.expect("connect a");
         let _b = TcpStream::connect(addr).await.expect("connect b");
         let first = bounded.accept().await;
@@ -192,7 +205,11 @@ mod tests {
     async fn a_silent_connection_fails_its_read_after_the_preface_timeout() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let mut bounded = BoundedListener::new(listener, settings(4, Duration::from_millis(100)));
+        let mut bounded = BoundedListener::new(
+            listener,
+            settings(4, Duration::from_millis(100)),
+            ConnectionMetrics::default(),
+        );
 
         let _silent = TcpStream::connect(addr).await.expect("connect");
         let mut conn = bounded.accept().await;
