@@ -15,3 +15,4 @@ pub mod runtime;
 pub mod serve;
 pub mod supervisor;
 pub mod telemetry;
+pub mod transport;

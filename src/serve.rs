@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
-use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
 use crate::config::{self, ReadLimits};
@@ -20,9 +19,10 @@ use crate::regional::{
     GuardSettings, GuardedOrigin, InProcessOrigin, RedisOrigin, RedisSettings, RegionalOrigin,
     install_tls_provider,
 };
-use crate::rls::{HeaderNames, RateLimitServiceServer, RateLimiter, RlsSettings};
+use crate::rls::{HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimiter, RlsSettings};
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::{Metrics, MetricsSettings};
+use crate::transport::{self, TransportSettings};
 
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
@@ -137,6 +137,48 @@ pub struct ServeArgs {
     /// runs a current-thread runtime, the fastest on one core; more, a multi-thread runtime.
     #[arg(long, env = "RLS_WORKERS", value_parser = clap::value_parser!(u16).range(1..))]
     pub workers: Option<u16>,
+    /// Open gRPC connections; at the cap new ones wait in the kernel's backlog.
+    #[arg(long, env = "RLS_MAX_CONNECTIONS", default_value_t = 1_024)]
+    pub max_connections: usize,
+    /// Open admin (HTTP) connections, a cap of their own so a gRPC flood cannot take /healthz.
+    #[arg(long, env = "RLS_MAX_ADMIN_CONNECTIONS", default_value_t = 64)]
+    pub max_admin_connections: usize,
+    /// A connection that has not sent its first bytes (the HTTP/2 preface) by then is closed.
+    #[arg(long, env = "RLS_PREFACE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub preface_timeout: Duration,
+    /// Admin port: the deadline for a complete request head.
+    #[arg(long, env = "RLS_ADMIN_HEADER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub admin_header_timeout: Duration,
+    /// Longest pause of an accept loop after an accept error such as EMFILE (5 ms, doubling).
+    #[arg(long, env = "RLS_MAX_ACCEPT_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub max_accept_backoff: Duration,
+    /// Concurrent HTTP/2 streams per gRPC connection.
+    #[arg(long, env = "RLS_MAX_CONCURRENT_STREAMS", default_value_t = 100)]
+    pub max_concurrent_streams: u32,
+    /// Largest gRPC request message, in bytes (checked before it is buffered).
+    #[arg(long, env = "RLS_MAX_REQUEST_BYTES", default_value_t = 256 << 10)]
+    pub max_request_bytes: usize,
+    /// Request bytes buffered by all connections together; past it requests are refused.
+    #[arg(long, env = "RLS_MAX_BUFFERED_REQUEST_BYTES", default_value_t = 64 << 20)]
+    pub max_buffered_request_bytes: usize,
+    /// gRPC requests in flight in the whole process; more wait (within their deadline).
+    #[arg(long, env = "RLS_MAX_INFLIGHT_REQUESTS", default_value_t = 4_096)]
+    pub max_inflight_requests: usize,
+    /// Deadline of one gRPC request, from its headers to its answer (body read included).
+    #[arg(long, env = "RLS_REQUEST_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+    /// HTTP/2 flow-control window per stream, in bytes.
+    #[arg(long, env = "RLS_HTTP2_STREAM_WINDOW", default_value_t = 64 << 10)]
+    pub http2_stream_window: u32,
+    /// HTTP/2 flow-control window per connection, in bytes.
+    #[arg(long, env = "RLS_HTTP2_CONNECTION_WINDOW", default_value_t = 128 << 10)]
+    pub http2_connection_window: u32,
+    /// HTTP/2 PING interval on gRPC connections.
+    #[arg(long, env = "RLS_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_interval: Duration,
+    /// How long an unanswered PING keeps a connection.
+    #[arg(long, env = "RLS_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_timeout: Duration,
 }
 
 impl ServeArgs {
@@ -170,6 +212,7 @@ impl ServeArgs {
         if self.max_cells == 0 {
             anyhow::bail!("--max-cells must be at least 1");
         }
+        self.transport_settings().validate()?;
         Ok(())
     }
 
@@ -177,6 +220,26 @@ impl ServeArgs {
         ReadLimits {
             max_bytes: self.max_config_bytes,
             ..ReadLimits::default()
+        }
+    }
+
+    fn transport_settings(&self) -> TransportSettings {
+        TransportSettings {
+            max_connections: self.max_connections,
+            max_admin_connections: self.max_admin_connections,
+            preface_timeout: self.preface_timeout,
+            admin_header_timeout: self.admin_header_timeout,
+            max_accept_backoff: self.max_accept_backoff,
+            max_concurrent_streams: self.max_concurrent_streams,
+            max_request_bytes: self.max_request_bytes,
+            max_buffered_request_bytes: self.max_buffered_request_bytes,
+            max_inflight_requests: self.max_inflight_requests,
+            request_timeout: self.request_timeout,
+            http2_stream_window: self.http2_stream_window,
+            http2_connection_window: self.http2_connection_window,
+            http2_keepalive_interval: self.http2_keepalive_interval,
+            http2_keepalive_timeout: self.http2_keepalive_timeout,
+            ..TransportSettings::default()
         }
     }
 
@@ -237,12 +300,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let serving = Arc::new(AtomicBool::new(true));
 
-    let grpc_listener = TcpListener::bind(args.grpc_addr)
-        .await
-        .with_context(|| format!("cannot listen on --grpc-addr {}", args.grpc_addr))?;
-    let http_listener = TcpListener::bind(args.http_addr)
-        .await
-        .with_context(|| format!("cannot listen on --http-addr {}", args.http_addr))?;
+    let transport = args.transport_settings();
+    let transport::Listeners {
+        grpc: grpc_listener,
+        admin: http_listener,
+    } = transport::bind(args.grpc_addr, args.http_addr, &transport, &metrics).await?;
 
     let mut supervisor = Supervisor::new();
     let finish = supervisor.stop_signal(Stage::Background);
@@ -274,11 +336,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         serving: Arc::clone(&serving),
     });
     let stop = supervisor.stop_signal(Stage::Serving);
+    let admin_header_timeout = transport.admin_header_timeout;
     supervisor.spawn(Stage::Serving, "HTTP server", async move {
-        axum::serve(http_listener, admin)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-            .context("HTTP server failed")
+        transport::serve_http1(
+            http_listener,
+            admin,
+            admin_header_timeout,
+            stop.cancelled_owned(),
+        )
+        .await;
+        Ok(())
     });
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -292,19 +359,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.rls_settings(),
     );
     let stop = supervisor.stop_signal(Stage::Serving);
-    let grpc = tonic::transport::Server::builder()
-        // Drop peers that vanished without closing (a dead Envoy, a partition).
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+    let grpc = transport::grpc_server(&transport)
         .add_service(health_service)
-        .add_service(RateLimitServiceServer::new(limiter))
-        .serve_with_incoming_shutdown(
-            // The builder's TCP options apply only to listeners it binds itself.
-            tonic::transport::server::TcpIncoming::from(grpc_listener)
-                .with_nodelay(Some(true))
-                .with_keepalive(Some(Duration::from_secs(60))),
-            stop.cancelled_owned(),
-        );
+        .add_service(RateLimitRoute::new(limiter, transport.max_request_bytes))
+        .serve_with_incoming_shutdown(grpc_listener.into_incoming(), stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {
         grpc.await.context("gRPC server failed")
     });
@@ -501,5 +559,31 @@ mod tests {
             report.failed.is_empty() && report.aborted.is_empty(),
             "{report:?}"
         );
+    }
+
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// The flags' defaults are the transport's documented defaults (they are written twice).
+    #[test]
+    fn transport_flag_defaults_match_the_transport_defaults() {
+        let cli = Cli::try_parse_from(["serve", "--config", "x.yaml"]).expect("parse");
+        assert_eq!(
+            format!("{:?}", cli.serve.transport_settings()),
+            format!("{:?}", TransportSettings::default())
+        );
+    }
+
+    #[test]
+    fn a_zero_transport_bound_is_refused_at_start() {
+        let cli = Cli::try_parse_from(["serve", "--config", "x.yaml", "--max-connections", "0"])
+            .expect("parse");
+        let error = cli.serve.validate().expect_err("refused").to_string();
+        assert!(error.contains("--max-connections"), "{error}");
     }
 }

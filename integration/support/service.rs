@@ -29,11 +29,27 @@ impl Service {
     /// `GET /healthz` answers 200. Panics (with the log tail) if it does not
     /// within 15 s or exits first.
     pub fn start(config: impl AsRef<Path>, extra_args: &[&str]) -> Service {
+        Self::start_with_nofile(config, extra_args, None)
+    }
+
+    /// Like [`Service::start`], with the open-files limit (soft and hard) set to `nofile`
+    /// by `prlimit(1)`, so a test can exhaust it.
+    pub fn start_with_nofile(
+        config: impl AsRef<Path>,
+        extra_args: &[&str],
+        nofile: Option<u64>,
+    ) -> Service {
         // `free_port` only finds a port that was free a moment ago: with many processes
         // starting in parallel another one may take it first. Then try other ports.
         const ATTEMPTS: usize = 5;
         for attempt in 1..=ATTEMPTS {
-            match Self::try_start_on(config.as_ref(), free_port(), free_port(), extra_args) {
+            match Self::try_start_on(
+                config.as_ref(),
+                free_port(),
+                free_port(),
+                extra_args,
+                nofile,
+            ) {
                 Ok(service) => return service,
                 Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
                 Err(failure) => panic!("{}", failure.message),
@@ -50,7 +66,7 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
     ) -> Service {
-        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args)
+        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args, None)
             .unwrap_or_else(|failure| panic!("{}", failure.message))
     }
 
@@ -59,13 +75,27 @@ impl Service {
         grpc_port: u16,
         http_port: u16,
         extra_args: &[&str],
+        nofile: Option<u64>,
     ) -> Result<Service, StartFailure> {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
         let (log_path, log) = new_log_file("gcounter-rls");
         let log_err = log.try_clone().expect("clone log file handle");
 
-        let child = Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        let binary = env!("CARGO_BIN_EXE_gcounter-rls");
+        // prlimit execs the binary: the child's pid stays the service's.
+        let mut command = match nofile {
+            Some(n) => {
+                let mut command = Command::new("prlimit");
+                command
+                    .arg(format!("--nofile={n}:{n}"))
+                    .arg("--")
+                    .arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
+        let child = command
             .arg("serve")
             .arg("--config")
             .arg(config)

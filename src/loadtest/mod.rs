@@ -13,6 +13,7 @@
 //! ticks by the millisecond, so requests due between two ticks leave together at the next,
 //! and measuring from their due time would add up to a millisecond of the client's own.
 
+pub mod abuse;
 mod report;
 mod template;
 

@@ -6,6 +6,7 @@
 
 mod plan;
 mod response;
+mod route;
 mod units;
 mod validate;
 
@@ -15,10 +16,12 @@ use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use prost::Message;
 use tonic::{Request, Response, Status};
 
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 pub use response::HeaderNames;
+pub use route::RateLimitRoute;
 pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
@@ -60,6 +63,24 @@ impl RateLimiter {
             settings,
             override_label: "override".into(),
         }
+    }
+
+    /// Decode a `RateLimitRequest` as it came off the wire, then decide. A message that does
+    /// not decode is the client's error: `InvalidArgument`, counted like any refused request.
+    pub async fn should_rate_limit_encoded(
+        &self,
+        message: bytes::Bytes,
+    ) -> Result<RateLimitResponse, Status> {
+        let request = match RateLimitRequest::decode(message) {
+            Ok(request) => request,
+            Err(error) => {
+                self.metrics.request(RequestOutcome::InvalidArgument);
+                return Err(Status::invalid_argument(format!(
+                    "cannot decode the RateLimitRequest: {error}"
+                )));
+            }
+        };
+        self.should_rate_limit(&request).await
     }
 
     /// The whole decision for one request, independent of tonic's wrappers.

@@ -11,6 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::connections::ConnectionMetricFamilies;
 use super::sharded::ShardedCounter;
 
 /// A label value shared with the compiled config: recording a decision clones an `Arc`
@@ -29,6 +30,9 @@ pub enum RequestOutcome {
     Ok,
     OverLimit,
     InvalidArgument,
+    /// Refused by the transport's bounds: a message over `--max-request-bytes`, or the
+    /// buffered-bytes budget spent.
+    ResourceExhausted,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,6 +51,7 @@ impl EncodeLabelValue for RequestOutcome {
             Self::Ok => "ok",
             Self::OverLimit => "over_limit",
             Self::InvalidArgument => "invalid_argument",
+            Self::ResourceExhausted => "resource_exhausted",
         })
     }
 }
@@ -174,7 +179,7 @@ pub struct Metrics {
     detailed_series_capped: Counter,
     /// Per-request counters, resolved once (no label lookup per request) and sharded (no
     /// cache line shared by all cores): indexed by `RequestOutcome as usize`.
-    requests: [ShardedCounter; 3],
+    requests: [ShardedCounter; 4],
     decisions: Family<DecisionLabels, ShardedCounter>,
     unmatched: ShardedCounter,
     reloads: Family<ReloadLabels, Counter>,
@@ -196,6 +201,8 @@ pub struct Metrics {
     global_sync_cells_created: Counter,
     global_sync_last_rows: Gauge,
     global_duration: Family<GlobalOpLabels, Histogram, fn() -> Histogram>,
+    /// Per-listener connection series (the transport's caps at work).
+    pub connections: ConnectionMetricFamilies,
 }
 
 impl DetailedSeries {
@@ -252,6 +259,7 @@ impl Metrics {
             RequestOutcome::Ok,
             RequestOutcome::OverLimit,
             RequestOutcome::InvalidArgument,
+            RequestOutcome::ResourceExhausted,
         ]
         .map(|outcome| {
             request_family
@@ -389,7 +397,9 @@ impl Metrics {
             "Cells with accepted work not yet replayed to the regional origin",
             pending_replay_cells.clone(),
         );
+        let connections = ConnectionMetricFamilies::register(&mut registry);
         Self {
+            connections,
             registry,
             detailed: DetailedSeries {
                 max_per_rule: settings.max_series_per_rule,

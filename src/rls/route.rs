@@ -1,0 +1,134 @@
+//! The `RateLimitService` gRPC route: tonic frames the message, `rls` decodes it.
+//!
+//! Served with [`RawRequestCodec`] instead of tonic's generated server so that every request
+//! a client sends ends in `rls_requests_total`, whatever broke: an unparsable body is
+//! `INVALID_ARGUMENT` (tonic's generated server answered `INTERNAL` and counted nothing,
+//! issue 15 break 15), a message over `--max-request-bytes` or over the buffered-bytes budget
+//! is `RESOURCE_EXHAUSTED` (as grpc-go, envoyproxy/ratelimit's server, answers an oversized
+//! message; tonic says `OUT_OF_RANGE`).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use tonic::body::Body;
+use tonic::server::{Grpc, NamedService, UnaryService};
+use tonic::{Code, Request, Response, Status};
+
+use super::RateLimiter;
+use crate::telemetry::RequestOutcome;
+use crate::transport::RawRequestCodec;
+
+const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The route tonic's router serves under `envoy.service.ratelimit.v3.RateLimitService`.
+#[derive(Clone)]
+pub struct RateLimitRoute {
+    limiter: Arc<RateLimiter>,
+    max_request_bytes: usize,
+}
+
+impl RateLimitRoute {
+    /// `max_request_bytes`: the largest message accepted, checked on its length prefix before
+    /// any of it is buffered.
+    pub fn new(limiter: RateLimiter, max_request_bytes: usize) -> Self {
+        Self {
+            limiter: Arc::new(limiter),
+            max_request_bytes,
+        }
+    }
+}
+
+impl NamedService for RateLimitRoute {
+    const NAME: &'static str = "envoy.service.ratelimit.v3.RateLimitService";
+}
+
+impl tower::Service<http::Request<Body>> for RateLimitRoute {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if request.uri().path() != SHOULD_RATE_LIMIT {
+            return Box::pin(async { Ok(Status::unimplemented("").into_http()) });
+        }
+        let limiter = Arc::clone(&self.limiter);
+        let max_request_bytes = self.max_request_bytes;
+        Box::pin(async move {
+            let mut grpc = Grpc::new(RawRequestCodec::<RateLimitResponse>::default())
+                .max_decoding_message_size(max_request_bytes);
+            let response = grpc
+                .unary(
+                    Decode {
+                        limiter: Arc::clone(&limiter),
+                    },
+                    request,
+                )
+                .await;
+            Ok(count_transport_refusal(
+                &limiter,
+                response,
+                max_request_bytes,
+            ))
+        })
+    }
+}
+
+/// Counts (and, for tonic's `OUT_OF_RANGE`, re-codes) a refusal that happened in tonic,
+/// before the handler ran: a message over the size limit, or the body budget spent.
+fn count_transport_refusal(
+    limiter: &RateLimiter,
+    response: http::Response<Body>,
+    max_request_bytes: usize,
+) -> http::Response<Body> {
+    let code = response
+        .headers()
+        .get("grpc-status")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<i32>().ok())
+        .map(Code::from);
+    match code {
+        Some(Code::OutOfRange) => {
+            limiter.metrics.request(RequestOutcome::ResourceExhausted);
+            Status::resource_exhausted(format!(
+                "request message larger than the server's limit of {max_request_bytes} bytes"
+            ))
+            .into_http()
+        }
+        Some(Code::ResourceExhausted) => {
+            limiter.metrics.request(RequestOutcome::ResourceExhausted);
+            response
+        }
+        _ => response,
+    }
+}
+
+/// Hands the raw message to the limiter, which decodes it.
+struct Decode {
+    limiter: Arc<RateLimiter>,
+}
+
+impl UnaryService<Bytes> for Decode {
+    type Response = RateLimitResponse;
+    type Future = BoxFuture<Result<Response<RateLimitResponse>, Status>>;
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let limiter = Arc::clone(&self.limiter);
+        Box::pin(async move {
+            limiter
+                .should_rate_limit_encoded(request.into_inner())
+                .await
+                .map(Response::new)
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! Binding the gRPC and admin listeners, after raising the open-files limit their caps need.
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use super::fd_limit::raise_nofile_limit;
+use super::listener::{BoundedListener, ListenerSettings};
+use super::settings::TransportSettings;
+use crate::telemetry::Metrics;
+
+/// Descriptors kept beyond both connection caps: the config watcher, backends, the process.
+const SPARE_FDS: u64 = 256;
+/// The HTTP/2 client connection preface is 24 bytes (RFC 9113 §3.4).
+const HTTP2_PREFACE_BYTES: usize = 24;
+
+/// The service's two listeners, each with its own connection cap.
+pub struct Listeners {
+    pub grpc: BoundedListener,
+    pub admin: BoundedListener,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("cannot listen on --grpc-addr {addr}: {source}")]
+    Grpc {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on --http-addr {addr}: {source}")]
+    Admin {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Raises the soft open-files limit (a warning if it stays below the caps), then binds.
+pub async fn bind(
+    grpc_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    settings: &TransportSettings,
+    metrics: &Metrics,
+) -> Result<Listeners, BindError> {
+    let needed = (settings.max_connections + settings.max_admin_connections) as u64 + SPARE_FDS;
+    match raise_nofile_limit() {
+        Ok(limit) if limit < needed => tracing::warn!(
+            limit,
+            needed,
+            "the open-files limit (RLIMIT_NOFILE) is below --max-connections + \
+             --max-admin-connections + {SPARE_FDS}: a flood may hit EMFILE before the caps \
+             (accepts then back off); raise the limit or lower the caps"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot read or raise the open-files limit"),
+    }
+    let grpc = TcpListener::bind(grpc_addr)
+        .await
+        .map_err(|source| BindError::Grpc {
+            addr: grpc_addr,
+            source,
+        })?;
+    let admin = TcpListener::bind(admin_addr)
+        .await
+        .map_err(|source| BindError::Admin {
+            addr: admin_addr,
+            source,
+        })?;
+    let listener = |name, max_connections, preface_bytes| ListenerSettings {
+        name,
+        max_connections,
+        preface_bytes,
+        preface_timeout: settings.preface_timeout,
+        max_accept_backoff: settings.max_accept_backoff,
+        tcp_keepalive: Some(settings.tcp_keepalive),
+    };
+    Ok(Listeners {
+        grpc: BoundedListener::new(
+            grpc,
+            listener("grpc", settings.max_connections, HTTP2_PREFACE_BYTES),
+            metrics.connections.listener("grpc"),
+        ),
+        // One byte: the request head has its own deadline (--admin-header-timeout).
+        admin: BoundedListener::new(
+            admin,
+            listener("admin", settings.max_admin_connections, 1),
+            metrics.connections.listener("admin"),
+        ),
+    })
+}

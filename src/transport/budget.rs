@@ -1,0 +1,292 @@
+//! A global budget of request bytes being buffered, shared by every connection and stream.
+//!
+//! Per stream, `--max-request-bytes` bounds one message; per connection,
+//! `--max-concurrent-streams` bounds the streams; but connections × streams × bytes is no
+//! bound at all (1,024 × 100 × 256 KiB = 25 GiB). Issue 15's slow-loris held 2 GB this way.
+//! Worse, tonic reserves a message's announced length as soon as its 5-byte prefix arrives
+//! (`codec/decode.rs`), so a stream costs the server what it *announces*, not what it sends.
+//!
+//! So each request body reads the gRPC length prefixes as they pass and takes the announced
+//! length from one process-wide semaphore before tonic sees the prefix; it gives the bytes
+//! back when the body is dropped (message decoded, stream reset or timed out). A message that
+//! finds the budget spent is refused at once with `RESOURCE_EXHAUSTED` rather than queued:
+//! waiting would let a few slow streams hold every legitimate request behind them. A
+//! sixteenth of the budget is kept for small messages (≤ 8 KiB, every real Envoy request),
+//! so a flood of large announcements cannot refuse them before it also fills that reserve.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::Status;
+use tonic::body::Body;
+use tower::{Layer, Service};
+
+/// Messages up to this size may use the reserve.
+const SMALL_MESSAGE: usize = 8 << 10;
+/// The gRPC length prefix: a compression flag and a big-endian u32 length.
+const PREFIX: usize = 5;
+
+#[derive(Debug)]
+struct Pools {
+    main: Arc<Semaphore>,
+    reserve: Arc<Semaphore>,
+    /// Announcements over this are left to tonic, which refuses them before reserving.
+    max_message: usize,
+}
+
+impl Pools {
+    fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(bytes).ok()?;
+        Arc::clone(&self.main)
+            .try_acquire_many_owned(n)
+            .ok()
+            .or_else(|| {
+                (bytes <= SMALL_MESSAGE)
+                    .then(|| Arc::clone(&self.reserve).try_acquire_many_owned(n).ok())
+                    .flatten()
+            })
+    }
+}
+
+/// Wraps every request body of a tonic server in a [`BudgetedBody`].
+#[derive(Debug, Clone)]
+pub struct BodyBudgetLayer {
+    pools: Arc<Pools>,
+}
+
+impl BodyBudgetLayer {
+    /// A budget of `max_bytes` in all; `max_message` is the server's per-message limit.
+    pub fn new(max_bytes: usize, max_message: usize) -> Self {
+        let max_bytes = max_bytes.min(Semaphore::MAX_PERMITS);
+        let reserve = max_bytes / 16;
+        Self {
+            pools: Arc::new(Pools {
+                main: Arc::new(Semaphore::new(max_bytes - reserve)),
+                reserve: Arc::new(Semaphore::new(reserve)),
+                max_message,
+            }),
+        }
+    }
+}
+
+impl<S> Layer<S> for BodyBudgetLayer {
+    type Service = BodyBudget<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        BodyBudget {
+            inner,
+            pools: Arc::clone(&self.pools),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BodyBudget<S> {
+    inner: S,
+    pools: Arc<Pools>,
+}
+
+impl<S> Service<http::Request<Body>> for BodyBudget<S>
+where
+    S: Service<http::Request<Body>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let pools = Arc::clone(&self.pools);
+        self.inner.call(request.map(|inner| {
+            Body::new(BudgetedBody {
+                inner,
+                pools,
+                framing: Framing::default(),
+                held: Vec::new(),
+            })
+        }))
+    }
+}
+
+/// Where the body is in gRPC's length-prefixed framing.
+#[derive(Debug, Default)]
+struct Framing {
+    prefix: [u8; PREFIX],
+    prefix_len: usize,
+    /// Message bytes still to pass before the next prefix.
+    body_left: usize,
+}
+
+impl Framing {
+    /// Walks `data`; returns the announced length of each prefix completed in it.
+    fn announcements(&mut self, mut data: &[u8], mut on_prefix: impl FnMut(usize) -> bool) -> bool {
+        while !data.is_empty() {
+            if self.body_left > 0 {
+                let skip = self.body_left.min(data.len());
+                self.body_left -= skip;
+                data.advance(skip);
+                continue;
+            }
+            let take = (PREFIX - self.prefix_len).min(data.len());
+            self.prefix[self.prefix_len..self.prefix_len + take].copy_from_slice(&data[..take]);
+            self.prefix_len += take;
+            data.advance(take);
+            if self.prefix_len == PREFIX {
+                self.prefix_len = 0;
+                let len = u32::from_be_bytes([
+                    self.prefix[1],
+                    self.prefix[2],
+                    self.prefix[3],
+                    self.prefix[4],
+                ]) as usize;
+                if !on_prefix(len) {
+                    return false;
+                }
+                self.body_left = len;
+            }
+        }
+        true
+    }
+}
+
+/// A request body that holds budget for every message it announced.
+struct BudgetedBody {
+    inner: Body,
+    pools: Arc<Pools>,
+    framing: Framing,
+    held: Vec<OwnedSemaphorePermit>,
+}
+
+impl HttpBody for BudgetedBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Ok(frame)) = &frame
+            && let Some(data) = frame.data_ref()
+        {
+            let this = &mut *self;
+            let pools = &this.pools;
+            let held = &mut this.held;
+            let within = this.framing.announcements(data, |len| {
+                if len > pools.max_message {
+                    // tonic refuses it on the prefix, before reserving anything.
+                    return true;
+                }
+                match pools.take(len + PREFIX) {
+                    Some(permit) => {
+                        held.push(permit);
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if !within {
+                return Poll::Ready(Some(Err(Status::resource_exhausted(
+                    "the server is buffering too many request bytes \
+                     (--max-buffered-request-bytes); retry later",
+                ))));
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn prefix(len: u32) -> Vec<u8> {
+        let mut p = vec![0u8];
+        p.extend_from_slice(&len.to_be_bytes());
+        p
+    }
+
+    fn budgeted(layer: &BodyBudgetLayer, chunks: Vec<Vec<u8>>) -> BudgetedBody {
+        let frames: Vec<Result<Frame<Bytes>, Status>> = chunks
+            .into_iter()
+            .map(|c| Ok(Frame::data(Bytes::from(c))))
+            .collect();
+        BudgetedBody {
+            inner: Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+                frames,
+            ))),
+            pools: Arc::clone(&layer.pools),
+            framing: Framing::default(),
+            held: Vec::new(),
+        }
+    }
+
+    fn available(layer: &BodyBudgetLayer) -> usize {
+        layer.pools.main.available_permits() + layer.pools.reserve.available_permits()
+    }
+
+    #[tokio::test]
+    async fn announced_lengths_are_held_until_the_body_is_dropped() {
+        // 160 KiB: 150 in the main pool, 10 in the reserve.
+        let layer = BodyBudgetLayer::new(160 << 10, 1 << 20);
+        // A prefix split across two frames, announcing 100 KiB; only 3 body bytes sent.
+        let mut first = budgeted(
+            &layer,
+            vec![prefix(100 << 10)[..2].to_vec(), {
+                let mut rest = prefix(100 << 10)[2..].to_vec();
+                rest.extend_from_slice(b"abc");
+                rest
+            }],
+        );
+        assert!(first.frame().await.is_some_and(|f| f.is_ok()));
+        assert_eq!(
+            available(&layer),
+            160 << 10,
+            "nothing is taken before the prefix is whole"
+        );
+        assert!(first.frame().await.is_some_and(|f| f.is_ok()));
+        assert_eq!(available(&layer), (60 << 10) - PREFIX);
+
+        // A second large announcement does not fit.
+        let mut second = budgeted(&layer, vec![prefix(80 << 10)]);
+        let status = second
+            .frame()
+            .await
+            .and_then(Result::err)
+            .expect("over the budget");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+
+        // Small messages still pass, from the reserve once the main pool is spent.
+        let mut third = budgeted(&layer, vec![prefix(48 << 10)]);
+        assert!(third.frame().await.is_some_and(|f| f.is_ok()));
+        let mut small = budgeted(&layer, vec![prefix(4 << 10)]);
+        assert!(small.frame().await.is_some_and(|f| f.is_ok()));
+
+        drop((first, second, third, small));
+        assert_eq!(available(&layer), 160 << 10);
+    }
+
+    #[tokio::test]
+    async fn oversized_announcements_are_left_to_tonic() {
+        let layer = BodyBudgetLayer::new(64 << 10, 16 << 10);
+        let mut body = budgeted(&layer, vec![prefix(1 << 30)]);
+        assert!(body.frame().await.is_some_and(|f| f.is_ok()));
+        assert_eq!(available(&layer), 64 << 10);
+    }
+}

@@ -1,0 +1,45 @@
+//! The gRPC server with its HTTP/2 limits.
+
+use tonic::transport::Server;
+use tower::layer::util::{Identity, Stack};
+use tower::limit::GlobalConcurrencyLimitLayer;
+
+use super::budget::BodyBudgetLayer;
+use super::settings::TransportSettings;
+
+/// The layers [`grpc_server`] puts around every request.
+pub type GrpcLayers = Stack<BodyBudgetLayer, Stack<GlobalConcurrencyLimitLayer, Identity>>;
+
+/// A tonic server builder with every transport bound applied; add the services and serve it
+/// on a [`super::BoundedListener`]'s `into_incoming()`.
+///
+/// - `max_concurrent_streams`: a peer cannot open more streams than this on one connection
+///   (hyper's default was 200; tonic set none).
+/// - Flow-control windows: what a peer may push before the service reads (hyper's default
+///   was 1 MiB per stream and per connection).
+/// - `timeout`: one deadline per request from its headers to its answer, so the body read
+///   is covered: a stream that trickles its body is cut (`CANCELLED`) and frees what it held.
+/// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes.
+/// - A global cap on requests in flight: each holds a task, an HTTP/2 stream and tonic's
+///   8 KiB decode buffer whatever it announces; past the cap, requests wait (within their
+///   deadline) without reading their body.
+/// - HTTP/2 keepalive: drops peers that vanished without closing.
+///
+/// The per-message size (`--max-request-bytes`) is set on the service itself
+/// (`max_decoding_message_size`), where tonic checks the announced length before buffering.
+pub fn grpc_server(settings: &TransportSettings) -> Server<GrpcLayers> {
+    Server::builder()
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .initial_stream_window_size(settings.http2_stream_window)
+        .initial_connection_window_size(settings.http2_connection_window)
+        .timeout(settings.request_timeout)
+        .http2_keepalive_interval(Some(settings.http2_keepalive_interval))
+        .http2_keepalive_timeout(Some(settings.http2_keepalive_timeout))
+        .layer(GlobalConcurrencyLimitLayer::new(
+            settings.max_inflight_requests,
+        ))
+        .layer(BodyBudgetLayer::new(
+            settings.max_buffered_request_bytes,
+            settings.max_request_bytes,
+        ))
+}
