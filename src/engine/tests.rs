@@ -410,7 +410,7 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     let clock = Arc::new(ManualClock::new(10_000));
     let origin = Arc::new(InProcessOrigin::new(1_000));
     let settings = EngineSettings {
-        max_cells: 2,
+        max_cells: 8,
         ..EngineSettings::default()
     };
     let engine = Engine::new(settings, origin.clone(), clock, metrics());
@@ -419,8 +419,8 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
         engine.check(names.hit("a", 1, 10)).await;
     }
     engine.flush_replay().await;
-    // push "a" out of the two-cell table
-    for id in ["b", "c", "d", "e"] {
+    // push "a" out of the table (five evictable cells: 5/8 of the budget)
+    for id in ["b", "c", "d", "e", "f", "g", "h"] {
         engine.check(names.hit(id, 1, 10)).await;
     }
     engine.flush_replay().await;
