@@ -458,3 +458,88 @@ async fn publishable_cells_and_synced_counts() {
     assert!(!engine.merge_synced(&names.cell_key("high", 10), 1, 2));
     assert_eq!(engine.check(names.hit("high", 0, 10)).await.remaining, 3);
 }
+
+/// Break 9: cells the full queue refused reach the origin even if never accepted again.
+#[tokio::test]
+async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
+    let origin = Arc::new(SwitchableOrigin::new(true));
+    let clock = Arc::new(ManualClock::new(10_000));
+    let settings = EngineSettings {
+        max_pending_replay: 4,
+        ..EngineSettings::default()
+    };
+    let engine = Engine::new(settings, origin.clone(), clock, metrics());
+    let names = Names::new();
+    let ids: Vec<String> = (0..40).map(|i| format!("one-shot-{i}")).collect();
+    for id in &ids {
+        engine
+            .check(Hit {
+                identifier: id,
+                ..names.hit("", 1, 10)
+            })
+            .await;
+    }
+    engine.flush_replay().await;
+    assert_eq!(
+        engine.pending_replay_cells(),
+        4,
+        "the outage: 36 overflowed"
+    );
+    origin.down.store(false, Ordering::SeqCst);
+    // the background loop's replay tick: flush, then recover; bounded by the cell count
+    for _ in 0..ids.len() {
+        engine.flush_replay().await;
+        engine.recover_overflowed().await;
+        if engine.pending_replay_cells() == 0 {
+            break;
+        }
+    }
+    for id in &ids {
+        let total = origin.inner.read(&names.cell_key(id, 10)).await.ok();
+        assert_eq!(total.map(|r| r.total), Some(1), "{id} reached the origin");
+    }
+}
+
+/// Break 12: reaping a large table hands the runtime back between slices, so decisions on a
+/// one-thread runtime (`--workers 1`) go on while it runs. `retain` held the only thread
+/// for the whole table: no decision ran until it returned.
+#[tokio::test(flavor = "current_thread")]
+async fn reaping_a_large_table_lets_decisions_run_meanwhile() {
+    let (engine, clock, _) = engine_at(10_000);
+    let names = Names::new();
+    let ids: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
+    for id in &ids {
+        engine
+            .check(Hit {
+                identifier: id,
+                ..names.hit("", 1, 10)
+            })
+            .await;
+    }
+    // two windows later every one of those cells is past its sliding window
+    clock.set(12_500);
+    let hot = names.hit("hot", 1, 1_000_000);
+    engine.check(hot).await;
+    let reaping = Arc::new(AtomicBool::new(true));
+    let reaper = {
+        let (engine, reaping) = (Arc::clone(&engine), Arc::clone(&reaping));
+        tokio::spawn(async move {
+            let reaped = engine.reap().await;
+            reaping.store(false, Ordering::SeqCst);
+            reaped
+        })
+    };
+    let mut decided_while_reaping = 0;
+    tokio::task::yield_now().await;
+    while reaping.load(Ordering::SeqCst) {
+        assert!(engine.check(hot).await.allowed);
+        decided_while_reaping += 1;
+        tokio::task::yield_now().await;
+    }
+    let reaped = reaper.await.expect("reaper task");
+    assert!(reaped >= 20_000, "reaped {reaped}");
+    assert!(
+        decided_while_reaping >= 20_000 / table::WALK_SLICE / 2,
+        "only {decided_while_reaping} decisions ran while reaping"
+    );
+}
