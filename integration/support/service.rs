@@ -29,11 +29,21 @@ impl Service {
     /// `GET /healthz` answers 200. Panics (with the log tail) if it does not
     /// within 15 s or exits first.
     pub fn start(config: impl AsRef<Path>, extra_args: &[&str]) -> Service {
+        Self::start_with_env(config, extra_args, &[])
+    }
+
+    /// Like [`Service::start`], with environment variables (e.g. `RLS_*` settings, which a
+    /// binary without that setting ignores, where it would refuse an unknown flag).
+    pub fn start_with_env(
+        config: impl AsRef<Path>,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Service {
         // `free_port` only finds a port that was free a moment ago: with many processes
         // starting in parallel another one may take it first. Then try other ports.
         const ATTEMPTS: usize = 5;
         for attempt in 1..=ATTEMPTS {
-            match Self::try_start_on(config.as_ref(), free_port(), free_port(), extra_args) {
+            match Self::try_start_on(config.as_ref(), free_port(), free_port(), extra_args, env) {
                 Ok(service) => return service,
                 Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
                 Err(failure) => panic!("{}", failure.message),
@@ -50,7 +60,7 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
     ) -> Service {
-        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args)
+        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args, &[])
             .unwrap_or_else(|failure| panic!("{}", failure.message))
     }
 
@@ -59,6 +69,7 @@ impl Service {
         grpc_port: u16,
         http_port: u16,
         extra_args: &[&str],
+        env: &[(&str, &str)],
     ) -> Result<Service, StartFailure> {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
@@ -74,6 +85,7 @@ impl Service {
             .args(["--log-level", "info"])
             .args(extra_args)
             .env("RUST_BACKTRACE", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -132,6 +144,25 @@ impl Service {
     /// OS process id, e.g. to send it a signal.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Resident memory of the process (`VmRSS` in `/proc/PID/status`), in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        let path = format!("/proc/{}/status", self.pid());
+        let status = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {path}: {e} (is the service still running?)"));
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map(|kib| kib * 1_024)
+            .unwrap_or_else(|| panic!("no VmRSS line in {path}:\n{status}"))
     }
 
     /// Sends `signal` (a name as `kill -s` takes it: `TERM`, `INT`, `HUP`) to the process.
