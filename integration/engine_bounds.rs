@@ -225,3 +225,27 @@ async fn overflowed_replay_reaches_redis_after_an_outage() {
         service.log_tail(20)
     );
 }
+
+/// The byte bounds are refused at start when they cannot work, with a message.
+#[test]
+fn absurd_byte_bounds_are_refused_at_start() {
+    let (_dir, path) = support::limits_file("domain: d\ndescriptors:\n  - key: k\n");
+    for (args, needle) in [
+        (["--max-cell-bytes", "0"], "--max-cell-bytes"),
+        (["--max-cell-bytes", "1MiB"], "--max-cell-bytes"),
+        (["--max-descriptor-bytes", "0"], "--max-descriptor-bytes"),
+        (["--max-cell-bytes", "lots"], "max-cell-bytes"),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .expect("run gcounter-rls serve");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
