@@ -367,6 +367,17 @@ impl Engine {
         }
     }
 
+    /// Replay everything pending, overflowed cells included (shutdown): flush, recover
+    /// overflowed cells from the table, flush again, until none is left or a flush fails.
+    pub async fn flush_all_replay(&self) {
+        loop {
+            self.flush_replay().await;
+            if self.pending_replay_cells() > 0 || self.recover_overflowed().await == 0 {
+                return;
+            }
+        }
+    }
+
     /// Cells whose regional count is worth publishing to the global counters: at or above
     /// `floor × limit` (skipped first, the cheap test) and changed since the last successful
     /// publication.
@@ -473,7 +484,7 @@ impl Engine {
                 _ = &mut shutdown => break,
             }
         }
-        self.flush_replay().await;
+        self.flush_all_replay().await;
         let unpublished = self.pending_replay_cells();
         if unpublished > 0 {
             tracing::error!(

@@ -543,3 +543,32 @@ async fn reaping_a_large_table_lets_decisions_run_meanwhile() {
         "only {decided_while_reaping} decisions ran while reaping"
     );
 }
+
+/// The final replay (shutdown) also sends the cells the queue had refused.
+#[tokio::test]
+async fn the_final_replay_includes_overflowed_cells() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let origin = Arc::new(InProcessOrigin::new(1_000));
+    let settings = EngineSettings {
+        max_pending_replay: 3,
+        ..EngineSettings::default()
+    };
+    let engine = Arc::new(Engine::new(settings, origin.clone(), clock, metrics()));
+    let names = Names::new();
+    let ids: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for id in &ids {
+        engine
+            .check(Hit {
+                identifier: id,
+                ..names.hit("", 1, 10)
+            })
+            .await;
+    }
+    Arc::clone(&engine)
+        .run_background(std::future::ready(()))
+        .await;
+    for id in &ids {
+        let read = origin.read(&names.cell_key(id, 10)).await.ok();
+        assert_eq!(read.map(|r| r.total), Some(1), "{id} was replayed");
+    }
+}
