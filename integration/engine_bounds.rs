@@ -42,7 +42,7 @@ async fn a_flood_of_unique_keys_does_not_reset_a_counter_at_its_limit() {
     );
     let service = Service::start(&path, &["--max-cells", "2000"]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
-    support::avoid_window_boundary(MINUTE, Duration::from_secs(40));
+    support::avoid_window_boundary(MINUTE, Duration::from_secs(10));
 
     // The table full first, so the counter enters where one-off keys are evicted from.
     flood(&mut client, "before", 4_000).await;
@@ -58,6 +58,16 @@ async fn a_flood_of_unique_keys_does_not_reset_a_counter_at_its_limit() {
     assert!(
         live.is_some_and(|live| live <= 2_000.0),
         "the cell cap holds: {live:?} live cells"
+    );
+
+    let protected = support::metrics::sample(
+        &service.metrics(),
+        "rls_cell_bytes",
+        &[("share", "protected")],
+    );
+    assert!(
+        protected.is_some_and(|bytes| bytes > 0.0),
+        "the counter at its limit was protected: {protected:?}"
     );
 
     let again = grpc::should_rate_limit(
