@@ -67,7 +67,8 @@ pub struct ServeArgs {
     /// Delete expired global rows this often from `serve` (off: use `gcounter-rls cleanup`).
     #[arg(long, env = "RLS_GLOBAL_CLEANUP_INTERVAL", value_parser = humantime::parse_duration)]
     pub global_cleanup_interval: Option<Duration>,
-    /// Cap on window cells held in memory; least recently used are evicted first.
+    /// Cap on window cells held in memory; least recently used are evicted first. Cells
+    /// protected from eviction (at or near their limit) come on top, bounded in bytes.
     #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
     pub max_cells: usize,
     /// Cap on the bytes held by window cells and everything keyed by them (replay queue,

@@ -41,21 +41,23 @@ pub struct CellBudget {
     pub replay_bytes: u64,
     /// Bytes of strict-mode entries.
     pub strict_bytes: u64,
-    /// The least a cell weighs: `max_bytes / max_cells`, so the cap in cells holds too
-    /// (cells × min weight ≤ evictable + protected bytes ≤ max_bytes).
+    /// The least a cell weighs: the evictable share / `max_cells`, so `--max-cells` caps the
+    /// evictable cells too. Protected cells come on top, at most `protected_bytes / min
+    /// weight` of them (0.4 × `max_cells`).
     pub min_cell_weight: u64,
 }
 
 impl CellBudget {
     pub fn new(max_cells: usize, max_bytes: u64) -> Self {
         let max_cells = (max_cells as u64).max(1);
-        let max_bytes = max_bytes.max(1);
+        let max_bytes = max_bytes.max(16);
+        let table_bytes = max_bytes / 8 * 5;
         Self {
-            table_bytes: max_bytes / 8 * 5,
+            table_bytes,
             protected_bytes: max_bytes / 4,
             replay_bytes: max_bytes / 16,
             strict_bytes: max_bytes / 16,
-            min_cell_weight: max_bytes.div_ceil(max_cells),
+            min_cell_weight: table_bytes.div_ceil(max_cells).max(1),
         }
     }
 
@@ -75,8 +77,10 @@ mod tests {
         let sum =
             budget.table_bytes + budget.protected_bytes + budget.replay_bytes + budget.strict_bytes;
         assert!(sum <= 1 << 20);
-        let most_cells = (budget.table_bytes + budget.protected_bytes) / budget.min_cell_weight;
-        assert!(most_cells <= 1_000, "{most_cells} cells fit");
+        let evictable = budget.table_bytes / budget.min_cell_weight;
+        assert!(evictable <= 1_000, "{evictable} evictable cells fit");
+        let protected = budget.protected_bytes / budget.min_cell_weight;
+        assert!(protected <= 400, "{protected} protected cells fit");
     }
 
     #[test]

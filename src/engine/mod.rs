@@ -45,7 +45,8 @@ pub const DEFAULT_MAX_CELL_BYTES: u64 = 256 * 1_024 * 1_024;
 /// Engine tuning. The defaults are the production values.
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
-    /// Cap on live cells; least recently used go first.
+    /// Cap on evictable cells; least recently used go first. Cells protected from eviction
+    /// come on top, bounded by their share of `max_cell_bytes`.
     pub max_cells: usize,
     /// Cap on the bytes held by everything keyed by a cell (table, protected cells, replay
     /// queue, strict mode), shared out by [`CellBudget`].

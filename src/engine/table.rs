@@ -294,7 +294,7 @@ mod tests {
             table.get_or_insert_empty(&key(&i.to_string(), 1_000, 1));
         }
         assert!(table.len() <= 1_000, "{} cells", table.len());
-        assert!(table.len() > 300);
+        assert!(table.len() > 500);
     }
 
     /// Break 2: a cap in cells let long keys hold any number of bytes.
@@ -335,7 +335,7 @@ mod tests {
         }
         let kept = table.get(&at_limit.borrowed());
         assert_eq!(kept.map(|cell| cell.total()), Some(5), "the count is kept");
-        assert!(table.len() <= 1_000, "the flood was evicted instead");
+        assert!(table.len() <= 1_400, "the flood was evicted instead");
         assert!(table.protected_bytes() > 0);
     }
 
@@ -351,7 +351,7 @@ mod tests {
         assert!(table.protected_bytes() <= budget.protected_bytes);
         assert!(table.protected_bytes() > budget.protected_bytes / 2);
         assert!(table.evictable_bytes() <= budget.table_bytes);
-        assert!(table.len() <= 1_000, "{} cells", table.len());
+        assert!(table.len() <= 1_400, "{} cells", table.len());
         // the window is over: the reaper drops them and gives the share back
         table.reap(10_000).await;
         assert_eq!(table.len(), 0);

@@ -419,7 +419,7 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
         engine.check(names.hit("a", 1, 10)).await;
     }
     engine.flush_replay().await;
-    // push "a" out of the table (five evictable cells: 5/8 of the budget)
+    // push "a" out of the table (eight evictable cells)
     for id in ["b", "c", "d", "e", "f", "g", "h"] {
         engine.check(names.hit(id, 1, 10)).await;
     }
