@@ -382,14 +382,20 @@ impl Engine {
     /// Cells whose regional count is worth publishing to the global counters: at or above
     /// `floor × limit` (skipped first, the cheap test) and changed since the last successful
     /// publication.
-    pub fn publishable(&self, floor: f64) -> Vec<Publishable> {
-        self.table
-            .cells()
-            .filter_map(|(key, cell)| {
-                let count = cell.to_publish(floor)?;
-                Some(Publishable { key, count, cell })
-            })
-            .collect()
+    ///
+    /// A walk of the whole table, so it yields to the runtime every `table::WALK_SLICE`
+    /// cells, as the reaper does: with one worker it must not hold the only thread.
+    pub async fn publishable(&self, floor: f64) -> Vec<Publishable> {
+        let mut rows = Vec::new();
+        for (visited, (key, cell)) in self.table.cells().enumerate() {
+            if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            if let Some(count) = cell.to_publish(floor) {
+                rows.push(Publishable { key, count, cell });
+            }
+        }
+        rows
     }
 
     /// Merge what the global sync read for one cell: the other regions' sum into `global`,

@@ -440,12 +440,12 @@ async fn publishable_cells_and_synced_counts() {
     for _ in 0..6 {
         engine.check(names.hit("high", 1, 10)).await;
     }
-    let rows = engine.publishable(0.5);
+    let rows = engine.publishable(0.5).await;
     let keys: Vec<(&str, u64)> = rows.iter().map(|r| (&*r.key.identifier, r.count)).collect();
     assert_eq!(keys, [("high", 6)], "below the floor stays local");
     rows[0].mark_published();
     assert!(
-        engine.publishable(0.5).is_empty(),
+        engine.publishable(0.5).await.is_empty(),
         "unchanged since published"
     );
 
