@@ -314,6 +314,25 @@ mod tests {
     }
 
     #[test]
+    fn an_overflowed_cell_is_queued_again_once() {
+        let cell = WindowCell::default();
+        assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::Enqueue);
+        cell.mark_overflowed();
+        assert!(cell.is_overflowed() && cell.deserves_protection());
+        // the recovery walk and a later accept race: exactly one of them queues it
+        assert!(cell.claim_overflowed());
+        assert!(!cell.claim_overflowed());
+        assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::None);
+        assert_eq!(cell.take_for_replay(), 2);
+        assert!(
+            !cell.deserves_protection(),
+            "replayed and far from its limit"
+        );
+        cell.try_consume(0, 0, 1_000, 6, 10);
+        assert!(cell.deserves_protection(), "8 of 10 is near the limit");
+    }
+
+    #[test]
     fn a_reseeded_cell_resumes_its_own_component() {
         let cell = WindowCell::seeded(9, 4);
         cell.try_consume(0, 0, 1_000, 1, 20);
