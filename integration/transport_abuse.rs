@@ -8,6 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use gcounter_rls::loadtest::abuse::{self, SlowLoris};
+use support::Launch;
 use support::Service;
 use support::grpc::{self, Code, descriptor, request};
 use support::metrics::sample;
@@ -185,10 +186,13 @@ async fn idle_connections_are_capped_and_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emfile_backs_off_logs_and_recovers() {
     let (dir, path) = support::limits_file(YAML);
-    let mut service = Service::start_with_nofile(
+    let mut service = Service::start_with(
         &path,
         &["--max-connections", "1000", "--preface-timeout", "30s"],
-        Some(64),
+        Launch {
+            nofile: Some(64),
+            ..Launch::default()
+        },
     );
     let pid = service.pid();
     let mut flood = Vec::new();

@@ -32,6 +32,19 @@ impl Hash for CellKey {
 }
 
 impl CellKey {
+    /// Bytes this key makes a structure hold beyond its own `size_of`: the strings behind
+    /// it. Counted in full even when the `Arc`s are shared with the config (interned rule
+    /// paths): the bound stays conservative, and a request override's namespace, built per
+    /// request, is exactly the case it must not miss.
+    pub fn heap_bytes(&self) -> usize {
+        let identifier = if self.identifier.is_heap_allocated() {
+            self.identifier.capacity()
+        } else {
+            0
+        };
+        self.workspace.len() + self.namespace.len() + identifier
+    }
+
     /// The borrowed form; hashing goes through it so both forms agree.
     pub fn borrowed(&self) -> CellKeyRef<'_> {
         CellKeyRef::new(

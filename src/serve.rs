@@ -13,16 +13,22 @@ use arc_swap::ArcSwap;
 use crate::admin::{self, AdminState};
 use crate::config::{self, ReadLimits};
 use crate::duration_arg::{DurationRange, hours, millis};
-use crate::engine::{Engine, EngineSettings, SystemClock};
+use crate::engine::{CELL_OVERHEAD_BYTES, Engine, EngineSettings, SystemClock};
 use crate::global::{GlobalCounters, GlobalSettings, GlobalStore, SqlStore};
 use crate::regional::{
     GuardSettings, GuardedOrigin, InProcessOrigin, RedisOrigin, RedisSettings, RegionalOrigin,
     install_tls_provider,
 };
-use crate::rls::{HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimiter, RlsSettings};
+use crate::rls::{
+    HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimiter, RequestLimits, RlsSettings,
+};
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::{Metrics, MetricsSettings};
 use crate::transport::{self, TransportSettings};
+
+/// `--max-cell-bytes` must hold at least this many cells of the largest descriptor: below
+/// it the table's shards could not admit such a cell at all.
+const MIN_LARGEST_CELLS_IN_BUDGET: u64 = 1_024;
 
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
@@ -72,9 +78,18 @@ pub struct ServeArgs {
     /// Delete expired global rows this often from `serve` (off: use `gcounter-rls cleanup`).
     #[arg(long, env = "RLS_GLOBAL_CLEANUP_INTERVAL", value_parser = DurationRange::new(millis(1_000), hours(24 * 30)).parser())]
     pub global_cleanup_interval: Option<Duration>,
-    /// Cap on window cells held in memory; least recently used are evicted first.
+    /// Cap on window cells held in memory; least recently used are evicted first. Cells
+    /// protected from eviction (at or near their limit) come on top, bounded in bytes.
     #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
     pub max_cells: usize,
+    /// Cap on the bytes held by window cells and everything keyed by them (replay queue,
+    /// strict mode), e.g. `256MiB`. Counters at or near their limit are evicted last.
+    #[arg(long, env = "RLS_MAX_CELL_BYTES", default_value = "256MiB")]
+    pub max_cell_bytes: bytesize::ByteSize,
+    /// Bytes of one request descriptor (its keys and values together); larger ones are
+    /// refused with InvalidArgument.
+    #[arg(long, env = "RLS_MAX_DESCRIPTOR_BYTES", default_value = "16KiB")]
+    pub max_descriptor_bytes: bytesize::ByteSize,
     /// Answer OK to everything while still counting and reporting over-limit decisions.
     #[arg(long, env = "RLS_SHADOW_MODE")]
     pub shadow_mode: bool,
@@ -212,6 +227,19 @@ impl ServeArgs {
         if self.max_cells == 0 {
             anyhow::bail!("--max-cells must be at least 1");
         }
+        if self.max_descriptor_bytes.as_u64() == 0 {
+            anyhow::bail!("--max-descriptor-bytes must be at least 1 byte");
+        }
+        let floor = MIN_LARGEST_CELLS_IN_BUDGET.saturating_mul(self.largest_cell_bytes());
+        if self.max_cell_bytes.as_u64() < floor {
+            anyhow::bail!(
+                "--max-cell-bytes {} is too small: it must hold at least {MIN_LARGEST_CELLS_IN_BUDGET} \
+                 cells of the largest descriptor (--max-descriptor-bytes {}), i.e. {}",
+                self.max_cell_bytes,
+                self.max_descriptor_bytes,
+                bytesize::ByteSize::b(floor)
+            );
+        }
         self.transport_settings().validate()?;
         Ok(())
     }
@@ -221,6 +249,16 @@ impl ServeArgs {
             max_bytes: self.max_config_bytes,
             ..ReadLimits::default()
         }
+    }
+
+    /// The weight of the largest cell a request can make: its descriptor's keys and values,
+    /// their length prefixes (at most 6 bytes per key and per value), the override prefix and
+    /// the domain (bounded by the config), and a cell's fixed overhead.
+    fn largest_cell_bytes(&self) -> u64 {
+        let entries = RequestLimits::default().max_entries as u64;
+        CELL_OVERHEAD_BYTES
+            .saturating_add(self.max_descriptor_bytes.as_u64())
+            .saturating_add(entries * 12 + 1_024)
     }
 
     fn transport_settings(&self) -> TransportSettings {
@@ -245,13 +283,17 @@ impl ServeArgs {
 
     fn rls_settings(&self) -> RlsSettings {
         RlsSettings {
+            request_limits: RequestLimits {
+                max_descriptor_bytes: usize::try_from(self.max_descriptor_bytes.as_u64())
+                    .unwrap_or(usize::MAX),
+                ..RequestLimits::default()
+            },
             shadow_mode: self.shadow_mode,
             response_headers: self.response_headers.then(|| HeaderNames {
                 limit: self.limit_header.clone(),
                 remaining: self.remaining_header.clone(),
                 reset: self.reset_header.clone(),
             }),
-            ..RlsSettings::default()
         }
     }
 }
@@ -276,6 +318,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (origin, freshness) = regional_origin(&args)?;
     let settings = EngineSettings {
         max_cells: args.max_cells,
+        max_cell_bytes: args.max_cell_bytes.as_u64(),
+        largest_cell_bytes: args.largest_cell_bytes(),
         replay_interval: args.replay_interval,
         max_pending_replay: args.max_pending_replay,
         freshness,

@@ -29,7 +29,7 @@ pub mod windows;
 pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;
 pub use http::{HttpResponse, http_get};
-pub use service::Service;
+pub use service::{Launch, Service};
 
 use std::fs::{self, File};
 use std::io::Write;

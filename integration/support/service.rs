@@ -29,15 +29,14 @@ impl Service {
     /// `GET /healthz` answers 200. Panics (with the log tail) if it does not
     /// within 15 s or exits first.
     pub fn start(config: impl AsRef<Path>, extra_args: &[&str]) -> Service {
-        Self::start_with_nofile(config, extra_args, None)
+        Self::start_with(config, extra_args, Launch::default())
     }
 
-    /// Like [`Service::start`], with the open-files limit (soft and hard) set to `nofile`
-    /// by `prlimit(1)`, so a test can exhaust it.
-    pub fn start_with_nofile(
+    /// Like [`Service::start`], launched as `launch` says (environment, open-files limit).
+    pub fn start_with(
         config: impl AsRef<Path>,
         extra_args: &[&str],
-        nofile: Option<u64>,
+        launch: Launch<'_>,
     ) -> Service {
         // `free_port` only finds a port that was free a moment ago: with many processes
         // starting in parallel another one may take it first. Then try other ports.
@@ -48,7 +47,7 @@ impl Service {
                 free_port(),
                 free_port(),
                 extra_args,
-                nofile,
+                launch,
             ) {
                 Ok(service) => return service,
                 Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
@@ -66,8 +65,14 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
     ) -> Service {
-        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args, None)
-            .unwrap_or_else(|failure| panic!("{}", failure.message))
+        Self::try_start_on(
+            config.as_ref(),
+            grpc_port,
+            http_port,
+            extra_args,
+            Launch::default(),
+        )
+        .unwrap_or_else(|failure| panic!("{}", failure.message))
     }
 
     fn try_start_on(
@@ -75,7 +80,7 @@ impl Service {
         grpc_port: u16,
         http_port: u16,
         extra_args: &[&str],
-        nofile: Option<u64>,
+        launch: Launch<'_>,
     ) -> Result<Service, StartFailure> {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
@@ -84,7 +89,7 @@ impl Service {
 
         let binary = env!("CARGO_BIN_EXE_gcounter-rls");
         // prlimit execs the binary: the child's pid stays the service's.
-        let mut command = match nofile {
+        let mut command = match launch.nofile {
             Some(n) => {
                 let mut command = Command::new("prlimit");
                 command
@@ -104,6 +109,7 @@ impl Service {
             .args(["--log-level", "info"])
             .args(extra_args)
             .env("RUST_BACKTRACE", "1")
+            .envs(launch.env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -166,14 +172,8 @@ impl Service {
 
     /// Resident memory of the process (VmRSS from /proc), in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let path = format!("/proc/{}/status", self.pid());
-        let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-            .unwrap_or_else(|| panic!("no VmRSS line in {path}"))
+        super::process::rss_kib(self.pid())
+            .unwrap_or_else(|| panic!("no VmRSS for pid {}: has it exited?", self.pid()))
     }
 
     /// Sends `signal` (a name as `kill -s` takes it: `TERM`, `INT`, `HUP`) to the process.
@@ -228,6 +228,15 @@ impl Service {
         assert_eq!(r.status, 200, "GET /metrics: {}", r.body_text());
         r.body_text()
     }
+}
+
+/// How to launch the service beyond its flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Launch<'a> {
+    /// Extra environment variables (e.g. `RLS_*` settings).
+    pub env: &'a [(&'a str, &'a str)],
+    /// The open-files limit (soft and hard), set by `prlimit(1)` so a test can exhaust it.
+    pub nofile: Option<u64>,
 }
 
 impl Drop for Service {

@@ -55,6 +55,10 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
         state.engine.live_cells(),
         state.engine.pending_replay_cells(),
     );
+    state.metrics.set_cell_bytes(
+        state.engine.evictable_cell_bytes(),
+        state.engine.protected_cell_bytes(),
+    );
     state
         .metrics
         .set_origin_circuit(state.engine.origin_circuit_state().as_gauge());

@@ -1,6 +1,6 @@
 //! One counter cell: the counts of a fixed window of one limit.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use super::decision::{Decision, decide};
 
@@ -23,13 +23,31 @@ pub struct WindowCell {
     fresh_until_ms: AtomicU64,
     /// A synchronous origin read of this cell is in flight (single flight).
     refreshing: AtomicBool,
-    /// The cell is in the replay queue (so it is queued once per cycle, not per request).
-    queued: AtomicBool,
+    /// Where the cell's accepted work stands with the replay queue ([`ReplayState`]): queued
+    /// once per cycle, not per request; or overflowed, waiting to be recovered.
+    replay: AtomicU8,
+    /// Taken out of eviction (see `table::Protection`): at or near its limit, or holding work
+    /// the replay queue had no room for. Set once, by the table, and never cleared: the cell
+    /// leaves memory only when the reaper drops it at the end of its window.
+    protected: AtomicBool,
     /// The limit of the most recent decision: the global flush publishes a cell only once its
     /// count reaches a fraction of it (counts far below a limit matter to no other region).
     limit: AtomicU64,
     /// The regional count last written to the global counters successfully.
     published: AtomicU64,
+}
+
+/// A cell's accepted work and the replay queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum ReplayState {
+    /// Everything accepted has been handed to a replay (or nothing was accepted).
+    Idle = 0,
+    /// In the replay queue: later accepts ride along with the queued entry.
+    Queued = 1,
+    /// Accepted work waits in the cell but the queue was full: the engine recovers such cells
+    /// from the table once the queue has room, so one-shot cells reach the origin too.
+    Overflowed = 2,
 }
 
 /// What an accept asks of the caller.
@@ -105,18 +123,30 @@ impl WindowCell {
             ) {
                 Ok(_) => {
                     self.own.fetch_add(cost, Ordering::AcqRel);
-                    // Load first: a hot cell is already queued, and a plain load leaves its
-                    // cache line shared instead of taking it exclusive on every accept.
-                    let need = if self.queued.load(Ordering::Acquire)
-                        || self.queued.swap(true, Ordering::AcqRel)
-                    {
-                        ReplayNeed::None
-                    } else {
-                        ReplayNeed::Enqueue
-                    };
-                    return (decision, need);
+                    return (decision, self.claim_queue_slot());
                 }
                 Err(actual) => regional = actual,
+            }
+        }
+    }
+
+    /// Move the cell to `Queued`; `Enqueue` if this call did (the caller pushes it).
+    fn claim_queue_slot(&self) -> ReplayNeed {
+        // Load first: a hot cell is already queued, and a plain load leaves its cache line
+        // shared instead of taking it exclusive on every accept.
+        let mut state = self.replay.load(Ordering::Acquire);
+        loop {
+            if state == ReplayState::Queued as u8 {
+                return ReplayNeed::None;
+            }
+            match self.replay.compare_exchange_weak(
+                state,
+                ReplayState::Queued as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return ReplayNeed::Enqueue,
+                Err(actual) => state = actual,
             }
         }
     }
@@ -124,19 +154,58 @@ impl WindowCell {
     /// This process's cumulative count, to publish; the cell leaves the replay queue.
     /// An accept racing with this queues the cell again, so its work goes with the next cycle.
     pub fn take_for_replay(&self) -> u64 {
-        self.queued.store(false, Ordering::Release);
+        self.replay
+            .store(ReplayState::Idle as u8, Ordering::Release);
         self.own.load(Ordering::Acquire)
     }
 
     /// A replay failed: returns true if the caller must queue the cell again (nobody else
     /// has since). Nothing to give back: the next replay publishes the cumulative value.
     pub fn requeue(&self) -> bool {
-        !self.queued.swap(true, Ordering::AcqRel)
+        self.claim_queue_slot() == ReplayNeed::Enqueue
     }
 
-    /// The replay queue was full: the work stays in the cell and the next accept retries.
-    pub fn unqueue(&self) {
-        self.queued.store(false, Ordering::Release);
+    /// The replay queue was full: the work stays in the cell, marked, until an accept or the
+    /// engine's recovery walk queues it again.
+    pub fn mark_overflowed(&self) {
+        self.replay
+            .store(ReplayState::Overflowed as u8, Ordering::Release);
+    }
+
+    /// Accepted work waits here with no queue entry to carry it.
+    pub fn is_overflowed(&self) -> bool {
+        self.replay.load(Ordering::Acquire) == ReplayState::Overflowed as u8
+    }
+
+    /// The recovery walk found room for this overflowed cell: `true` if it now owns the
+    /// queue entry (an accept may have queued it meanwhile).
+    pub fn claim_overflowed(&self) -> bool {
+        self.replay
+            .compare_exchange(
+                ReplayState::Overflowed as u8,
+                ReplayState::Queued as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Whether forgetting this cell would cost more than forgetting an idle one: its count is
+    /// at or near its limit (forgetting it would let the same client through again in the
+    /// same window), or it holds accepted work no replay carries.
+    pub fn deserves_protection(&self) -> bool {
+        let limit = self.limit.load(Ordering::Relaxed);
+        let near = limit.saturating_sub(limit / 4);
+        (limit > 0 && self.total() >= near) || self.is_overflowed()
+    }
+
+    /// Take the cell out of eviction for the rest of its life (see `table::Protection`).
+    pub fn protect(&self) {
+        self.protected.store(true, Ordering::Release);
+    }
+
+    pub fn is_protected(&self) -> bool {
+        self.protected.load(Ordering::Acquire)
     }
 
     /// Merge a regional total read from the origin: `max`, never backwards.
@@ -242,6 +311,25 @@ mod tests {
         assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::None);
         assert!(!cell.requeue());
         assert_eq!(cell.take_for_replay(), 3);
+    }
+
+    #[test]
+    fn an_overflowed_cell_is_queued_again_once() {
+        let cell = WindowCell::default();
+        assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::Enqueue);
+        cell.mark_overflowed();
+        assert!(cell.is_overflowed() && cell.deserves_protection());
+        // the recovery walk and a later accept race: exactly one of them queues it
+        assert!(cell.claim_overflowed());
+        assert!(!cell.claim_overflowed());
+        assert_eq!(cell.try_consume(0, 0, 1_000, 1, 10).1, ReplayNeed::None);
+        assert_eq!(cell.take_for_replay(), 2);
+        assert!(
+            !cell.deserves_protection(),
+            "replayed and far from its limit"
+        );
+        cell.try_consume(0, 0, 1_000, 6, 10);
+        assert!(cell.deserves_protection(), "8 of 10 is near the limit");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! compare-and-swap, done. Cold cells read the origin once (single flight); accepted work is
 //! replayed to the origin by a background task.
 
+mod budget;
 mod cell;
 mod clock;
 mod decision;
@@ -17,6 +18,7 @@ mod window;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
 pub use cell::WindowCell;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, decide};
@@ -36,11 +38,23 @@ use table::{CellTable, Lookup};
 /// from memory. Above any sane origin read timeout: normally the read ends first.
 const FOLLOWER_MAX_WAIT: Duration = Duration::from_secs(1);
 
+/// The default of `--max-cell-bytes`: 256 MiB. With the in-process origin (~50 MiB at 1M
+/// components) and the runtime, the service stays well inside the 512 MiB limit of the
+/// Kubernetes manifest.
+pub const DEFAULT_MAX_CELL_BYTES: u64 = 256 * 1_024 * 1_024;
+
 /// Engine tuning. The defaults are the production values.
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
-    /// Cap on live cells; least recently used go first.
+    /// Cap on evictable cells; least recently used go first. Cells protected from eviction
+    /// come on top, bounded by their share of `max_cell_bytes`.
     pub max_cells: usize,
+    /// Cap on the bytes held by everything keyed by a cell (table, protected cells, replay
+    /// queue, strict mode), shared out by [`CellBudget`].
+    pub max_cell_bytes: u64,
+    /// The weight of the largest cell a request can make (its key's strings included): the
+    /// table's shards are sized to hold many of them.
+    pub largest_cell_bytes: u64,
     /// How often accepted work is replayed to the regional origin.
     pub replay_interval: Duration,
     /// Cells per replay round trip.
@@ -63,6 +77,8 @@ impl Default for EngineSettings {
     fn default() -> Self {
         Self {
             max_cells: 1_000_000,
+            max_cell_bytes: DEFAULT_MAX_CELL_BYTES,
+            largest_cell_bytes: CELL_OVERHEAD_BYTES + 32 * 1_024,
             replay_interval: Duration::from_millis(100),
             replay_batch: 1_000,
             max_pending_replay: 100_000,
@@ -129,10 +145,15 @@ impl Engine {
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let budget = CellBudget::new(settings.max_cells, settings.max_cell_bytes);
         Self {
-            table: CellTable::new(settings.max_cells),
-            replay: ReplayQueue::new(settings.max_pending_replay, settings.replay_batch),
-            strict: StrictMode::new((settings.max_cells / 4).max(1_024)),
+            table: CellTable::new(budget, settings.largest_cell_bytes),
+            replay: ReplayQueue::new(
+                settings.max_pending_replay,
+                budget.replay_bytes,
+                settings.replay_batch,
+            ),
+            strict: StrictMode::new(budget.strict_bytes),
             refresh_gate: RefreshGate::default(),
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
             settings,
@@ -239,7 +260,7 @@ impl Engine {
         );
         if need == ReplayNeed::Enqueue && !self.replay.push(key.to_owned_key(), Arc::clone(current))
         {
-            current.unqueue();
+            current.mark_overflowed();
             self.metrics.replay_overflow();
         }
         if !decision.allowed && self.settings.freshness.is_some() {
@@ -359,9 +380,9 @@ impl Engine {
         }
     }
 
-    /// The final replay at shutdown: everything pending, tried through an open circuit breaker
-    /// and again after a failure (50 ms, doubling to 1 s) until `final_replay_timeout`.
-    /// Returns the cells still unreplayed.
+    /// The final replay at shutdown: everything pending and every overflowed cell, tried
+    /// through an open circuit breaker and again after a failure (50 ms, doubling to 1 s) until
+    /// `final_replay_timeout`. Returns the cells still unreplayed in the queue.
     pub async fn final_replay(&self) -> usize {
         let deadline = tokio::time::Instant::now() + self.settings.final_replay_timeout;
         let last_chance = FinalAttempt {
@@ -372,7 +393,14 @@ impl Engine {
         loop {
             self.flush_replay_to(&last_chance).await;
             let left = self.pending_replay_cells();
-            if left == 0 || tokio::time::Instant::now() + pause >= deadline {
+            if left == 0 {
+                // The queue is empty: bring back the cells that overflowed it, and go again.
+                if self.recover_overflowed().await > 0 {
+                    continue;
+                }
+                return 0;
+            }
+            if tokio::time::Instant::now() + pause >= deadline {
                 return left;
             }
             tokio::time::sleep(pause).await;
@@ -383,14 +411,20 @@ impl Engine {
     /// Cells whose regional count is worth publishing to the global counters: at or above
     /// `floor × limit` (skipped first, the cheap test) and changed since the last successful
     /// publication.
-    pub fn publishable(&self, floor: f64) -> Vec<Publishable> {
-        self.table
-            .cells()
-            .filter_map(|(key, cell)| {
-                let count = cell.to_publish(floor)?;
-                Some(Publishable { key, count, cell })
-            })
-            .collect()
+    ///
+    /// A walk of the whole table, so it yields to the runtime every `table::WALK_SLICE`
+    /// cells, as the reaper does: with one worker it must not hold the only thread.
+    pub async fn publishable(&self, floor: f64) -> Vec<Publishable> {
+        let mut rows = Vec::new();
+        for (visited, (key, cell)) in self.table.cells().enumerate() {
+            if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            if let Some(count) = cell.to_publish(floor) {
+                rows.push(Publishable { key, count, cell });
+            }
+        }
+        rows
     }
 
     /// Merge what the global sync read for one cell: the other regions' sum into `global`,
@@ -409,13 +443,52 @@ impl Engine {
         self.clock.now_ms()
     }
 
-    /// Drop cells that no decision reads any more.
-    pub fn reap(&self) -> usize {
-        self.table.reap(self.clock.now_ms())
+    /// Drop cells that no decision reads any more, a slice at a time (decisions run between
+    /// slices, see `CellTable::reap`).
+    pub async fn reap(&self) -> usize {
+        self.table.reap(self.clock.now_ms()).await
+    }
+
+    /// Queue again the cells whose work the replay queue refused (overflowed), once it has
+    /// room: walks the table a slice at a time, stops when the queue is full again (the next
+    /// cycle goes on). Returns how many cells were queued.
+    pub async fn recover_overflowed(&self) -> usize {
+        if !self.replay.has_room() || !self.replay.take_overflow() {
+            return 0;
+        }
+        let mut recovered = 0;
+        for (visited, (key, cell)) in self.table.cells().enumerate() {
+            if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            if !cell.is_overflowed() || !cell.claim_overflowed() {
+                continue;
+            }
+            if !self.replay.push(key, Arc::clone(&cell)) {
+                cell.mark_overflowed();
+                self.replay.note_overflow();
+                break;
+            }
+            recovered += 1;
+        }
+        if recovered > 0 {
+            tracing::debug!(recovered, "overflowed cells queued for replay again");
+        }
+        recovered
     }
 
     pub fn live_cells(&self) -> usize {
         self.table.len()
+    }
+
+    /// Bytes of protected cells (at or near their limit, or holding unreplayed work).
+    pub fn protected_cell_bytes(&self) -> u64 {
+        self.table.protected_bytes()
+    }
+
+    /// Weight of the evictable cells.
+    pub fn evictable_cell_bytes(&self) -> u64 {
+        self.table.evictable_bytes()
     }
 
     pub fn pending_replay_cells(&self) -> usize {
@@ -435,10 +508,13 @@ impl Engine {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
-                _ = replay.tick() => self.flush_replay().await,
+                _ = replay.tick() => {
+                    self.flush_replay().await;
+                    self.recover_overflowed().await;
+                }
                 _ = self.replay.batch_ready() => self.flush_replay().await,
                 _ = reap.tick() => {
-                    let reaped = self.reap();
+                    let reaped = self.reap().await;
                     tracing::trace!(reaped, live = self.live_cells(), "reaped old cells");
                 }
                 _ = &mut shutdown => break,

@@ -4,19 +4,38 @@
 //! `now + duration` every decision on that counter refreshes its current cell from the
 //! regional origin. Keyed per counter (no sequence), it survives the window rollover.
 
+use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
+use super::budget::STRICT_ENTRY_BYTES;
 use crate::cell_key::{CellKey, CellKeyRef};
 
+/// Bounded in bytes (its share of `--max-cell-bytes`): each entry weighs its key's strings.
+/// An evicted deadline only means the counter's next decisions trust the local count until
+/// the cell goes stale, as before the denial.
 pub struct StrictMode {
     /// Counter (its key with `sequence` 0) → deadline in ms since the epoch.
-    deadlines: Cache<CellKey, u64>,
+    deadlines: Cache<CellKey, u64, EntryWeighter>,
+}
+
+#[derive(Clone)]
+struct EntryWeighter;
+
+impl Weighter<CellKey, u64> for EntryWeighter {
+    fn weight(&self, key: &CellKey, _: &u64) -> u64 {
+        STRICT_ENTRY_BYTES + key.heap_bytes() as u64
+    }
 }
 
 impl StrictMode {
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(max_bytes: u64) -> Self {
+        let max_bytes = max_bytes.max(STRICT_ENTRY_BYTES);
         Self {
-            deadlines: Cache::new(capacity.max(1)),
+            deadlines: Cache::with_weighter(
+                (max_bytes / STRICT_ENTRY_BYTES) as usize,
+                max_bytes,
+                EntryWeighter,
+            ),
         }
     }
 
@@ -43,7 +62,7 @@ mod tests {
 
     #[test]
     fn strict_mode_lasts_a_duration_across_rollover() {
-        let strict = StrictMode::new(10);
+        let strict = StrictMode::new(10 * STRICT_ENTRY_BYTES);
         let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
         let cell = |sequence| CellKeyRef::new(&ws, &ns, "1:a", 1_000, sequence);
         assert!(!strict.is_strict(&cell(5), 5_500));

@@ -410,7 +410,7 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     let clock = Arc::new(ManualClock::new(10_000));
     let origin = Arc::new(InProcessOrigin::new(1_000));
     let settings = EngineSettings {
-        max_cells: 2,
+        max_cells: 8,
         ..EngineSettings::default()
     };
     let engine = Engine::new(settings, origin.clone(), clock, metrics());
@@ -419,8 +419,8 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
         engine.check(names.hit("a", 1, 10)).await;
     }
     engine.flush_replay().await;
-    // push "a" out of the two-cell table
-    for id in ["b", "c", "d", "e"] {
+    // push "a" out of the table (eight evictable cells)
+    for id in ["b", "c", "d", "e", "f", "g", "h"] {
         engine.check(names.hit(id, 1, 10)).await;
     }
     engine.flush_replay().await;
@@ -440,12 +440,12 @@ async fn publishable_cells_and_synced_counts() {
     for _ in 0..6 {
         engine.check(names.hit("high", 1, 10)).await;
     }
-    let rows = engine.publishable(0.5);
+    let rows = engine.publishable(0.5).await;
     let keys: Vec<(&str, u64)> = rows.iter().map(|r| (&*r.key.identifier, r.count)).collect();
     assert_eq!(keys, [("high", 6)], "below the floor stays local");
     rows[0].mark_published();
     assert!(
-        engine.publishable(0.5).is_empty(),
+        engine.publishable(0.5).await.is_empty(),
         "unchanged since published"
     );
 
@@ -457,4 +457,118 @@ async fn publishable_cells_and_synced_counts() {
     );
     assert!(!engine.merge_synced(&names.cell_key("high", 10), 1, 2));
     assert_eq!(engine.check(names.hit("high", 0, 10)).await.remaining, 3);
+}
+
+/// Break 9: cells the full queue refused reach the origin even if never accepted again.
+#[tokio::test]
+async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
+    let origin = Arc::new(SwitchableOrigin::new(true));
+    let clock = Arc::new(ManualClock::new(10_000));
+    let settings = EngineSettings {
+        max_pending_replay: 4,
+        ..EngineSettings::default()
+    };
+    let engine = Engine::new(settings, origin.clone(), clock, metrics());
+    let names = Names::new();
+    let ids: Vec<String> = (0..40).map(|i| format!("one-shot-{i}")).collect();
+    for id in &ids {
+        engine
+            .check(Hit {
+                identifier: id,
+                ..names.hit("", 1, 10)
+            })
+            .await;
+    }
+    engine.flush_replay().await;
+    assert_eq!(
+        engine.pending_replay_cells(),
+        4,
+        "the outage: 36 overflowed"
+    );
+    origin.down.store(false, Ordering::SeqCst);
+    // the background loop's replay tick: flush, then recover; bounded by the cell count
+    for _ in 0..ids.len() {
+        engine.flush_replay().await;
+        engine.recover_overflowed().await;
+        if engine.pending_replay_cells() == 0 {
+            break;
+        }
+    }
+    for id in &ids {
+        let total = origin.inner.read(&names.cell_key(id, 10)).await.ok();
+        assert_eq!(total.map(|r| r.total), Some(1), "{id} reached the origin");
+    }
+}
+
+/// Break 12: reaping a large table hands the runtime back between slices, so decisions on a
+/// one-thread runtime (`--workers 1`) go on while it runs. `retain` held the only thread
+/// for the whole table: no decision ran until it returned.
+#[tokio::test(flavor = "current_thread")]
+async fn reaping_a_large_table_lets_decisions_run_meanwhile() {
+    let (engine, clock, _) = engine_at(10_000);
+    let names = Names::new();
+    let ids: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
+    for id in &ids {
+        engine
+            .check(Hit {
+                identifier: id,
+                ..names.hit("", 1, 10)
+            })
+            .await;
+    }
+    // two windows later every one of those cells is past its sliding window
+    clock.set(12_500);
+    let hot = names.hit("hot", 1, 1_000_000);
+    engine.check(hot).await;
+    let reaping = Arc::new(AtomicBool::new(true));
+    let reaper = {
+        let (engine, reaping) = (Arc::clone(&engine), Arc::clone(&reaping));
+        tokio::spawn(async move {
+            let reaped = engine.reap().await;
+            reaping.store(false, Ordering::SeqCst);
+            reaped
+        })
+    };
+    let mut decided_while_reaping = 0;
+    tokio::task::yield_now().await;
+    while reaping.load(Ordering::SeqCst) {
+        assert!(engine.check(hot).await.allowed);
+        decided_while_reaping += 1;
+        tokio::task::yield_now().await;
+    }
+    let reaped = reaper.await.expect("reaper task");
+    assert!(reaped >= 20_000, "reaped {reaped}");
+    assert!(
+        decided_while_reaping >= 20_000 / table::WALK_SLICE / 2,
+        "only {decided_while_reaping} decisions ran while reaping"
+    );
+}
+
+/// The final replay (shutdown) also sends the cells the queue had refused.
+#[tokio::test]
+async fn the_final_replay_includes_overflowed_cells() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let origin = Arc::new(InProcessOrigin::new(1_000));
+    let settings = EngineSettings {
+        max_pending_replay: 3,
+        ..EngineSettings::default()
+    };
+    let engine = Arc::new(Engine::new(settings, origin.clone(), clock, metrics()));
+    let names = Names::new();
+    let ids: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for id in &ids {
+        engine
+            .check(Hit {
+                identifier: id,
+                ..names.hit("", 1, 10)
+            })
+            .await;
+    }
+    Arc::clone(&engine)
+        .run_background(std::future::ready(()))
+        .await;
+    for id in &ids {
+        let read = origin.read(&names.cell_key(id, 10)).await.ok();
+        assert_eq!(read.map(|r| r.total), Some(1), "{id} was replayed");
+    }
 }

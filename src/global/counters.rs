@@ -121,7 +121,7 @@ impl GlobalCounters {
     /// rows of a failed chunk stay pending for the next tick.
     pub async fn flush(&self) -> Flushed {
         let started = Instant::now();
-        let rows = self.engine.publishable(self.settings.publish_floor);
+        let rows = self.engine.publishable(self.settings.publish_floor).await;
         if rows.is_empty() {
             return Flushed::default();
         }

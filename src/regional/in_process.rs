@@ -17,7 +17,11 @@ type ComponentKey = (u128, u16);
 /// "processes" share one store with [`InProcessOrigin::sibling`].
 ///
 /// It keeps counts when the engine evicts or reaps a cell still inside the sliding window,
-/// and gives the replay path a real partner in the embedded default and in tests.
+/// and gives the replay path a real partner in the embedded default and in tests. It holds
+/// as many components as the engine holds evictable cells (the serve wiring gives both
+/// `--max-cells`); a counter at or near its limit never depends on it, because the engine
+/// does not evict such a cell while its protected share has room (issue 15, break 6: both
+/// maps evicted the counter under a flood, and the client got its budget again).
 ///
 /// Each component is 16 + 2 bytes of key and 8 of count, with no allocation: in the embedded
 /// default this map sits beside the engine's cell table, and storing whole `CellKey`s and a

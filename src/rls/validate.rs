@@ -11,6 +11,9 @@ pub struct RequestLimits {
     pub max_entries: usize,
     /// Bytes of one descriptor key or value.
     pub max_entry_bytes: usize,
+    /// Bytes of one descriptor's keys and values together: they become one cell's key
+    /// (a request override's namespace and identifier), held in memory and in Redis.
+    pub max_descriptor_bytes: usize,
 }
 
 impl Default for RequestLimits {
@@ -19,6 +22,7 @@ impl Default for RequestLimits {
             max_descriptors: 256,
             max_entries: 64,
             max_entry_bytes: 4_096,
+            max_descriptor_bytes: 16 * 1_024,
         }
     }
 }
@@ -43,6 +47,12 @@ pub enum InvalidRequest {
         descriptor: usize,
         entry: usize,
         what: &'static str,
+        got: usize,
+        max: usize,
+    },
+    #[error("descriptor {descriptor}: its keys and values are {got} bytes (at most {max})")]
+    DescriptorTooLarge {
+        descriptor: usize,
         got: usize,
         max: usize,
     },
@@ -73,7 +83,11 @@ pub fn validate(request: &RateLimitRequest, limits: &RequestLimits) -> Result<()
                 max: limits.max_entries,
             });
         }
+        let mut descriptor_bytes = 0usize;
         for (e, entry) in descriptor.entries.iter().enumerate() {
+            descriptor_bytes = descriptor_bytes
+                .saturating_add(entry.key.len())
+                .saturating_add(entry.value.len());
             for (what, text) in [("key", &entry.key), ("value", &entry.value)] {
                 if text.len() > limits.max_entry_bytes {
                     return Err(InvalidRequest::EntryTooLong {
@@ -85,6 +99,13 @@ pub fn validate(request: &RateLimitRequest, limits: &RequestLimits) -> Result<()
                     });
                 }
             }
+        }
+        if descriptor_bytes > limits.max_descriptor_bytes {
+            return Err(InvalidRequest::DescriptorTooLarge {
+                descriptor: d,
+                got: descriptor_bytes,
+                max: limits.max_descriptor_bytes,
+            });
         }
         if let Some(limit) = &descriptor.limit {
             match ProtoUnit::try_from(limit.unit) {
@@ -105,4 +126,41 @@ pub fn validate(request: &RateLimitRequest, limits: &RequestLimits) -> Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+
+    fn request_with(entries: usize, bytes: usize) -> RateLimitRequest {
+        let entry = Entry {
+            key: "k".repeat(bytes / 2),
+            value: "v".repeat(bytes / 2),
+        };
+        RateLimitRequest {
+            domain: "d".into(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: vec![entry; entries],
+                ..Default::default()
+            }],
+            hits_addend: 0,
+        }
+    }
+
+    #[test]
+    fn a_descriptor_is_bounded_in_bytes_not_only_per_entry() {
+        let limits = RequestLimits::default();
+        // 4 entries of 4 KiB (each within the per-entry bound): 16 KiB, the most allowed
+        assert_eq!(validate(&request_with(4, 4_096), &limits), Ok(()));
+        assert_eq!(
+            validate(&request_with(5, 4_096), &limits),
+            Err(InvalidRequest::DescriptorTooLarge {
+                descriptor: 0,
+                got: 5 * 4_096,
+                max: 16 * 1_024,
+            })
+        );
+    }
 }

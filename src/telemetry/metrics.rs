@@ -185,6 +185,7 @@ pub struct Metrics {
     reloads: Family<ReloadLabels, Counter>,
     rules: Gauge,
     live_cells: Gauge,
+    cell_bytes: Family<CellShareLabels, Gauge>,
     pending_replay_cells: Gauge,
     origin_operations: Family<OriginLabels, Counter>,
     origin_latency: Family<OpLabels, Histogram, fn() -> Histogram>,
@@ -222,6 +223,12 @@ impl DetailedSeries {
         *count += 1;
         true
     }
+}
+
+/// Which share of `--max-cell-bytes` (`evictable` or `protected`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CellShareLabels {
+    share: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -271,6 +278,7 @@ impl Metrics {
         let reloads = Family::<ReloadLabels, Counter>::default();
         let rules = Gauge::default();
         let live_cells = Gauge::default();
+        let cell_bytes = Family::<CellShareLabels, Gauge>::default();
         let pending_replay_cells = Gauge::default();
         let origin_operations = Family::<OriginLabels, Counter>::default();
         let origin_latency = Family::<OpLabels, Histogram, fn() -> Histogram>::new_with_constructor(
@@ -393,6 +401,12 @@ impl Metrics {
             live_cells.clone(),
         );
         registry.register(
+            "cell_bytes",
+            "Bytes charged to each share of --max-cell-bytes: evictable cells, and cells \
+             protected from eviction (at or near their limit, or holding unreplayed work)",
+            cell_bytes.clone(),
+        );
+        registry.register(
             "replay_pending_cells",
             "Cells with accepted work not yet replayed to the regional origin",
             pending_replay_cells.clone(),
@@ -412,6 +426,7 @@ impl Metrics {
             reloads,
             rules,
             live_cells,
+            cell_bytes,
             pending_replay_cells,
             origin_operations,
             origin_latency,
@@ -557,6 +572,15 @@ impl Metrics {
             .set(i64::try_from(live_cells).unwrap_or(i64::MAX));
         self.pending_replay_cells
             .set(i64::try_from(pending_replay_cells).unwrap_or(i64::MAX));
+    }
+
+    /// The engine's cell bytes, sampled at scrape time.
+    pub fn set_cell_bytes(&self, evictable: u64, protected: u64) {
+        for (share, bytes) in [("evictable", evictable), ("protected", protected)] {
+            self.cell_bytes
+                .get_or_create(&CellShareLabels { share })
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
     }
 
     /// The Prometheus text exposition.

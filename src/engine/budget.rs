@@ -1,0 +1,100 @@
+//! The byte budget of everything the engine keys by [`CellKey`]: how `--max-cell-bytes` is
+//! shared out, and what one cell weighs.
+//!
+//! A cap in cells alone let a client who sends long descriptors hold gigabytes in a few
+//! thousand cells (issue 15, break 2). Each structure that holds a `CellKey` (the cell
+//! table, its protected cells, the replay queue, strict mode) therefore gets a fixed share
+//! of one byte budget, and weighs each entry by the bytes it really holds.
+
+use crate::cell_key::CellKey;
+
+/// What a cell holds besides its key's strings: the key itself, the `Arc<WindowCell>` and
+/// its allocation, and quick_cache's slot, links, hash-table entry and ghost record.
+/// Sizes on x86-64: `CellKey` 72 B, the `Arc` 8 B, the cell's allocation 72 B (rounded up by
+/// the allocator), quick_cache ~40 B per resident entry with its share of ghosts. The memory
+/// bench measured 241 B per live cell with the in-process origin's ~50 B component included.
+pub const CELL_OVERHEAD_BYTES: u64 = 192;
+
+/// Bytes of one replay-queue entry besides its key's strings.
+pub const QUEUE_ENTRY_BYTES: u64 =
+    (size_of::<CellKey>() + size_of::<std::sync::Arc<super::WindowCell>>()) as u64;
+
+/// Bytes of one strict-mode entry besides its key's strings (the key, the deadline and
+/// quick_cache's bookkeeping).
+pub const STRICT_ENTRY_BYTES: u64 = size_of::<CellKey>() as u64 + 8 + 40;
+
+/// The weight of a cell with this key: what it holds in the table.
+pub fn cell_bytes(key: &CellKey) -> u64 {
+    CELL_OVERHEAD_BYTES + key.heap_bytes() as u64
+}
+
+/// `--max-cell-bytes` shared out. The shares are fixed so the sum never exceeds the budget:
+/// evictable cells 5/8, protected cells 1/4, the replay queue 1/16, strict mode 1/16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellBudget {
+    /// Weight capacity of the evictable cells of the table.
+    pub table_bytes: u64,
+    /// Bytes of cells taken out of eviction (at or near their limit, or holding unreplayed
+    /// work); past it such cells are evicted like any other.
+    pub protected_bytes: u64,
+    /// Bytes of replay-queue entries (beside its cap in entries).
+    pub replay_bytes: u64,
+    /// Bytes of strict-mode entries.
+    pub strict_bytes: u64,
+    /// The least a cell weighs: the evictable share / `max_cells`, so `--max-cells` caps the
+    /// evictable cells too. Protected cells come on top, at most `protected_bytes / min
+    /// weight` of them (0.4 × `max_cells`).
+    pub min_cell_weight: u64,
+}
+
+impl CellBudget {
+    pub fn new(max_cells: usize, max_bytes: u64) -> Self {
+        let max_cells = (max_cells as u64).max(1);
+        let max_bytes = max_bytes.max(16);
+        let table_bytes = max_bytes / 8 * 5;
+        Self {
+            table_bytes,
+            protected_bytes: max_bytes / 4,
+            replay_bytes: max_bytes / 16,
+            strict_bytes: max_bytes / 16,
+            min_cell_weight: table_bytes.div_ceil(max_cells).max(1),
+        }
+    }
+
+    /// A cell's weight against the budget: its bytes, at least the minimum.
+    pub fn weigh(&self, key: &CellKey) -> u64 {
+        cell_bytes(key).max(self.min_cell_weight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shares_never_exceed_the_budget_and_both_caps_hold() {
+        let budget = CellBudget::new(1_000, 1 << 20);
+        let sum =
+            budget.table_bytes + budget.protected_bytes + budget.replay_bytes + budget.strict_bytes;
+        assert!(sum <= 1 << 20);
+        let evictable = budget.table_bytes / budget.min_cell_weight;
+        assert!(evictable <= 1_000, "{evictable} evictable cells fit");
+        let protected = budget.protected_bytes / budget.min_cell_weight;
+        assert!(protected <= 400, "{protected} protected cells fit");
+    }
+
+    #[test]
+    fn a_long_identifier_weighs_its_bytes() {
+        let key = |identifier: &str| CellKey {
+            workspace: "d".into(),
+            namespace: "1:k/".into(),
+            identifier: identifier.into(),
+            duration_ms: 1_000,
+            sequence: 1,
+        };
+        let short = cell_bytes(&key("1:a"));
+        let long = cell_bytes(&key(&"x".repeat(4_096)));
+        assert_eq!(short, CELL_OVERHEAD_BYTES + 5);
+        assert!(long >= short + 4_096);
+    }
+}
