@@ -30,6 +30,10 @@ use crate::transport::{self, TransportSettings};
 /// it the table's shards could not admit such a cell at all.
 const MIN_LARGEST_CELLS_IN_BUDGET: u64 = 1_024;
 
+/// Above these, a count is a typo, not a plan: the byte cap would bind long before.
+const MAX_CELLS_CEILING: usize = 1_000_000_000;
+const MAX_PENDING_REPLAY_CEILING: usize = 100_000_000;
+
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
 
@@ -224,8 +228,17 @@ impl ServeArgs {
                 self.publish_floor
             );
         }
-        if self.max_cells == 0 {
-            anyhow::bail!("--max-cells must be at least 1");
+        if !(1..=MAX_CELLS_CEILING).contains(&self.max_cells) {
+            anyhow::bail!(
+                "--max-cells must be 1 to {MAX_CELLS_CEILING}, got {}",
+                self.max_cells
+            );
+        }
+        if !(1..=MAX_PENDING_REPLAY_CEILING).contains(&self.max_pending_replay) {
+            anyhow::bail!(
+                "--max-pending-replay must be 1 to {MAX_PENDING_REPLAY_CEILING}, got {}",
+                self.max_pending_replay
+            );
         }
         if self.max_descriptor_bytes.as_u64() == 0 {
             anyhow::bail!("--max-descriptor-bytes must be at least 1 byte");
@@ -629,5 +642,20 @@ mod tests {
             .expect("parse");
         let error = cli.serve.validate().expect_err("refused").to_string();
         assert!(error.contains("--max-connections"), "{error}");
+    }
+
+    #[test]
+    fn zero_or_absurd_counts_are_refused_at_start() {
+        for (flag, value) in [
+            ("--max-cells", "0"),
+            ("--max-cells", "1000000000000"),
+            ("--max-pending-replay", "0"),
+            ("--max-pending-replay", "1000000000000"),
+        ] {
+            let cli =
+                Cli::try_parse_from(["serve", "--config", "x.yaml", flag, value]).expect("parse");
+            let error = cli.serve.validate().expect_err("refused").to_string();
+            assert!(error.contains(flag), "{flag} {value}: {error}");
+        }
     }
 }
