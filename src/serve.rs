@@ -22,7 +22,8 @@ use crate::regional::{
 use crate::rls::{HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimiter, RlsSettings};
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::{Metrics, MetricsSettings};
-use crate::transport::{self, TransportSettings};
+use crate::transport::{self, TlsFiles, TlsReloader, TransportSettings};
+use crate::upstream_env::{self, Lookup};
 
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
@@ -179,6 +180,22 @@ pub struct ServeArgs {
     /// How long an unanswered PING keeps a connection.
     #[arg(long, env = "RLS_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub http2_keepalive_timeout: Duration,
+    /// TLS on the gRPC listener: the PEM certificate chain (with --grpc-tls-key). Unset:
+    /// upstream's GRPC_SERVER_USE_TLS + GRPC_SERVER_TLS_CERT apply.
+    #[arg(long, env = "RLS_GRPC_TLS_CERT", requires = "grpc_tls_key")]
+    pub grpc_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --grpc-tls-cert.
+    #[arg(long, env = "RLS_GRPC_TLS_KEY", requires = "grpc_tls_cert")]
+    pub grpc_tls_key: Option<PathBuf>,
+    /// mTLS: PEM CA certificates; clients must present a certificate they signed.
+    #[arg(long, env = "RLS_GRPC_TLS_CLIENT_CA", requires = "grpc_tls_cert")]
+    pub grpc_tls_client_ca: Option<PathBuf>,
+    /// mTLS: the client certificate must also carry this DNS name or IP address as a SAN.
+    #[arg(long, env = "RLS_GRPC_TLS_CLIENT_SAN", requires = "grpc_tls_client_ca")]
+    pub grpc_tls_client_san: Option<String>,
+    /// How often the TLS files are re-read; changed files apply to new connections.
+    #[arg(long, env = "RLS_GRPC_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(1)).parser())]
+    pub grpc_tls_reload_interval: Duration,
 }
 
 impl ServeArgs {
@@ -214,6 +231,20 @@ impl ServeArgs {
         }
         self.transport_settings().validate()?;
         Ok(())
+    }
+
+    /// The gRPC listener's TLS files: our flags, else upstream's variables, else plaintext.
+    fn grpc_tls_files(&self, env: Lookup<'_>) -> anyhow::Result<Option<TlsFiles>> {
+        match (&self.grpc_tls_cert, &self.grpc_tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.grpc_tls_client_ca.clone(),
+                client_san: self.grpc_tls_client_san.clone(),
+            })),
+            // clap's `requires` makes cert and key come together.
+            _ => Ok(upstream_env::grpc_tls(env)?),
+        }
     }
 
     fn config_read_limits(&self) -> ReadLimits {
@@ -300,6 +331,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let serving = Arc::new(AtomicBool::new(true));
 
+    let tls = args
+        .grpc_tls_files(&upstream_env::process_env)?
+        .map(TlsReloader::load)
+        .transpose()
+        .context("TLS on the gRPC listener")?;
     let transport = args.transport_settings();
     let transport::Listeners {
         grpc: grpc_listener,
@@ -358,15 +394,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::clone(&metrics),
         args.rls_settings(),
     );
+    if let Some(tls) = &tls {
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let tls = Arc::clone(tls);
+        let interval = args.grpc_tls_reload_interval;
+        supervisor.spawn(Stage::Serving, "TLS certificate reload", async move {
+            tls.watch(interval, stop).await;
+            Ok(())
+        });
+    }
+    let tls_mode = match &tls {
+        Some(tls) if tls.mutual() => "mtls",
+        Some(_) => "tls",
+        None => "plaintext",
+    };
+    let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
     let stop = supervisor.stop_signal(Stage::Serving);
     let grpc = transport::grpc_server(&transport)
         .add_service(health_service)
         .add_service(RateLimitRoute::new(limiter, transport.max_request_bytes))
-        .serve_with_incoming_shutdown(grpc_listener.into_incoming(), stop.cancelled_owned());
+        .serve_with_incoming_shutdown(incoming, stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {
         grpc.await.context("gRPC server failed")
     });
-    tracing::info!(grpc = %args.grpc_addr, http = %args.http_addr, region = args.region()?, "serving");
+    tracing::info!(grpc = %args.grpc_addr, grpc_tls = tls_mode, http = %args.http_addr, region = args.region()?, "serving");
 
     let health = Health {
         serving: Arc::clone(&serving),

@@ -24,6 +24,7 @@ pub mod raw_grpc;
 pub mod redis_admin;
 mod service;
 pub mod sql_admin;
+pub mod tls;
 pub mod windows;
 
 pub use envoy::{Envoy, envoy_binary};

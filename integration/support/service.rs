@@ -32,6 +32,15 @@ impl Service {
         Self::start_with_nofile(config, extra_args, None)
     }
 
+    /// Like [`Service::start`], with these environment variables set (upstream's, say).
+    pub fn start_with_env(
+        config: impl AsRef<Path>,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Service {
+        Self::start_retrying(config.as_ref(), extra_args, None, env)
+    }
+
     /// Like [`Service::start`], with the open-files limit (soft and hard) set to `nofile`
     /// by `prlimit(1)`, so a test can exhaust it.
     pub fn start_with_nofile(
@@ -39,17 +48,20 @@ impl Service {
         extra_args: &[&str],
         nofile: Option<u64>,
     ) -> Service {
+        Self::start_retrying(config.as_ref(), extra_args, nofile, &[])
+    }
+
+    fn start_retrying(
+        config: &Path,
+        extra_args: &[&str],
+        nofile: Option<u64>,
+        env: &[(&str, &str)],
+    ) -> Service {
         // `free_port` only finds a port that was free a moment ago: with many processes
         // starting in parallel another one may take it first. Then try other ports.
         const ATTEMPTS: usize = 5;
         for attempt in 1..=ATTEMPTS {
-            match Self::try_start_on(
-                config.as_ref(),
-                free_port(),
-                free_port(),
-                extra_args,
-                nofile,
-            ) {
+            match Self::try_start_on(config, free_port(), free_port(), extra_args, nofile, env) {
                 Ok(service) => return service,
                 Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
                 Err(failure) => panic!("{}", failure.message),
@@ -66,7 +78,7 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
     ) -> Service {
-        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args, None)
+        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args, None, &[])
             .unwrap_or_else(|failure| panic!("{}", failure.message))
     }
 
@@ -76,6 +88,7 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
         nofile: Option<u64>,
+        env: &[(&str, &str)],
     ) -> Result<Service, StartFailure> {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
@@ -104,6 +117,7 @@ impl Service {
             .args(["--log-level", "info"])
             .args(extra_args)
             .env("RUST_BACKTRACE", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)

@@ -12,7 +12,7 @@ use crate::telemetry::Metrics;
 /// Descriptors kept beyond both connection caps: the config watcher, backends, the process.
 const SPARE_FDS: u64 = 256;
 /// The HTTP/2 client connection preface is 24 bytes (RFC 9113 §3.4).
-const HTTP2_PREFACE_BYTES: usize = 24;
+pub(super) const HTTP2_PREFACE_BYTES: usize = 24;
 
 /// The service's two listeners, each with its own connection cap.
 pub struct Listeners {
