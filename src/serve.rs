@@ -193,6 +193,10 @@ pub struct ServeArgs {
     /// mTLS: the client certificate must also carry this DNS name or IP address as a SAN.
     #[arg(long, env = "RLS_GRPC_TLS_CLIENT_SAN", requires = "grpc_tls_client_ca")]
     pub grpc_tls_client_san: Option<String>,
+    /// `/healthcheck` fails (500) while the loaded limits have no domain (upstream's
+    /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, read when this is off).
+    #[arg(long, env = "RLS_HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")]
+    pub healthy_with_at_least_one_config_loaded: bool,
     /// How often the TLS files are re-read; changed files apply to new connections.
     #[arg(long, env = "RLS_GRPC_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(1)).parser())]
     pub grpc_tls_reload_interval: Duration,
@@ -245,6 +249,11 @@ impl ServeArgs {
             // clap's `requires` makes cert and key come together.
             _ => Ok(upstream_env::grpc_tls(env)?),
         }
+    }
+
+    fn healthy_with_at_least_one_config_loaded(&self, env: Lookup<'_>) -> anyhow::Result<bool> {
+        Ok(self.healthy_with_at_least_one_config_loaded
+            || upstream_env::healthy_with_at_least_one_config_loaded(env)?)
     }
 
     fn config_read_limits(&self) -> ReadLimits {
@@ -365,11 +374,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     });
 
+    let limiter = Arc::new(RateLimiter::new(
+        Arc::clone(&limits),
+        Arc::clone(&engine),
+        Arc::clone(&metrics),
+        args.rls_settings(),
+    ));
     let admin = admin::router(AdminState {
         limits: Arc::clone(&limits),
         metrics: Arc::clone(&metrics),
         engine: Arc::clone(&engine),
         serving: Arc::clone(&serving),
+        healthy_with_at_least_one_config_loaded: args
+            .healthy_with_at_least_one_config_loaded(&upstream_env::process_env)?,
+        json: admin::JsonEndpoint {
+            decisions: Arc::new(JsonRoute(Arc::clone(&limiter))),
+            max_body_bytes: transport.max_request_bytes,
+            timeout: transport.request_timeout,
+        },
     });
     let stop = supervisor.stop_signal(Stage::Serving);
     let admin_header_timeout = transport.admin_header_timeout;
@@ -388,12 +410,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     health
         .set_serving::<RateLimitServiceServer<RateLimiter>>()
         .await;
-    let limiter = RateLimiter::new(
-        Arc::clone(&limits),
-        Arc::clone(&engine),
-        Arc::clone(&metrics),
-        args.rls_settings(),
-    );
     if let Some(tls) = &tls {
         let stop = supervisor.stop_signal(Stage::Serving);
         let tls = Arc::clone(tls);
@@ -436,6 +452,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `POST /json` on the admin port, answered by the gRPC service's limiter.
+struct JsonRoute(Arc<RateLimiter>);
+
+impl admin::JsonDecisions for JsonRoute {
+    fn decide<'a>(
+        &'a self,
+        body: &'a [u8],
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = admin::JsonAnswer> + Send + 'a>> {
+        Box::pin(async move {
+            let reply = crate::rls::should_rate_limit_json(&self.0, body).await;
+            admin::JsonAnswer {
+                status: reply.status,
+                body: reply.body,
+            }
+        })
+    }
 }
 
 /// The global layer, when --database-url is set: the store (the database may be down: the

@@ -80,6 +80,15 @@ pub fn grpc_tls(env: Lookup<'_>) -> Result<Option<TlsFiles>, UpstreamEnvError> {
     }))
 }
 
+/// Upstream's `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED` (default false).
+pub fn healthy_with_at_least_one_config_loaded(env: Lookup<'_>) -> Result<bool, UpstreamEnvError> {
+    const VARIABLE: &str = "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED";
+    match non_empty(env, VARIABLE) {
+        Some(value) => parse_bool(VARIABLE, &value),
+        None => Ok(false),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,7 +29,7 @@ pub mod windows;
 
 pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;
-pub use http::{HttpResponse, http_get};
+pub use http::{HttpResponse, http_get, http_post};
 pub use service::Service;
 
 use std::fs::{self, File};
