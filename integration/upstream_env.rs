@@ -1,0 +1,165 @@
+//! The binary started as envoyproxy/ratelimit's image starts it — named `ratelimit`, no
+//! arguments — configured by upstream's environment variables only: its limits directory
+//! (RUNTIME_*), Redis (REDIS_*), response headers, logging; unsupported settings refused at
+//! start naming the variable.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::Service;
+use support::grpc::{self, Code, descriptor, request};
+
+const LIMITS: &str = "
+domain: upstream
+descriptors:
+  - key: k
+    rate_limit: { unit: hour, requests_per_unit: 2 }
+";
+
+/// RUNTIME_ROOT/<sub>/config/limits.yaml, as upstream lays it out.
+fn runtime_root() -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("ratelimit").join("config");
+    std::fs::create_dir_all(&dir).expect("create runtime dir");
+    std::fs::write(dir.join("limits.yaml"), LIMITS).expect("write limits");
+    root
+}
+
+fn unique_prefix() -> String {
+    format!("upstream-env-{}-{}:", std::process::id(), support::now_ms())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_serve_from_upstreams_variables_alone() {
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let prefix = unique_prefix();
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("RUNTIME_IGNOREDOTFILES", "true"),
+        ("USE_STATSD", "false"),
+        ("LOG_LEVEL", "info"),
+        ("LOG_FORMAT", "json"),
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("CACHE_KEY_PREFIX", &prefix),
+        ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+        ("LIMIT_REMAINING_HEADER", "X-Left"),
+        ("NEAR_LIMIT_RATIO", "0.9"),
+    ]);
+    assert_eq!(service.admin_get("/healthcheck").status, 200);
+
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    let ask = || request("upstream", vec![descriptor(&[("k", "v")])]);
+    for _ in 0..2 {
+        let response = grpc::should_rate_limit(&mut client, ask()).await;
+        assert_eq!(response.overall_code, Code::Ok as i32);
+    }
+    let over = grpc::should_rate_limit(&mut client, ask()).await;
+    assert_eq!(over.overall_code, Code::OverLimit as i32);
+    assert!(
+        over.response_headers_to_add
+            .iter()
+            .any(|h| h.key == "X-Left" && h.value == "0"),
+        "LIMIT_REMAINING_HEADER not applied: {:?}",
+        over.response_headers_to_add
+    );
+
+    // The counts went to the Redis named by REDIS_URL, under CACHE_KEY_PREFIX.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", "6379", "--scan", "--pattern"])
+            .arg(format!("{prefix}*"))
+            .output()
+            .expect("run redis-cli");
+        if !String::from_utf8_lossy(&keys.stdout).trim().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no key under {prefix} in Redis");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let log = service.log_tail(200);
+    assert!(
+        log.contains("\"level\":\"WARN\"") && log.contains("NEAR_LIMIT_RATIO"),
+        "LOG_FORMAT=json and the NEAR_LIMIT_RATIO warning:\n{log}"
+    );
+}
+
+/// The binary, without arguments, with only `env`, must stop at start naming `variable`.
+fn assert_refused(env: &[(&str, &str)], variable: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        .env_clear()
+        .envs(env.iter().copied())
+        .env("HOST", "127.0.0.1")
+        .env("PORT", "0")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{env:?} was not refused at start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("output");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{env:?}: exit 0");
+    assert!(
+        text.contains(variable),
+        "{env:?}: the error does not name {variable}: {text}"
+    );
+}
+
+#[test]
+fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let base = [
+        ("RUNTIME_ROOT", root_path.as_str()),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut env: Vec<(&str, &str)> = base.to_vec();
+        for (k, v) in extra {
+            env.retain(|(key, _)| key != k);
+            env.push((k, v));
+        }
+        env
+    };
+    assert_refused(&with(&[("BACKEND_TYPE", "memcache")]), "BACKEND_TYPE");
+    assert_refused(&with(&[("REDIS_PERSECOND", "true")]), "REDIS_PERSECOND");
+    assert_refused(&with(&[("USE_DOG_STATSD", "true")]), "USE_DOG_STATSD");
+    assert_refused(&with(&[("REDIS_TYPE", "ring")]), "REDIS_TYPE");
+    assert_refused(
+        &with(&[("REDIS_URL", "redis://127.0.0.1:6379")]),
+        "REDIS_URL",
+    );
+    assert_refused(&with(&[("REDIS_SOCKET_TYPE", "unix")]), "REDIS_SOCKET_TYPE");
+    assert_refused(
+        &with(&[("GRPC_SERVER_USE_TLS", "true")]),
+        "GRPC_SERVER_TLS_CERT",
+    );
+    // Upstream's default runtime directory does not exist here: the config error names it.
+    assert_refused(
+        &[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "127.0.0.1:6379"),
+        ],
+        "/srv/runtime_data/current/config",
+    );
+}
