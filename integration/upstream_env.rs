@@ -163,3 +163,105 @@ fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
         "/srv/runtime_data/current/config",
     );
 }
+
+/// mTLS, the connection age, `/json` and `/healthcheck`, from upstream's variables alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_connection_age_and_json_from_upstreams_variables_alone() {
+    use support::metrics::sample;
+    use support::tls::{Ca, TlsDir, client_config, tls_rls_client};
+
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    let server_ca = Ca::new("server CA");
+    let client_ca = Ca::new("client CA");
+    let tls = TlsDir::new();
+    tls.write_server(&server_ca.server());
+    tls.write_client_ca(&client_ca);
+    let (cert, key, ca) = (
+        tls.cert().to_string_lossy().into_owned(),
+        tls.key().to_string_lossy().into_owned(),
+        tls.client_ca().to_string_lossy().into_owned(),
+    );
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let prefix = unique_prefix();
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("CACHE_KEY_PREFIX", &prefix),
+        ("GRPC_SERVER_USE_TLS", "true"),
+        ("GRPC_SERVER_TLS_CERT", &cert),
+        ("GRPC_SERVER_TLS_KEY", &key),
+        ("GRPC_CLIENT_TLS_CACERT", &ca),
+        ("GRPC_CLIENT_TLS_SAN", "envoy.internal"),
+        ("GRPC_MAX_CONNECTION_AGE", "300ms"),
+        ("GRPC_MAX_CONNECTION_AGE_GRACE", "1s"),
+        ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
+    ]);
+    assert_eq!(service.admin_get("/healthcheck").status, 200);
+
+    let identity = client_ca.client(&["envoy.internal"]);
+    let mut client = tls_rls_client(
+        service.grpc_addr,
+        client_config(&server_ca, Some(&identity)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("mTLS connect: {e}\n{}", service.log_tail(30)));
+    let ask = || request("upstream", vec![descriptor(&[("k", "age")])]);
+    let response = client
+        .should_rate_limit(ask())
+        .await
+        .unwrap_or_else(|e| panic!("mTLS call: {e:?}\n{}", service.log_tail(30)))
+        .into_inner();
+    assert_eq!(response.overall_code, Code::Ok as i32);
+    // Without a certificate: refused in the handshake, seen at connect or at the first call.
+    let anonymous = match tls_rls_client(service.grpc_addr, client_config(&server_ca, None)).await {
+        Ok(mut anonymous) => anonymous
+            .should_rate_limit(ask())
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("{e:?}")),
+        Err(error) => Err(error),
+    };
+    assert!(
+        anonymous.is_err(),
+        "a client without a certificate was served"
+    );
+
+    // GRPC_MAX_CONNECTION_AGE: the connection is aged out and the channel reconnects.
+    let accepted = |service: &Service| {
+        sample(
+            &service.metrics(),
+            "rls_connections_accepted_total",
+            &[("listener", "grpc")],
+        )
+        .unwrap_or(0.0)
+    };
+    let before = accepted(&service);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while accepted(&service) < before + 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "no reconnection 10 s into a 300 ms GRPC_MAX_CONNECTION_AGE"
+        );
+        // Calls keep the channel busy; each may open the next connection.
+        let _ = client.should_rate_limit(ask()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let json = support::http_post(
+        service.http_addr,
+        "/json",
+        "application/json",
+        br#"{"domain":"upstream","descriptors":[{"entries":[{"key":"k","value":"json"}]}]}"#,
+    )
+    .expect("POST /json");
+    assert_eq!(json.status, 200, "{}", json.body_text());
+    assert!(
+        json.body_text().contains("\"overallCode\":\"OK\""),
+        "{}",
+        json.body_text()
+    );
+}

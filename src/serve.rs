@@ -193,6 +193,13 @@ pub struct ServeArgs {
     /// mTLS: the client certificate must also carry this DNS name or IP address as a SAN.
     #[arg(long, env = "RLS_GRPC_TLS_CLIENT_SAN", requires = "grpc_tls_client_ca")]
     pub grpc_tls_client_san: Option<String>,
+    /// A gRPC connection older than this gets GOAWAY and its client reconnects (off by default;
+    /// upstream's GRPC_MAX_CONNECTION_AGE).
+    #[arg(long, env = "RLS_MAX_CONNECTION_AGE", value_parser = DurationRange::new(millis(100), hours(24 * 30)).parser())]
+    pub max_connection_age: Option<Duration>,
+    /// After that GOAWAY, how long its requests may finish before it is closed.
+    #[arg(long, env = "RLS_MAX_CONNECTION_AGE_GRACE", value_parser = DurationRange::new(millis(1), hours(24 * 30)).parser())]
+    pub max_connection_age_grace: Option<Duration>,
     /// `/healthcheck` fails (500) while the loaded limits have no domain (upstream's
     /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, read when this is off).
     #[arg(long, env = "RLS_HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")]
@@ -279,6 +286,8 @@ impl ServeArgs {
             http2_connection_window: self.http2_connection_window,
             http2_keepalive_interval: self.http2_keepalive_interval,
             http2_keepalive_timeout: self.http2_keepalive_timeout,
+            max_connection_age: self.max_connection_age,
+            max_connection_age_grace: self.max_connection_age_grace,
             ..TransportSettings::default()
         }
     }

@@ -237,14 +237,33 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
                 .into(),
         );
     }
-    for variable in ["GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"] {
-        if let Some(value) = get(env, variable) {
-            humantime::parse_duration(&value)
-                .map_err(|e| problem(variable, format!("{value:?} is not a duration: {e}")))?;
-            argv.warnings.push(format!(
-                "{variable} has no effect yet: connections are not aged out"
+    // grpc-go's keepalive enforcement, with upstream's defaults.
+    for (variable, rls, name, default) in [
+        (
+            "GRPC_MAX_CONNECTION_AGE",
+            "RLS_MAX_CONNECTION_AGE",
+            "--max-connection-age",
+            "24h",
+        ),
+        (
+            "GRPC_MAX_CONNECTION_AGE_GRACE",
+            "RLS_MAX_CONNECTION_AGE_GRACE",
+            "--max-connection-age-grace",
+            "1h",
+        ),
+    ] {
+        let value = get(env, variable).unwrap_or_else(|| default.into());
+        let parsed = humantime::parse_duration(&value)
+            .map_err(|e| problem(variable, format!("{value:?} is not a duration: {e}")))?;
+        if parsed < std::time::Duration::from_millis(100)
+            || parsed > std::time::Duration::from_secs(30 * 86_400)
+        {
+            return Err(problem(
+                variable,
+                format!("{value:?} must be between 100ms and 30 days"),
             ));
         }
+        flag(&mut argv, rls, name, value);
     }
     Ok(argv)
 }
@@ -528,7 +547,8 @@ mod tests {
             args,
             "--log-level warn --log-format text serve --http-addr 0.0.0.0:9000 \
              --grpc-addr 0.0.0.0:8081 --config /data/ratelimit/config \
-             --redis-url redis://user:p%40ss@redis:6379"
+             --redis-url redis://user:p%40ss@redis:6379 --max-connection-age 24h \
+             --max-connection-age-grace 1h"
         );
     }
 
