@@ -37,10 +37,15 @@ async fn runs_serve_from_upstreams_variables_alone() {
     let root = runtime_root();
     let root_path = root.path().to_string_lossy().into_owned();
     let prefix = unique_prefix();
+    let prometheus = support::local_addr(support::free_port());
+    let prometheus_text = prometheus.to_string();
     let service = Service::start_upstream(&[
         ("RUNTIME_ROOT", &root_path),
         ("RUNTIME_SUBDIRECTORY", "ratelimit"),
         ("RUNTIME_IGNOREDOTFILES", "true"),
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", &prometheus_text),
+        ("PROMETHEUS_PATH", "/stats/prometheus"),
         ("USE_STATSD", "false"),
         ("LOG_LEVEL", "info"),
         ("LOG_FORMAT", "json"),
@@ -84,6 +89,15 @@ async fn runs_serve_from_upstreams_variables_alone() {
         assert!(Instant::now() < deadline, "no key under {prefix} in Redis");
         std::thread::sleep(Duration::from_millis(50));
     }
+
+    // USE_PROMETHEUS: the metrics on PROMETHEUS_ADDR at PROMETHEUS_PATH.
+    let scraped = support::http_get(prometheus, "/stats/prometheus", &[]).expect("scrape");
+    assert_eq!(scraped.status, 200);
+    assert!(
+        scraped.body_text().contains("rls_requests_total"),
+        "{}",
+        scraped.body_text()
+    );
 
     let log = service.log_tail(200);
     assert!(
@@ -150,6 +164,20 @@ fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
         "REDIS_URL",
     );
     assert_refused(&with(&[("REDIS_SOCKET_TYPE", "unix")]), "REDIS_SOCKET_TYPE");
+    assert_refused(
+        &with(&[
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_PATH", "metrics{x}"),
+        ]),
+        "PROMETHEUS_PATH",
+    );
+    assert_refused(
+        &with(&[
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_ADDR", "prometheus:9090"),
+        ]),
+        "PROMETHEUS_ADDR",
+    );
     assert_refused(
         &with(&[("GRPC_SERVER_USE_TLS", "true")]),
         "GRPC_SERVER_TLS_CERT",

@@ -200,6 +200,13 @@ pub struct ServeArgs {
     /// After that GOAWAY, how long its requests may finish before it is closed.
     #[arg(long, env = "RLS_MAX_CONNECTION_AGE_GRACE", value_parser = DurationRange::new(millis(1), hours(24 * 30)).parser())]
     pub max_connection_age_grace: Option<Duration>,
+    /// Also serve the metrics alone on this address (upstream's PROMETHEUS_ADDR with
+    /// USE_PROMETHEUS=true); they stay at /metrics on --http-addr too.
+    #[arg(long, env = "RLS_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// The path of the metrics on --metrics-addr (upstream's PROMETHEUS_PATH).
+    #[arg(long, env = "RLS_METRICS_PATH", default_value = "/metrics")]
+    pub metrics_path: String,
     /// `/healthcheck` fails (500) while the loaded limits have no domain (upstream's
     /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, read when this is off).
     #[arg(long, env = "RLS_HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")]
@@ -241,6 +248,13 @@ impl ServeArgs {
             anyhow::bail!("--max-cells must be at least 1");
         }
         self.transport_settings().validate()?;
+        if !admin::valid_metrics_path(&self.metrics_path) {
+            anyhow::bail!(
+                "--metrics-path (PROMETHEUS_PATH) must start with / and hold only letters, \
+                 digits and /_.- (at most 256 bytes), got {:?}",
+                self.metrics_path
+            );
+        }
         Ok(())
     }
 
@@ -360,6 +374,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         admin: http_listener,
     } = transport::bind(args.grpc_addr, args.http_addr, &transport, &metrics).await?;
 
+    let metrics_listener = match args.metrics_addr {
+        Some(addr) => Some(transport::bind_metrics(addr, &transport, &metrics).await?),
+        None => None,
+    };
+
     let mut supervisor = Supervisor::new();
     let finish = supervisor.stop_signal(Stage::Background);
     let background = Arc::clone(&engine);
@@ -389,7 +408,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::clone(&metrics),
         args.rls_settings(),
     ));
-    let admin = admin::router(AdminState {
+    let admin_state = AdminState {
         limits: Arc::clone(&limits),
         metrics: Arc::clone(&metrics),
         engine: Arc::clone(&engine),
@@ -401,7 +420,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_body_bytes: transport.max_request_bytes,
             timeout: transport.request_timeout,
         },
-    });
+    };
+    if let Some(listener) = metrics_listener {
+        let router = admin::metrics_router(admin_state.clone(), &args.metrics_path);
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let header_timeout = transport.admin_header_timeout;
+        supervisor.spawn(Stage::Serving, "metrics server", async move {
+            transport::serve_http1(listener, router, header_timeout, stop.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+    let admin = admin::router(admin_state);
     let stop = supervisor.stop_signal(Stage::Serving);
     let admin_header_timeout = transport.admin_header_timeout;
     supervisor.spawn(Stage::Serving, "HTTP server", async move {

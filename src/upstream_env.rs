@@ -231,11 +231,22 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         }
     }
     if boolean(env, "USE_PROMETHEUS")? == Some(true) {
-        argv.warnings.push(
-            "USE_PROMETHEUS: metrics are served at /metrics on the HTTP port (HOST/PORT), not on \
-             PROMETHEUS_ADDR"
-                .into(),
-        );
+        // Go's ":9090" means every address.
+        let addr = get(env, "PROMETHEUS_ADDR").unwrap_or_else(|| ":9090".into());
+        let addr = match addr.strip_prefix(':') {
+            Some(port) => format!("0.0.0.0:{port}"),
+            None => addr,
+        };
+        if addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(problem(
+                "PROMETHEUS_ADDR",
+                format!("{addr:?} is not [ip]:port"),
+            ));
+        }
+        flag(&mut argv, "RLS_METRICS_ADDR", "--metrics-addr", addr);
+        if let Some(path) = get(env, "PROMETHEUS_PATH") {
+            flag(&mut argv, "RLS_METRICS_PATH", "--metrics-path", path);
+        }
     }
     // grpc-go's keepalive enforcement, with upstream's defaults.
     for (variable, rls, name, default) in [

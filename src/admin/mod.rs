@@ -68,6 +68,22 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
+/// Only `/metrics` at `path`, for a separate metrics listener (upstream's PROMETHEUS_ADDR and
+/// PROMETHEUS_PATH). `path` must be checked with [`valid_metrics_path`] first.
+pub fn metrics_router(state: AdminState, path: &str) -> Router {
+    Router::new().route(path, get(metrics)).with_state(state)
+}
+
+/// A literal path the router takes: `/` then letters, digits and `/_.-` (axum treats `{`,
+/// `}` and `*` as captures).
+pub fn valid_metrics_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() <= 256
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/_.-".contains(&b))
+}
+
 async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
     if state.serving.load(Ordering::Acquire) {
         (StatusCode::OK, "OK\n")

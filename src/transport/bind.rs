@@ -32,6 +32,35 @@ pub enum BindError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot listen on --metrics-addr {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// The optional metrics-only listener (upstream's PROMETHEUS_ADDR): the admin port's bounds,
+/// its own connection cap (`--max-admin-connections` more), its own series (`metrics`).
+pub async fn bind_metrics(
+    addr: SocketAddr,
+    settings: &TransportSettings,
+    metrics: &Metrics,
+) -> Result<BoundedListener, BindError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| BindError::Metrics { addr, source })?;
+    Ok(BoundedListener::new(
+        listener,
+        ListenerSettings {
+            name: "metrics",
+            max_connections: settings.max_admin_connections,
+            preface_bytes: 1,
+            preface_timeout: settings.preface_timeout,
+            max_accept_backoff: settings.max_accept_backoff,
+            tcp_keepalive: Some(settings.tcp_keepalive),
+        },
+        metrics.connections.listener("metrics"),
+    ))
 }
 
 /// Raises the soft open-files limit (a warning if it stays below the caps), then binds.
