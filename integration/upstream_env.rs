@@ -163,7 +163,8 @@ fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
         &with(&[("REDIS_URL", "redis://127.0.0.1:6379")]),
         "REDIS_URL",
     );
-    assert_refused(&with(&[("REDIS_SOCKET_TYPE", "unix")]), "REDIS_SOCKET_TYPE");
+    assert_refused(&with(&[("REDIS_SOCKET_TYPE", "udp")]), "REDIS_SOCKET_TYPE");
+    assert_refused(&with(&[("REDIS_SOCKET_TYPE", "unix")]), "REDIS_URL");
     assert_refused(
         &with(&[
             ("USE_PROMETHEUS", "true"),
@@ -292,4 +293,83 @@ async fn mtls_connection_age_and_json_from_upstreams_variables_alone() {
         "{}",
         json.body_text()
     );
+}
+
+/// Upstream's default Redis connection: a Unix socket (REDIS_SOCKET_TYPE unset, REDIS_URL a
+/// path), against a real `redis-server` listening only on that socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_over_a_unix_socket_as_upstreams_default() {
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("redis.sock");
+    let socket_text = socket.to_string_lossy().into_owned();
+    let mut redis = Command::new("redis-server")
+        .args([
+            "--port",
+            "0",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--unixsocket",
+        ])
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server (apt-get install redis-server)");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "redis-server made no socket");
+        assert!(
+            redis.try_wait().expect("wait").is_none(),
+            "redis-server exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _redis = Kill(redis);
+
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("REDIS_URL", &socket_text),
+    ]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    let response = grpc::should_rate_limit(
+        &mut client,
+        request("upstream", vec![descriptor(&[("k", "unix")])]),
+    )
+    .await;
+    assert_eq!(response.overall_code, Code::Ok as i32);
+
+    // The replay reached the Redis behind the socket.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = Command::new("redis-cli")
+            .arg("-s")
+            .arg(&socket)
+            .args(["--scan"])
+            .output()
+            .expect("run redis-cli");
+        if !String::from_utf8_lossy(&keys.stdout).trim().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no key in the Redis behind {socket_text}:\n{}",
+            service.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

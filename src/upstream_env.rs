@@ -400,20 +400,47 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
 /// `REDIS_SOCKET_TYPE` (upstream's defaults: unix, `/var/run/nutcracker/ratelimit.sock`).
 fn redis_urls(env: Lookup<'_>) -> Result<(Vec<String>, bool), UpstreamEnvError> {
     let socket = get(env, "REDIS_SOCKET_TYPE").unwrap_or_else(|| "unix".into());
-    match socket.to_ascii_lowercase().as_str() {
-        "tcp" => {}
-        "unix" => {
-            return Err(problem(
-                "REDIS_SOCKET_TYPE",
-                "unix (upstream's default) is not supported yet: set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port",
-            ));
-        }
+    let unix = match socket.to_ascii_lowercase().as_str() {
+        "tcp" => false,
+        "unix" => true,
         _ => {
             return Err(problem(
                 "REDIS_SOCKET_TYPE",
                 format!("{socket:?} is neither tcp nor unix"),
             ));
         }
+    };
+    if unix {
+        // Upstream's default: REDIS_URL is the socket's path.
+        let path =
+            get(env, "REDIS_URL").unwrap_or_else(|| "/var/run/nutcracker/ratelimit.sock".into());
+        if !path.starts_with('/') || path.contains(['?', '#']) {
+            return Err(problem(
+                "REDIS_URL",
+                format!("{path:?} is not an absolute socket path (REDIS_SOCKET_TYPE=unix)"),
+            ));
+        }
+        for (variable, reason) in [
+            (
+                "REDIS_AUTH",
+                "a password over a Unix socket is not supported yet: use REDIS_SOCKET_TYPE=tcp",
+            ),
+            (
+                "REDIS_TLS",
+                "TLS over a Unix socket makes no sense: use REDIS_SOCKET_TYPE=tcp",
+            ),
+        ] {
+            if get(env, variable).is_some_and(|v| v != "false") {
+                return Err(problem(variable, reason));
+            }
+        }
+        if get(env, "REDIS_TYPE").is_some_and(|t| !t.eq_ignore_ascii_case("single")) {
+            return Err(problem(
+                "REDIS_TYPE",
+                "only single over a Unix socket (REDIS_SOCKET_TYPE=unix)",
+            ));
+        }
+        return Ok((vec![format!("redis+unix://{path}")], false));
     }
     let kind = get(env, "REDIS_TYPE").unwrap_or_else(|| "SINGLE".into());
     let cluster = match kind.to_ascii_lowercase().as_str() {
@@ -592,7 +619,7 @@ mod tests {
                 vec![("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "redis://r:1")],
                 "REDIS_URL",
             ),
-            (vec![("REDIS_URL", "r:1")], "REDIS_SOCKET_TYPE"),
+            (vec![("REDIS_URL", "r:1")], "REDIS_URL"),
             (vec![("LOG_LEVEL", "loud")], "LOG_LEVEL"),
         ] {
             let error = serve_argv(&env(&vars)).expect_err(variable);
