@@ -39,7 +39,10 @@ async fn runs_serve_from_upstreams_variables_alone() {
     let prefix = unique_prefix();
     let prometheus = support::local_addr(support::free_port());
     let prometheus_text = prometheus.to_string();
+    let debug_port = support::free_port();
+    let debug_port_text = debug_port.to_string();
     let service = Service::start_upstream(&[
+        ("DEBUG_PORT", &debug_port_text),
         ("RUNTIME_ROOT", &root_path),
         ("RUNTIME_SUBDIRECTORY", "ratelimit"),
         ("RUNTIME_IGNOREDOTFILES", "true"),
@@ -90,6 +93,17 @@ async fn runs_serve_from_upstreams_variables_alone() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // DEBUG_HOST/DEBUG_PORT: upstream's debug listener with /rlconfig.
+    let debug = support::local_addr(debug_port);
+    let rlconfig =
+        support::http_get(debug, "/rlconfig", &[]).expect("GET /rlconfig on the debug port");
+    assert_eq!(rlconfig.status, 200);
+    assert!(
+        rlconfig.body_text().contains("upstream"),
+        "{}",
+        rlconfig.body_text()
+    );
+
     // USE_PROMETHEUS: the metrics on PROMETHEUS_ADDR at PROMETHEUS_PATH.
     let scraped = support::http_get(prometheus, "/stats/prometheus", &[]).expect("scrape");
     assert_eq!(scraped.status, 200);
@@ -115,6 +129,8 @@ fn assert_refused(env: &[(&str, &str)], variable: &str) {
         .env("PORT", "0")
         .env("GRPC_HOST", "127.0.0.1")
         .env("GRPC_PORT", "0")
+        .env("DEBUG_HOST", "127.0.0.1")
+        .env("DEBUG_PORT", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

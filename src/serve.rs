@@ -207,6 +207,10 @@ pub struct ServeArgs {
     /// The path of the metrics on --metrics-addr (upstream's PROMETHEUS_PATH).
     #[arg(long, env = "RLS_METRICS_PATH", default_value = "/metrics")]
     pub metrics_path: String,
+    /// Also serve `/rlconfig` on this address (upstream's debug listener, DEBUG_HOST and
+    /// DEBUG_PORT); it stays on --http-addr too.
+    #[arg(long, env = "RLS_DEBUG_ADDR")]
+    pub debug_addr: Option<SocketAddr>,
     /// `/healthcheck` fails (500) while the loaded limits have no domain (upstream's
     /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, read when this is off).
     #[arg(long, env = "RLS_HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")]
@@ -375,7 +379,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     } = transport::bind(args.grpc_addr, args.http_addr, &transport, &metrics).await?;
 
     let metrics_listener = match args.metrics_addr {
-        Some(addr) => Some(transport::bind_metrics(addr, &transport, &metrics).await?),
+        Some(addr) => Some(transport::bind_side("metrics", addr, &transport, &metrics).await?),
+        None => None,
+    };
+    let debug_listener = match args.debug_addr {
+        Some(addr) => Some(transport::bind_side("debug", addr, &transport, &metrics).await?),
         None => None,
     };
 
@@ -426,6 +434,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let stop = supervisor.stop_signal(Stage::Serving);
         let header_timeout = transport.admin_header_timeout;
         supervisor.spawn(Stage::Serving, "metrics server", async move {
+            transport::serve_http1(listener, router, header_timeout, stop.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+    if let Some(listener) = debug_listener {
+        let router = admin::debug_router(admin_state.clone());
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let header_timeout = transport.admin_header_timeout;
+        supervisor.spawn(Stage::Serving, "debug server", async move {
             transport::serve_http1(listener, router, header_timeout, stop.cancelled_owned()).await;
             Ok(())
         });

@@ -134,6 +134,8 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     flag(&mut argv, "RLS_HTTP_ADDR", "--http-addr", http);
     let grpc = socket_addr(env, "GRPC_HOST", "GRPC_PORT", 8081)?;
     flag(&mut argv, "RLS_GRPC_ADDR", "--grpc-addr", grpc);
+    let debug = socket_addr(env, "DEBUG_HOST", "DEBUG_PORT", 6070)?;
+    flag(&mut argv, "RLS_DEBUG_ADDR", "--debug-addr", debug);
 
     // The limits: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
     let mut config = PathBuf::from(
@@ -584,7 +586,7 @@ mod tests {
         assert_eq!(
             args,
             "--log-level warn --log-format text serve --http-addr 0.0.0.0:9000 \
-             --grpc-addr 0.0.0.0:8081 --config /data/ratelimit/config \
+             --grpc-addr 0.0.0.0:8081 --debug-addr 0.0.0.0:6070 --config /data/ratelimit/config \
              --redis-url redis://user:p%40ss@redis:6379 --max-connection-age 24h \
              --max-connection-age-grace 1h"
         );

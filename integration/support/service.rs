@@ -89,6 +89,8 @@ impl Service {
             .env("PORT", http_port.to_string())
             .env("GRPC_HOST", "127.0.0.1")
             .env("GRPC_PORT", grpc_port.to_string())
+            .env("DEBUG_HOST", "127.0.0.1")
+            .env("DEBUG_PORT", free_port().to_string())
             .envs(env.iter().copied())
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())

@@ -74,6 +74,13 @@ pub fn metrics_router(state: AdminState, path: &str) -> Router {
     Router::new().route(path, get(metrics)).with_state(state)
 }
 
+/// upstream's debug listener (DEBUG_PORT): `/rlconfig`, the loaded limits.
+pub fn debug_router(state: AdminState) -> Router {
+    Router::new()
+        .route("/rlconfig", get(rlconfig))
+        .with_state(state)
+}
+
 /// A literal path the router takes: `/` then letters, digits and `/_.-` (axum treats `{`,
 /// `}` and `*` as captures).
 pub fn valid_metrics_path(path: &str) -> bool {

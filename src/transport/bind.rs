@@ -32,34 +32,37 @@ pub enum BindError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot listen on --metrics-addr {addr}: {source}")]
-    Metrics {
+    #[error("cannot listen on --{name}-addr {addr}: {source}")]
+    Side {
+        name: &'static str,
         addr: SocketAddr,
         source: std::io::Error,
     },
 }
 
-/// The optional metrics-only listener (upstream's PROMETHEUS_ADDR): the admin port's bounds,
-/// its own connection cap (`--max-admin-connections` more), its own series (`metrics`).
-pub async fn bind_metrics(
+/// An optional side listener of the admin kind (`metrics`: upstream's PROMETHEUS_ADDR;
+/// `debug`: its DEBUG_PORT): the admin port's bounds, a connection cap of its own
+/// (`--max-admin-connections` more), its own series (`listener="<name>"`).
+pub async fn bind_side(
+    name: &'static str,
     addr: SocketAddr,
     settings: &TransportSettings,
     metrics: &Metrics,
 ) -> Result<BoundedListener, BindError> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| BindError::Metrics { addr, source })?;
+        .map_err(|source| BindError::Side { name, addr, source })?;
     Ok(BoundedListener::new(
         listener,
         ListenerSettings {
-            name: "metrics",
+            name,
             max_connections: settings.max_admin_connections,
             preface_bytes: 1,
             preface_timeout: settings.preface_timeout,
             max_accept_backoff: settings.max_accept_backoff,
             tcp_keepalive: Some(settings.tcp_keepalive),
         },
-        metrics.connections.listener("metrics"),
+        metrics.connections.listener(name),
     ))
 }
 
