@@ -12,6 +12,7 @@ use gcounter_rls::loadtest::{self, LoadtestArgs};
 use gcounter_rls::runtime;
 use gcounter_rls::serve::{self, ServeArgs};
 use gcounter_rls::telemetry::{LogFormat, init_logging};
+use gcounter_rls::upstream_env;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -65,7 +66,25 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // No arguments at all (as upstream's image runs `/bin/ratelimit`): `serve` configured from
+    // envoyproxy/ratelimit's environment variables, with its defaults.
+    let (cli, upstream_warnings) = if std::env::args_os().len() <= 1 {
+        match upstream_env::serve_argv(&upstream_env::process_env) {
+            Ok(upstream) => {
+                let program = std::iter::once("gcounter-rls".to_owned());
+                (
+                    Cli::parse_from(program.chain(upstream.args)),
+                    upstream.warnings,
+                )
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        (Cli::parse(), Vec::new())
+    };
     if let Command::CheckConfig {
         path,
         max_config_bytes,
@@ -80,6 +99,9 @@ fn main() -> ExitCode {
     if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
         eprintln!("error: {message}");
         return ExitCode::FAILURE;
+    }
+    for warning in &upstream_warnings {
+        tracing::warn!("{warning}");
     }
     // As many workers as cores (the load tool too: its client is what limits it); runtime.rs
     // says why one worker means a current-thread runtime.

@@ -24,7 +24,8 @@ use crate::rls::{
 };
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::{Metrics, MetricsSettings};
-use crate::transport::{self, TransportSettings};
+use crate::transport::{self, TlsFiles, TlsReloader, TransportSettings};
+use crate::upstream_env::{self, Lookup};
 
 /// `--max-cell-bytes` must hold at least this many cells of the largest descriptor: below
 /// it the table's shards could not admit such a cell at all.
@@ -198,6 +199,44 @@ pub struct ServeArgs {
     /// How long an unanswered PING keeps a connection.
     #[arg(long, env = "RLS_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub http2_keepalive_timeout: Duration,
+    /// TLS on the gRPC listener: the PEM certificate chain (with --grpc-tls-key). Unset:
+    /// upstream's GRPC_SERVER_USE_TLS + GRPC_SERVER_TLS_CERT apply.
+    #[arg(long, env = "RLS_GRPC_TLS_CERT", requires = "grpc_tls_key")]
+    pub grpc_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --grpc-tls-cert.
+    #[arg(long, env = "RLS_GRPC_TLS_KEY", requires = "grpc_tls_cert")]
+    pub grpc_tls_key: Option<PathBuf>,
+    /// mTLS: PEM CA certificates; clients must present a certificate they signed.
+    #[arg(long, env = "RLS_GRPC_TLS_CLIENT_CA", requires = "grpc_tls_cert")]
+    pub grpc_tls_client_ca: Option<PathBuf>,
+    /// mTLS: the client certificate must also carry this DNS name or IP address as a SAN.
+    #[arg(long, env = "RLS_GRPC_TLS_CLIENT_SAN", requires = "grpc_tls_client_ca")]
+    pub grpc_tls_client_san: Option<String>,
+    /// A gRPC connection older than this gets GOAWAY and its client reconnects (off by default;
+    /// upstream's GRPC_MAX_CONNECTION_AGE).
+    #[arg(long, env = "RLS_MAX_CONNECTION_AGE", value_parser = DurationRange::new(millis(100), hours(24 * 30)).parser())]
+    pub max_connection_age: Option<Duration>,
+    /// After that GOAWAY, how long its requests may finish before it is closed.
+    #[arg(long, env = "RLS_MAX_CONNECTION_AGE_GRACE", value_parser = DurationRange::new(millis(1), hours(24 * 30)).parser())]
+    pub max_connection_age_grace: Option<Duration>,
+    /// Also serve the metrics alone on this address (upstream's PROMETHEUS_ADDR with
+    /// USE_PROMETHEUS=true); they stay at /metrics on --http-addr too.
+    #[arg(long, env = "RLS_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// The path of the metrics on --metrics-addr (upstream's PROMETHEUS_PATH).
+    #[arg(long, env = "RLS_METRICS_PATH", default_value = "/metrics")]
+    pub metrics_path: String,
+    /// Also serve `/rlconfig` on this address (upstream's debug listener, DEBUG_HOST and
+    /// DEBUG_PORT); it stays on --http-addr too.
+    #[arg(long, env = "RLS_DEBUG_ADDR")]
+    pub debug_addr: Option<SocketAddr>,
+    /// `/healthcheck` fails (500) while the loaded limits have no domain (upstream's
+    /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, read when this is off).
+    #[arg(long, env = "RLS_HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")]
+    pub healthy_with_at_least_one_config_loaded: bool,
+    /// How often the TLS files are re-read; changed files apply to new connections.
+    #[arg(long, env = "RLS_GRPC_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(1)).parser())]
+    pub grpc_tls_reload_interval: Duration,
 }
 
 impl ServeArgs {
@@ -254,7 +293,33 @@ impl ServeArgs {
             );
         }
         self.transport_settings().validate()?;
+        if !admin::valid_metrics_path(&self.metrics_path) {
+            anyhow::bail!(
+                "--metrics-path (PROMETHEUS_PATH) must start with / and hold only letters, \
+                 digits and /_.- (at most 256 bytes), got {:?}",
+                self.metrics_path
+            );
+        }
         Ok(())
+    }
+
+    /// The gRPC listener's TLS files: our flags, else upstream's variables, else plaintext.
+    fn grpc_tls_files(&self, env: Lookup<'_>) -> anyhow::Result<Option<TlsFiles>> {
+        match (&self.grpc_tls_cert, &self.grpc_tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.grpc_tls_client_ca.clone(),
+                client_san: self.grpc_tls_client_san.clone(),
+            })),
+            // clap's `requires` makes cert and key come together.
+            _ => Ok(upstream_env::grpc_tls(env)?),
+        }
+    }
+
+    fn healthy_with_at_least_one_config_loaded(&self, env: Lookup<'_>) -> anyhow::Result<bool> {
+        Ok(self.healthy_with_at_least_one_config_loaded
+            || upstream_env::healthy_with_at_least_one_config_loaded(env)?)
     }
 
     fn config_read_limits(&self) -> ReadLimits {
@@ -290,6 +355,8 @@ impl ServeArgs {
             http2_connection_window: self.http2_connection_window,
             http2_keepalive_interval: self.http2_keepalive_interval,
             http2_keepalive_timeout: self.http2_keepalive_timeout,
+            max_connection_age: self.max_connection_age,
+            max_connection_age_grace: self.max_connection_age_grace,
             ..TransportSettings::default()
         }
     }
@@ -357,11 +424,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let serving = Arc::new(AtomicBool::new(true));
 
+    let tls = args
+        .grpc_tls_files(&upstream_env::process_env)?
+        .map(TlsReloader::load)
+        .transpose()
+        .context("TLS on the gRPC listener")?;
     let transport = args.transport_settings();
     let transport::Listeners {
         grpc: grpc_listener,
         admin: http_listener,
     } = transport::bind(args.grpc_addr, args.http_addr, &transport, &metrics).await?;
+
+    let metrics_listener = match args.metrics_addr {
+        Some(addr) => Some(transport::bind_side("metrics", addr, &transport, &metrics).await?),
+        None => None,
+    };
+    let debug_listener = match args.debug_addr {
+        Some(addr) => Some(transport::bind_side("debug", addr, &transport, &metrics).await?),
+        None => None,
+    };
 
     let mut supervisor = Supervisor::new();
     let finish = supervisor.stop_signal(Stage::Background);
@@ -386,12 +467,44 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     });
 
-    let admin = admin::router(AdminState {
+    let limiter = Arc::new(RateLimiter::new(
+        Arc::clone(&limits),
+        Arc::clone(&engine),
+        Arc::clone(&metrics),
+        args.rls_settings(),
+    ));
+    let admin_state = AdminState {
         limits: Arc::clone(&limits),
         metrics: Arc::clone(&metrics),
         engine: Arc::clone(&engine),
         serving: Arc::clone(&serving),
-    });
+        healthy_with_at_least_one_config_loaded: args
+            .healthy_with_at_least_one_config_loaded(&upstream_env::process_env)?,
+        json: admin::JsonEndpoint {
+            decisions: Arc::new(JsonRoute(Arc::clone(&limiter))),
+            max_body_bytes: transport.max_request_bytes,
+            timeout: transport.request_timeout,
+        },
+    };
+    if let Some(listener) = metrics_listener {
+        let router = admin::metrics_router(admin_state.clone(), &args.metrics_path);
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let header_timeout = transport.admin_header_timeout;
+        supervisor.spawn(Stage::Serving, "metrics server", async move {
+            transport::serve_http1(listener, router, header_timeout, stop.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+    if let Some(listener) = debug_listener {
+        let router = admin::debug_router(admin_state.clone());
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let header_timeout = transport.admin_header_timeout;
+        supervisor.spawn(Stage::Serving, "debug server", async move {
+            transport::serve_http1(listener, router, header_timeout, stop.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+    let admin = admin::router(admin_state);
     let stop = supervisor.stop_signal(Stage::Serving);
     let admin_header_timeout = transport.admin_header_timeout;
     supervisor.spawn(Stage::Serving, "HTTP server", async move {
@@ -409,21 +522,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     health
         .set_serving::<RateLimitServiceServer<RateLimiter>>()
         .await;
-    let limiter = RateLimiter::new(
-        Arc::clone(&limits),
-        Arc::clone(&engine),
-        Arc::clone(&metrics),
-        args.rls_settings(),
-    );
+    if let Some(tls) = &tls {
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let tls = Arc::clone(tls);
+        let interval = args.grpc_tls_reload_interval;
+        supervisor.spawn(Stage::Serving, "TLS certificate reload", async move {
+            tls.watch(interval, stop).await;
+            Ok(())
+        });
+    }
+    let tls_mode = match &tls {
+        Some(tls) if tls.mutual() => "mtls",
+        Some(_) => "tls",
+        None => "plaintext",
+    };
+    let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
     let stop = supervisor.stop_signal(Stage::Serving);
     let grpc = transport::grpc_server(&transport)
         .add_service(health_service)
         .add_service(RateLimitRoute::new(limiter, transport.max_request_bytes))
-        .serve_with_incoming_shutdown(grpc_listener.into_incoming(), stop.cancelled_owned());
+        .serve_with_incoming_shutdown(incoming, stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {
         grpc.await.context("gRPC server failed")
     });
-    tracing::info!(grpc = %args.grpc_addr, http = %args.http_addr, region = args.region()?, "serving");
+    tracing::info!(grpc = %args.grpc_addr, grpc_tls = tls_mode, http = %args.http_addr, region = args.region()?, "serving");
 
     let health = Health {
         serving: Arc::clone(&serving),
@@ -442,6 +564,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `POST /json` on the admin port, answered by the gRPC service's limiter.
+struct JsonRoute(Arc<RateLimiter>);
+
+impl admin::JsonDecisions for JsonRoute {
+    fn decide<'a>(
+        &'a self,
+        body: &'a [u8],
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = admin::JsonAnswer> + Send + 'a>> {
+        Box::pin(async move {
+            let reply = crate::rls::should_rate_limit_json(&self.0, body).await;
+            admin::JsonAnswer {
+                status: reply.status,
+                body: reply.body,
+            }
+        })
+    }
 }
 
 /// The global layer, when --database-url is set: the store (the database may be down: the

@@ -24,11 +24,12 @@ pub mod raw_grpc;
 pub mod redis_admin;
 mod service;
 pub mod sql_admin;
+pub mod tls;
 pub mod windows;
 
 pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;
-pub use http::{HttpResponse, http_get};
+pub use http::{HttpResponse, http_get, http_post};
 pub use service::{Launch, Service};
 
 use std::fs::{self, File};

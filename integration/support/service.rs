@@ -38,23 +38,58 @@ impl Service {
         extra_args: &[&str],
         launch: Launch<'_>,
     ) -> Service {
+        let config = config.as_ref();
         // `free_port` only finds a port that was free a moment ago: with many processes
         // starting in parallel another one may take it first. Then try other ports.
         const ATTEMPTS: usize = 5;
         for attempt in 1..=ATTEMPTS {
-            match Self::try_start_on(
-                config.as_ref(),
-                free_port(),
-                free_port(),
-                extra_args,
-                launch,
-            ) {
+            match Self::try_start_on(config, free_port(), free_port(), extra_args, launch) {
                 Ok(service) => return service,
                 Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
                 Err(failure) => panic!("{}", failure.message),
             }
         }
         unreachable!("the last attempt returns or panics")
+    }
+
+    /// The binary started as upstream's image starts it: named `ratelimit` (a symlink), no
+    /// arguments, configured by `env` (upstream's variables) plus `HOST`/`PORT`/`GRPC_HOST`/
+    /// `GRPC_PORT` on free loopback ports. Waits for `/healthz` like [`Service::start`].
+    pub fn start_upstream(env: &[(&str, &str)]) -> Service {
+        let (log_path, log) = new_log_file("ratelimit");
+        let log_err = log.try_clone().expect("clone log file handle");
+        let link = log_path.with_extension("bin");
+        std::fs::create_dir_all(&link).expect("create symlink dir");
+        let link = link.join("ratelimit");
+        if !link.exists() {
+            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gcounter-rls"), &link)
+                .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+        }
+        let (grpc_port, http_port) = (free_port(), free_port());
+        let child = Command::new(&link)
+            .env("HOST", "127.0.0.1")
+            .env("PORT", http_port.to_string())
+            .env("GRPC_HOST", "127.0.0.1")
+            .env("GRPC_PORT", grpc_port.to_string())
+            .env("DEBUG_HOST", "127.0.0.1")
+            .env("DEBUG_PORT", free_port().to_string())
+            .envs(env.iter().copied())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", link.display()));
+        let mut service = Service {
+            grpc_addr: local_addr(grpc_port),
+            http_addr: local_addr(http_port),
+            log_path,
+            child,
+        };
+        if let Err(failure) = service.wait_healthy(&link) {
+            panic!("{}", failure.message);
+        }
+        service
     }
 
     /// Like [`Service::start`] on given ports, for tests that must know the

@@ -1,14 +1,18 @@
-//! The HTTP admin port: `/healthz`, `/rlconfig` (the loaded limits), `/metrics` (Prometheus).
+//! The HTTP admin port: `/healthz`, `/healthcheck` (envoyproxy/ratelimit's), `/rlconfig` (the
+//! loaded limits), `/metrics` (Prometheus), `POST /json` (upstream's JSON form of a decision).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 
 use crate::config::LimitsConfig;
 use crate::engine::Engine;
@@ -22,14 +26,69 @@ pub struct AdminState {
     /// Cleared at shutdown so load balancers stop sending before the listener closes, and
     /// when a supervised task stopped (the process is then half-working: replace it).
     pub serving: Arc<AtomicBool>,
+    /// Upstream's `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: `/healthcheck` fails while the
+    /// loaded limits have no domain.
+    pub healthy_with_at_least_one_config_loaded: bool,
+    pub json: JsonEndpoint,
+}
+
+/// What answers `POST /json`: the decision lives in `rls`, which the admin port does not know.
+pub trait JsonDecisions: Send + Sync {
+    fn decide<'a>(
+        &'a self,
+        body: &'a [u8],
+    ) -> Pin<Box<dyn Future<Output = JsonAnswer> + Send + 'a>>;
+}
+
+/// The HTTP status and body of one `POST /json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonAnswer {
+    pub status: u16,
+    /// JSON for 200, 429 and 500; a plain-text reason otherwise.
+    pub body: String,
+}
+
+/// `POST /json` and its bounds.
+#[derive(Clone)]
+pub struct JsonEndpoint {
+    pub decisions: Arc<dyn JsonDecisions>,
+    /// A longer body is refused (413) without being buffered beyond this.
+    pub max_body_bytes: usize,
+    /// Reading the body and deciding must finish within this (408).
+    pub timeout: Duration,
 }
 
 pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/healthcheck", get(healthcheck))
+        .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
         .route("/metrics", get(metrics))
         .with_state(state)
+}
+
+/// Only `/metrics` at `path`, for a separate metrics listener (upstream's PROMETHEUS_ADDR and
+/// PROMETHEUS_PATH). `path` must be checked with [`valid_metrics_path`] first.
+pub fn metrics_router(state: AdminState, path: &str) -> Router {
+    Router::new().route(path, get(metrics)).with_state(state)
+}
+
+/// upstream's debug listener (DEBUG_PORT): `/rlconfig`, the loaded limits.
+pub fn debug_router(state: AdminState) -> Router {
+    Router::new()
+        .route("/rlconfig", get(rlconfig))
+        .with_state(state)
+}
+
+/// A literal path the router takes: `/` then letters, digits and `/_.-` (axum treats `{`,
+/// `}` and `*` as captures).
+pub fn valid_metrics_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() <= 256
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/_.-".contains(&b))
 }
 
 async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
@@ -41,6 +100,67 @@ async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
             "not serving: shutting down, or a task stopped (see the log)\n",
         )
     }
+}
+
+/// envoyproxy/ratelimit's health check: 200 `OK`, or 500 once SIGTERM arrived (or a task
+/// stopped), and, with `healthy_with_at_least_one_config_loaded`, while no domain is loaded.
+/// Upstream also fails it while its Redis is unreachable; here a Redis outage degrades to
+/// local decisions and the process stays able to answer, so it stays healthy.
+async fn healthcheck(State(state): State<AdminState>) -> Response {
+    if !state.serving.load(Ordering::Acquire) {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "not serving: shutting down, or a task stopped (see the log)\n",
+        )
+            .into_response();
+    }
+    if state.healthy_with_at_least_one_config_loaded
+        && state.limits.load().domains().next().is_none()
+    {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no limits config with a domain loaded yet (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)\n",
+        )
+            .into_response();
+    }
+    (StatusCode::OK, "OK").into_response()
+}
+
+async fn json(State(state): State<AdminState>, request: axum::extract::Request) -> Response {
+    let endpoint = &state.json;
+    let limit = endpoint.max_body_bytes;
+    let answer = tokio::time::timeout(endpoint.timeout, async {
+        let body = axum::body::to_bytes(request.into_body(), limit)
+            .await
+            .ok()?;
+        Some(endpoint.decisions.decide(&body).await)
+    })
+    .await;
+    let answer = match answer {
+        Ok(Some(answer)) => answer,
+        Ok(None) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the body is larger than {limit} bytes (--max-request-bytes), or was cut\n"
+                ),
+            )
+                .into_response();
+        }
+        Err(_) => {
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                "the request took longer than --request-timeout\n",
+            )
+                .into_response();
+        }
+    };
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let content_type = match answer.status {
+        200 | 429 | 500 => "application/json",
+        _ => "text/plain; charset=utf-8",
+    };
+    (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
 }
 
 async fn rlconfig(State(state): State<AdminState>) -> impl IntoResponse {

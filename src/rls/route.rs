@@ -37,9 +37,9 @@ pub struct RateLimitRoute {
 impl RateLimitRoute {
     /// `max_request_bytes`: the largest message accepted, checked on its length prefix before
     /// any of it is buffered.
-    pub fn new(limiter: RateLimiter, max_request_bytes: usize) -> Self {
+    pub fn new(limiter: Arc<RateLimiter>, max_request_bytes: usize) -> Self {
         Self {
-            limiter: Arc::new(limiter),
+            limiter,
             max_request_bytes,
         }
     }

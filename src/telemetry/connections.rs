@@ -19,6 +19,7 @@ pub struct ConnectionMetricFamilies {
     accepted: Family<ListenerLabels, Counter>,
     preface_timeouts: Family<ListenerLabels, Counter>,
     accept_errors: Family<ListenerLabels, Counter>,
+    tls_handshake_failures: Family<ListenerLabels, Counter>,
 }
 
 impl ConnectionMetricFamilies {
@@ -44,6 +45,12 @@ impl ConnectionMetricFamilies {
             "Accept errors (EMFILE, ENFILE, ...) per listener; each pauses the accept loop",
             families.accept_errors.clone(),
         );
+        registry.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed (no or an untrusted client certificate, a bad ClientHello); \
+             those that timed out count as preface timeouts",
+            families.tls_handshake_failures.clone(),
+        );
         families
     }
 
@@ -55,6 +62,7 @@ impl ConnectionMetricFamilies {
             accepted: self.accepted.get_or_create(&labels).clone(),
             preface_timeouts: self.preface_timeouts.get_or_create(&labels).clone(),
             accept_errors: self.accept_errors.get_or_create(&labels).clone(),
+            tls_handshake_failures: self.tls_handshake_failures.get_or_create(&labels).clone(),
         }
     }
 }
@@ -66,4 +74,5 @@ pub struct ConnectionMetrics {
     pub accepted: Counter,
     pub preface_timeouts: Counter,
     pub accept_errors: Counter,
+    pub tls_handshake_failures: Counter,
 }

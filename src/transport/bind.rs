@@ -12,7 +12,7 @@ use crate::telemetry::Metrics;
 /// Descriptors kept beyond both connection caps: the config watcher, backends, the process.
 const SPARE_FDS: u64 = 256;
 /// The HTTP/2 client connection preface is 24 bytes (RFC 9113 §3.4).
-const HTTP2_PREFACE_BYTES: usize = 24;
+pub(super) const HTTP2_PREFACE_BYTES: usize = 24;
 
 /// The service's two listeners, each with its own connection cap.
 pub struct Listeners {
@@ -32,6 +32,38 @@ pub enum BindError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot listen on --{name}-addr {addr}: {source}")]
+    Side {
+        name: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// An optional side listener of the admin kind (`metrics`: upstream's PROMETHEUS_ADDR;
+/// `debug`: its DEBUG_PORT): the admin port's bounds, a connection cap of its own
+/// (`--max-admin-connections` more), its own series (`listener="<name>"`).
+pub async fn bind_side(
+    name: &'static str,
+    addr: SocketAddr,
+    settings: &TransportSettings,
+    metrics: &Metrics,
+) -> Result<BoundedListener, BindError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| BindError::Side { name, addr, source })?;
+    Ok(BoundedListener::new(
+        listener,
+        ListenerSettings {
+            name,
+            max_connections: settings.max_admin_connections,
+            preface_bytes: 1,
+            preface_timeout: settings.preface_timeout,
+            max_accept_backoff: settings.max_accept_backoff,
+            tcp_keepalive: Some(settings.tcp_keepalive),
+        },
+        metrics.connections.listener(name),
+    ))
 }
 
 /// Raises the soft open-files limit (a warning if it stays below the caps), then binds.

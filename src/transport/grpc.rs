@@ -24,11 +24,20 @@ pub type GrpcLayers = Stack<BodyBudgetLayer, Stack<GlobalConcurrencyLimitLayer, 
 ///   8 KiB decode buffer whatever it announces; past the cap, requests wait (within their
 ///   deadline) without reading their body.
 /// - HTTP/2 keepalive: drops peers that vanished without closing.
+/// - Optionally a maximum connection age (GOAWAY, then a grace period), so long-lived client
+///   connections rebalance over new replicas.
 ///
 /// The per-message size (`--max-request-bytes`) is set on the service itself
 /// (`max_decoding_message_size`), where tonic checks the announced length before buffering.
 pub fn grpc_server(settings: &TransportSettings) -> Server<GrpcLayers> {
-    Server::builder()
+    let mut server = Server::builder();
+    if let Some(age) = settings.max_connection_age {
+        server = server.max_connection_age(age);
+    }
+    if let Some(grace) = settings.max_connection_age_grace {
+        server = server.max_connection_age_grace(grace);
+    }
+    server
         .max_concurrent_streams(settings.max_concurrent_streams)
         .initial_stream_window_size(settings.http2_stream_window)
         .initial_connection_window_size(settings.http2_connection_window)

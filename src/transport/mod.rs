@@ -6,8 +6,10 @@
 //! off on errors such as EMFILE, HTTP/2 stream and window limits with a per-request deadline
 //! (`grpc`), a global budget of request bytes being buffered (`budget`), the raw-bytes codec
 //! that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
-//! its header read timeout (`admin`), the open-files limit (`fd_limit`), and binding both
-//! listeners with their caps (`bind`).
+//! its header read timeout (`admin`), the open-files limit (`fd_limit`), binding both
+//! listeners with their caps (`bind`), the first-bytes deadline on any stream (`preface`),
+//! TLS and mTLS with certificates re-read on change (`tls`), and the gRPC server's
+//! connections, plaintext or handshaken within the same bounds (`incoming`).
 //!
 //! It knows HTTP/2, gRPC framing and TCP; it knows nothing of rate limits, Redis or SQL.
 
@@ -18,15 +20,20 @@ mod codec;
 mod connection;
 mod fd_limit;
 mod grpc;
+mod incoming;
 mod listener;
+mod preface;
 mod settings;
+mod tls;
 
 pub use admin::serve_http1;
-pub use bind::{BindError, Listeners, bind};
+pub use bind::{BindError, Listeners, bind, bind_side};
 pub use budget::{BodyBudget, BodyBudgetLayer};
 pub use codec::RawRequestCodec;
 pub use connection::BoundedConn;
 pub use fd_limit::raise_nofile_limit;
 pub use grpc::grpc_server;
+pub use incoming::{GrpcConn, grpc_incoming};
 pub use listener::{BoundedListener, ListenerSettings};
 pub use settings::{InvalidTransportSetting, TransportSettings};
+pub use tls::{MAX_PEM_BYTES, TlsError, TlsFiles, TlsReloader, TlsSetting};

@@ -35,6 +35,11 @@ pub struct TransportSettings {
     pub http2_keepalive_timeout: Duration,
     /// TCP keepalive on accepted connections (dead peers behind a partition).
     pub tcp_keepalive: Duration,
+    /// A gRPC connection older than this is sent GOAWAY, so clients reconnect and spread
+    /// over new replicas (grpc-go's MaxConnectionAge, upstream's GRPC_MAX_CONNECTION_AGE).
+    pub max_connection_age: Option<Duration>,
+    /// After GOAWAY, how long in-flight requests may finish before the connection is closed.
+    pub max_connection_age_grace: Option<Duration>,
 }
 
 impl Default for TransportSettings {
@@ -55,6 +60,8 @@ impl Default for TransportSettings {
             http2_keepalive_interval: Duration::from_secs(30),
             http2_keepalive_timeout: Duration::from_secs(10),
             tcp_keepalive: Duration::from_secs(60),
+            max_connection_age: None,
+            max_connection_age_grace: None,
         }
     }
 }
@@ -176,6 +183,12 @@ impl TransportSettings {
             s(3_600),
         )?;
         duration("tcp-keepalive", self.tcp_keepalive, s(1), s(86_400))?;
+        if let Some(age) = self.max_connection_age {
+            duration("max-connection-age", age, ms(100), s(30 * 86_400))?;
+        }
+        if let Some(grace) = self.max_connection_age_grace {
+            duration("max-connection-age-grace", grace, ms(1), s(30 * 86_400))?;
+        }
         Ok(())
     }
 }

@@ -1,0 +1,391 @@
+//! The binary started as envoyproxy/ratelimit's image starts it — named `ratelimit`, no
+//! arguments — configured by upstream's environment variables only: its limits directory
+//! (RUNTIME_*), Redis (REDIS_*), response headers, logging; unsupported settings refused at
+//! start naming the variable.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::Service;
+use support::grpc::{self, Code, descriptor, request};
+
+const LIMITS: &str = "
+domain: upstream
+descriptors:
+  - key: k
+    rate_limit: { unit: hour, requests_per_unit: 2 }
+";
+
+/// RUNTIME_ROOT/<sub>/config/limits.yaml, as upstream lays it out.
+fn runtime_root() -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("ratelimit").join("config");
+    std::fs::create_dir_all(&dir).expect("create runtime dir");
+    std::fs::write(dir.join("limits.yaml"), LIMITS).expect("write limits");
+    root
+}
+
+fn unique_prefix() -> String {
+    format!("upstream-env-{}-{}:", std::process::id(), support::now_ms())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_serve_from_upstreams_variables_alone() {
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let prefix = unique_prefix();
+    let prometheus = support::local_addr(support::free_port());
+    let prometheus_text = prometheus.to_string();
+    let debug_port = support::free_port();
+    let debug_port_text = debug_port.to_string();
+    let service = Service::start_upstream(&[
+        ("DEBUG_PORT", &debug_port_text),
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("RUNTIME_IGNOREDOTFILES", "true"),
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", &prometheus_text),
+        ("PROMETHEUS_PATH", "/stats/prometheus"),
+        ("USE_STATSD", "false"),
+        ("LOG_LEVEL", "info"),
+        ("LOG_FORMAT", "json"),
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("CACHE_KEY_PREFIX", &prefix),
+        ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+        ("LIMIT_REMAINING_HEADER", "X-Left"),
+        ("NEAR_LIMIT_RATIO", "0.9"),
+    ]);
+    assert_eq!(service.admin_get("/healthcheck").status, 200);
+
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    let ask = || request("upstream", vec![descriptor(&[("k", "v")])]);
+    for _ in 0..2 {
+        let response = grpc::should_rate_limit(&mut client, ask()).await;
+        assert_eq!(response.overall_code, Code::Ok as i32);
+    }
+    let over = grpc::should_rate_limit(&mut client, ask()).await;
+    assert_eq!(over.overall_code, Code::OverLimit as i32);
+    assert!(
+        over.response_headers_to_add
+            .iter()
+            .any(|h| h.key == "X-Left" && h.value == "0"),
+        "LIMIT_REMAINING_HEADER not applied: {:?}",
+        over.response_headers_to_add
+    );
+
+    // The counts went to the Redis named by REDIS_URL, under CACHE_KEY_PREFIX.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", "6379", "--scan", "--pattern"])
+            .arg(format!("{prefix}*"))
+            .output()
+            .expect("run redis-cli");
+        if !String::from_utf8_lossy(&keys.stdout).trim().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no key under {prefix} in Redis");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // DEBUG_HOST/DEBUG_PORT: upstream's debug listener with /rlconfig.
+    let debug = support::local_addr(debug_port);
+    let rlconfig =
+        support::http_get(debug, "/rlconfig", &[]).expect("GET /rlconfig on the debug port");
+    assert_eq!(rlconfig.status, 200);
+    assert!(
+        rlconfig.body_text().contains("upstream"),
+        "{}",
+        rlconfig.body_text()
+    );
+
+    // USE_PROMETHEUS: the metrics on PROMETHEUS_ADDR at PROMETHEUS_PATH.
+    let scraped = support::http_get(prometheus, "/stats/prometheus", &[]).expect("scrape");
+    assert_eq!(scraped.status, 200);
+    assert!(
+        scraped.body_text().contains("rls_requests_total"),
+        "{}",
+        scraped.body_text()
+    );
+
+    let log = service.log_tail(200);
+    assert!(
+        log.contains("\"level\":\"WARN\"") && log.contains("NEAR_LIMIT_RATIO"),
+        "LOG_FORMAT=json and the NEAR_LIMIT_RATIO warning:\n{log}"
+    );
+}
+
+/// The binary, without arguments, with only `env`, must stop at start naming `variable`.
+fn assert_refused(env: &[(&str, &str)], variable: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        .env_clear()
+        .envs(env.iter().copied())
+        .env("HOST", "127.0.0.1")
+        .env("PORT", "0")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", "0")
+        .env("DEBUG_HOST", "127.0.0.1")
+        .env("DEBUG_PORT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{env:?} was not refused at start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("output");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{env:?}: exit 0");
+    assert!(
+        text.contains(variable),
+        "{env:?}: the error does not name {variable}: {text}"
+    );
+}
+
+#[test]
+fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let base = [
+        ("RUNTIME_ROOT", root_path.as_str()),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut env: Vec<(&str, &str)> = base.to_vec();
+        for (k, v) in extra {
+            env.retain(|(key, _)| key != k);
+            env.push((k, v));
+        }
+        env
+    };
+    assert_refused(&with(&[("BACKEND_TYPE", "memcache")]), "BACKEND_TYPE");
+    assert_refused(&with(&[("REDIS_PERSECOND", "true")]), "REDIS_PERSECOND");
+    assert_refused(&with(&[("USE_DOG_STATSD", "true")]), "USE_DOG_STATSD");
+    assert_refused(&with(&[("REDIS_TYPE", "ring")]), "REDIS_TYPE");
+    assert_refused(
+        &with(&[("REDIS_URL", "redis://127.0.0.1:6379")]),
+        "REDIS_URL",
+    );
+    assert_refused(&with(&[("REDIS_SOCKET_TYPE", "udp")]), "REDIS_SOCKET_TYPE");
+    assert_refused(&with(&[("REDIS_SOCKET_TYPE", "unix")]), "REDIS_URL");
+    assert_refused(
+        &with(&[
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_PATH", "metrics{x}"),
+        ]),
+        "PROMETHEUS_PATH",
+    );
+    assert_refused(
+        &with(&[
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_ADDR", "prometheus:9090"),
+        ]),
+        "PROMETHEUS_ADDR",
+    );
+    assert_refused(
+        &with(&[("GRPC_SERVER_USE_TLS", "true")]),
+        "GRPC_SERVER_TLS_CERT",
+    );
+    // Upstream's default runtime directory does not exist here: the config error names it.
+    assert_refused(
+        &[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "127.0.0.1:6379"),
+        ],
+        "/srv/runtime_data/current/config",
+    );
+}
+
+/// mTLS, the connection age, `/json` and `/healthcheck`, from upstream's variables alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_connection_age_and_json_from_upstreams_variables_alone() {
+    use support::metrics::sample;
+    use support::tls::{Ca, TlsDir, client_config, tls_rls_client};
+
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    let server_ca = Ca::new("server CA");
+    let client_ca = Ca::new("client CA");
+    let tls = TlsDir::new();
+    tls.write_server(&server_ca.server());
+    tls.write_client_ca(&client_ca);
+    let (cert, key, ca) = (
+        tls.cert().to_string_lossy().into_owned(),
+        tls.key().to_string_lossy().into_owned(),
+        tls.client_ca().to_string_lossy().into_owned(),
+    );
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let prefix = unique_prefix();
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("CACHE_KEY_PREFIX", &prefix),
+        ("GRPC_SERVER_USE_TLS", "true"),
+        ("GRPC_SERVER_TLS_CERT", &cert),
+        ("GRPC_SERVER_TLS_KEY", &key),
+        ("GRPC_CLIENT_TLS_CACERT", &ca),
+        ("GRPC_CLIENT_TLS_SAN", "envoy.internal"),
+        ("GRPC_MAX_CONNECTION_AGE", "300ms"),
+        ("GRPC_MAX_CONNECTION_AGE_GRACE", "1s"),
+        ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
+    ]);
+    assert_eq!(service.admin_get("/healthcheck").status, 200);
+
+    let identity = client_ca.client(&["envoy.internal"]);
+    let mut client = tls_rls_client(
+        service.grpc_addr,
+        client_config(&server_ca, Some(&identity)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("mTLS connect: {e}\n{}", service.log_tail(30)));
+    let ask = || request("upstream", vec![descriptor(&[("k", "age")])]);
+    let response = client
+        .should_rate_limit(ask())
+        .await
+        .unwrap_or_else(|e| panic!("mTLS call: {e:?}\n{}", service.log_tail(30)))
+        .into_inner();
+    assert_eq!(response.overall_code, Code::Ok as i32);
+    // Without a certificate: refused in the handshake, seen at connect or at the first call.
+    let anonymous = match tls_rls_client(service.grpc_addr, client_config(&server_ca, None)).await {
+        Ok(mut anonymous) => anonymous
+            .should_rate_limit(ask())
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("{e:?}")),
+        Err(error) => Err(error),
+    };
+    assert!(
+        anonymous.is_err(),
+        "a client without a certificate was served"
+    );
+
+    // GRPC_MAX_CONNECTION_AGE: the connection is aged out and the channel reconnects.
+    let accepted = |service: &Service| {
+        sample(
+            &service.metrics(),
+            "rls_connections_accepted_total",
+            &[("listener", "grpc")],
+        )
+        .unwrap_or(0.0)
+    };
+    let before = accepted(&service);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while accepted(&service) < before + 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "no reconnection 10 s into a 300 ms GRPC_MAX_CONNECTION_AGE"
+        );
+        // Calls keep the channel busy; each may open the next connection.
+        let _ = client.should_rate_limit(ask()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let json = support::http_post(
+        service.http_addr,
+        "/json",
+        "application/json",
+        br#"{"domain":"upstream","descriptors":[{"entries":[{"key":"k","value":"json"}]}]}"#,
+    )
+    .expect("POST /json");
+    assert_eq!(json.status, 200, "{}", json.body_text());
+    assert!(
+        json.body_text().contains("\"overallCode\":\"OK\""),
+        "{}",
+        json.body_text()
+    );
+}
+
+/// Upstream's default Redis connection: a Unix socket (REDIS_SOCKET_TYPE unset, REDIS_URL a
+/// path), against a real `redis-server` listening only on that socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_over_a_unix_socket_as_upstreams_default() {
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("redis.sock");
+    let socket_text = socket.to_string_lossy().into_owned();
+    let mut redis = Command::new("redis-server")
+        .args([
+            "--port",
+            "0",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--unixsocket",
+        ])
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server (apt-get install redis-server)");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "redis-server made no socket");
+        assert!(
+            redis.try_wait().expect("wait").is_none(),
+            "redis-server exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _redis = Kill(redis);
+
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("REDIS_URL", &socket_text),
+    ]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    let response = grpc::should_rate_limit(
+        &mut client,
+        request("upstream", vec![descriptor(&[("k", "unix")])]),
+    )
+    .await;
+    assert_eq!(response.overall_code, Code::Ok as i32);
+
+    // The replay reached the Redis behind the socket.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = Command::new("redis-cli")
+            .arg("-s")
+            .arg(&socket)
+            .args(["--scan"])
+            .output()
+            .expect("run redis-cli");
+        if !String::from_utf8_lossy(&keys.stdout).trim().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no key in the Redis behind {socket_text}:\n{}",
+            service.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

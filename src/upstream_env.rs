@@ -1,0 +1,631 @@
+//! envoyproxy/ratelimit's environment variables, read where `serve` has no flag of its own
+//! set, so a deployment written for upstream runs with only the image changed.
+//!
+//! Our flags and `RLS_*` variables win over upstream's; upstream's apply when ours are unset.
+//! Values are parsed as upstream parses them (Go's `strconv.ParseBool` for booleans), and a
+//! value that cannot be parsed stops start-up naming the variable.
+
+use std::path::PathBuf;
+
+use crate::transport::TlsFiles;
+
+/// A lookup of one environment variable (`std::env::var` in the binary, a map in tests).
+pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment, as a [`Lookup`]. A variable that is not valid UTF-8 is unset.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// An upstream variable that cannot be used; the text names it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{variable}: {problem}")]
+pub struct UpstreamEnvError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+/// A boolean as Go's `strconv.ParseBool` reads it (what upstream's envconfig uses).
+fn parse_bool(variable: &'static str, value: &str) -> Result<bool, UpstreamEnvError> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        other => Err(UpstreamEnvError {
+            variable,
+            problem: format!("{other:?} is not a boolean (true/false, 1/0, t/f)"),
+        }),
+    }
+}
+
+/// A non-empty value (upstream's default for these is the empty string, meaning unset).
+fn non_empty(env: Lookup<'_>, variable: &str) -> Option<String> {
+    env(variable).filter(|value| !value.is_empty())
+}
+
+/// Upstream's gRPC TLS settings: `GRPC_SERVER_USE_TLS` turns TLS on with
+/// `GRPC_SERVER_TLS_CERT` and `GRPC_SERVER_TLS_KEY`; `GRPC_CLIENT_TLS_CACERT` turns mTLS on;
+/// `GRPC_CLIENT_TLS_SAN` adds the client SAN check. Off (`None`) unless `GRPC_SERVER_USE_TLS`
+/// is true, as upstream (which then ignores the other three).
+pub fn grpc_tls(env: Lookup<'_>) -> Result<Option<TlsFiles>, UpstreamEnvError> {
+    const USE_TLS: &str = "GRPC_SERVER_USE_TLS";
+    let enabled = match non_empty(env, USE_TLS) {
+        Some(value) => parse_bool(USE_TLS, &value)?,
+        None => false,
+    };
+    if !enabled {
+        return Ok(None);
+    }
+    let required = |variable: &'static str| {
+        non_empty(env, variable).ok_or_else(|| UpstreamEnvError {
+            variable,
+            problem: format!("required with {USE_TLS}=true (a PEM file path)"),
+        })
+    };
+    let client_ca = non_empty(env, "GRPC_CLIENT_TLS_CACERT").map(PathBuf::from);
+    let client_san = non_empty(env, "GRPC_CLIENT_TLS_SAN");
+    if client_san.is_some() && client_ca.is_none() {
+        // Upstream accepts it and checks nothing (no client certificate is asked for).
+        return Err(UpstreamEnvError {
+            variable: "GRPC_CLIENT_TLS_SAN",
+            problem: "needs GRPC_CLIENT_TLS_CACERT: without a client CA no client certificate \
+                      is asked for, so there is no SAN to check"
+                .into(),
+        });
+    }
+    Ok(Some(TlsFiles {
+        cert: PathBuf::from(required("GRPC_SERVER_TLS_CERT")?),
+        key: PathBuf::from(required("GRPC_SERVER_TLS_KEY")?),
+        client_ca,
+        client_san,
+    }))
+}
+
+/// Upstream's `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED` (default false).
+pub fn healthy_with_at_least_one_config_loaded(env: Lookup<'_>) -> Result<bool, UpstreamEnvError> {
+    const VARIABLE: &str = "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED";
+    match non_empty(env, VARIABLE) {
+        Some(value) => parse_bool(VARIABLE, &value),
+        None => Ok(false),
+    }
+}
+
+/// The command line `serve` runs with when the binary is started without arguments, as
+/// upstream's image starts it: every setting from upstream's variables (with upstream's
+/// defaults), except where one of our `RLS_*` variables is set (ours win). The variables
+/// `serve` reads itself (`GRPC_SERVER_USE_TLS` & co., `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`)
+/// are not repeated here. A setting we do not support is refused, naming it and what to use.
+pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
+    refuse_unsupported(env)?;
+    let mut argv = UpstreamServe::default();
+    let ours = |variable: &str| env(variable).is_some();
+    let flag = |argv: &mut UpstreamServe, rls: &str, flag: &str, value: String| {
+        if !ours(rls) {
+            argv.args.push(flag.to_owned());
+            argv.args.push(value);
+        }
+    };
+
+    // Logging (global flags, before the subcommand).
+    let level = get(env, "LOG_LEVEL").unwrap_or_else(|| "WARN".into());
+    let level = match level.to_ascii_lowercase().as_str() {
+        "trace" | "debug" | "info" | "error" => level.to_ascii_lowercase(),
+        "warn" | "warning" => "warn".into(),
+        "panic" | "fatal" => "error".into(),
+        _ => {
+            return Err(problem(
+                "LOG_LEVEL",
+                format!("{level:?} is not a log level (debug, info, warn, error)"),
+            ));
+        }
+    };
+    flag(&mut argv, "RLS_LOG_LEVEL", "--log-level", level);
+    let format = get(env, "LOG_FORMAT").unwrap_or_else(|| "text".into());
+    if !matches!(format.as_str(), "text" | "json") {
+        return Err(problem(
+            "LOG_FORMAT",
+            format!("{format:?} is neither text nor json"),
+        ));
+    }
+    flag(&mut argv, "RLS_LOG_FORMAT", "--log-format", format);
+    argv.args.push("serve".into());
+
+    // Listeners.
+    let http = socket_addr(env, "HOST", "PORT", 8080)?;
+    flag(&mut argv, "RLS_HTTP_ADDR", "--http-addr", http);
+    let grpc = socket_addr(env, "GRPC_HOST", "GRPC_PORT", 8081)?;
+    flag(&mut argv, "RLS_GRPC_ADDR", "--grpc-addr", grpc);
+    let debug = socket_addr(env, "DEBUG_HOST", "DEBUG_PORT", 6070)?;
+    flag(&mut argv, "RLS_DEBUG_ADDR", "--debug-addr", debug);
+
+    // The limits: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
+    let mut config = PathBuf::from(
+        get(env, "RUNTIME_ROOT").unwrap_or_else(|| "/srv/runtime_data/current".into()),
+    );
+    if let Some(sub) = get(env, "RUNTIME_SUBDIRECTORY") {
+        config.push(sub);
+    }
+    config.push(get(env, "RUNTIME_APPDIRECTORY").unwrap_or_else(|| "config".into()));
+    for variable in ["RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT"] {
+        // Accepted: dot files are always skipped, and the directory is always watched.
+        boolean(env, variable)?;
+    }
+    flag(
+        &mut argv,
+        "RLS_CONFIG",
+        "--config",
+        config.to_string_lossy().into_owned(),
+    );
+
+    // The answer.
+    if boolean(env, "SHADOW_MODE")? == Some(true) && !ours("RLS_SHADOW_MODE") {
+        argv.args.push("--shadow-mode".into());
+    }
+    if boolean(env, "LIMIT_RESPONSE_HEADERS_ENABLED")? == Some(true)
+        && !ours("RLS_RESPONSE_HEADERS")
+    {
+        argv.args.push("--response-headers".into());
+    }
+    for (variable, rls, name) in [
+        ("LIMIT_LIMIT_HEADER", "RLS_LIMIT_HEADER", "--limit-header"),
+        (
+            "LIMIT_REMAINING_HEADER",
+            "RLS_REMAINING_HEADER",
+            "--remaining-header",
+        ),
+        ("LIMIT_RESET_HEADER", "RLS_RESET_HEADER", "--reset-header"),
+    ] {
+        if let Some(value) = get(env, variable) {
+            flag(&mut argv, rls, name, value);
+        }
+    }
+
+    // Redis.
+    if let Some(prefix) = get(env, "CACHE_KEY_PREFIX") {
+        if prefix.contains(['{', '}']) {
+            return Err(problem(
+                "CACHE_KEY_PREFIX",
+                "must not contain '{' or '}' (Redis Cluster hashes on them)",
+            ));
+        }
+        flag(&mut argv, "RLS_REDIS_PREFIX", "--redis-prefix", prefix);
+    }
+    if let Some(timeout) = get(env, "REDIS_TIMEOUT") {
+        let parsed = humantime::parse_duration(&timeout).map_err(|e| {
+            problem(
+                "REDIS_TIMEOUT",
+                format!("{timeout:?} is not a duration: {e}"),
+            )
+        })?;
+        if parsed.is_zero() || parsed > std::time::Duration::from_secs(3_600) {
+            return Err(problem(
+                "REDIS_TIMEOUT",
+                format!("{timeout:?} must be between 1ms and 1h"),
+            ));
+        }
+        flag(
+            &mut argv,
+            "RLS_REDIS_REPLAY_TIMEOUT",
+            "--redis-replay-timeout",
+            timeout,
+        );
+    }
+    if !ours("RLS_REDIS_URL") {
+        let (urls, cluster) = redis_urls(env)?;
+        argv.args.push("--redis-url".into());
+        argv.args.push(urls.join(","));
+        if cluster && !ours("RLS_REDIS_CLUSTER") {
+            argv.args.push("--redis-cluster".into());
+        }
+    }
+
+    // Accepted, with a warning at start: not applied yet.
+    if let Some(ratio) = get(env, "NEAR_LIMIT_RATIO") {
+        match ratio.parse::<f64>() {
+            Ok(r) if r > 0.0 && r <= 1.0 => argv.warnings.push(
+                "NEAR_LIMIT_RATIO has no effect yet: the near_limit stat is not exported".into(),
+            ),
+            _ => {
+                return Err(problem(
+                    "NEAR_LIMIT_RATIO",
+                    format!("{ratio:?} is not a ratio in (0, 1]"),
+                ));
+            }
+        }
+    }
+    if boolean(env, "USE_PROMETHEUS")? == Some(true) {
+        // Go's ":9090" means every address.
+        let addr = get(env, "PROMETHEUS_ADDR").unwrap_or_else(|| ":9090".into());
+        let addr = match addr.strip_prefix(':') {
+            Some(port) => format!("0.0.0.0:{port}"),
+            None => addr,
+        };
+        if addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(problem(
+                "PROMETHEUS_ADDR",
+                format!("{addr:?} is not [ip]:port"),
+            ));
+        }
+        flag(&mut argv, "RLS_METRICS_ADDR", "--metrics-addr", addr);
+        if let Some(path) = get(env, "PROMETHEUS_PATH") {
+            flag(&mut argv, "RLS_METRICS_PATH", "--metrics-path", path);
+        }
+    }
+    // grpc-go's keepalive enforcement, with upstream's defaults.
+    for (variable, rls, name, default) in [
+        (
+            "GRPC_MAX_CONNECTION_AGE",
+            "RLS_MAX_CONNECTION_AGE",
+            "--max-connection-age",
+            "24h",
+        ),
+        (
+            "GRPC_MAX_CONNECTION_AGE_GRACE",
+            "RLS_MAX_CONNECTION_AGE_GRACE",
+            "--max-connection-age-grace",
+            "1h",
+        ),
+    ] {
+        let value = get(env, variable).unwrap_or_else(|| default.into());
+        let parsed = humantime::parse_duration(&value)
+            .map_err(|e| problem(variable, format!("{value:?} is not a duration: {e}")))?;
+        if parsed < std::time::Duration::from_millis(100)
+            || parsed > std::time::Duration::from_secs(30 * 86_400)
+        {
+            return Err(problem(
+                variable,
+                format!("{value:?} must be between 100ms and 30 days"),
+            ));
+        }
+        flag(&mut argv, rls, name, value);
+    }
+    Ok(argv)
+}
+
+/// `serve`'s arguments from upstream's variables, and what to warn about once logging is up.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct UpstreamServe {
+    /// Global flags, then `serve` and its flags (without the program name).
+    pub args: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+fn problem(variable: &'static str, problem: impl Into<String>) -> UpstreamEnvError {
+    UpstreamEnvError {
+        variable,
+        problem: problem.into(),
+    }
+}
+
+fn get(env: Lookup<'_>, variable: &str) -> Option<String> {
+    non_empty(env, variable)
+}
+
+fn boolean(env: Lookup<'_>, variable: &'static str) -> Result<Option<bool>, UpstreamEnvError> {
+    get(env, variable)
+        .map(|v| parse_bool(variable, &v))
+        .transpose()
+}
+
+/// `HOST:PORT`; the host must be an IP address (the listener binds it).
+fn socket_addr(
+    env: Lookup<'_>,
+    host_variable: &'static str,
+    port_variable: &'static str,
+    default_port: u16,
+) -> Result<String, UpstreamEnvError> {
+    let host = get(env, host_variable).unwrap_or_else(|| "0.0.0.0".into());
+    let ip: std::net::IpAddr = host
+        .parse()
+        .map_err(|_| problem(host_variable, format!("{host:?} is not an IP address")))?;
+    let port = match get(env, port_variable) {
+        Some(port) => port
+            .parse::<u16>()
+            .map_err(|_| problem(port_variable, format!("{port:?} is not a port number")))?,
+        None => default_port,
+    };
+    Ok(std::net::SocketAddr::new(ip, port).to_string())
+}
+
+/// Settings upstream has and we do not: refused, with what to use instead.
+fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
+    if let Some(backend) = get(env, "BACKEND_TYPE") {
+        match backend.to_ascii_lowercase().as_str() {
+            "redis" => {}
+            "memcache" => {
+                return Err(problem(
+                    "BACKEND_TYPE",
+                    "memcache is not supported: use Redis (BACKEND_TYPE=redis, REDIS_URL)",
+                ));
+            }
+            _ => {
+                return Err(problem(
+                    "BACKEND_TYPE",
+                    format!("{backend:?} is not a backend (redis)"),
+                ));
+            }
+        }
+    }
+    if get(env, "CONFIG_TYPE").is_some_and(|t| t != "FILE") {
+        return Err(problem(
+            "CONFIG_TYPE",
+            "only FILE is supported: limits come from RUNTIME_ROOT",
+        ));
+    }
+    let refused_if_true: [(&'static str, &str); 4] = [
+        (
+            "REDIS_PERSECOND",
+            "a second Redis for per-second limits is not supported: one Redis (REDIS_URL) serves every unit; unset it",
+        ),
+        (
+            "USE_DOG_STATSD",
+            "DogStatsD is not supported: scrape the Prometheus metrics at /metrics on the HTTP port",
+        ),
+        (
+            "USE_STATSD",
+            "statsd is not supported: set USE_STATSD=false and scrape /metrics on the HTTP port",
+        ),
+        (
+            "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+            "not supported: use a certificate valid for the REDIS_URL host",
+        ),
+    ];
+    for (variable, instead) in refused_if_true {
+        if boolean(env, variable)? == Some(true) {
+            return Err(problem(variable, instead));
+        }
+    }
+    for variable in [
+        "GRPC_UDS",
+        "REDIS_TLS_CACERT",
+        "REDIS_TLS_CLIENT_CERT",
+        "REDIS_TLS_CLIENT_KEY",
+        "REDIS_SENTINEL_AUTH",
+    ] {
+        if get(env, variable).is_some() {
+            let instead = match variable {
+                "GRPC_UDS" => "gRPC on a Unix socket is not supported: use GRPC_HOST and GRPC_PORT",
+                "REDIS_SENTINEL_AUTH" => {
+                    "Redis Sentinel is not supported yet: point REDIS_URL at the master, or use REDIS_TYPE=cluster"
+                }
+                _ => {
+                    "a private CA or client certificate for Redis is not supported yet: use REDIS_TLS=true with a certificate the system trusts"
+                }
+            };
+            return Err(problem(variable, instead));
+        }
+    }
+    Ok(())
+}
+
+/// `REDIS_URL` is upstream's `host:port` (a comma-separated list for a cluster), with
+/// `REDIS_AUTH` (`password` or `user:password`), `REDIS_TLS`, `REDIS_TYPE` and
+/// `REDIS_SOCKET_TYPE` (upstream's defaults: unix, `/var/run/nutcracker/ratelimit.sock`).
+fn redis_urls(env: Lookup<'_>) -> Result<(Vec<String>, bool), UpstreamEnvError> {
+    let socket = get(env, "REDIS_SOCKET_TYPE").unwrap_or_else(|| "unix".into());
+    let unix = match socket.to_ascii_lowercase().as_str() {
+        "tcp" => false,
+        "unix" => true,
+        _ => {
+            return Err(problem(
+                "REDIS_SOCKET_TYPE",
+                format!("{socket:?} is neither tcp nor unix"),
+            ));
+        }
+    };
+    if unix {
+        // Upstream's default: REDIS_URL is the socket's path.
+        let path =
+            get(env, "REDIS_URL").unwrap_or_else(|| "/var/run/nutcracker/ratelimit.sock".into());
+        if !path.starts_with('/') || path.contains(['?', '#']) {
+            return Err(problem(
+                "REDIS_URL",
+                format!("{path:?} is not an absolute socket path (REDIS_SOCKET_TYPE=unix)"),
+            ));
+        }
+        for (variable, reason) in [
+            (
+                "REDIS_AUTH",
+                "a password over a Unix socket is not supported yet: use REDIS_SOCKET_TYPE=tcp",
+            ),
+            (
+                "REDIS_TLS",
+                "TLS over a Unix socket makes no sense: use REDIS_SOCKET_TYPE=tcp",
+            ),
+        ] {
+            if get(env, variable).is_some_and(|v| v != "false") {
+                return Err(problem(variable, reason));
+            }
+        }
+        if get(env, "REDIS_TYPE").is_some_and(|t| !t.eq_ignore_ascii_case("single")) {
+            return Err(problem(
+                "REDIS_TYPE",
+                "only single over a Unix socket (REDIS_SOCKET_TYPE=unix)",
+            ));
+        }
+        return Ok((vec![format!("redis+unix://{path}")], false));
+    }
+    let kind = get(env, "REDIS_TYPE").unwrap_or_else(|| "SINGLE".into());
+    let cluster = match kind.to_ascii_lowercase().as_str() {
+        "single" => false,
+        "cluster" => true,
+        "sentinel" => {
+            return Err(problem(
+                "REDIS_TYPE",
+                "sentinel is not supported yet: point REDIS_URL at the master, or use REDIS_TYPE=cluster",
+            ));
+        }
+        _ => {
+            return Err(problem(
+                "REDIS_TYPE",
+                format!("{kind:?} is not one of single, cluster, sentinel"),
+            ));
+        }
+    };
+    let scheme = if boolean(env, "REDIS_TLS")? == Some(true) {
+        "rediss"
+    } else {
+        "redis"
+    };
+    let auth = match get(env, "REDIS_AUTH") {
+        None => String::new(),
+        Some(auth) => match auth.split_once(':') {
+            Some((user, password)) => format!("{}:{}@", encode(user), encode(password)),
+            None => format!(":{}@", encode(&auth)),
+        },
+    };
+    let list = get(env, "REDIS_URL")
+        .ok_or_else(|| problem("REDIS_URL", "required: host:port of Redis"))?;
+    let mut urls = Vec::new();
+    for node in list.split(',') {
+        let node = node.trim();
+        let valid = node.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && !host.contains(['/', '@', ' ']) && port.parse::<u16>().is_ok()
+        });
+        if !valid {
+            return Err(problem("REDIS_URL", format!("{node:?} is not host:port")));
+        }
+        urls.push(format!("{scheme}://{auth}{node}"));
+    }
+    if urls.len() > 1 && !cluster {
+        return Err(problem(
+            "REDIS_URL",
+            "several nodes need REDIS_TYPE=cluster",
+        ));
+    }
+    Ok((urls, cluster))
+}
+
+/// Percent-encodes what may not appear in a URL's user information.
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn tls_is_off_unless_use_tls_is_true() {
+        assert_eq!(grpc_tls(&env(&[])), Ok(None));
+        assert_eq!(
+            grpc_tls(&env(&[
+                ("GRPC_SERVER_USE_TLS", "false"),
+                ("GRPC_SERVER_TLS_CERT", "/c")
+            ])),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn tls_reads_upstreams_variables() {
+        let files = grpc_tls(&env(&[
+            ("GRPC_SERVER_USE_TLS", "True"),
+            ("GRPC_SERVER_TLS_CERT", "/tls/cert.pem"),
+            ("GRPC_SERVER_TLS_KEY", "/tls/key.pem"),
+            ("GRPC_CLIENT_TLS_CACERT", "/tls/ca.pem"),
+            ("GRPC_CLIENT_TLS_SAN", "envoy.internal"),
+        ]))
+        .expect("valid")
+        .expect("on");
+        assert_eq!(files.cert, PathBuf::from("/tls/cert.pem"));
+        assert_eq!(files.key, PathBuf::from("/tls/key.pem"));
+        assert_eq!(files.client_ca, Some(PathBuf::from("/tls/ca.pem")));
+        assert_eq!(files.client_san.as_deref(), Some("envoy.internal"));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let error = grpc_tls(&env(&[("GRPC_SERVER_USE_TLS", "yes")])).expect_err("not a bool");
+        assert_eq!(error.variable, "GRPC_SERVER_USE_TLS");
+        let error = grpc_tls(&env(&[
+            ("GRPC_SERVER_USE_TLS", "1"),
+            ("GRPC_SERVER_TLS_CERT", "/c"),
+        ]))
+        .expect_err("no key");
+        assert_eq!(error.variable, "GRPC_SERVER_TLS_KEY");
+        let error = grpc_tls(&env(&[
+            ("GRPC_SERVER_USE_TLS", "1"),
+            ("GRPC_SERVER_TLS_CERT", "/c"),
+            ("GRPC_SERVER_TLS_KEY", "/k"),
+            ("GRPC_CLIENT_TLS_SAN", "x"),
+        ]))
+        .expect_err("SAN without CA");
+        assert_eq!(error.variable, "GRPC_CLIENT_TLS_SAN");
+    }
+
+    #[test]
+    fn serve_argv_maps_upstreams_variables_with_its_defaults() {
+        let argv = serve_argv(&env(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "redis:6379"),
+            ("REDIS_AUTH", "user:p@ss"),
+            ("RUNTIME_ROOT", "/data"),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("PORT", "9000"),
+            ("USE_STATSD", "false"),
+        ]))
+        .expect("valid");
+        let args = argv.args.join(" ");
+        assert_eq!(
+            args,
+            "--log-level warn --log-format text serve --http-addr 0.0.0.0:9000 \
+             --grpc-addr 0.0.0.0:8081 --debug-addr 0.0.0.0:6070 --config /data/ratelimit/config \
+             --redis-url redis://user:p%40ss@redis:6379 --max-connection-age 24h \
+             --max-connection-age-grace 1h"
+        );
+    }
+
+    #[test]
+    fn ours_win_and_unsupported_settings_are_refused() {
+        let argv = serve_argv(&env(&[
+            ("RLS_REDIS_URL", "redis://x:1"),
+            ("RLS_CONFIG", "/c"),
+        ]))
+        .expect("valid");
+        assert!(
+            !argv
+                .args
+                .iter()
+                .any(|a| a == "--redis-url" || a == "--config")
+        );
+        for (vars, variable) in [
+            (vec![("BACKEND_TYPE", "memcache")], "BACKEND_TYPE"),
+            (vec![("REDIS_PERSECOND", "true")], "REDIS_PERSECOND"),
+            (vec![("USE_DOG_STATSD", "true")], "USE_DOG_STATSD"),
+            (
+                vec![
+                    ("REDIS_SOCKET_TYPE", "tcp"),
+                    ("REDIS_TYPE", "ring"),
+                    ("REDIS_URL", "r:1"),
+                ],
+                "REDIS_TYPE",
+            ),
+            (
+                vec![("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "redis://r:1")],
+                "REDIS_URL",
+            ),
+            (vec![("REDIS_URL", "r:1")], "REDIS_URL"),
+            (vec![("LOG_LEVEL", "loud")], "LOG_LEVEL"),
+        ] {
+            let error = serve_argv(&env(&vars)).expect_err(variable);
+            assert_eq!(error.variable, variable, "{vars:?}: {error}");
+        }
+    }
+}
