@@ -16,3 +16,4 @@ pub mod serve;
 pub mod supervisor;
 pub mod telemetry;
 pub mod transport;
+pub mod upstream_env;

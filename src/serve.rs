@@ -23,6 +23,7 @@ use crate::rls::{HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimite
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::{Metrics, MetricsSettings};
 use crate::transport::{self, TransportSettings};
+use crate::upstream_env;
 
 /// The longest region name the global counters table holds.
 pub const MAX_REGION_BYTES: usize = 48;
@@ -75,9 +76,14 @@ pub struct ServeArgs {
     /// Cap on window cells held in memory; least recently used are evicted first.
     #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
     pub max_cells: usize,
-    /// Answer OK to everything while still counting and reporting over-limit decisions.
+    /// Answer OK to everything while still counting and reporting over-limit decisions
+    /// (descriptor statuses keep OVER_LIMIT). Also read from `SHADOW_MODE`.
     #[arg(long, env = "RLS_SHADOW_MODE")]
     pub shadow_mode: bool,
+    /// Every descriptor is a quota: a request is OVER_LIMIT only when all its counted
+    /// descriptors are over (as a rule's `quota_mode`). Also read from `QUOTA_MODE`.
+    #[arg(long, env = "RLS_QUOTA_MODE")]
+    pub quota_mode: bool,
     /// Add RateLimit-Limit/-Remaining/-Reset (and Retry-After when over) to responses.
     #[arg(long, env = "RLS_RESPONSE_HEADERS")]
     pub response_headers: bool,
@@ -201,6 +207,14 @@ impl ServeArgs {
         Ok(region)
     }
 
+    /// Turns on the switches named by envoyproxy/ratelimit's own environment variables, so
+    /// its deployments keep their environment (see `upstream_env`).
+    fn apply_upstream_env(&mut self) -> anyhow::Result<()> {
+        self.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
+        self.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
+        Ok(())
+    }
+
     fn validate(&self) -> anyhow::Result<()> {
         self.region()?;
         if !(0.0..=1.0).contains(&self.publish_floor) {
@@ -246,6 +260,7 @@ impl ServeArgs {
     fn rls_settings(&self) -> RlsSettings {
         RlsSettings {
             shadow_mode: self.shadow_mode,
+            quota_mode: self.quota_mode,
             response_headers: self.response_headers.then(|| HeaderNames {
                 limit: self.limit_header.clone(),
                 remaining: self.remaining_header.clone(),
@@ -261,7 +276,8 @@ impl ServeArgs {
 /// Shutdown order (see `supervisor`): health turns NOT_SERVING, the listeners stop accepting
 /// and in-flight requests drain (at most `--drain-timeout`); only then the final replay and
 /// the final global flush run, so they carry every decision answered during the drain.
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
+    args.apply_upstream_env()?;
     args.validate()?;
     let read_limits = args.config_read_limits();
     let loaded = config::load_path(&args.config, &read_limits)

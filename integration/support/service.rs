@@ -32,6 +32,24 @@ impl Service {
         Self::start_with_nofile(config, extra_args, None)
     }
 
+    /// Like [`Service::start`], with extra environment variables (upstream's `QUOTA_MODE`,
+    /// `SHADOW_MODE`, ...).
+    pub fn start_with_env(
+        config: impl AsRef<Path>,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Service {
+        Self::try_start_on(
+            config.as_ref(),
+            free_port(),
+            free_port(),
+            extra_args,
+            None,
+            env,
+        )
+        .unwrap_or_else(|failure| panic!("{}", failure.message))
+    }
+
     /// Like [`Service::start`], with the open-files limit (soft and hard) set to `nofile`
     /// by `prlimit(1)`, so a test can exhaust it.
     pub fn start_with_nofile(
@@ -49,6 +67,7 @@ impl Service {
                 free_port(),
                 extra_args,
                 nofile,
+                &[],
             ) {
                 Ok(service) => return service,
                 Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
@@ -66,7 +85,7 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
     ) -> Service {
-        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args, None)
+        Self::try_start_on(config.as_ref(), grpc_port, http_port, extra_args, None, &[])
             .unwrap_or_else(|failure| panic!("{}", failure.message))
     }
 
@@ -76,6 +95,7 @@ impl Service {
         http_port: u16,
         extra_args: &[&str],
         nofile: Option<u64>,
+        env: &[(&str, &str)],
     ) -> Result<Service, StartFailure> {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
@@ -104,6 +124,7 @@ impl Service {
             .args(["--log-level", "info"])
             .args(extra_args)
             .env("RUST_BACKTRACE", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)

@@ -255,6 +255,7 @@ impl Compiler<'_> {
             name: name.map(Arc::from),
             replaces: replaces.into_boxed_slice(),
             shadow_mode: descriptor.shadow_mode.unwrap_or(false),
+            quota_mode: descriptor.quota_mode.unwrap_or(false),
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             path: path.into(),
         });

@@ -31,6 +31,10 @@ pub(crate) struct RawDescriptor {
     pub shadow_mode: Option<bool>,
     #[serde(default)]
     pub detailed_metric: Option<bool>,
+    /// Upstream's quota mode: over this limit, the request is over only when every quota
+    /// descriptor of the request is.
+    #[serde(default)]
+    pub quota_mode: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

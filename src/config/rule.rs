@@ -33,6 +33,9 @@ pub struct Rule {
     /// Names of the rules this one replaces.
     pub replaces: Box<[Arc<str>]>,
     pub shadow_mode: bool,
+    /// A quota: over its limit, the request is OVER_LIMIT only if every quota descriptor of
+    /// the request is over (upstream's `quota_mode`).
+    pub quota_mode: bool,
     pub detailed_metric: bool,
     /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
     /// not injective, for logs and metrics only.
@@ -87,6 +90,9 @@ impl Rule {
         if !self.replaces.is_empty() {
             line.push_str(&format!(", replaces: {}", self.replaces.join(",")));
         }
+        if self.quota_mode {
+            line.push_str(", quota_mode: true");
+        }
         if self.detailed_metric {
             line.push_str(", detailed_metric: true");
         }
@@ -133,6 +139,7 @@ mod tests {
             name: None,
             replaces: Box::new([]),
             shadow_mode: false,
+            quota_mode: false,
             detailed_metric: false,
             path: "d.k".into(),
         }

@@ -4,6 +4,7 @@
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
 
+mod overall;
 mod plan;
 mod response;
 mod route;
@@ -27,6 +28,7 @@ pub use validate::RequestLimits;
 use crate::config::LimitsConfig;
 use crate::engine::{Engine, Hit};
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
+use overall::{Role, Tally};
 use plan::Plan;
 
 /// How the service answers, beyond what the limits config says.
@@ -34,6 +36,9 @@ use plan::Plan;
 pub struct RlsSettings {
     /// Global shadow mode: everything is counted and reported, everything is answered OK.
     pub shadow_mode: bool,
+    /// Global quota mode (upstream's `QUOTA_MODE`): every descriptor is a quota, so the
+    /// request is OVER_LIMIT only when all of its counted descriptors are over.
+    pub quota_mode: bool,
     /// `Some` turns the `RateLimit-*` response headers on.
     pub response_headers: Option<HeaderNames>,
     pub request_limits: RequestLimits,
@@ -113,17 +118,26 @@ impl RateLimiter {
         let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
 
         let mut statuses = Vec::with_capacity(plans.len());
-        let mut over_limit = false;
+        let mut roles = Vec::with_capacity(plans.len());
+        let mut tally = Tally::default();
+        let global_quota = self.settings.quota_mode;
         for plan in &plans {
-            let status = match plan {
+            let (status, role) = match plan {
                 Plan::NoLimit => {
                     self.metrics.unmatched();
-                    response::no_limit()
+                    // As upstream: with the global switch an unlimited-less descriptor is
+                    // a quota that passes.
+                    let role = if global_quota {
+                        Role::Quota { over: false }
+                    } else {
+                        Role::Regular { over: false }
+                    };
+                    (response::no_limit(), role)
                 }
                 Plan::Unlimited(rule) => {
                     self.metrics
                         .decision(domain.name(), &rule.path, DecisionOutcome::Unlimited);
-                    response::unlimited()
+                    (response::unlimited(), Role::Unlimited)
                 }
                 Plan::Limited(limited) => {
                     let verdict = self
@@ -156,15 +170,23 @@ impl RateLimiter {
                     if outcome == DecisionOutcome::ShadowOverLimit {
                         tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
                     }
-                    over_limit |= code == Code::OverLimit;
-                    response::limited(limited, &verdict, code)
+                    let over = code == Code::OverLimit;
+                    let role = if global_quota || limited.quota_mode {
+                        Role::Quota { over }
+                    } else {
+                        Role::Regular { over }
+                    };
+                    (response::limited(limited, &verdict, code), role)
                 }
             };
+            tally.add(role);
             statuses.push(status);
+            roles.push(role);
         }
+        let over_limit = tally.over_limit();
 
         let response_headers_to_add = match &self.settings.response_headers {
-            Some(names) => response::headers(names, &statuses, over_limit),
+            Some(names) => response::headers(names, &statuses, &roles, over_limit),
             None => Vec::new(),
         };
         let overall = if over_limit {

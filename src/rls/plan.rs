@@ -31,6 +31,8 @@ pub struct Limited {
     pub unit: crate::config::Unit,
     pub name: Option<Arc<str>>,
     pub shadow_mode: bool,
+    /// The rule's `quota_mode`; never for a request override (as upstream).
+    pub quota_mode: bool,
     /// The rule's path for metrics and logs; `None` for a request override.
     pub rule_path: Option<Arc<str>>,
     /// The matched rule; `None` for a request override.
@@ -106,6 +108,7 @@ fn plan_one<'c>(
             name: None,
             // As envoyproxy/ratelimit: an override is never in shadow mode.
             shadow_mode: false,
+            quota_mode: false,
             rule_path: None,
             rule: None,
             cost,
@@ -135,6 +138,7 @@ fn plan_one<'c>(
             unit: *unit,
             name: rule.name.clone(),
             shadow_mode: rule.shadow_mode,
+            quota_mode: rule.quota_mode,
             rule_path: Some(metric_label(rule, descriptor)),
             rule: Some(Arc::clone(rule)),
             cost,
