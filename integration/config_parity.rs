@@ -1,6 +1,7 @@
 //! Parity with envoyproxy/ratelimit's config keys and answers, through the real binary over
 //! real gRPC: `quota_mode` (per rule and the global switch, also read from upstream's
-//! `QUOTA_MODE`), and the semantics where we used to differ from upstream.
+//! `QUOTA_MODE`), and the semantics where we used to differ from upstream (global shadow
+//! mode, replaced unlimited rules, request overrides).
 //!
 //! Every test starts its own service, so counters start at zero; counting tests first step
 //! away from a window boundary.
@@ -11,8 +12,8 @@ use std::time::Duration;
 
 use support::Service;
 use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitResponse, RlsClient, descriptor,
-    request,
+    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse,
+    RlsClient, Unit, descriptor, request,
 };
 
 /// Room for every counting test: all its calls fall in one minute.
@@ -201,4 +202,164 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
     rls.check("plain", both()).await;
     let r = rls.check("plain", both()).await;
     assert_eq!(overall(&r), Code::OverLimit, "{r:?}");
+}
+
+const SHADOW_YAML: &str = "\
+domain: shadow
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+";
+
+/// Global shadow mode, by our flag or upstream's `SHADOW_MODE`: the descriptor keeps its
+/// OVER_LIMIT status (dashboards and Envoy's per-descriptor view see it), only the overall
+/// code, which Envoy acts on, turns OK.
+#[tokio::test]
+async fn global_shadow_mode_keeps_descriptor_statuses_and_turns_only_the_overall_code_ok() {
+    for (args, env) in [
+        (&["--shadow-mode", "--response-headers"][..], &[][..]),
+        (&["--response-headers"][..], &[("SHADOW_MODE", "1")][..]),
+    ] {
+        let mut rls = Rls::start(SHADOW_YAML, args, env).await;
+        stay_in_one_minute();
+        let first = rls
+            .check("shadow", vec![descriptor(&[("user", "u")])])
+            .await;
+        assert_eq!(codes(&first), [Code::Ok], "{env:?}: {first:?}");
+        let over = rls
+            .check("shadow", vec![descriptor(&[("user", "u")])])
+            .await;
+        assert_eq!(codes(&over), [Code::OverLimit], "{env:?}: {over:?}");
+        assert_eq!(overall(&over), Code::Ok, "{env:?}: {over:?}");
+        // The answer is OK: no Retry-After, but the headers still describe the limit.
+        assert_eq!(header(&over, "Retry-After"), None, "{over:?}");
+        assert_eq!(header(&over, "RateLimit-Remaining"), Some("0"), "{over:?}");
+    }
+}
+
+const REPLACES_YAML: &str = "\
+domain: replaces
+descriptors:
+  - key: free
+    rate_limit: { unlimited: true, name: free }
+  - key: plan
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+      name: plan
+      replaces: [{ name: free }]
+  - key: limited
+    rate_limit: { unit: minute, requests_per_unit: 5, name: limited }
+  - key: vip
+    rate_limit:
+      unlimited: true
+      replaces: [{ name: limited }]
+";
+
+/// As upstream: an unlimited rule named in another matched rule's `replaces` still answers
+/// as unlimited; an unlimited rule's own `replaces` still drops the limit it names.
+#[tokio::test]
+async fn an_unlimited_rule_stays_unlimited_when_replaced_and_still_replaces() {
+    let mut rls = Rls::start(REPLACES_YAML, &[], &[]).await;
+    let r = rls
+        .check(
+            "replaces",
+            vec![descriptor(&[("free", "f")]), descriptor(&[("plan", "p")])],
+        )
+        .await;
+    let unlimited = &r.statuses[0];
+    assert_eq!(code(unlimited), Code::Ok, "{r:?}");
+    assert_eq!(unlimited.limit_remaining, u32::MAX, "{r:?}");
+    assert!(unlimited.current_limit.is_none(), "{r:?}");
+    assert_eq!(
+        r.statuses[1]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit),
+        Some(5),
+        "{r:?}"
+    );
+
+    let r = rls
+        .check(
+            "replaces",
+            vec![descriptor(&[("limited", "l")]), descriptor(&[("vip", "v")])],
+        )
+        .await;
+    // The replaced limit: OK without a limit; the unlimited one: the whole range.
+    assert!(r.statuses[0].current_limit.is_none(), "{r:?}");
+    assert_eq!(r.statuses[0].limit_remaining, 0, "{r:?}");
+    assert_eq!(r.statuses[1].limit_remaining, u32::MAX, "{r:?}");
+}
+
+const OVERRIDE_YAML: &str = "\
+domain: ovr
+descriptors:
+  - key: api_key
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+";
+
+fn with_override(
+    entries: &[(&str, &str)],
+    requests_per_unit: u32,
+    unit: Unit,
+) -> RateLimitDescriptor {
+    let mut d = descriptor(entries);
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit,
+        unit: unit as i32,
+    });
+    d
+}
+
+/// A request-level override counts on the counter of the rule the descriptor matches (as
+/// upstream, whose counter is the descriptor's entries): hits counted under the config's
+/// limit still count once the limit comes from route metadata. Another unit is another
+/// window, so another counter.
+#[tokio::test]
+async fn a_request_override_counts_on_the_matched_rules_counter() {
+    let mut rls = Rls::start(OVERRIDE_YAML, &[], &[]).await;
+    stay_in_one_minute();
+    for _ in 0..2 {
+        let r = rls
+            .check("ovr", vec![descriptor(&[("api_key", "k")])])
+            .await;
+        assert_eq!(codes(&r), [Code::Ok], "{r:?}");
+    }
+    // Two hits already counted on the rule: an override of 3 per minute has 1 left.
+    let r = rls
+        .check(
+            "ovr",
+            vec![with_override(&[("api_key", "k")], 3, Unit::Minute)],
+        )
+        .await;
+    assert_eq!(codes(&r), [Code::Ok], "{r:?}");
+    assert_eq!(r.statuses[0].limit_remaining, 0, "{r:?}");
+    let r = rls
+        .check(
+            "ovr",
+            vec![with_override(&[("api_key", "k")], 3, Unit::Minute)],
+        )
+        .await;
+    assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
+    // And the config's limit sees the override's hit.
+    let r = rls
+        .check("ovr", vec![descriptor(&[("api_key", "k")])])
+        .await;
+    assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
+    // Another value is another counter; an hourly override is another window.
+    let r = rls
+        .check(
+            "ovr",
+            vec![with_override(&[("api_key", "other")], 1, Unit::Minute)],
+        )
+        .await;
+    assert_eq!(codes(&r), [Code::Ok], "{r:?}");
+    let r = rls
+        .check(
+            "ovr",
+            vec![with_override(&[("api_key", "k")], 1, Unit::Hour)],
+        )
+        .await;
+    assert_eq!(codes(&r), [Code::Ok], "{r:?}");
 }

@@ -151,11 +151,18 @@ impl RateLimiter {
                             cost: limited.cost,
                         })
                         .await;
-                    let shadow = limited.shadow_mode || self.settings.shadow_mode;
-                    let (code, outcome) = match (verdict.allowed, shadow) {
-                        (true, _) => (Code::Ok, DecisionOutcome::WithinLimit),
-                        (false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
-                        (false, true) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
+                    // A rule's shadow mode answers its descriptor OK; the global switch
+                    // keeps the descriptor's OVER_LIMIT and only turns the overall code OK
+                    // (below), as upstream: Envoy reads the overall code.
+                    let (code, outcome) = match (
+                        verdict.allowed,
+                        limited.shadow_mode,
+                        self.settings.shadow_mode,
+                    ) {
+                        (true, _, _) => (Code::Ok, DecisionOutcome::WithinLimit),
+                        (false, true, _) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
+                        (false, false, true) => (Code::OverLimit, DecisionOutcome::ShadowOverLimit),
+                        (false, false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
                     };
                     let rule_label = limited.rule_path.as_ref().unwrap_or(&self.override_label);
                     match &limited.rule {
@@ -183,7 +190,8 @@ impl RateLimiter {
             statuses.push(status);
             roles.push(role);
         }
-        let over_limit = tally.over_limit();
+        // The global shadow switch answers OK what would have been denied.
+        let over_limit = tally.over_limit() && !self.settings.shadow_mode;
 
         let response_headers_to_add = match &self.settings.response_headers {
             Some(names) => response::headers(names, &statuses, &roles, over_limit),

@@ -45,7 +45,8 @@ pub struct Limited {
 const OVERRIDE_NAMESPACE: &str = "!override/";
 
 /// Plan every descriptor of a request, then drop the limits that another matched limit
-/// `replaces` (as envoyproxy/ratelimit does).
+/// `replaces` (as envoyproxy/ratelimit does: an unlimited rule stays unlimited even when it
+/// is named in a `replaces`, and still replaces others).
 pub fn plan<'c>(
     domain: &'c DomainLimits,
     descriptors: &[RateLimitDescriptor],
@@ -63,9 +64,14 @@ pub fn plan<'c>(
         .collect();
     if !replaced.is_empty() {
         for plan in &mut plans {
-            let is_replaced = rule_of(plan)
-                .and_then(|rule| rule.name.as_ref())
-                .is_some_and(|name| replaced.contains(name));
+            let is_replaced = match plan {
+                Plan::Limited(limited) => limited
+                    .rule
+                    .as_ref()
+                    .and_then(|rule| rule.name.as_ref())
+                    .is_some_and(|name| replaced.contains(name)),
+                Plan::NoLimit | Plan::Unlimited(_) => false,
+            };
             if is_replaced {
                 *plan = Plan::NoLimit;
             }
@@ -90,23 +96,25 @@ fn plan_one<'c>(
     let cost = cost(descriptor, request_hits_addend);
     let identifier = identifier(descriptor);
 
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()));
+    let rule = domain.find(entries);
+
     if let Some(limit) = &descriptor.limit {
         // Validation has rejected UNKNOWN units; stay total anyway.
         let Some(unit) = units::from_proto(limit.unit) else {
             return Plan::NoLimit;
         };
-        let mut namespace = String::from(OVERRIDE_NAMESPACE);
-        for entry in &descriptor.entries {
-            let _ = write!(namespace, "{}:{}/", entry.key.len(), entry.key);
-        }
         return Plan::Limited(Limited {
-            namespace: namespace.into(),
+            namespace: override_namespace(rule, descriptor),
             identifier,
             duration_ms: unit.seconds().saturating_mul(1_000),
             requests_per_unit: limit.requests_per_unit,
             unit,
             name: None,
-            // As envoyproxy/ratelimit: an override is never in shadow mode.
+            // As envoyproxy/ratelimit: an override is never in shadow or quota mode.
             shadow_mode: false,
             quota_mode: false,
             rule_path: None,
@@ -115,11 +123,7 @@ fn plan_one<'c>(
         });
     }
 
-    let entries = descriptor
-        .entries
-        .iter()
-        .map(|e| (e.key.as_str(), e.value.as_str()));
-    let Some(rule) = domain.find(entries) else {
+    let Some(rule) = rule else {
         return Plan::NoLimit;
     };
     match (&rule.limit, rule.duration_ms()) {
@@ -145,6 +149,22 @@ fn plan_one<'c>(
         }),
         _ => Plan::Unlimited(rule),
     }
+}
+
+/// The counter of a request override: the matched rule's, as upstream's (whose cache key is
+/// the descriptor's entries, whoever sets the limit), so moving a limit from the config to
+/// route metadata keeps its count. The window is the override's unit, part of the counter's
+/// identity, so an override of another unit never reads a count of a different window. No
+/// rule matched: a namespace under `!override/`, which no config namespace can start with.
+fn override_namespace(rule: Option<&Arc<Rule>>, descriptor: &RateLimitDescriptor) -> Arc<str> {
+    if let Some(rule) = rule {
+        return Arc::clone(&rule.namespace);
+    }
+    let mut namespace = String::from(OVERRIDE_NAMESPACE);
+    for entry in &descriptor.entries {
+        let _ = write!(namespace, "{}:{}/", entry.key.len(), entry.key);
+    }
+    namespace.into()
 }
 
 /// `detailed_metric` rules report per value, as envoyproxy/ratelimit does (the rule's path
