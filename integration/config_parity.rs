@@ -363,3 +363,180 @@ async fn a_request_override_counts_on_the_matched_rules_counter() {
         .await;
     assert_eq!(codes(&r), [Code::Ok], "{r:?}");
 }
+
+fn write(path: &std::path::Path, text: &str) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .unwrap_or_else(|e| panic!("mkdir {}: {e}", parent.display()));
+    }
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn symlink(target: &str, link: &std::path::Path) {
+    std::os::unix::fs::symlink(target, link)
+        .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+}
+
+fn one_rule(domain: &str, requests_per_unit: u32) -> String {
+    format!(
+        "domain: {domain}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: minute, requests_per_unit: {requests_per_unit}}}\n"
+    )
+}
+
+/// The domains `/rlconfig` lists, sorted.
+fn served_domains(service: &Service) -> Vec<String> {
+    let text = service.admin_get("/rlconfig").body_text();
+    let mut domains: Vec<String> = text
+        .lines()
+        .filter_map(|line| line.split('.').next())
+        .map(str::to_owned)
+        .collect();
+    domains.dedup();
+    domains
+}
+
+/// A directory is read as upstream's runtime reads it: every file of the tree whatever its
+/// extension, dot-files too unless asked (our flag or upstream's `RUNTIME_IGNOREDOTFILES`),
+/// and a file ending in an empty document (a templated file's trailing `---`) loads.
+#[tokio::test]
+async fn a_directory_tree_loads_like_upstreams_runtime() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    write(&root.join("alpha.yaml"), &one_rule("alpha", 1));
+    write(
+        &root.join("teams/beta.conf"),
+        &format!("{}---\n", one_rule("beta", 2)),
+    );
+    write(&root.join("teams/deep/gamma"), &one_rule("gamma", 3));
+    write(&root.join(".dot.yml"), &one_rule("dot", 4));
+
+    let service = Service::start(root, &[]);
+    assert_eq!(served_domains(&service), ["alpha", "beta", "dot", "gamma"]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    let r = grpc::should_rate_limit(
+        &mut client,
+        request("gamma", vec![descriptor(&[("k", "v")])]),
+    )
+    .await;
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit),
+        Some(3),
+        "{r:?}"
+    );
+    drop(service);
+
+    for (args, env) in [
+        (&["--ignore-dot-files"][..], &[][..]),
+        (&[][..], &[("RUNTIME_IGNOREDOTFILES", "true")][..]),
+    ] {
+        let service = Service::start_with_env(root, args, env);
+        assert_eq!(
+            served_domains(&service),
+            ["alpha", "beta", "gamma"],
+            "{args:?} {env:?}"
+        );
+    }
+}
+
+/// A Kubernetes ConfigMap volume given as a directory: the files live in `..<timestamp>/`,
+/// `..data` links to it, each top-level name links through `..data`. Every domain loads
+/// once, and the kubelet's swap of `..data` is reloaded.
+#[test]
+fn a_configmap_volume_directory_loads_once_and_reloads_on_swap() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let volume = dir.path();
+    let version = |name: &str, limit: u32| {
+        write(&volume.join(name).join("a.yaml"), &one_rule("alpha", limit));
+        write(&volume.join(name).join("b.yaml"), &one_rule("beta", 1));
+    };
+    version("..2026_01_01_00_00_00.1", 3);
+    symlink("..2026_01_01_00_00_00.1", &volume.join("..data"));
+    symlink("..data/a.yaml", &volume.join("a.yaml"));
+    symlink("..data/b.yaml", &volume.join("b.yaml"));
+
+    let service = Service::start(volume, &[]);
+    let rlconfig = || service.admin_get("/rlconfig").body_text();
+    assert_eq!(
+        rlconfig(),
+        "alpha.k: unit=MINUTE requests_per_unit=3, shadow_mode: false\n\
+         beta.k: unit=MINUTE requests_per_unit=1, shadow_mode: false\n"
+    );
+
+    version("..2026_01_01_00_01_00.2", 7);
+    symlink("..2026_01_01_00_01_00.2", &volume.join("..data_tmp"));
+    std::fs::rename(volume.join("..data_tmp"), volume.join("..data")).expect("swap ..data");
+    std::fs::remove_dir_all(volume.join("..2026_01_01_00_00_00.1")).expect("remove old version");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !rlconfig().contains("requests_per_unit=7") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reloaded 20 s after the ..data swap:\n{}\n{}",
+            rlconfig(),
+            service.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(served_domains(&service), ["alpha", "beta"]);
+}
+
+/// `MERGE_DOMAIN_CONFIG` (or our flag): one domain across files merges; a repeated
+/// top-level descriptor is still an error naming both files; without it a repeated domain
+/// is refused.
+#[tokio::test]
+async fn merged_domains_serve_the_rules_of_every_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    write(&root.join("a.yaml"), &one_rule("shared", 1));
+    write(
+        &root.join("b.yaml"),
+        "domain: shared\ndescriptors:\n  - key: other\n    rate_limit: {unit: hour, requests_per_unit: 9}\n",
+    );
+    for (args, env) in [
+        (&["--merge-domain-config"][..], &[][..]),
+        (&[][..], &[("MERGE_DOMAIN_CONFIG", "true")][..]),
+    ] {
+        let service = Service::start_with_env(root, args, env);
+        let mut client = grpc::rls_client(service.grpc_addr).await;
+        let r = grpc::should_rate_limit(
+            &mut client,
+            request(
+                "shared",
+                vec![descriptor(&[("k", "v")]), descriptor(&[("other", "v")])],
+            ),
+        )
+        .await;
+        let limits: Vec<Option<u32>> = r
+            .statuses
+            .iter()
+            .map(|s| s.current_limit.as_ref().map(|l| l.requests_per_unit))
+            .collect();
+        assert_eq!(limits, [Some(1), Some(9)], "{args:?} {env:?}: {r:?}");
+    }
+
+    let check = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+            .arg("check-config")
+            .arg(root)
+            .args(args)
+            .output()
+            .expect("run check-config")
+    };
+    let refused = check(&[]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("duplicate domain `shared`"),
+        "{refused:?}"
+    );
+    write(&root.join("c.yaml"), &one_rule("shared", 5));
+    let clash = check(&["--merge-domain-config"]);
+    let stderr = String::from_utf8_lossy(&clash.stderr);
+    assert!(!clash.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("duplicate descriptor in merged domain `shared`: key `k` without value")
+            && stderr.contains("a.yaml:3"),
+        "{stderr}"
+    );
+}

@@ -11,7 +11,7 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 
 use crate::admin::{self, AdminState};
-use crate::config::{self, ReadLimits};
+use crate::config::{self, LoadOptions, ReadLimits};
 use crate::duration_arg::{DurationRange, hours, millis};
 use crate::engine::{Engine, EngineSettings, SystemClock};
 use crate::global::{GlobalCounters, GlobalSettings, GlobalStore, SqlStore};
@@ -30,13 +30,22 @@ pub const MAX_REGION_BYTES: usize = 48;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Limits config: a YAML file or a directory of *.yaml files (envoyproxy/ratelimit format).
+    /// Limits config: a YAML file, or a directory whose every file (subdirectories too) is one
+    /// (envoyproxy/ratelimit format, read as its runtime reads a directory).
     #[arg(long, env = "RLS_CONFIG")]
     pub config: PathBuf,
     /// Bytes read from the limits config in one load, all files together; a bigger config is
     /// refused (at start, or on reload keeping the running one).
     #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_config_bytes: u64,
+    /// In a config directory, skip files and subdirectories whose name starts with `.`
+    /// (loaded by default, as upstream). Also read from `RUNTIME_IGNOREDOTFILES`.
+    #[arg(long, env = "RLS_IGNORE_DOT_FILES")]
+    pub ignore_dot_files: bool,
+    /// The same domain in several files merges into one (its top-level descriptors must
+    /// differ). Also read from `MERGE_DOMAIN_CONFIG`.
+    #[arg(long, env = "RLS_MERGE_DOMAIN_CONFIG")]
+    pub merge_domain_config: bool,
     /// `rls_descriptor_decisions_total` series one `detailed_metric` rule may create (one per
     /// request value and outcome); further values are counted in the rule's own series.
     #[arg(long, env = "RLS_MAX_METRIC_SERIES_PER_RULE", default_value_t = MetricsSettings::DEFAULT_MAX_SERIES_PER_RULE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -212,6 +221,8 @@ impl ServeArgs {
     fn apply_upstream_env(&mut self) -> anyhow::Result<()> {
         self.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
         self.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
+        self.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
+        self.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
         Ok(())
     }
 
@@ -230,10 +241,14 @@ impl ServeArgs {
         Ok(())
     }
 
-    fn config_read_limits(&self) -> ReadLimits {
-        ReadLimits {
-            max_bytes: self.max_config_bytes,
-            ..ReadLimits::default()
+    fn config_load_options(&self) -> LoadOptions {
+        LoadOptions {
+            limits: ReadLimits {
+                max_bytes: self.max_config_bytes,
+                ..ReadLimits::default()
+            },
+            ignore_dot_files: self.ignore_dot_files,
+            merge_domains: self.merge_domain_config,
         }
     }
 
@@ -279,8 +294,8 @@ impl ServeArgs {
 pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     args.apply_upstream_env()?;
     args.validate()?;
-    let read_limits = args.config_read_limits();
-    let loaded = config::load_path(&args.config, &read_limits)
+    let load_options = args.config_load_options();
+    let loaded = config::load_path(&args.config, &load_options)
         .map_err(|errors| anyhow::anyhow!("invalid limits config:\n{errors}"))?;
     let metrics = Arc::new(Metrics::with_settings(MetricsSettings {
         max_series_per_rule: args.max_metric_series_per_rule,
@@ -308,7 +323,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
 
     let reloads = config::watch(
         &args.config,
-        read_limits,
+        load_options,
         Arc::clone(&limits),
         Arc::clone(&metrics),
     )

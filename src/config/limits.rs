@@ -81,6 +81,14 @@ impl DomainLimits {
         &self.name
     }
 
+    /// Adds the descriptors and rules of another file's declaration of this domain (upstream's
+    /// `MERGE_DOMAIN_CONFIG`). The loader has checked that their top-level descriptors differ;
+    /// its wildcards come after ours, as upstream matches them in load order.
+    pub(crate) fn merge(&mut self, other: DomainLimits) {
+        self.root.absorb(other.root);
+        self.rules.extend(other.rules);
+    }
+
     /// Every rule of the domain, in config order.
     pub fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
         self.rules.iter()
@@ -157,6 +165,21 @@ impl Level {
                 nodes.exact.insert(value, node);
             }
             ValueMatch::Wildcard(glob) => nodes.wildcards.push((glob, node)),
+        }
+    }
+
+    /// Moves `other`'s nodes into this level; a node already here (which the loader rules
+    /// out) keeps the first one.
+    fn absorb(&mut self, other: Level) {
+        for (key, theirs) in other.keys {
+            let ours = self.keys.entry(key).or_default();
+            for (value, node) in theirs.exact {
+                ours.exact.entry(value).or_insert(node);
+            }
+            ours.wildcards.extend(theirs.wildcards);
+            if ours.any_value.is_none() {
+                ours.any_value = theirs.any_value;
+            }
         }
     }
 
