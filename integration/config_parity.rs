@@ -540,3 +540,106 @@ async fn merged_domains_serve_the_rules_of_every_file() {
         "{stderr}"
     );
 }
+
+const SHARE_YAML: &str = "\
+domain: share
+descriptors:
+  - key: path
+    value: /files/*
+    share_threshold: true
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+  - key: path
+    value: /files/special
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+  - key: tenant
+    value: t*
+    share_threshold: true
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 1 }
+";
+
+/// `share_threshold: true`: every value a wildcard matches counts on one counter; an
+/// explicit value keeps its own rule and counter; on a nested rule the shared entry is the
+/// wildcard's, the other entries keep their own values.
+#[tokio::test]
+async fn share_threshold_counts_every_value_of_a_wildcard_on_one_counter() {
+    let mut rls = Rls::start(SHARE_YAML, &[], &[]).await;
+    stay_in_one_minute();
+    let path = |value: &str| vec![descriptor(&[("path", value)])];
+    let a = rls.check("share", path("/files/a")).await;
+    let b = rls.check("share", path("/files/b")).await;
+    let c = rls.check("share", path("/files/c")).await;
+    assert_eq!(
+        [codes(&a), codes(&b), codes(&c)].concat(),
+        [Code::Ok, Code::Ok, Code::OverLimit],
+        "{a:?}\n{b:?}\n{c:?}"
+    );
+    let special = rls.check("share", path("/files/special")).await;
+    assert_eq!(codes(&special), [Code::Ok], "{special:?}");
+    assert_eq!(special.statuses[0].limit_remaining, 4, "{special:?}");
+
+    let nested = |tenant: &str, user: &str| vec![descriptor(&[("tenant", tenant), ("user", user)])];
+    let first = rls.check("share", nested("t1", "u")).await;
+    let same_user = rls.check("share", nested("t2", "u")).await;
+    let other_user = rls.check("share", nested("t2", "v")).await;
+    assert_eq!(
+        [codes(&first), codes(&same_user), codes(&other_user)].concat(),
+        [Code::Ok, Code::OverLimit, Code::Ok],
+        "{first:?}\n{same_user:?}\n{other_user:?}"
+    );
+}
+
+/// The shared counter is one counter in every layer: hits on `/files/a` in one process are
+/// seen by another process asking for `/files/b`, through Redis.
+#[tokio::test]
+async fn share_threshold_shares_one_counter_across_processes_through_redis() {
+    support::redis_admin::require_local_redis();
+    let prefix = support::redis_admin::unique_prefix("share");
+    let (_dir, limits) = support::limits_file(SHARE_YAML);
+    let args = [
+        "--redis-url",
+        support::redis_admin::LOCAL_REDIS_URL,
+        "--redis-prefix",
+        &prefix,
+        "--replay-interval",
+        "20ms",
+        "--freshness",
+        "50ms",
+    ];
+    let one = Service::start(&limits, &args);
+    let two = Service::start(&limits, &args);
+    let mut one_client = grpc::rls_client(one.grpc_addr).await;
+    let mut two_client = grpc::rls_client(two.grpc_addr).await;
+    stay_in_one_minute();
+    for _ in 0..2 {
+        let r = grpc::should_rate_limit(
+            &mut one_client,
+            request("share", vec![descriptor(&[("path", "/files/a")])]),
+        )
+        .await;
+        assert_eq!(codes(&r), [Code::Ok], "{r:?}");
+    }
+    // A peek (hits_addend 0) consumes nothing: poll it until the other process's hits arrive.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut peek = descriptor(&[("path", "/files/b")]);
+        peek.hits_addend = Some(support::grpc::UInt64Value { value: 0 });
+        let r = grpc::should_rate_limit(&mut two_client, request("share", vec![peek])).await;
+        if r.statuses[0].limit_remaining == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second process does not see the shared count: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = grpc::should_rate_limit(
+        &mut two_client,
+        request("share", vec![descriptor(&[("path", "/files/b")])]),
+    )
+    .await;
+    assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
+    support::redis_admin::delete_under(support::redis_admin::LOCAL_REDIS_URL, &prefix);
+}

@@ -174,6 +174,17 @@ impl Compiler<'_> {
                 None => Level::default(),
             };
 
+            let shared = descriptor.share_threshold.as_ref().is_some_and(|s| s.value);
+            let wildcard = value.is_some_and(|v| v.contains('*'));
+            if shared && !wildcard {
+                let line = descriptor.share_threshold.as_ref().and_then(line_of);
+                self.error(
+                    line,
+                    &format!("{place}.share_threshold"),
+                    "`share_threshold` needs a wildcard `value` (containing `*`)",
+                );
+                insertable = false;
+            }
             if let (true, Some(key)) = (insertable, key) {
                 let value = match value {
                     None => ValueMatch::Any,
@@ -182,7 +193,15 @@ impl Compiler<'_> {
                         None => ValueMatch::Exact(value.into()),
                     },
                 };
-                level.insert(key, value, Node { rule, children });
+                level.insert(
+                    key,
+                    value,
+                    Node {
+                        rule,
+                        children,
+                        shared,
+                    },
+                );
             }
         }
         level
@@ -416,6 +435,24 @@ mod tests {
     }
 
     // README examples of envoyproxy/ratelimit, unchanged: config/upstream-examples/.
+
+    #[test]
+    fn share_threshold_needs_a_wildcard_value() {
+        assert_eq!(
+            error(
+                "domain: d\ndescriptors:\n  - key: k\n    value: exact\n    share_threshold: true\n"
+            ),
+            "bad.yaml:5: descriptors[0].share_threshold: `share_threshold` needs a wildcard \
+             `value` (containing `*`)"
+        );
+        let config = load(
+            "domain: d\ndescriptors:\n  - key: k\n    value: a*\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+        );
+        let found = config
+            .domain("d")
+            .and_then(|d| d.find_shared([("k", "abc")].into_iter()));
+        assert_eq!(found.map(|f| f.shared), Some(1));
+    }
 
     #[test]
     fn readme_example_1_mongo_cps() {

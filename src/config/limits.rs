@@ -105,12 +105,25 @@ impl DomainLimits {
     where
         I: ExactSizeIterator<Item = (&'e str, &'e str)>,
     {
+        self.find_shared(entries).map(|found| found.rule)
+    }
+
+    /// [`DomainLimits::find`], with the entries matched by a `share_threshold` wildcard.
+    pub fn find_shared<'e, I>(&self, entries: I) -> Option<Found<'_>>
+    where
+        I: ExactSizeIterator<Item = (&'e str, &'e str)>,
+    {
         let last = entries.len().checked_sub(1)?;
         let mut level = &self.root;
+        let mut shared = 0u64;
         for (i, (key, value)) in entries.enumerate() {
             let node = level.lookup(key, value)?;
+            // A tree is at most 16 levels deep (the YAML depth cap), far below 64.
+            if node.shared && i < 64 {
+                shared |= 1 << i;
+            }
             if i == last {
-                return node.rule.as_ref();
+                return node.rule.as_ref().map(|rule| Found { rule, shared });
             }
             if node.children.is_empty() {
                 return None;
@@ -120,6 +133,15 @@ impl DomainLimits {
         // Only if the iterator yielded fewer items than it announced.
         None
     }
+}
+
+/// A matched rule.
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'c> {
+    pub rule: &'c Arc<Rule>,
+    /// Bit `i` is set when entry `i` was matched by a `share_threshold` wildcard: its
+    /// counter stands for every value of that wildcard, not the request's value.
+    pub shared: u64,
 }
 
 /// The descriptors of one level, by key.
@@ -141,6 +163,8 @@ struct KeyNodes {
 pub(crate) struct Node {
     pub rule: Option<Arc<Rule>>,
     pub children: Level,
+    /// `share_threshold: true` (only on a wildcard node).
+    pub shared: bool,
 }
 
 /// What a descriptor's `value` compiles to.

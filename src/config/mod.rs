@@ -16,7 +16,7 @@ mod walk;
 mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use limits::{DomainLimits, LimitsConfig};
+pub use limits::{DomainLimits, Found, LimitsConfig};
 pub use load::{LoadOptions, load_path, load_sources, load_str};
 pub use read::{ReadError, ReadLimits};
 pub use rule::{Rule, RuleLimit};

@@ -35,6 +35,10 @@ pub(crate) struct RawDescriptor {
     /// descriptor of the request is.
     #[serde(default)]
     pub quota_mode: Option<bool>,
+    /// Upstream's `share_threshold`: on a wildcard value, every value it matches counts on one
+    /// counter.
+    #[serde(default)]
+    pub share_threshold: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -94,13 +94,12 @@ fn plan_one<'c>(
     request_hits_addend: u32,
 ) -> Plan<'c> {
     let cost = cost(descriptor, request_hits_addend);
-    let identifier = identifier(descriptor);
-
     let entries = descriptor
         .entries
         .iter()
         .map(|e| (e.key.as_str(), e.value.as_str()));
-    let rule = domain.find(entries);
+    let found = domain.find_shared(entries);
+    let rule = found.map(|f| f.rule);
 
     if let Some(limit) = &descriptor.limit {
         // Validation has rejected UNKNOWN units; stay total anyway.
@@ -109,7 +108,8 @@ fn plan_one<'c>(
         };
         return Plan::Limited(Limited {
             namespace: override_namespace(rule, descriptor),
-            identifier,
+            // As upstream: an override counts the request's own values.
+            identifier: identifier(descriptor, 0),
             duration_ms: unit.seconds().saturating_mul(1_000),
             requests_per_unit: limit.requests_per_unit,
             unit,
@@ -123,9 +123,10 @@ fn plan_one<'c>(
         });
     }
 
-    let Some(rule) = rule else {
+    let Some(found) = found else {
         return Plan::NoLimit;
     };
+    let rule = found.rule;
     match (&rule.limit, rule.duration_ms()) {
         (
             RuleLimit::Limited {
@@ -136,7 +137,7 @@ fn plan_one<'c>(
             Some(duration_ms),
         ) => Plan::Limited(Limited {
             namespace: Arc::clone(&rule.namespace),
-            identifier,
+            identifier: identifier(descriptor, found.shared),
             duration_ms,
             requests_per_unit: *requests_per_unit,
             unit: *unit,
@@ -190,11 +191,18 @@ fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
 }
 
 /// The request's values, each length-prefixed: injective, so no two value lists share a
-/// counter whatever bytes they hold (`["a:b"]` vs `["a", "b"]` differ).
-fn identifier(descriptor: &RateLimitDescriptor) -> CompactString {
+/// counter whatever bytes they hold (`["a:b"]` vs `["a", "b"]` differ). An entry matched by a
+/// `share_threshold` wildcard (bit `i` of `shared`) is written `*`, which no length prefix
+/// starts with: every value of that wildcard shares the counter, and the namespace names
+/// the wildcard.
+fn identifier(descriptor: &RateLimitDescriptor, shared: u64) -> CompactString {
     let capacity = descriptor.entries.iter().map(|e| e.value.len() + 8).sum();
     let mut identifier = CompactString::with_capacity(capacity);
-    for entry in &descriptor.entries {
+    for (i, entry) in descriptor.entries.iter().enumerate() {
+        if i < 64 && shared & (1 << i) != 0 {
+            identifier.push('*');
+            continue;
+        }
         // compact_str formats integers without the `fmt` machinery.
         identifier.push_str(&entry.value.len().to_compact_string());
         identifier.push(':');
@@ -231,11 +239,20 @@ mod tests {
         ];
         for (a, b) in pairs {
             assert_ne!(
-                identifier(&descriptor(&a)),
-                identifier(&descriptor(&b)),
+                identifier(&descriptor(&a), 0),
+                identifier(&descriptor(&b), 0),
                 "{a:?} vs {b:?}"
             );
         }
+        // A shared entry never reads as a value, whatever the value.
+        assert_ne!(
+            identifier(&descriptor(&["*"]), 0),
+            identifier(&descriptor(&["x"]), 1)
+        );
+        assert_eq!(
+            identifier(&descriptor(&["x", "y"]), 0b01),
+            identifier(&descriptor(&["z", "y"]), 0b01)
+        );
     }
 
     #[test]
