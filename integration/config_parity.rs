@@ -643,3 +643,99 @@ async fn share_threshold_shares_one_counter_across_processes_through_redis() {
     assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
     support::redis_admin::delete_under(support::redis_admin::LOCAL_REDIS_URL, &prefix);
 }
+
+const METADATA_YAML: &str = "\
+domain: meta
+descriptors:
+  - key: plan
+    metadata:
+      tier: gold
+      route: { cluster: fast, weight: 3 }
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+  - key: user
+    metadata:
+      tier: silver
+      route: { cluster: slow, pool: b }
+      flags: [1, true]
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+";
+
+/// `metadata` and `RESPONSE_DYNAMIC_METADATA`: the answer's `dynamic_metadata` carries the
+/// domain, the request's descriptors, its `hitsAddend`, and the merged `metadata` of the
+/// descriptors that passed (first value wins, mappings merge), in upstream's shape.
+#[tokio::test]
+async fn dynamic_metadata_carries_the_passed_descriptors_metadata() {
+    use serde_json::json;
+    use support::grpc::UInt64Value;
+
+    let descriptors = || {
+        let mut user = descriptor(&[("user", "u")]);
+        user.hits_addend = Some(UInt64Value { value: 1 });
+        vec![descriptor(&[("plan", "p")]), user]
+    };
+    for (args, env) in [
+        (&["--response-dynamic-metadata"][..], &[][..]),
+        (&[][..], &[("RESPONSE_DYNAMIC_METADATA", "true")][..]),
+    ] {
+        let mut rls = Rls::start(METADATA_YAML, args, env).await;
+        stay_in_one_minute();
+        let mut first = request("meta", descriptors());
+        first.hits_addend = 1;
+        let r = grpc::should_rate_limit(&mut rls.client, first).await;
+        let metadata = struct_json(r.dynamic_metadata.as_ref().expect("dynamic_metadata"));
+        assert_eq!(
+            metadata,
+            json!({
+                "domain": "meta",
+                "descriptors": [
+                    {"entries": ["plan=p"]},
+                    {"entries": ["user=u"], "hitsAddend": 1.0},
+                ],
+                "hitsAddend": 1.0,
+                "metadata": {
+                    "tier": "gold",
+                    "route": {"cluster": "fast", "weight": 3.0, "pool": "b"},
+                    "flags": [1.0, true],
+                },
+            }),
+            "{args:?} {env:?}"
+        );
+        // `user` is now over its limit: only `plan`'s metadata is returned.
+        let r = rls.check("meta", descriptors()).await;
+        assert_eq!(codes(&r), [Code::Ok, Code::OverLimit], "{r:?}");
+        let metadata = struct_json(r.dynamic_metadata.as_ref().expect("dynamic_metadata"));
+        assert_eq!(
+            metadata["metadata"],
+            json!({"tier": "gold", "route": {"cluster": "fast", "weight": 3.0}}),
+            "{metadata}"
+        );
+    }
+    // Off by default.
+    let mut rls = Rls::start(METADATA_YAML, &[], &[]).await;
+    let r = rls.check("meta", descriptors()).await;
+    assert_eq!(r.dynamic_metadata, None, "{r:?}");
+}
+
+/// A protobuf `Struct` as JSON, to compare whole shapes.
+fn struct_json(value: &support::grpc::Struct) -> serde_json::Value {
+    use support::grpc::Kind;
+    fn one(value: &support::grpc::Value) -> serde_json::Value {
+        match &value.kind {
+            Some(Kind::NullValue(_)) | None => serde_json::Value::Null,
+            Some(Kind::NumberValue(n)) => serde_json::json!(n),
+            Some(Kind::StringValue(s)) => serde_json::json!(s),
+            Some(Kind::BoolValue(b)) => serde_json::json!(b),
+            Some(Kind::StructValue(s)) => struct_json(s),
+            Some(Kind::ListValue(l)) => {
+                serde_json::Value::Array(l.values.iter().map(one).collect())
+            }
+        }
+    }
+    serde_json::Value::Object(
+        value
+            .fields
+            .iter()
+            .map(|(k, v)| (k.clone(), one(v)))
+            .collect(),
+    )
+}

@@ -93,6 +93,10 @@ pub struct ServeArgs {
     /// descriptors are over (as a rule's `quota_mode`). Also read from `QUOTA_MODE`.
     #[arg(long, env = "RLS_QUOTA_MODE")]
     pub quota_mode: bool,
+    /// Answers carry `dynamic_metadata`: the domain, the request's descriptors and the passed
+    /// rules' `metadata` (upstream's shape). Also read from `RESPONSE_DYNAMIC_METADATA`.
+    #[arg(long, env = "RLS_RESPONSE_DYNAMIC_METADATA")]
+    pub response_dynamic_metadata: bool,
     /// Add RateLimit-Limit/-Remaining/-Reset (and Retry-After when over) to responses.
     #[arg(long, env = "RLS_RESPONSE_HEADERS")]
     pub response_headers: bool,
@@ -222,6 +226,7 @@ impl ServeArgs {
         self.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
         self.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
         self.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
+        self.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
         self.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
         Ok(())
     }
@@ -276,6 +281,7 @@ impl ServeArgs {
         RlsSettings {
             shadow_mode: self.shadow_mode,
             quota_mode: self.quota_mode,
+            response_dynamic_metadata: self.response_dynamic_metadata,
             response_headers: self.response_headers.then(|| HeaderNames {
                 limit: self.limit_header.clone(),
                 remaining: self.remaining_header.clone(),

@@ -275,6 +275,11 @@ impl Compiler<'_> {
             replaces: replaces.into_boxed_slice(),
             shadow_mode: descriptor.shadow_mode.unwrap_or(false),
             quota_mode: descriptor.quota_mode.unwrap_or(false),
+            metadata: descriptor
+                .metadata
+                .as_ref()
+                .filter(|m| !m.is_empty())
+                .map(|m| Arc::new(m.clone())),
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             path: path.into(),
         });

@@ -39,6 +39,10 @@ pub(crate) struct RawDescriptor {
     /// counter.
     #[serde(default)]
     pub share_threshold: Option<Spanned<bool>>,
+    /// Upstream's `metadata`: any mapping, returned in the response's dynamic metadata when
+    /// this descriptor's rule passes.
+    #[serde(default)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize)]

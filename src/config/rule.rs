@@ -36,6 +36,9 @@ pub struct Rule {
     /// A quota: over its limit, the request is OVER_LIMIT only if every quota descriptor of
     /// the request is over (upstream's `quota_mode`).
     pub quota_mode: bool,
+    /// The descriptor's `metadata` (a mapping), merged into the response's dynamic metadata
+    /// when this rule passes. Kept as JSON: the config knows no protobuf.
+    pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     pub detailed_metric: bool,
     /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
     /// not injective, for logs and metrics only.
@@ -140,6 +143,7 @@ mod tests {
             replaces: Box::new([]),
             shadow_mode: false,
             quota_mode: false,
+            metadata: None,
             detailed_metric: false,
             path: "d.k".into(),
         }

@@ -4,6 +4,7 @@
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
 
+mod metadata;
 mod overall;
 mod plan;
 mod response;
@@ -39,6 +40,9 @@ pub struct RlsSettings {
     /// Global quota mode (upstream's `QUOTA_MODE`): every descriptor is a quota, so the
     /// request is OVER_LIMIT only when all of its counted descriptors are over.
     pub quota_mode: bool,
+    /// Upstream's `RESPONSE_DYNAMIC_METADATA`: answers carry the domain, the request's
+    /// descriptors and the passed rules' `metadata` in `dynamic_metadata`.
+    pub response_dynamic_metadata: bool,
     /// `Some` turns the `RateLimit-*` response headers on.
     pub response_headers: Option<HeaderNames>,
     pub request_limits: RequestLimits,
@@ -207,10 +211,24 @@ impl RateLimiter {
         } else {
             RequestOutcome::Ok
         });
+        let dynamic_metadata = self.settings.response_dynamic_metadata.then(|| {
+            // As upstream: the descriptors that passed (not over, not unlimited) whose rule
+            // carries `metadata`.
+            let passed = plans
+                .iter()
+                .zip(&statuses)
+                .filter(|(_, status)| status.code != Code::OverLimit as i32)
+                .filter_map(|(plan, _)| match plan {
+                    Plan::Limited(limited) => limited.rule.as_ref()?.metadata.as_deref(),
+                    Plan::NoLimit | Plan::Unlimited(_) => None,
+                });
+            metadata::dynamic_metadata(request, passed)
+        });
         Ok(RateLimitResponse {
             overall_code: overall as i32,
             statuses,
             response_headers_to_add,
+            dynamic_metadata,
             ..Default::default()
         })
     }
