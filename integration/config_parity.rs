@@ -27,7 +27,7 @@ fn stay_in_one_minute() {
 /// holds the config file.
 struct Rls {
     _dir: tempfile::TempDir,
-    _service: Service,
+    service: Service,
     client: RlsClient,
 }
 
@@ -38,7 +38,7 @@ impl Rls {
         let client = grpc::rls_client(service.grpc_addr).await;
         Rls {
             _dir: dir,
-            _service: service,
+            service,
             client,
         }
     }
@@ -738,4 +738,68 @@ fn struct_json(value: &support::grpc::Struct) -> serde_json::Value {
             .map(|(k, v)| (k.clone(), one(v)))
             .collect(),
     )
+}
+
+const METRIC_NAMES_YAML: &str = "\
+domain: names
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: method
+        rate_limit: { unit: minute, requests_per_unit: 100 }
+  - key: tenant
+    descriptors:
+      - key: user
+        detailed_metric: true
+        rate_limit: { unit: minute, requests_per_unit: 100 }
+";
+
+/// `value_to_metric` and nested `detailed_metric` name their series as upstream names its
+/// stats; these names carry request values, so their series are capped per rule (the
+/// overflow is counted in the rule's own series and in `rls_detailed_series_capped_total`).
+#[tokio::test]
+async fn value_to_metric_and_detailed_metric_labels_are_upstreams_and_capped() {
+    let mut rls = Rls::start(
+        METRIC_NAMES_YAML,
+        &["--max-metric-series-per-rule", "2"],
+        &[],
+    )
+    .await;
+    for route in ["draw", "paint", "erase"] {
+        rls.check(
+            "names",
+            vec![descriptor(&[("route", route), ("method", "GET")])],
+        )
+        .await;
+    }
+    rls.check(
+        "names",
+        vec![descriptor(&[("tenant", "t1"), ("user", "u1")])],
+    )
+    .await;
+    let text = rls.service.metrics();
+    let decisions = |rule: &str| {
+        support::metrics::sample(
+            &text,
+            "rls_descriptor_decisions_total",
+            &[
+                ("domain", "names"),
+                ("rule", rule),
+                ("outcome", "within_limit"),
+            ],
+        )
+    };
+    assert_eq!(decisions("names.route_draw.method"), Some(1.0), "{text}");
+    assert_eq!(decisions("names.route_paint.method"), Some(1.0), "{text}");
+    // The third value is over the cap of 2: counted in the rule's own series.
+    assert_eq!(decisions("names.route_erase.method"), None, "{text}");
+    assert_eq!(decisions("names.route.method"), Some(1.0), "{text}");
+    assert_eq!(
+        support::metrics::sample(&text, "rls_detailed_series_capped_total", &[]),
+        Some(1.0),
+        "{text}"
+    );
+    // Nested detailed_metric: every entry's value.
+    assert_eq!(decisions("names.tenant_t1.user_u1"), Some(1.0), "{text}");
 }

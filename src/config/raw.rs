@@ -43,6 +43,9 @@ pub(crate) struct RawDescriptor {
     /// this descriptor's rule passes.
     #[serde(default)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Upstream's `value_to_metric`: metric names carry the request's value at this level.
+    #[serde(default)]
+    pub value_to_metric: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -40,6 +40,9 @@ pub struct Rule {
     /// when this rule passes. Kept as JSON: the config knows no protobuf.
     pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     pub detailed_metric: bool,
+    /// A descriptor on this rule's path has `value_to_metric: true`: its metric name carries
+    /// request values (see `DomainLimits::metric_key`).
+    pub value_to_metric: bool,
     /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
     /// not injective, for logs and metrics only.
     pub path: Arc<str>,
@@ -145,6 +148,7 @@ mod tests {
             quota_mode: false,
             metadata: None,
             detailed_metric: false,
+            value_to_metric: false,
             path: "d.k".into(),
         }
     }

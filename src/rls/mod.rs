@@ -170,12 +170,10 @@ impl RateLimiter {
                     };
                     let rule_label = limited.rule_path.as_ref().unwrap_or(&self.override_label);
                     match &limited.rule {
-                        Some(rule) if rule.detailed_metric => self.metrics.detailed_decision(
-                            domain.name(),
-                            &rule.path,
-                            rule_label,
-                            outcome,
-                        ),
+                        // Labels with request values: capped per rule.
+                        Some(rule) if rule.detailed_metric || rule.value_to_metric => self
+                            .metrics
+                            .detailed_decision(domain.name(), &rule.path, rule_label, outcome),
                         _ => self.metrics.decision(domain.name(), rule_label, outcome),
                     }
                     if outcome == DecisionOutcome::ShadowOverLimit {

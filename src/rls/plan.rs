@@ -144,7 +144,7 @@ fn plan_one<'c>(
             name: rule.name.clone(),
             shadow_mode: rule.shadow_mode,
             quota_mode: rule.quota_mode,
-            rule_path: Some(metric_label(rule, descriptor)),
+            rule_path: Some(metric_label(domain, rule, descriptor, found.shared)),
             rule: Some(Arc::clone(rule)),
             cost,
         }),
@@ -168,13 +168,25 @@ fn override_namespace(rule: Option<&Arc<Rule>>, descriptor: &RateLimitDescriptor
     namespace.into()
 }
 
-/// `detailed_metric` rules report per value, as envoyproxy/ratelimit does (the rule's path
-/// plus `_` and the last entry's value).
-fn metric_label(rule: &Rule, descriptor: &RateLimitDescriptor) -> Arc<str> {
-    match descriptor.entries.last() {
-        Some(last) if rule.detailed_metric => format!("{}_{}", rule.path, last.value).into(),
-        _ => Arc::clone(&rule.path),
+/// The metric label of a matched rule: its path, or, for `detailed_metric` and
+/// `value_to_metric` rules, the name upstream gives the descriptor's stats (request values
+/// in it; the caller caps their series per rule).
+fn metric_label(
+    domain: &DomainLimits,
+    rule: &Rule,
+    descriptor: &RateLimitDescriptor,
+    shared: u64,
+) -> Arc<str> {
+    if !rule.detailed_metric && !rule.value_to_metric {
+        return Arc::clone(&rule.path);
     }
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()));
+    domain
+        .metric_key(entries, rule.detailed_metric, shared)
+        .into()
 }
 
 /// The per-descriptor `hits_addend` wins (0 checks without consuming); otherwise the
