@@ -803,3 +803,99 @@ async fn value_to_metric_and_detailed_metric_labels_are_upstreams_and_capped() {
     // Nested detailed_metric: every entry's value.
     assert_eq!(decisions("names.tenant_t1.user_u1"), Some(1.0), "{text}");
 }
+
+/// envoyproxy/ratelimit's README examples 10 and 11, served from `config/upstream-examples/`
+/// as they are (the whole directory, as upstream's runtime loads it): example 11's shared
+/// and isolated thresholds, and the series names of both.
+#[tokio::test]
+async fn upstream_readme_examples_10_and_11_answer_and_name_series_as_upstream() {
+    let service = Service::start(support::repo_path("config/upstream-examples"), &[]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    support::avoid_window_boundary(Duration::from_secs(3_600), WORK);
+    let mut call = async |domain: &str, entries: &[(&str, &str)]| {
+        let r =
+            grpc::should_rate_limit(&mut client, request(domain, vec![descriptor(entries)])).await;
+        codes(&r)[0]
+    };
+    // Example 11: five for files/a.pdf and five for files/b.csv exhaust the shared 10.
+    for _ in 0..5 {
+        assert_eq!(
+            call("example11", &[("files", "files/a.pdf")]).await,
+            Code::Ok
+        );
+        assert_eq!(
+            call("example11", &[("files", "files/b.csv")]).await,
+            Code::Ok
+        );
+    }
+    assert_eq!(
+        call("example11", &[("files", "files/c.txt")]).await,
+        Code::OverLimit
+    );
+    // Without share_threshold each value has its own 10.
+    for _ in 0..10 {
+        assert_eq!(
+            call("example11", &[("files_no_share", "files_no_share/a.pdf")]).await,
+            Code::Ok
+        );
+    }
+    assert_eq!(
+        call("example11", &[("files_no_share", "files_no_share/a.pdf")]).await,
+        Code::OverLimit
+    );
+    assert_eq!(
+        call("example11", &[("files_no_share", "files_no_share/b.csv")]).await,
+        Code::Ok
+    );
+
+    // Example 10 and 11's series names.
+    call(
+        "example10",
+        &[
+            ("route", "api"),
+            ("http_method", "GET"),
+            ("subject_id", "123"),
+        ],
+    )
+    .await;
+    call(
+        "example10_wildcard",
+        &[
+            ("user", "alice"),
+            ("action", "readfile"),
+            ("resource", "documents"),
+        ],
+    )
+    .await;
+    call(
+        "example11_metrics",
+        &[("route", "api/v1"), ("method", "GET")],
+    )
+    .await;
+    let text = service.metrics();
+    for (domain, rule) in [
+        (
+            "example10",
+            "example10.route_api.http_method_GET.subject_id",
+        ),
+        (
+            "example10_wildcard",
+            "example10_wildcard.user_alice.action_readfile.resource",
+        ),
+        ("example11_metrics", "example11_metrics.route_api/*.method"),
+    ] {
+        assert_eq!(
+            support::metrics::sample(
+                &text,
+                "rls_descriptor_decisions_total",
+                &[
+                    ("domain", domain),
+                    ("rule", rule),
+                    ("outcome", "within_limit")
+                ],
+            ),
+            Some(1.0),
+            "{rule}\n{text}"
+        );
+    }
+}
