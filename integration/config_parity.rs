@@ -899,3 +899,72 @@ async fn upstream_readme_examples_10_and_11_answer_and_name_series_as_upstream()
         );
     }
 }
+
+/// The shared counter is one counter in the global layer too: region `a`'s hits on
+/// `/files/a` reach region `b`, asking for `/files/b`, through the SQL table (SQLite here;
+/// the identity is the same bytes for every backend).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_threshold_shares_one_counter_across_regions_through_sql() {
+    use support::sql_admin::{Backend, TestDb};
+    let db = TestDb::create(Backend::Sqlite, "share");
+    let url = db.url();
+    let (_dir, limits) = support::limits_file(SHARE_YAML);
+    let region = |name: &'static str| {
+        [
+            "--region",
+            name,
+            "--database-url",
+            &url,
+            "--migrate",
+            "--publish-floor",
+            "0",
+            "--global-flush-interval",
+            "200ms",
+            "--global-sync-interval",
+            "200ms",
+        ]
+        .map(str::to_owned)
+    };
+    let a_args = region("a");
+    let b_args = region("b");
+    support::avoid_window_boundary(Duration::from_secs(60), Duration::from_secs(15));
+    let a = Service::start(
+        &limits,
+        &a_args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let b = Service::start(
+        &limits,
+        &b_args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let mut a_client = grpc::rls_client(a.grpc_addr).await;
+    let mut b_client = grpc::rls_client(b.grpc_addr).await;
+    for _ in 0..2 {
+        let r = grpc::should_rate_limit(
+            &mut a_client,
+            request("share", vec![descriptor(&[("path", "/files/a")])]),
+        )
+        .await;
+        assert_eq!(codes(&r), [Code::Ok], "{r:?}");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut peek = descriptor(&[("path", "/files/b")]);
+        peek.hits_addend = Some(support::grpc::UInt64Value { value: 0 });
+        let r = grpc::should_rate_limit(&mut b_client, request("share", vec![peek])).await;
+        if r.statuses[0].limit_remaining == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "region b does not see region a's shared count: {r:?}\n{}",
+            b.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = grpc::should_rate_limit(
+        &mut b_client,
+        request("share", vec![descriptor(&[("path", "/files/c")])]),
+    )
+    .await;
+    assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
+}
