@@ -108,8 +108,8 @@ fn counts(stdout: &str) -> (usize, usize) {
 #[test]
 fn every_readme_example_of_envoyproxy_ratelimit_is_valid() {
     let files = upstream_examples();
-    // Examples 1 to 9, example 4 in two files.
-    assert_eq!(files.len(), 10, "{files:#?}");
+    // Examples 1 to 11; examples 4, 10 and 11 in two files each.
+    assert_eq!(files.len(), 14, "{files:#?}");
     let mut rules = 0;
     for path in &files {
         let stdout = assert_accepted(path);
@@ -122,8 +122,8 @@ fn every_readme_example_of_envoyproxy_ratelimit_is_valid() {
     // All of them together, as one directory of distinct domains.
     let stdout = assert_accepted(&support::repo_path("config/upstream-examples"));
     assert_eq!(counts(&stdout), (files.len(), rules), "{stdout}");
-    // 2 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 2 + 1 rules.
-    assert_eq!(rules, 17, "{stdout}");
+    // 2 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 2 + 1 rules, then 1 + 1 + 2 + 1.
+    assert_eq!(rules, 22, "{stdout}");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use gcounter_rls::config::ReadLimits;
+use gcounter_rls::config::{LoadOptions, ReadLimits};
 use gcounter_rls::engine::{Clock, SystemClock};
 use gcounter_rls::global::{GlobalStore, SqlStore};
 use gcounter_rls::loadtest::{self, LoadtestArgs};
@@ -41,11 +41,17 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Validate a limits config (file or directory); exit non-zero listing every error.
     CheckConfig {
-        /// A YAML file or a directory of *.yaml files.
+        /// A YAML file, or a directory whose every file (subdirectories too) is one.
         path: PathBuf,
         /// Bytes read from the config, all files together (as `serve --max-config-bytes`).
         #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
         max_config_bytes: u64,
+        /// Skip dot-files in a directory (as `serve --ignore-dot-files`).
+        #[arg(long, env = "RLS_IGNORE_DOT_FILES")]
+        ignore_dot_files: bool,
+        /// Merge the same domain across files (as `serve --merge-domain-config`).
+        #[arg(long, env = "RLS_MERGE_DOMAIN_CONFIG")]
+        merge_domain_config: bool,
     },
     /// Create or upgrade the global counters table (`ratelimit_window_counts`).
     Migrate {
@@ -88,13 +94,28 @@ fn main() -> ExitCode {
     if let Command::CheckConfig {
         path,
         max_config_bytes,
+        ignore_dot_files,
+        merge_domain_config,
     } = &cli.command
     {
-        let limits = ReadLimits {
-            max_bytes: *max_config_bytes,
-            ..ReadLimits::default()
+        let upstream = upstream_env::flag("RUNTIME_IGNOREDOTFILES")
+            .and_then(|dots| Ok((dots, upstream_env::flag("MERGE_DOMAIN_CONFIG")?)));
+        let (upstream_dots, upstream_merge) = match upstream {
+            Ok(flags) => flags,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
         };
-        return check_config(path, &limits);
+        let options = LoadOptions {
+            limits: ReadLimits {
+                max_bytes: *max_config_bytes,
+                ..ReadLimits::default()
+            },
+            ignore_dot_files: *ignore_dot_files || upstream_dots,
+            merge_domains: *merge_domain_config || upstream_merge,
+        };
+        return check_config(path, &options);
     }
     if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
         eprintln!("error: {message}");
@@ -172,8 +193,8 @@ async fn cleanup(database_url: &str, batch: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_config(path: &std::path::Path, limits: &ReadLimits) -> ExitCode {
-    match gcounter_rls::config::load_path(path, limits) {
+fn check_config(path: &std::path::Path, options: &LoadOptions) -> ExitCode {
+    match gcounter_rls::config::load_path(path, options) {
         Ok(config) => {
             let domains = config.domains().count();
             println!(

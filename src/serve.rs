@@ -11,7 +11,7 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 
 use crate::admin::{self, AdminState};
-use crate::config::{self, ReadLimits};
+use crate::config::{self, LoadOptions, ReadLimits};
 use crate::duration_arg::{DurationRange, hours, millis};
 use crate::engine::{CELL_OVERHEAD_BYTES, Engine, EngineSettings, SystemClock};
 use crate::global::{GlobalCounters, GlobalSettings, GlobalStore, SqlStore};
@@ -40,13 +40,22 @@ pub const MAX_REGION_BYTES: usize = 48;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Limits config: a YAML file or a directory of *.yaml files (envoyproxy/ratelimit format).
+    /// Limits config: a YAML file, or a directory whose every file (subdirectories too) is one
+    /// (envoyproxy/ratelimit format, read as its runtime reads a directory).
     #[arg(long, env = "RLS_CONFIG")]
     pub config: PathBuf,
     /// Bytes read from the limits config in one load, all files together; a bigger config is
     /// refused (at start, or on reload keeping the running one).
     #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_config_bytes: u64,
+    /// In a config directory, skip files and subdirectories whose name starts with `.`
+    /// (loaded by default, as upstream). Also read from `RUNTIME_IGNOREDOTFILES`.
+    #[arg(long, env = "RLS_IGNORE_DOT_FILES")]
+    pub ignore_dot_files: bool,
+    /// The same domain in several files merges into one (its top-level descriptors must
+    /// differ). Also read from `MERGE_DOMAIN_CONFIG`.
+    #[arg(long, env = "RLS_MERGE_DOMAIN_CONFIG")]
+    pub merge_domain_config: bool,
     /// `rls_descriptor_decisions_total` series one `detailed_metric` rule may create (one per
     /// request value and outcome); further values are counted in the rule's own series.
     #[arg(long, env = "RLS_MAX_METRIC_SERIES_PER_RULE", default_value_t = MetricsSettings::DEFAULT_MAX_SERIES_PER_RULE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -95,9 +104,18 @@ pub struct ServeArgs {
     /// refused with InvalidArgument.
     #[arg(long, env = "RLS_MAX_DESCRIPTOR_BYTES", default_value = "16KiB")]
     pub max_descriptor_bytes: bytesize::ByteSize,
-    /// Answer OK to everything while still counting and reporting over-limit decisions.
+    /// Answer OK to everything while still counting and reporting over-limit decisions
+    /// (descriptor statuses keep OVER_LIMIT). Also read from `SHADOW_MODE`.
     #[arg(long, env = "RLS_SHADOW_MODE")]
     pub shadow_mode: bool,
+    /// Every descriptor is a quota: a request is OVER_LIMIT only when all its counted
+    /// descriptors are over (as a rule's `quota_mode`). Also read from `QUOTA_MODE`.
+    #[arg(long, env = "RLS_QUOTA_MODE")]
+    pub quota_mode: bool,
+    /// Answers carry `dynamic_metadata`: the domain, the request's descriptors and the passed
+    /// rules' `metadata` (upstream's shape). Also read from `RESPONSE_DYNAMIC_METADATA`.
+    #[arg(long, env = "RLS_RESPONSE_DYNAMIC_METADATA")]
+    pub response_dynamic_metadata: bool,
     /// Add RateLimit-Limit/-Remaining/-Reset (and Retry-After when over) to responses.
     #[arg(long, env = "RLS_RESPONSE_HEADERS")]
     pub response_headers: bool,
@@ -259,6 +277,17 @@ impl ServeArgs {
         Ok(region)
     }
 
+    /// Turns on the switches named by envoyproxy/ratelimit's own environment variables, so
+    /// its deployments keep their environment (see `upstream_env`).
+    fn apply_upstream_env(&mut self) -> anyhow::Result<()> {
+        self.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
+        self.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
+        self.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
+        self.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
+        self.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
+        Ok(())
+    }
+
     fn validate(&self) -> anyhow::Result<()> {
         self.region()?;
         if !(0.0..=1.0).contains(&self.publish_floor) {
@@ -322,10 +351,14 @@ impl ServeArgs {
             || upstream_env::healthy_with_at_least_one_config_loaded(env)?)
     }
 
-    fn config_read_limits(&self) -> ReadLimits {
-        ReadLimits {
-            max_bytes: self.max_config_bytes,
-            ..ReadLimits::default()
+    fn config_load_options(&self) -> LoadOptions {
+        LoadOptions {
+            limits: ReadLimits {
+                max_bytes: self.max_config_bytes,
+                ..ReadLimits::default()
+            },
+            ignore_dot_files: self.ignore_dot_files,
+            merge_domains: self.merge_domain_config,
         }
     }
 
@@ -369,6 +402,8 @@ impl ServeArgs {
                 ..RequestLimits::default()
             },
             shadow_mode: self.shadow_mode,
+            quota_mode: self.quota_mode,
+            response_dynamic_metadata: self.response_dynamic_metadata,
             response_headers: self.response_headers.then(|| HeaderNames {
                 limit: self.limit_header.clone(),
                 remaining: self.remaining_header.clone(),
@@ -383,10 +418,11 @@ impl ServeArgs {
 /// Shutdown order (see `supervisor`): health turns NOT_SERVING, the listeners stop accepting
 /// and in-flight requests drain (at most `--drain-timeout`); only then the final replay and
 /// the final global flush run, so they carry every decision answered during the drain.
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
+    args.apply_upstream_env()?;
     args.validate()?;
-    let read_limits = args.config_read_limits();
-    let loaded = config::load_path(&args.config, &read_limits)
+    let load_options = args.config_load_options();
+    let loaded = config::load_path(&args.config, &load_options)
         .map_err(|errors| anyhow::anyhow!("invalid limits config:\n{errors}"))?;
     let metrics = Arc::new(Metrics::with_settings(MetricsSettings {
         max_series_per_rule: args.max_metric_series_per_rule,
@@ -416,7 +452,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let reloads = config::watch(
         &args.config,
-        read_limits,
+        load_options,
         Arc::clone(&limits),
         Arc::clone(&metrics),
     )

@@ -37,6 +37,17 @@ fn parse_bool(variable: &'static str, value: &str) -> Result<bool, UpstreamEnvEr
     }
 }
 
+/// The boolean in upstream's variable `variable` of the process environment (unset or empty:
+/// `false`): the switches `serve` reads beside its own flags however it was started
+/// (`SHADOW_MODE`, `QUOTA_MODE`, ...), so a switch is on when either names it.
+pub fn flag(variable: &'static str) -> Result<bool, UpstreamEnvError> {
+    match process_env(variable) {
+        None => Ok(false),
+        Some(value) if value.is_empty() => Ok(false),
+        Some(value) => parse_bool(variable, &value),
+    }
+}
+
 /// A non-empty value (upstream's default for these is the empty string, meaning unset).
 fn non_empty(env: Lookup<'_>, variable: &str) -> Option<String> {
     env(variable).filter(|value| !value.is_empty())
@@ -146,7 +157,8 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     }
     config.push(get(env, "RUNTIME_APPDIRECTORY").unwrap_or_else(|| "config".into()));
     for variable in ["RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT"] {
-        // Accepted: dot files are always skipped, and the directory is always watched.
+        // Checked here; `serve` reads RUNTIME_IGNOREDOTFILES itself (`flag`), and the
+        // directory is always watched.
         boolean(env, variable)?;
     }
     flag(

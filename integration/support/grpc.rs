@@ -17,6 +17,8 @@ pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 pub use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 pub use envoy_types::pb::google::protobuf::UInt64Value;
+pub use envoy_types::pb::google::protobuf::value::Kind;
+pub use envoy_types::pb::google::protobuf::{Struct, Value};
 pub use tonic_health::pb::health_check_response::ServingStatus;
 pub use tonic_health::pb::health_client::HealthClient;
 pub use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};

@@ -58,7 +58,7 @@ pub(crate) fn compile_file(
     };
     let domain_name = domain.map_or("", |d| d.value.as_str());
     let root = match &raw.descriptors {
-        Some(descriptors) => compiler.level(descriptors, "", "", domain_name),
+        Some(descriptors) => compiler.level(descriptors, "", "", domain_name, false),
         None => Level::default(),
     };
     let rules = compiler.rules;
@@ -70,6 +70,15 @@ pub(crate) fn compile_file(
         limits: DomainLimits::new(d.value.as_str().into(), root, rules),
         line: line_of(d),
     })
+}
+
+/// Where a rule sits: its descriptor's place (for errors), namespace and path, and whether a
+/// descriptor on its path has `value_to_metric`.
+struct RulePlace<'a> {
+    descriptor_place: &'a str,
+    namespace: &'a str,
+    path: &'a str,
+    value_to_metric: bool,
 }
 
 struct Compiler<'a> {
@@ -101,6 +110,7 @@ impl Compiler<'_> {
         prefix: &str,
         namespace: &str,
         path: &str,
+        value_to_metric_above: bool,
     ) -> Level {
         let mut level = Level::default();
         let mut seen: HashMap<(&str, Option<&str>), FirstSeen> = HashMap::new();
@@ -164,25 +174,57 @@ impl Compiler<'_> {
                 None => format!("{path}.{key_text}"),
             };
 
+            let value_to_metric = descriptor.value_to_metric.unwrap_or(false);
+            let value_to_metric_path = value_to_metric_above || value_to_metric;
             let rule = descriptor.rate_limit.as_ref().and_then(|rate_limit| {
-                self.rule(rate_limit, descriptor, &place, &node_namespace, &node_path)
+                let at = RulePlace {
+                    descriptor_place: &place,
+                    namespace: &node_namespace,
+                    path: &node_path,
+                    value_to_metric: value_to_metric_path,
+                };
+                self.rule(rate_limit, descriptor, &at)
             });
             let children = match &descriptor.descriptors {
-                Some(children) => {
-                    self.level(children, &format!("{place}."), &node_namespace, &node_path)
-                }
+                Some(children) => self.level(
+                    children,
+                    &format!("{place}."),
+                    &node_namespace,
+                    &node_path,
+                    value_to_metric_path,
+                ),
                 None => Level::default(),
             };
 
+            let shared = descriptor.share_threshold.as_ref().is_some_and(|s| s.value);
+            let wildcard = value.is_some_and(|v| v.contains('*'));
+            if shared && !wildcard {
+                let line = descriptor.share_threshold.as_ref().and_then(line_of);
+                self.error(
+                    line,
+                    &format!("{place}.share_threshold"),
+                    "`share_threshold` needs a wildcard `value` (containing `*`)",
+                );
+                insertable = false;
+            }
             if let (true, Some(key)) = (insertable, key) {
                 let value = match value {
                     None => ValueMatch::Any,
                     Some(value) => match Glob::new(value) {
-                        Some(glob) => ValueMatch::Wildcard(glob),
+                        Some(glob) => ValueMatch::Wildcard(glob, value.into()),
                         None => ValueMatch::Exact(value.into()),
                     },
                 };
-                level.insert(key, value, Node { rule, children });
+                level.insert(
+                    key,
+                    value,
+                    Node {
+                        rule,
+                        children,
+                        shared,
+                        value_to_metric,
+                    },
+                );
             }
         }
         level
@@ -193,10 +235,9 @@ impl Compiler<'_> {
         &mut self,
         spanned: &Spanned<RawRateLimit>,
         descriptor: &RawDescriptor,
-        descriptor_place: &str,
-        namespace: &str,
-        path: &str,
+        at: &RulePlace<'_>,
     ) -> Option<Arc<Rule>> {
+        let (descriptor_place, namespace, path) = (at.descriptor_place, at.namespace, at.path);
         let place = format!("{descriptor_place}.rate_limit");
         let line = line_of(spanned);
         let raw = &spanned.value;
@@ -255,7 +296,14 @@ impl Compiler<'_> {
             name: name.map(Arc::from),
             replaces: replaces.into_boxed_slice(),
             shadow_mode: descriptor.shadow_mode.unwrap_or(false),
+            quota_mode: descriptor.quota_mode.unwrap_or(false),
+            metadata: descriptor
+                .metadata
+                .as_ref()
+                .filter(|m| !m.is_empty())
+                .map(|m| Arc::new(m.clone())),
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
+            value_to_metric: at.value_to_metric,
             path: path.into(),
         });
         self.rules.push(rule.clone());
@@ -415,6 +463,24 @@ mod tests {
     }
 
     // README examples of envoyproxy/ratelimit, unchanged: config/upstream-examples/.
+
+    #[test]
+    fn share_threshold_needs_a_wildcard_value() {
+        assert_eq!(
+            error(
+                "domain: d\ndescriptors:\n  - key: k\n    value: exact\n    share_threshold: true\n"
+            ),
+            "bad.yaml:5: descriptors[0].share_threshold: `share_threshold` needs a wildcard \
+             `value` (containing `*`)"
+        );
+        let config = load(
+            "domain: d\ndescriptors:\n  - key: k\n    value: a*\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+        );
+        let found = config
+            .domain("d")
+            .and_then(|d| d.find_shared([("k", "abc")].into_iter()));
+        assert_eq!(found.map(|f| f.shared), Some(1));
+    }
 
     #[test]
     fn readme_example_1_mongo_cps() {

@@ -81,6 +81,14 @@ impl DomainLimits {
         &self.name
     }
 
+    /// Adds the descriptors and rules of another file's declaration of this domain (upstream's
+    /// `MERGE_DOMAIN_CONFIG`). The loader has checked that their top-level descriptors differ;
+    /// its wildcards come after ours, as upstream matches them in load order.
+    pub(crate) fn merge(&mut self, other: DomainLimits) {
+        self.root.absorb(other.root);
+        self.rules.extend(other.rules);
+    }
+
     /// Every rule of the domain, in config order.
     pub fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
         self.rules.iter()
@@ -97,12 +105,25 @@ impl DomainLimits {
     where
         I: ExactSizeIterator<Item = (&'e str, &'e str)>,
     {
+        self.find_shared(entries).map(|found| found.rule)
+    }
+
+    /// [`DomainLimits::find`], with the entries matched by a `share_threshold` wildcard.
+    pub fn find_shared<'e, I>(&self, entries: I) -> Option<Found<'_>>
+    where
+        I: ExactSizeIterator<Item = (&'e str, &'e str)>,
+    {
         let last = entries.len().checked_sub(1)?;
         let mut level = &self.root;
+        let mut shared = 0u64;
         for (i, (key, value)) in entries.enumerate() {
             let node = level.lookup(key, value)?;
+            // A tree is at most 16 levels deep (the YAML depth cap), far below 64.
+            if node.shared && i < 64 {
+                shared |= 1 << i;
+            }
             if i == last {
-                return node.rule.as_ref();
+                return node.rule.as_ref().map(|rule| Found { rule, shared });
             }
             if node.children.is_empty() {
                 return None;
@@ -112,6 +133,73 @@ impl DomainLimits {
         // Only if the iterator yielded fewer items than it announced.
         None
     }
+}
+
+impl DomainLimits {
+    /// The metric name of a matched descriptor, as envoyproxy/ratelimit names its stats.
+    ///
+    /// `detailed` (the rule's `detailed_metric`): `domain.key_value` per entry, the request's
+    /// values; an entry matched by a `share_threshold` wildcard writes the pattern instead
+    /// (and then entries with an empty value write their key alone). Otherwise, per entry,
+    /// `key_value` with: a wildcard's pattern (`share_threshold`), the request's value
+    /// (`value_to_metric` on that node, or an exact value), the pattern (other wildcards), or
+    /// the key alone (a value-less node without `value_to_metric`). Request values make
+    /// these names unbounded: callers cap their series per rule.
+    pub fn metric_key<'e, I>(&self, entries: I, detailed: bool, shared: u64) -> String
+    where
+        I: Iterator<Item = (&'e str, &'e str)>,
+    {
+        let mut name = String::from(&*self.name);
+        let mut level = Some(&self.root);
+        for (key, value) in entries {
+            let matched = level.and_then(|l| l.lookup_how(key, value));
+            let shared_pattern = match matched {
+                Some((node, Matched::Wildcard(pattern))) if node.shared => Some(pattern),
+                _ => None,
+            };
+            let segment = if detailed {
+                match shared_pattern {
+                    Some(pattern) => Some(pattern),
+                    None if shared != 0 && value.is_empty() => None,
+                    None => Some(value),
+                }
+            } else {
+                match matched {
+                    Some((_, Matched::Exact)) => Some(value),
+                    Some((node, Matched::Wildcard(pattern))) => {
+                        if node.value_to_metric && !node.shared {
+                            Some(value)
+                        } else {
+                            Some(pattern)
+                        }
+                    }
+                    Some((node, Matched::AnyValue)) => node.value_to_metric.then_some(value),
+                    None => None,
+                }
+            };
+            name.push('.');
+            name.push_str(key);
+            match segment {
+                // `detailed` always writes `_value` without sharing, even for an empty value.
+                Some(segment) if detailed || !segment.is_empty() => {
+                    name.push('_');
+                    name.push_str(segment);
+                }
+                _ => {}
+            }
+            level = matched.map(|(node, _)| &node.children);
+        }
+        name
+    }
+}
+
+/// A matched rule.
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'c> {
+    pub rule: &'c Arc<Rule>,
+    /// Bit `i` is set when entry `i` was matched by a `share_threshold` wildcard: its
+    /// counter stands for every value of that wildcard, not the request's value.
+    pub shared: u64,
 }
 
 /// The descriptors of one level, by key.
@@ -125,14 +213,34 @@ pub(crate) struct Level {
 struct KeyNodes {
     exact: LookupMap<Box<str>, Node>,
     /// In config order: the first match wins.
-    wildcards: Vec<(Glob, Node)>,
+    wildcards: Vec<Wildcard>,
     any_value: Option<Node>,
+}
+
+/// A wildcard value node, with its pattern as written (upstream's metric names use it).
+#[derive(Debug)]
+struct Wildcard {
+    glob: Glob,
+    pattern: Box<str>,
+    node: Node,
+}
+
+/// How a request entry matched a node.
+#[derive(Debug, Clone, Copy)]
+enum Matched<'c> {
+    Exact,
+    Wildcard(&'c str),
+    AnyValue,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct Node {
     pub rule: Option<Arc<Rule>>,
     pub children: Level,
+    /// `share_threshold: true` (only on a wildcard node).
+    pub shared: bool,
+    /// `value_to_metric: true`: metric names carry the request's value at this level.
+    pub value_to_metric: bool,
 }
 
 /// What a descriptor's `value` compiles to.
@@ -140,7 +248,7 @@ pub(crate) enum ValueMatch {
     /// No `value` (or an empty one, as upstream): any value.
     Any,
     Exact(Box<str>),
-    Wildcard(Glob),
+    Wildcard(Glob, Box<str>),
 }
 
 impl Level {
@@ -156,23 +264,45 @@ impl Level {
             ValueMatch::Exact(value) => {
                 nodes.exact.insert(value, node);
             }
-            ValueMatch::Wildcard(glob) => nodes.wildcards.push((glob, node)),
+            ValueMatch::Wildcard(glob, pattern) => nodes.wildcards.push(Wildcard {
+                glob,
+                pattern,
+                node,
+            }),
+        }
+    }
+
+    /// Moves `other`'s nodes into this level; a node already here (which the loader rules
+    /// out) keeps the first one.
+    fn absorb(&mut self, other: Level) {
+        for (key, theirs) in other.keys {
+            let ours = self.keys.entry(key).or_default();
+            for (value, node) in theirs.exact {
+                ours.exact.entry(value).or_insert(node);
+            }
+            ours.wildcards.extend(theirs.wildcards);
+            if ours.any_value.is_none() {
+                ours.any_value = theirs.any_value;
+            }
         }
     }
 
     fn lookup(&self, key: &str, value: &str) -> Option<&Node> {
+        self.lookup_how(key, value).map(|(node, _)| node)
+    }
+
+    fn lookup_how(&self, key: &str, value: &str) -> Option<(&Node, Matched<'_>)> {
         let nodes = self.keys.get(key)?;
+        if let Some(node) = nodes.exact.get(value) {
+            return Some((node, Matched::Exact));
+        }
+        if let Some(w) = nodes.wildcards.iter().find(|w| w.glob.matches(value)) {
+            return Some((&w.node, Matched::Wildcard(&w.pattern)));
+        }
         nodes
-            .exact
-            .get(value)
-            .or_else(|| {
-                nodes
-                    .wildcards
-                    .iter()
-                    .find(|(glob, _)| glob.matches(value))
-                    .map(|(_, node)| node)
-            })
-            .or(nodes.any_value.as_ref())
+            .any_value
+            .as_ref()
+            .map(|node| (node, Matched::AnyValue))
     }
 }
 
@@ -208,6 +338,62 @@ mod tests {
 
     fn limit(name: &str) -> String {
         format!("rate_limit: {{unit: second, requests_per_unit: 1, name: {name}}}")
+    }
+
+    /// Names as upstream's `config_test.go` (`TestValueToMetric_*`) expects them.
+    #[test]
+    fn metric_keys_as_upstream_names_stats() {
+        let d = domain(
+            "domain: d
+descriptors:
+  - key: k1
+    value_to_metric: true
+    descriptors:
+      - key: k2
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: m1
+    descriptors:
+      - key: m2
+        value_to_metric: true
+        descriptors:
+          - key: m3
+            rate_limit: {unit: second, requests_per_unit: 1}
+  - key: w
+    value: pre*
+    value_to_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: p
+    value: pre*
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: s
+    value: pre*
+    share_threshold: true
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: n
+    descriptors:
+      - key: leaf
+        detailed_metric: true
+        rate_limit: {unit: second, requests_per_unit: 1}
+",
+        );
+        let key = |entries: &[(&str, &str)]| {
+            let found = d.find_shared(entries.iter().copied());
+            let (detailed, shared) =
+                found.map_or((false, 0), |f| (f.rule.detailed_metric, f.shared));
+            d.metric_key(entries.iter().copied(), detailed, shared)
+        };
+        assert_eq!(key(&[("k1", "A"), ("k2", "foo")]), "d.k1_A.k2");
+        assert_eq!(
+            key(&[("m1", "X"), ("m2", "Y"), ("m3", "Z")]),
+            "d.m1.m2_Y.m3"
+        );
+        assert_eq!(key(&[("w", "prefix")]), "d.w_prefix");
+        assert_eq!(key(&[("p", "prefix")]), "d.p_pre*");
+        assert_eq!(key(&[("s", "prefix")]), "d.s_pre*");
+        // Detailed: every entry's value, nested included.
+        assert_eq!(key(&[("n", "a"), ("leaf", "b")]), "d.n_a.leaf_b");
+        assert_eq!(key(&[("n", ""), ("leaf", "b")]), "d.n_.leaf_b");
     }
 
     #[test]

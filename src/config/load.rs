@@ -11,18 +11,39 @@ use serde_saphyr::{
     Error as YamlError, Localizer, Location, MessageFormatter, SnippetMode, UserMessageFormatter,
 };
 
-use super::compile::compile_file;
+use super::compile::{compile_file, line_of};
 use super::error::{ConfigError, ConfigErrors};
 use super::limits::{DomainLimits, LimitsConfig};
 use super::locate::path_at;
 use super::raw::RawFile;
 use super::read::{ReadLimits, read_text, yaml_options};
+use super::walk::{self, WalkOptions};
 
-/// Loads a file, or every `*.yaml` / `*.yml` file directly inside a directory
-/// (sorted by name; hidden files such as Kubernetes' `..data` are skipped).
-/// Each file declares one domain; a domain may appear only once. Only regular files are read,
-/// and at most `limits` of them (see [`ReadLimits`]).
-pub fn load_path(path: &Path, limits: &ReadLimits) -> Result<LimitsConfig, ConfigErrors> {
+/// How a config path is loaded: the bounds, and upstream's switches for directories and
+/// domains.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    pub limits: ReadLimits,
+    /// Skip dot-files in a directory (upstream's `RUNTIME_IGNOREDOTFILES`).
+    pub ignore_dot_files: bool,
+    /// The same domain in several files merges (upstream's `MERGE_DOMAIN_CONFIG`); its
+    /// top-level descriptors must still be distinct.
+    pub merge_domains: bool,
+}
+
+impl From<ReadLimits> for LoadOptions {
+    fn from(limits: ReadLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+}
+
+/// Loads a file, or every file of a directory and its subdirectories as upstream's runtime
+/// does (see `walk`). Each file declares one domain; a domain may appear only once unless
+/// `merge_domains`. Only regular files are read, and at most `limits` of them.
+pub fn load_path(path: &Path, options: &LoadOptions) -> Result<LimitsConfig, ConfigErrors> {
     let shown = path.display().to_string();
     let metadata = fs::metadata(path).map_err(|e| {
         single(ConfigError::new(
@@ -32,69 +53,35 @@ pub fn load_path(path: &Path, limits: &ReadLimits) -> Result<LimitsConfig, Confi
             format!("cannot read: {e}"),
         ))
     })?;
+    let mut loader = Loader::new(options);
     if !metadata.is_dir() {
-        let mut loader = Loader::new(limits);
         loader.read(path);
         return loader.finish();
     }
-
-    let entries = fs::read_dir(path).map_err(|e| {
+    let walk = WalkOptions {
+        ignore_dot_files: options.ignore_dot_files,
+        max_entries: options.limits.max_files,
+    };
+    let files = walk::files(path, walk).map_err(|(at, e)| {
         single(ConfigError::new(
-            &shown,
+            at.display().to_string(),
             None,
             "",
-            format!("cannot list directory: {e}"),
+            e.to_string(),
         ))
     })?;
-    let mut loader = Loader::new(limits);
-    let mut files = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(entry) => {
-                if !is_config_file_name(&entry.file_name().to_string_lossy()) {
-                    continue;
-                }
-                if files.len() == limits.max_files {
-                    return Err(single(ConfigError::new(
-                        &shown,
-                        None,
-                        "",
-                        format!(
-                            "more than {} *.yaml or *.yml files in this directory",
-                            limits.max_files
-                        ),
-                    )));
-                }
-                files.push(entry.path());
-            }
-            Err(e) => loader.errors.push(ConfigError::new(
-                &shown,
-                None,
-                "",
-                format!("cannot list directory: {e}"),
-            )),
-        }
-    }
-    files.sort();
-    // Follows symlinks (ConfigMap mounts link each file into `..data`);
-    // skips directories that happen to be named `x.yaml`.
-    files.retain(|file| !fs::metadata(file).is_ok_and(|m| m.is_dir()));
-    if files.is_empty() && loader.errors.is_empty() {
+    if files.is_empty() {
         return Err(single(ConfigError::new(
             &shown,
             None,
             "",
-            "no *.yaml or *.yml files in this directory",
+            "no files in this directory or its subdirectories",
         )));
     }
     for file in &files {
         loader.read(file);
     }
     loader.finish()
-}
-
-fn is_config_file_name(name: &str) -> bool {
-    !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml"))
 }
 
 /// Loads one YAML text; `file_name` only names it in errors.
@@ -109,7 +96,7 @@ where
     N: AsRef<str>,
     T: AsRef<str>,
 {
-    let mut loader = Loader::new(&ReadLimits::default());
+    let mut loader = Loader::new(&LoadOptions::default());
     for (name, text) in sources {
         loader.add(name.as_ref(), text.as_ref());
     }
@@ -123,19 +110,30 @@ fn single(error: ConfigError) -> ConfigErrors {
 struct Loader {
     errors: Vec<ConfigError>,
     domains: Vec<DomainLimits>,
-    /// Domain name → the file that declared it first.
-    declared_in: HashMap<Arc<str>, String>,
+    /// Domain name → where it was declared first, and its index in `domains`.
+    declared: HashMap<Arc<str>, Declared>,
     /// Bytes this load may still read (the cap is for all files together).
     bytes_left: u64,
+    merge_domains: bool,
+}
+
+/// A domain as loaded so far.
+struct Declared {
+    file: String,
+    index: usize,
+    /// Its top-level descriptors (`key`, `value`) → the file and line declaring them, to
+    /// name both files when a merged file declares one again.
+    top_level: HashMap<(String, Option<String>), (String, Option<usize>)>,
 }
 
 impl Loader {
-    fn new(limits: &ReadLimits) -> Self {
+    fn new(options: &LoadOptions) -> Self {
         Self {
             errors: Vec::new(),
             domains: Vec::new(),
-            declared_in: HashMap::new(),
-            bytes_left: limits.max_bytes,
+            declared: HashMap::new(),
+            bytes_left: options.limits.max_bytes,
+            merge_domains: options.merge_domains,
         }
     }
 
@@ -153,31 +151,90 @@ impl Loader {
     }
 
     fn add(&mut self, file: &str, text: &str) {
-        // A null document (`---` alone) reads as an empty file.
-        let raw: RawFile =
-            match serde_saphyr::from_str_with_options::<Option<RawFile>>(text, yaml_options()) {
-                Ok(raw) => raw.unwrap_or_default(),
-                Err(e) => {
-                    self.errors.push(yaml_error(file, text, &e));
-                    return;
-                }
-            };
+        let Some(raw) = self.parse(file, text) else {
+            return;
+        };
+        let top_level = top_level_descriptors(file, &raw);
         let Some(compiled) = compile_file(file, &raw, &mut self.errors) else {
             return;
         };
-        match self.declared_in.entry(compiled.limits.name().clone()) {
+        match self.declared.entry(compiled.limits.name().clone()) {
+            Entry::Occupied(mut first) if self.merge_domains => {
+                let declared = first.get_mut();
+                let mut clash = false;
+                for (descriptor, (_, line)) in &top_level {
+                    let Some((first_file, first_line)) = declared.top_level.get(descriptor) else {
+                        continue;
+                    };
+                    let what = match &descriptor.1 {
+                        Some(value) => format!("key `{}` with value `{value}`", descriptor.0),
+                        None => format!("key `{}` without value", descriptor.0),
+                    };
+                    let at = match first_line {
+                        Some(l) => format!("{first_file}:{l}"),
+                        None => first_file.clone(),
+                    };
+                    let problem = format!(
+                        "duplicate descriptor in merged domain `{}`: {what} is already declared \
+                         in {at}",
+                        compiled.limits.name()
+                    );
+                    self.errors
+                        .push(ConfigError::new(file, *line, "descriptors", problem));
+                    clash = true;
+                }
+                if clash {
+                    return;
+                }
+                declared.top_level.extend(top_level);
+                if let Some(domain) = self.domains.get_mut(declared.index) {
+                    domain.merge(compiled.limits);
+                }
+            }
             Entry::Occupied(first) => {
                 let problem = format!(
                     "duplicate domain `{}`: already declared in {}",
                     first.key(),
-                    first.get()
+                    first.get().file
                 );
                 self.errors
                     .push(ConfigError::new(file, compiled.line, "domain", problem));
             }
             Entry::Vacant(slot) => {
-                slot.insert(file.to_owned());
+                slot.insert(Declared {
+                    file: file.to_owned(),
+                    index: self.domains.len(),
+                    top_level,
+                });
                 self.domains.push(compiled.limits);
+            }
+        }
+    }
+
+    /// The file's one document. Extra documents that are empty or comments only (a lone
+    /// trailing `---` of a templated file) are ignored; several documents with content
+    /// are an error (upstream silently reads the first one only).
+    fn parse(&mut self, file: &str, text: &str) -> Option<RawFile> {
+        // A null document (`---` alone) reads as an empty file.
+        let error =
+            match serde_saphyr::from_str_with_options::<Option<RawFile>>(text, yaml_options()) {
+                Ok(raw) => return Some(raw.unwrap_or_default()),
+                Err(e) => e,
+            };
+        if !matches!(error.without_snippet(), YamlError::MultipleDocuments { .. }) {
+            self.errors.push(yaml_error(file, text, &error));
+            return None;
+        }
+        // Empty and null documents are skipped by the multi-document reader.
+        match serde_saphyr::from_multiple_with_options::<RawFile>(text, yaml_options()) {
+            Ok(mut documents) if documents.len() <= 1 => Some(documents.pop().unwrap_or_default()),
+            Ok(_) => {
+                self.errors.push(yaml_error(file, text, &error));
+                None
+            }
+            Err(e) => {
+                self.errors.push(yaml_error(file, text, &e));
+                None
             }
         }
     }
@@ -191,13 +248,36 @@ impl Loader {
     }
 }
 
+/// The top-level `(key, value)` pairs of a file (an empty value is no value, as the
+/// compiler reads it), each with the file and line declaring it.
+fn top_level_descriptors(
+    file: &str,
+    raw: &RawFile,
+) -> HashMap<(String, Option<String>), (String, Option<usize>)> {
+    raw.descriptors
+        .iter()
+        .flatten()
+        .filter_map(|d| {
+            let key = d.value.key.as_ref()?.value.clone();
+            let value = d
+                .value
+                .value
+                .as_ref()
+                .map(|v| v.value.clone())
+                .filter(|v| !v.is_empty());
+            Some(((key, value), (file.to_owned(), line_of(d))))
+        })
+        .collect()
+}
+
 /// A serde-saphyr error as a `ConfigError`, with the document path of its
 /// position when the text is at least valid YAML.
 fn yaml_error(file: &str, text: &str, error: &YamlError) -> ConfigError {
     let location = error.location().filter(|l| l.line() > 0);
     let line = location.and_then(|l| usize::try_from(l.line()).ok());
     if let YamlError::MultipleDocuments { .. } = error.without_snippet() {
-        let problem = "several YAML documents (`---`) in one file; put each domain in its own file";
+        let problem = "several YAML documents with content (`---`) in one file; put each domain \
+                       in its own file";
         return ConfigError::new(file, line, "", problem);
     }
     let problem = error.render_with_options(serde_saphyr::render_options! {
@@ -364,7 +444,8 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "multi.yaml:3: several YAML documents (`---`) in one file; put each domain in its own file"
+                "multi.yaml:3: several YAML documents with content (`---`) in one file; put each \
+                 domain in its own file"
             ]
         );
     }
@@ -404,14 +485,22 @@ mod tests {
         let dir = temp_dir();
         write(dir.path(), "b.yml", &domain("beta"));
         write(dir.path(), "a.yaml", &domain("alpha"));
-        write(dir.path(), "notes.txt", "not yaml at all: [");
-        let config = match load_path(dir.path(), &ReadLimits::default()) {
+        // Any extension, and subdirectories: as upstream's runtime.
+        let sub = dir.path().join("team");
+        if let Err(e) = fs::create_dir(&sub) {
+            panic!("mkdir: {e}");
+        }
+        write(&sub, "gamma.conf", &domain("gamma"));
+        let config = match load_path(dir.path(), &LoadOptions::default()) {
             Ok(config) => config,
             Err(e) => panic!("{e}"),
         };
         let names: Vec<&str> = config.domains().map(|d| &**d.name()).collect();
-        assert_eq!(names, ["alpha", "beta"]);
-        assert_eq!(config.rule_count(), 2);
+        assert_eq!(names, ["alpha", "beta", "gamma"]);
+        assert_eq!(config.rule_count(), 3);
+        // A file that is not a limits file is an error, as upstream.
+        write(dir.path(), "notes.txt", "not yaml at all: [");
+        assert!(load_path(dir.path(), &LoadOptions::default()).is_err());
     }
 
     #[test]
@@ -419,7 +508,7 @@ mod tests {
         let dir = temp_dir();
         let first = write(dir.path(), "a.yaml", &domain("same"));
         let second = write(dir.path(), "b.yaml", &domain("same"));
-        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
+        let errors = rendered(load_path(dir.path(), &LoadOptions::default()));
         assert_eq!(
             errors,
             [format!(
@@ -431,36 +520,120 @@ mod tests {
     }
 
     #[test]
-    fn directory_ignores_hidden_files_and_subdirectories() {
+    fn dot_files_load_unless_ignored_and_a_configmap_volume_loads_once() {
         let dir = temp_dir();
         write(dir.path(), "a.yaml", &domain("alpha"));
-        // A ConfigMap mount: `..data` and hidden files hold the same domain.
-        write(dir.path(), ".hidden.yaml", &domain("alpha"));
-        let data = dir.path().join("..data");
-        let nested = dir.path().join("nested.yaml");
-        for sub in [&data, &nested] {
-            if let Err(e) = fs::create_dir(sub) {
-                panic!("mkdir: {e}");
+        write(dir.path(), ".hidden.yaml", &domain("hidden"));
+        // A ConfigMap volume: `..<timestamp>/` holds the files, `..data` links to it and
+        // each top-level name links through `..data`.
+        let version = dir.path().join("..2026_01_01_00_00_00.1");
+        if let Err(e) = fs::create_dir(&version) {
+            panic!("mkdir: {e}");
+        }
+        write(&version, "b.yaml", &domain("beta"));
+        for (target, name) in [
+            ("..2026_01_01_00_00_00.1", "..data"),
+            ("..data/b.yaml", "b.yaml"),
+        ] {
+            if let Err(e) = std::os::unix::fs::symlink(target, dir.path().join(name)) {
+                panic!("symlink: {e}");
             }
         }
-        write(&data, "a.yaml", &domain("alpha"));
-        write(&nested, "x.yaml", &domain("alpha"));
-        let config = match load_path(dir.path(), &ReadLimits::default()) {
+        let names = |options: &LoadOptions| -> Vec<String> {
+            match load_path(dir.path(), options) {
+                Ok(config) => config.domains().map(|d| d.name().to_string()).collect(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(names(&LoadOptions::default()), ["alpha", "beta", "hidden"]);
+        let ignoring = LoadOptions {
+            ignore_dot_files: true,
+            ..LoadOptions::default()
+        };
+        assert_eq!(names(&ignoring), ["alpha", "beta"]);
+    }
+
+    #[test]
+    fn trailing_empty_documents_load_and_several_with_content_do_not() {
+        for text in [
+            format!("{}---\n", domain("d")),
+            format!("{}---\n# nothing here\n---\n", domain("d")),
+            format!("---\n{}---\n~\n", domain("d")),
+        ] {
+            assert!(
+                load_str("t.yaml", &text).is_ok_and(|c| c.domain("d").is_some()),
+                "{text:?}"
+            );
+        }
+        let errors = rendered(load_str(
+            "two.yaml",
+            &format!("{}---\n{}", domain("a"), domain("b")),
+        ));
+        assert!(
+            errors[0].contains("several YAML documents with content"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn merged_domains_join_and_a_repeated_descriptor_names_both_files() {
+        let dir = temp_dir();
+        let first = write(
+            dir.path(),
+            "a.yaml",
+            "domain: m\ndescriptors:\n  - key: x\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+        );
+        write(
+            dir.path(),
+            "b.yaml",
+            "domain: m\ndescriptors:\n  - key: y\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+        );
+        let merging = LoadOptions {
+            merge_domains: true,
+            ..LoadOptions::default()
+        };
+        let config = match load_path(dir.path(), &merging) {
             Ok(config) => config,
             Err(e) => panic!("{e}"),
         };
         assert_eq!(config.domains().count(), 1);
+        assert_eq!(config.rule_count(), 2);
+        let m = config.domain("m");
+        assert!(m.and_then(|d| d.find([("x", "1")].into_iter())).is_some());
+        assert!(m.and_then(|d| d.find([("y", "1")].into_iter())).is_some());
+        // Without the switch: a duplicate domain.
+        assert!(load_path(dir.path(), &LoadOptions::default()).is_err());
+
+        let third = write(
+            dir.path(),
+            "c.yaml",
+            "domain: m\ndescriptors:\n  - key: z\n  - key: x\n    rate_limit: {unit: hour, requests_per_unit: 3}\n",
+        );
+        let errors = rendered(load_path(dir.path(), &merging));
+        assert_eq!(
+            errors,
+            [format!(
+                "{}:4: descriptors: duplicate descriptor in merged domain `m`: key `x` without \
+                 value is already declared in {}:3",
+                third.display(),
+                first.display()
+            )]
+        );
     }
 
     #[test]
     fn empty_directory_is_an_error() {
         let dir = temp_dir();
-        write(dir.path(), "readme.md", "hello");
-        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
+        write(dir.path(), ".hidden", "hello");
+        let ignoring = LoadOptions {
+            ignore_dot_files: true,
+            ..LoadOptions::default()
+        };
+        let errors = rendered(load_path(dir.path(), &ignoring));
         assert_eq!(
             errors,
             [format!(
-                "{}: no *.yaml or *.yml files in this directory",
+                "{}: no files in this directory or its subdirectories",
                 dir.path().display()
             )]
         );
@@ -471,11 +644,11 @@ mod tests {
         let dir = temp_dir();
         let file = write(dir.path(), "limits.conf", &domain("plain"));
         assert!(
-            load_path(&file, &ReadLimits::default()).is_ok_and(|c| c.domain("plain").is_some())
+            load_path(&file, &LoadOptions::default()).is_ok_and(|c| c.domain("plain").is_some())
         );
 
         let missing = dir.path().join("missing.yaml");
-        let errors = rendered(load_path(&missing, &ReadLimits::default()));
+        let errors = rendered(load_path(&missing, &LoadOptions::default()));
         assert_eq!(errors.len(), 1);
         assert!(errors[0].starts_with(&format!("{}: cannot read: ", missing.display())));
 
@@ -483,7 +656,7 @@ mod tests {
         if let Err(e) = fs::write(&binary, [0xff, 0xfe, b'\n']) {
             panic!("{e}");
         }
-        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
+        let errors = rendered(load_path(dir.path(), &LoadOptions::default()));
         assert!(
             errors[0].starts_with(&format!("{}: cannot read: ", binary.display())),
             "{errors:?}"
@@ -500,14 +673,14 @@ mod tests {
             max_bytes: 2 * one_file,
             ..ReadLimits::default()
         };
-        assert!(load_path(dir.path(), &both).is_ok());
+        assert!(load_path(dir.path(), &both.into()).is_ok());
 
         // The cap is for the whole load: the second file finds one byte too few left.
         let short = ReadLimits {
             max_bytes: 2 * one_file - 1,
             ..ReadLimits::default()
         };
-        let errors = rendered(load_path(dir.path(), &short));
+        let errors = rendered(load_path(dir.path(), &short.into()));
         let b = dir.path().join("b.yaml");
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(
@@ -519,9 +692,9 @@ mod tests {
             max_files: 1,
             ..ReadLimits::default()
         };
-        let errors = rendered(load_path(dir.path(), &one));
+        let errors = rendered(load_path(dir.path(), &one.into()));
         assert!(
-            errors[0].contains("more than 1 *.yaml or *.yml files"),
+            errors[0].contains("more than 1 files in this directory and its subdirectories"),
             "{errors:?}"
         );
     }
@@ -540,7 +713,7 @@ mod tests {
             made.as_ref().is_ok_and(|s| s.success()),
             "mkfifo failed: {made:?}"
         );
-        let errors = rendered(load_path(dir.path(), &ReadLimits::default()));
+        let errors = rendered(load_path(dir.path(), &LoadOptions::default()));
         assert_eq!(
             errors,
             [
@@ -593,7 +766,7 @@ mod tests {
     #[test]
     fn example_config_of_the_repository_loads() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.yaml");
-        let config = match load_path(&path, &ReadLimits::default()) {
+        let config = match load_path(&path, &LoadOptions::default()) {
             Ok(config) => config,
             Err(e) => panic!("{e}"),
         };

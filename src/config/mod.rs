@@ -12,11 +12,12 @@ mod raw;
 mod read;
 mod rule;
 mod unit;
+mod walk;
 mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use limits::{DomainLimits, LimitsConfig};
-pub use load::{load_path, load_sources, load_str};
+pub use limits::{DomainLimits, Found, LimitsConfig};
+pub use load::{LoadOptions, load_path, load_sources, load_str};
 pub use read::{ReadError, ReadLimits};
 pub use rule::{Rule, RuleLimit};
 pub use unit::Unit;

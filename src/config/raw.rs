@@ -31,6 +31,21 @@ pub(crate) struct RawDescriptor {
     pub shadow_mode: Option<bool>,
     #[serde(default)]
     pub detailed_metric: Option<bool>,
+    /// Upstream's quota mode: over this limit, the request is over only when every quota
+    /// descriptor of the request is.
+    #[serde(default)]
+    pub quota_mode: Option<bool>,
+    /// Upstream's `share_threshold`: on a wildcard value, every value it matches counts on one
+    /// counter.
+    #[serde(default)]
+    pub share_threshold: Option<Spanned<bool>>,
+    /// Upstream's `metadata`: any mapping, returned in the response's dynamic metadata when
+    /// this descriptor's rule passes.
+    #[serde(default)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Upstream's `value_to_metric`: metric names carry the request's value at this level.
+    #[serde(default)]
+    pub value_to_metric: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

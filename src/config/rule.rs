@@ -33,7 +33,16 @@ pub struct Rule {
     /// Names of the rules this one replaces.
     pub replaces: Box<[Arc<str>]>,
     pub shadow_mode: bool,
+    /// A quota: over its limit, the request is OVER_LIMIT only if every quota descriptor of
+    /// the request is over (upstream's `quota_mode`).
+    pub quota_mode: bool,
+    /// The descriptor's `metadata` (a mapping), merged into the response's dynamic metadata
+    /// when this rule passes. Kept as JSON: the config knows no protobuf.
+    pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     pub detailed_metric: bool,
+    /// A descriptor on this rule's path has `value_to_metric: true`: its metric name carries
+    /// request values (see `DomainLimits::metric_key`).
+    pub value_to_metric: bool,
     /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
     /// not injective, for logs and metrics only.
     pub path: Arc<str>,
@@ -87,6 +96,9 @@ impl Rule {
         if !self.replaces.is_empty() {
             line.push_str(&format!(", replaces: {}", self.replaces.join(",")));
         }
+        if self.quota_mode {
+            line.push_str(", quota_mode: true");
+        }
         if self.detailed_metric {
             line.push_str(", detailed_metric: true");
         }
@@ -133,7 +145,10 @@ mod tests {
             name: None,
             replaces: Box::new([]),
             shadow_mode: false,
+            quota_mode: false,
+            metadata: None,
             detailed_metric: false,
+            value_to_metric: false,
             path: "d.k".into(),
         }
     }

@@ -9,7 +9,7 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use tokio::sync::mpsc;
 
-use super::{LimitsConfig, ReadLimits, load_path};
+use super::{LimitsConfig, LoadOptions, load_path};
 use crate::telemetry::Metrics;
 
 /// One editor save is a burst of raw events; they are merged into one reload.
@@ -23,7 +23,7 @@ const DEBOUNCE: Duration = Duration::from_millis(250);
 /// as a supervised task (a loop that ended would silently stop reloads).
 pub fn watch(
     path: &Path,
-    read_limits: ReadLimits,
+    options: LoadOptions,
     limits: Arc<ArcSwap<LimitsConfig>>,
     metrics: Arc<Metrics>,
 ) -> notify::Result<impl Future<Output = ()> + Send + 'static> {
@@ -47,7 +47,13 @@ pub fn watch(
             .filter(|p| !p.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
     };
-    debouncer.watch(&watched, RecursiveMode::NonRecursive)?;
+    // A directory is loaded with its subdirectories, so it is watched with them.
+    let mode = if path.is_dir() {
+        RecursiveMode::Recursive
+    } else {
+        RecursiveMode::NonRecursive
+    };
+    debouncer.watch(&watched, mode)?;
 
     let path = path.to_path_buf();
     Ok(async move {
@@ -55,8 +61,7 @@ pub fn watch(
         let _debouncer = debouncer;
         while rx.recv().await.is_some() {
             let to_load = path.clone();
-            let loaded =
-                tokio::task::spawn_blocking(move || load_path(&to_load, &read_limits)).await;
+            let loaded = tokio::task::spawn_blocking(move || load_path(&to_load, &options)).await;
             match loaded {
                 Ok(Ok(config)) => {
                     let rules = config.rule_count();

@@ -5,6 +5,8 @@
 //! config and the engine; it knows nothing of Redis or SQL.
 
 mod json;
+mod metadata;
+mod overall;
 mod plan;
 mod response;
 mod route;
@@ -29,6 +31,7 @@ pub use validate::RequestLimits;
 use crate::config::LimitsConfig;
 use crate::engine::{Engine, Hit};
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
+use overall::{Role, Tally};
 use plan::Plan;
 
 /// How the service answers, beyond what the limits config says.
@@ -36,6 +39,12 @@ use plan::Plan;
 pub struct RlsSettings {
     /// Global shadow mode: everything is counted and reported, everything is answered OK.
     pub shadow_mode: bool,
+    /// Global quota mode (upstream's `QUOTA_MODE`): every descriptor is a quota, so the
+    /// request is OVER_LIMIT only when all of its counted descriptors are over.
+    pub quota_mode: bool,
+    /// Upstream's `RESPONSE_DYNAMIC_METADATA`: answers carry the domain, the request's
+    /// descriptors and the passed rules' `metadata` in `dynamic_metadata`.
+    pub response_dynamic_metadata: bool,
     /// `Some` turns the `RateLimit-*` response headers on.
     pub response_headers: Option<HeaderNames>,
     pub request_limits: RequestLimits,
@@ -115,17 +124,26 @@ impl RateLimiter {
         let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
 
         let mut statuses = Vec::with_capacity(plans.len());
-        let mut over_limit = false;
+        let mut roles = Vec::with_capacity(plans.len());
+        let mut tally = Tally::default();
+        let global_quota = self.settings.quota_mode;
         for plan in &plans {
-            let status = match plan {
+            let (status, role) = match plan {
                 Plan::NoLimit => {
                     self.metrics.unmatched();
-                    response::no_limit()
+                    // As upstream: with the global switch an unlimited-less descriptor is
+                    // a quota that passes.
+                    let role = if global_quota {
+                        Role::Quota { over: false }
+                    } else {
+                        Role::Regular { over: false }
+                    };
+                    (response::no_limit(), role)
                 }
                 Plan::Unlimited(rule) => {
                     self.metrics
                         .decision(domain.name(), &rule.path, DecisionOutcome::Unlimited);
-                    response::unlimited()
+                    (response::unlimited(), Role::Unlimited)
                 }
                 Plan::Limited(limited) => {
                     let verdict = self
@@ -139,34 +157,48 @@ impl RateLimiter {
                             cost: limited.cost,
                         })
                         .await;
-                    let shadow = limited.shadow_mode || self.settings.shadow_mode;
-                    let (code, outcome) = match (verdict.allowed, shadow) {
-                        (true, _) => (Code::Ok, DecisionOutcome::WithinLimit),
-                        (false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
-                        (false, true) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
+                    // A rule's shadow mode answers its descriptor OK; the global switch
+                    // keeps the descriptor's OVER_LIMIT and only turns the overall code OK
+                    // (below), as upstream: Envoy reads the overall code.
+                    let (code, outcome) = match (
+                        verdict.allowed,
+                        limited.shadow_mode,
+                        self.settings.shadow_mode,
+                    ) {
+                        (true, _, _) => (Code::Ok, DecisionOutcome::WithinLimit),
+                        (false, true, _) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
+                        (false, false, true) => (Code::OverLimit, DecisionOutcome::ShadowOverLimit),
+                        (false, false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
                     };
                     let rule_label = limited.rule_path.as_ref().unwrap_or(&self.override_label);
                     match &limited.rule {
-                        Some(rule) if rule.detailed_metric => self.metrics.detailed_decision(
-                            domain.name(),
-                            &rule.path,
-                            rule_label,
-                            outcome,
-                        ),
+                        // Labels with request values: capped per rule.
+                        Some(rule) if rule.detailed_metric || rule.value_to_metric => self
+                            .metrics
+                            .detailed_decision(domain.name(), &rule.path, rule_label, outcome),
                         _ => self.metrics.decision(domain.name(), rule_label, outcome),
                     }
                     if outcome == DecisionOutcome::ShadowOverLimit {
                         tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
                     }
-                    over_limit |= code == Code::OverLimit;
-                    response::limited(limited, &verdict, code)
+                    let over = code == Code::OverLimit;
+                    let role = if global_quota || limited.quota_mode {
+                        Role::Quota { over }
+                    } else {
+                        Role::Regular { over }
+                    };
+                    (response::limited(limited, &verdict, code), role)
                 }
             };
+            tally.add(role);
             statuses.push(status);
+            roles.push(role);
         }
+        // The global shadow switch answers OK what would have been denied.
+        let over_limit = tally.over_limit() && !self.settings.shadow_mode;
 
         let response_headers_to_add = match &self.settings.response_headers {
-            Some(names) => response::headers(names, &statuses, over_limit),
+            Some(names) => response::headers(names, &statuses, &roles, over_limit),
             None => Vec::new(),
         };
         let overall = if over_limit {
@@ -179,10 +211,24 @@ impl RateLimiter {
         } else {
             RequestOutcome::Ok
         });
+        let dynamic_metadata = self.settings.response_dynamic_metadata.then(|| {
+            // As upstream: the descriptors that passed (not over, not unlimited) whose rule
+            // carries `metadata`.
+            let passed = plans
+                .iter()
+                .zip(&statuses)
+                .filter(|(_, status)| status.code != Code::OverLimit as i32)
+                .filter_map(|(plan, _)| match plan {
+                    Plan::Limited(limited) => limited.rule.as_ref()?.metadata.as_deref(),
+                    Plan::NoLimit | Plan::Unlimited(_) => None,
+                });
+            metadata::dynamic_metadata(request, passed)
+        });
         Ok(RateLimitResponse {
             overall_code: overall as i32,
             statuses,
             response_headers_to_add,
+            dynamic_metadata,
             ..Default::default()
         })
     }

@@ -31,6 +31,8 @@ pub struct Limited {
     pub unit: crate::config::Unit,
     pub name: Option<Arc<str>>,
     pub shadow_mode: bool,
+    /// The rule's `quota_mode`; never for a request override (as upstream).
+    pub quota_mode: bool,
     /// The rule's path for metrics and logs; `None` for a request override.
     pub rule_path: Option<Arc<str>>,
     /// The matched rule; `None` for a request override.
@@ -43,7 +45,8 @@ pub struct Limited {
 const OVERRIDE_NAMESPACE: &str = "!override/";
 
 /// Plan every descriptor of a request, then drop the limits that another matched limit
-/// `replaces` (as envoyproxy/ratelimit does).
+/// `replaces` (as envoyproxy/ratelimit does: an unlimited rule stays unlimited even when it
+/// is named in a `replaces`, and still replaces others).
 pub fn plan<'c>(
     domain: &'c DomainLimits,
     descriptors: &[RateLimitDescriptor],
@@ -61,9 +64,14 @@ pub fn plan<'c>(
         .collect();
     if !replaced.is_empty() {
         for plan in &mut plans {
-            let is_replaced = rule_of(plan)
-                .and_then(|rule| rule.name.as_ref())
-                .is_some_and(|name| replaced.contains(name));
+            let is_replaced = match plan {
+                Plan::Limited(limited) => limited
+                    .rule
+                    .as_ref()
+                    .and_then(|rule| rule.name.as_ref())
+                    .is_some_and(|name| replaced.contains(name)),
+                Plan::NoLimit | Plan::Unlimited(_) => false,
+            };
             if is_replaced {
                 *plan = Plan::NoLimit;
             }
@@ -86,39 +94,39 @@ fn plan_one<'c>(
     request_hits_addend: u32,
 ) -> Plan<'c> {
     let cost = cost(descriptor, request_hits_addend);
-    let identifier = identifier(descriptor);
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()));
+    let found = domain.find_shared(entries);
+    let rule = found.map(|f| f.rule);
 
     if let Some(limit) = &descriptor.limit {
         // Validation has rejected UNKNOWN units; stay total anyway.
         let Some(unit) = units::from_proto(limit.unit) else {
             return Plan::NoLimit;
         };
-        let mut namespace = String::from(OVERRIDE_NAMESPACE);
-        for entry in &descriptor.entries {
-            let _ = write!(namespace, "{}:{}/", entry.key.len(), entry.key);
-        }
         return Plan::Limited(Limited {
-            namespace: namespace.into(),
-            identifier,
+            namespace: override_namespace(rule, descriptor),
+            // As upstream: an override counts the request's own values.
+            identifier: identifier(descriptor, 0),
             duration_ms: unit.seconds().saturating_mul(1_000),
             requests_per_unit: limit.requests_per_unit,
             unit,
             name: None,
-            // As envoyproxy/ratelimit: an override is never in shadow mode.
+            // As envoyproxy/ratelimit: an override is never in shadow or quota mode.
             shadow_mode: false,
+            quota_mode: false,
             rule_path: None,
             rule: None,
             cost,
         });
     }
 
-    let entries = descriptor
-        .entries
-        .iter()
-        .map(|e| (e.key.as_str(), e.value.as_str()));
-    let Some(rule) = domain.find(entries) else {
+    let Some(found) = found else {
         return Plan::NoLimit;
     };
+    let rule = found.rule;
     match (&rule.limit, rule.duration_ms()) {
         (
             RuleLimit::Limited {
@@ -129,13 +137,14 @@ fn plan_one<'c>(
             Some(duration_ms),
         ) => Plan::Limited(Limited {
             namespace: Arc::clone(&rule.namespace),
-            identifier,
+            identifier: identifier(descriptor, found.shared),
             duration_ms,
             requests_per_unit: *requests_per_unit,
             unit: *unit,
             name: rule.name.clone(),
             shadow_mode: rule.shadow_mode,
-            rule_path: Some(metric_label(rule, descriptor)),
+            quota_mode: rule.quota_mode,
+            rule_path: Some(metric_label(domain, rule, descriptor, found.shared)),
             rule: Some(Arc::clone(rule)),
             cost,
         }),
@@ -143,13 +152,41 @@ fn plan_one<'c>(
     }
 }
 
-/// `detailed_metric` rules report per value, as envoyproxy/ratelimit does (the rule's path
-/// plus `_` and the last entry's value).
-fn metric_label(rule: &Rule, descriptor: &RateLimitDescriptor) -> Arc<str> {
-    match descriptor.entries.last() {
-        Some(last) if rule.detailed_metric => format!("{}_{}", rule.path, last.value).into(),
-        _ => Arc::clone(&rule.path),
+/// The counter of a request override: the matched rule's, as upstream's (whose cache key is
+/// the descriptor's entries, whoever sets the limit), so moving a limit from the config to
+/// route metadata keeps its count. The window is the override's unit, part of the counter's
+/// identity, so an override of another unit never reads a count of a different window. No
+/// rule matched: a namespace under `!override/`, which no config namespace can start with.
+fn override_namespace(rule: Option<&Arc<Rule>>, descriptor: &RateLimitDescriptor) -> Arc<str> {
+    if let Some(rule) = rule {
+        return Arc::clone(&rule.namespace);
     }
+    let mut namespace = String::from(OVERRIDE_NAMESPACE);
+    for entry in &descriptor.entries {
+        let _ = write!(namespace, "{}:{}/", entry.key.len(), entry.key);
+    }
+    namespace.into()
+}
+
+/// The metric label of a matched rule: its path, or, for `detailed_metric` and
+/// `value_to_metric` rules, the name upstream gives the descriptor's stats (request values
+/// in it; the caller caps their series per rule).
+fn metric_label(
+    domain: &DomainLimits,
+    rule: &Rule,
+    descriptor: &RateLimitDescriptor,
+    shared: u64,
+) -> Arc<str> {
+    if !rule.detailed_metric && !rule.value_to_metric {
+        return Arc::clone(&rule.path);
+    }
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()));
+    domain
+        .metric_key(entries, rule.detailed_metric, shared)
+        .into()
 }
 
 /// The per-descriptor `hits_addend` wins (0 checks without consuming); otherwise the
@@ -166,11 +203,18 @@ fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
 }
 
 /// The request's values, each length-prefixed: injective, so no two value lists share a
-/// counter whatever bytes they hold (`["a:b"]` vs `["a", "b"]` differ).
-fn identifier(descriptor: &RateLimitDescriptor) -> CompactString {
+/// counter whatever bytes they hold (`["a:b"]` vs `["a", "b"]` differ). An entry matched by a
+/// `share_threshold` wildcard (bit `i` of `shared`) is written `*`, which no length prefix
+/// starts with: every value of that wildcard shares the counter, and the namespace names
+/// the wildcard.
+fn identifier(descriptor: &RateLimitDescriptor, shared: u64) -> CompactString {
     let capacity = descriptor.entries.iter().map(|e| e.value.len() + 8).sum();
     let mut identifier = CompactString::with_capacity(capacity);
-    for entry in &descriptor.entries {
+    for (i, entry) in descriptor.entries.iter().enumerate() {
+        if i < 64 && shared & (1 << i) != 0 {
+            identifier.push('*');
+            continue;
+        }
         // compact_str formats integers without the `fmt` machinery.
         identifier.push_str(&entry.value.len().to_compact_string());
         identifier.push(':');
@@ -207,11 +251,20 @@ mod tests {
         ];
         for (a, b) in pairs {
             assert_ne!(
-                identifier(&descriptor(&a)),
-                identifier(&descriptor(&b)),
+                identifier(&descriptor(&a), 0),
+                identifier(&descriptor(&b), 0),
                 "{a:?} vs {b:?}"
             );
         }
+        // A shared entry never reads as a value, whatever the value.
+        assert_ne!(
+            identifier(&descriptor(&["*"]), 0),
+            identifier(&descriptor(&["x"]), 1)
+        );
+        assert_eq!(
+            identifier(&descriptor(&["x", "y"]), 0b01),
+            identifier(&descriptor(&["z", "y"]), 0b01)
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use envoy_types::pb::google::protobuf::Duration;
 
+use super::overall::Role;
 use super::plan::Limited;
 use super::units;
 use crate::engine::Verdict;
@@ -66,17 +67,28 @@ fn duration(ms: u64) -> Duration {
     }
 }
 
-/// `RateLimit-Limit/-Remaining/-Reset` for the most constrained limited descriptor (fewest
-/// remaining; an over-limit one first on a tie), plus `Retry-After` when the request is over.
+/// `RateLimit-Limit/-Remaining/-Reset` for the most constrained limited descriptor, plus
+/// `Retry-After` when the request is over. As envoyproxy/ratelimit picks it: the first with
+/// the fewest remaining, unless a regular (not quota) descriptor is over its limit, which
+/// wins (the last such one) because it is what denies the request.
 pub fn headers(
     names: &HeaderNames,
     statuses: &[DescriptorStatus],
+    roles: &[Role],
     over_limit: bool,
 ) -> Vec<HeaderValue> {
-    let constrained = statuses
-        .iter()
-        .filter(|s| s.current_limit.is_some())
-        .min_by_key(|s| (s.limit_remaining, s.code != Code::OverLimit as i32));
+    let mut constrained: Option<&DescriptorStatus> = None;
+    let mut least = u32::MAX;
+    for (status, role) in statuses.iter().zip(roles) {
+        if status.current_limit.is_some() && status.limit_remaining < least {
+            constrained = Some(status);
+            least = status.limit_remaining;
+        }
+        if *role == (Role::Regular { over: true }) {
+            constrained = Some(status);
+            least = 0;
+        }
+    }
     let Some(status) = constrained else {
         return Vec::new();
     };
@@ -132,7 +144,13 @@ mod tests {
             status(Code::OverLimit, 0, 1_500),
             status(Code::Ok, 0, 9_000),
         ];
-        let headers = headers(&HeaderNames::default(), &statuses, true);
+        let roles = [
+            Role::Regular { over: false },
+            Role::Regular { over: false },
+            Role::Regular { over: true },
+            Role::Regular { over: false },
+        ];
+        let headers = headers(&HeaderNames::default(), &statuses, &roles, true);
         let pairs: Vec<(&str, &str)> = headers
             .iter()
             .map(|h| (h.key.as_str(), h.value.as_str()))
@@ -150,6 +168,23 @@ mod tests {
 
     #[test]
     fn no_limited_descriptor_means_no_headers() {
-        assert!(headers(&HeaderNames::default(), &[no_limit(), unlimited()], false).is_empty());
+        let roles = [Role::Regular { over: false }, Role::Unlimited];
+        let statuses = [no_limit(), unlimited()];
+        assert!(headers(&HeaderNames::default(), &statuses, &roles, false).is_empty());
+    }
+
+    #[test]
+    fn a_quota_over_its_limit_does_not_take_the_headers_from_an_over_regular_one() {
+        let statuses = [
+            status(Code::OverLimit, 0, 1_000),
+            status(Code::OverLimit, 0, 7_000),
+        ];
+        let roles = [Role::Quota { over: true }, Role::Regular { over: true }];
+        let picked = headers(&HeaderNames::default(), &statuses, &roles, true);
+        assert_eq!(picked[2].value, "7");
+        // Quotas alone: the first with the fewest remaining.
+        let roles = [Role::Quota { over: true }, Role::Quota { over: true }];
+        let picked = headers(&HeaderNames::default(), &statuses, &roles, true);
+        assert_eq!(picked[2].value, "1");
     }
 }

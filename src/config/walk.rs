@@ -1,0 +1,193 @@
+//! Which files a config directory means, as envoyproxy/ratelimit's runtime (goruntime's
+//! `filepath.Walk`) reads it: every file in it and in its subdirectories, whatever the
+//! extension, in lexical depth-first order.
+//!
+//! As upstream, symlinks to files are read and symlinks to directories are not followed, so
+//! a symlink loop cannot make the walk endless. Unlike upstream, names starting with `..`
+//! (a Kubernetes ConfigMap volume's `..data` link and its `..<timestamp>` directory) are
+//! always skipped: the volume's top-level links already point at those files, and reading
+//! both loads every domain twice. Other dot-files are read unless asked not to (upstream's
+//! `RUNTIME_IGNOREDOTFILES`). Files and directories visited are bounded.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Why a directory could not be walked. Shown after the directory's name.
+#[derive(Debug, thiserror::Error)]
+pub enum WalkError {
+    #[error("cannot list directory: {0}")]
+    List(std::io::Error),
+    #[error("more than {max} files in this directory and its subdirectories")]
+    TooManyFiles { max: usize },
+    #[error("more than {max} subdirectories in this directory")]
+    TooManyDirectories { max: usize },
+}
+
+/// Options of a walk.
+#[derive(Debug, Clone, Copy)]
+pub struct WalkOptions {
+    /// Skip names starting with `.` (files and whole directories).
+    pub ignore_dot_files: bool,
+    /// Files returned, and also subdirectories entered, at most.
+    pub max_entries: usize,
+}
+
+/// The files under `root`, in the order upstream loads them. An error on a subdirectory is
+/// returned with that subdirectory's path.
+pub fn files(root: &Path, options: WalkOptions) -> Result<Vec<PathBuf>, (PathBuf, WalkError)> {
+    let mut files = Vec::new();
+    let mut directories = 0usize;
+    // Pending entries, the next one last: a depth-first walk without recursion.
+    let mut pending = sorted_children(root, options).map_err(|e| (root.to_path_buf(), e))?;
+    pending.reverse();
+    while let Some((path, is_dir)) = pending.pop() {
+        if is_dir {
+            directories += 1;
+            if directories > options.max_entries {
+                return Err((
+                    root.to_path_buf(),
+                    WalkError::TooManyDirectories {
+                        max: options.max_entries,
+                    },
+                ));
+            }
+            let mut children = sorted_children(&path, options).map_err(|e| (path.clone(), e))?;
+            children.reverse();
+            pending.extend(children);
+        } else {
+            if files.len() == options.max_entries {
+                return Err((
+                    root.to_path_buf(),
+                    WalkError::TooManyFiles {
+                        max: options.max_entries,
+                    },
+                ));
+            }
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// The entries of one directory worth visiting, sorted by name, each with whether it is a
+/// directory to enter (never through a symlink).
+fn sorted_children(dir: &Path, options: WalkOptions) -> Result<Vec<(PathBuf, bool)>, WalkError> {
+    let mut children = Vec::new();
+    for entry in fs::read_dir(dir).map_err(WalkError::List)? {
+        let entry = entry.map_err(WalkError::List)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("..") || (options.ignore_dot_files && name.starts_with('.')) {
+            continue;
+        }
+        // `file_type` does not follow symlinks: a link is never entered as a directory.
+        let is_dir = entry.file_type().map_err(WalkError::List)?.is_dir();
+        let path = entry.path();
+        // As upstream, a symlink to a directory is not read (nor followed).
+        if !is_dir && fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        if children.len() > options.max_entries {
+            return Err(WalkError::TooManyFiles {
+                max: options.max_entries,
+            });
+        }
+        children.push((path, is_dir));
+    }
+    children.sort();
+    Ok(children)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir() -> tempfile::TempDir {
+        match tempfile::tempdir() {
+            Ok(dir) => dir,
+            Err(e) => panic!("tempdir: {e}"),
+        }
+    }
+
+    fn touch(path: &Path) {
+        if let Some(parent) = path.parent()
+            && let Err(e) = fs::create_dir_all(parent)
+        {
+            panic!("mkdir {}: {e}", parent.display());
+        }
+        if let Err(e) = fs::write(path, "x") {
+            panic!("write {}: {e}", path.display());
+        }
+    }
+
+    fn link(target: &str, path: &Path) {
+        if let Err(e) = std::os::unix::fs::symlink(target, path) {
+            panic!("symlink {}: {e}", path.display());
+        }
+    }
+
+    fn walk(root: &Path, ignore_dot_files: bool, max_entries: usize) -> Vec<String> {
+        let options = WalkOptions {
+            ignore_dot_files,
+            max_entries,
+        };
+        match files(root, options) {
+            Ok(files) => files
+                .iter()
+                .filter_map(|f| f.strip_prefix(root).ok())
+                .map(|f| f.display().to_string())
+                .collect(),
+            Err((path, e)) => panic!("{}: {e}", path.display()),
+        }
+    }
+
+    #[test]
+    fn every_file_of_the_tree_in_lexical_depth_first_order() {
+        let dir = temp_dir();
+        let root = dir.path();
+        for name in ["b.conf", "a/z.yaml", "a/b/c", "a.txt", ".hidden", "c/.x/y"] {
+            touch(&root.join(name));
+        }
+        assert_eq!(
+            walk(root, false, 100),
+            [".hidden", "a/b/c", "a/z.yaml", "a.txt", "b.conf", "c/.x/y"]
+        );
+        assert_eq!(
+            walk(root, true, 100),
+            ["a/b/c", "a/z.yaml", "a.txt", "b.conf"]
+        );
+    }
+
+    #[test]
+    fn a_configmap_volume_is_read_once_and_symlink_loops_end() {
+        let dir = temp_dir();
+        let root = dir.path();
+        touch(&root.join("..2026_01_01_00_00_00.1/limits.yaml"));
+        link("..2026_01_01_00_00_00.1", &root.join("..data"));
+        link("..data/limits.yaml", &root.join("limits.yaml"));
+        // A loop and a link to a directory: neither is followed.
+        fs::create_dir(root.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        link("..", &root.join("sub/up"));
+        link("loop", &root.join("loop"));
+        let files = walk(root, false, 100);
+        // The looping link is returned as a file; reading it fails with ELOOP, at once.
+        assert_eq!(files, ["limits.yaml", "loop"]);
+    }
+
+    #[test]
+    fn files_and_directories_are_bounded() {
+        let dir = temp_dir();
+        for i in 0..5 {
+            touch(&dir.path().join(format!("d{i}/f")));
+        }
+        assert_eq!(walk(dir.path(), false, 5).len(), 5);
+        let options = WalkOptions {
+            ignore_dot_files: false,
+            max_entries: 4,
+        };
+        assert!(matches!(
+            files(dir.path(), options),
+            Err((_, WalkError::TooManyDirectories { max: 4 }))
+        ));
+    }
+}
