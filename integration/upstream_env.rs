@@ -389,3 +389,80 @@ async fn redis_over_a_unix_socket_as_upstreams_default() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The next status a `Health/Watch` stream sends, within 10 s.
+async fn next_status(
+    stream: &mut tonic::Streaming<grpc::HealthCheckResponse>,
+    what: &str,
+) -> grpc::ServingStatus {
+    let message = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .unwrap_or_else(|_| panic!("no health update for {what} within 10 s"));
+    let response = message
+        .unwrap_or_else(|status| panic!("Health/Watch for {what} failed: {status:?}"))
+        .unwrap_or_else(|| panic!("Health/Watch for {what} ended"));
+    grpc::ServingStatus::try_from(response.status)
+        .unwrap_or_else(|e| panic!("unknown status for {what}: {e:?}"))
+}
+
+/// gRPC health under upstream's name `ratelimit`, as its image is probed: SERVING like
+/// `/healthcheck` (here with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED and a config loaded), and
+/// NOT_SERVING at SIGTERM; `""` and ours turn NOT_SERVING at SIGTERM too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_under_upstreams_name_follows_healthcheck() {
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let mut service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
+    ]);
+    assert_eq!(service.admin_get("/healthcheck").status, 200);
+
+    let mut health = grpc::health_client(service.grpc_addr).await;
+    let mut watch = async |name: &str| {
+        health
+            .watch(grpc::HealthCheckRequest {
+                service: name.to_string(),
+            })
+            .await
+            .unwrap_or_else(|status| panic!("Health/Watch({name:?}): {status:?}"))
+            .into_inner()
+    };
+    let mut upstream = watch("ratelimit").await;
+    let mut overall = watch("").await;
+    let mut ours = watch("envoy.service.ratelimit.v3.RateLimitService").await;
+    for (stream, what) in [
+        (&mut upstream, "ratelimit"),
+        (&mut overall, "\"\""),
+        (&mut ours, "ours"),
+    ] {
+        assert_eq!(
+            next_status(stream, what).await,
+            grpc::ServingStatus::Serving,
+            "{what} before SIGTERM"
+        );
+    }
+
+    service.send_signal("TERM");
+    for (stream, what) in [
+        (&mut upstream, "ratelimit"),
+        (&mut overall, "\"\""),
+        (&mut ours, "ours"),
+    ] {
+        assert_eq!(
+            next_status(stream, what).await,
+            grpc::ServingStatus::NotServing,
+            "{what} after SIGTERM"
+        );
+    }
+    // Open streams hold the drain; closing them lets the process exit now.
+    drop((upstream, overall, ours, health));
+    assert!(
+        service.wait_exit(Duration::from_secs(30)).is_some(),
+        "did not exit after SIGTERM"
+    );
+}
