@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// request value and outcome); further values are counted in the rule's own series.
     #[arg(long, env = "RLS_MAX_METRIC_SERIES_PER_RULE", default_value_t = MetricsSettings::DEFAULT_MAX_SERIES_PER_RULE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_metric_series_per_rule: u32,
+    /// Accepted hits above this share of a rule's limit count in upstream's `near_limit` stat
+    /// (`ratelimit_service_rate_limit_near_limit`); upstream's `NEAR_LIMIT_RATIO`. In (0, 1].
+    #[arg(long, env = "RLS_NEAR_LIMIT_RATIO", default_value_t = 0.8)]
+    pub near_limit_ratio: f64,
     /// gRPC listen address (RateLimitService and grpc.health.v1).
     #[arg(long, env = "RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
     pub grpc_addr: SocketAddr,
@@ -290,6 +294,12 @@ impl ServeArgs {
 
     fn validate(&self) -> anyhow::Result<()> {
         self.region()?;
+        if !(self.near_limit_ratio > 0.0 && self.near_limit_ratio <= 1.0) {
+            anyhow::bail!(
+                "--near-limit-ratio (NEAR_LIMIT_RATIO) must be in (0, 1], got {}",
+                self.near_limit_ratio
+            );
+        }
         if !(0.0..=1.0).contains(&self.publish_floor) {
             anyhow::bail!(
                 "--publish-floor must be between 0 and 1, got {}",
@@ -427,6 +437,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::with_settings(MetricsSettings {
         max_series_per_rule: args.max_metric_series_per_rule,
     }));
+    metrics.set_near_limit_ratio(args.near_limit_ratio);
     metrics.config_loaded(loaded.rule_count());
     tracing::info!(path = %args.config.display(), rules = loaded.rule_count(), "limits config loaded");
     let limits = Arc::new(ArcSwap::from_pointee(loaded));
