@@ -39,7 +39,7 @@ type Key = (SharedLabel, SharedLabel);
 /// series cap of `Metrics::detailed_decision`), so this map is bounded by it.
 #[derive(Debug, Default)]
 pub struct UpstreamStats {
-    rules: RwLock<HashMap<Key, Arc<RuleStats>>>,
+    rules: RwLock<HashMap<Key, RuleStats>>,
     /// `NEAR_LIMIT_RATIO` in millionths (an atomic so tests and `serve` set it after building).
     near_limit_ratio_ppm: AtomicU64,
 }
@@ -81,7 +81,34 @@ impl UpstreamStats {
         limit: u64,
         used_after: u64,
     ) {
-        let stats = self.rule(domain, label);
+        let key = (
+            SharedLabel(Arc::clone(domain)),
+            SharedLabel(Arc::clone(label)),
+        );
+        // Counted under the read lock: no `Arc` of the rule's stats is cloned per decision
+        // (its reference count would be one more cache line written by every core).
+        if let Some(stats) = self
+            .rules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            self.count(stats, outcome, hits, limit, used_after);
+            return;
+        }
+        let mut rules = self.rules.write().unwrap_or_else(PoisonError::into_inner);
+        let stats = rules.entry(key).or_default();
+        self.count(stats, outcome, hits, limit, used_after);
+    }
+
+    fn count(
+        &self,
+        stats: &RuleStats,
+        outcome: DecisionOutcome,
+        hits: u64,
+        limit: u64,
+        used_after: u64,
+    ) {
         stats.total_hits.add(hits);
         match outcome {
             DecisionOutcome::WithinLimit => {
@@ -101,23 +128,6 @@ impl UpstreamStats {
             }
             DecisionOutcome::Unlimited => {}
         }
-    }
-
-    fn rule(&self, domain: &Arc<str>, label: &Arc<str>) -> Arc<RuleStats> {
-        let key = (
-            SharedLabel(Arc::clone(domain)),
-            SharedLabel(Arc::clone(label)),
-        );
-        if let Some(stats) = self
-            .rules
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-        {
-            return Arc::clone(stats);
-        }
-        let mut rules = self.rules.write().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(rules.entry(key).or_default())
     }
 }
 
