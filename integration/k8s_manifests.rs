@@ -734,7 +734,7 @@ fn dockerfile_builds_a_non_root_image_running_the_deployment_config() {
          USER 0\nEXPOSE 8081\nENTRYPOINT gcounter-rls\nCMD [\"serve\"]\n",
     );
     let problems = problems.join("\n");
-    for needle in ["USER 0", "8080", "ENTRYPOINT"] {
+    for needle in ["USER 0", "8080", "ENTRYPOINT", "/bin/ratelimit"] {
         assert!(
             problems.contains(needle),
             "expected {needle:?} in:\n{problems}"
