@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # gcounter-rls container image: a release build on Debian bookworm, run on distroless
-# (glibc, CA certificates, no shell, no package manager) as the non-root user 65532.
+# (glibc, CA certificates, no shell, no package manager) as the non-root user 65532; the
+# binary is also /bin/ratelimit, upstream's name (its no-argument mode: upstream's variables).
 #   docker build -t gcounter-rls:dev .
 # Used by integration/k8s/ratelimit.yaml. The same glibc (Debian 12) in both stages.
 
@@ -16,6 +17,11 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=builder /usr/local/bin/gcounter-rls /usr/local/bin/gcounter-rls
+# Upstream's name: envoyproxy/ratelimit's image runs /bin/ratelimit, and Deployments written
+# for it name that command; started with no arguments it runs `serve` from upstream's
+# variables. A copy, not a symlink: COPY of a single symlink follows it, and distroless has
+# no shell to make one.
+COPY --from=builder /usr/local/bin/gcounter-rls /bin/ratelimit
 USER 65532:65532
 # gRPC (RateLimitService, grpc.health.v1) and admin HTTP (/healthz, /rlconfig, /metrics).
 EXPOSE 8081 8080

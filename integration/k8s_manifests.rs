@@ -651,8 +651,12 @@ fn deployment_agrees_with_the_service_flags_configmap_and_filters() {
         )
     );
 
-    // Hardened and sized: every container of every Deployment.
-    for deployment in of_kind(&docs, "Deployment") {
+    // Hardened and sized: every container of every Deployment of ours (upstream's own, under
+    // `upstream/`, stays as upstream wrote it but for the image).
+    for deployment in of_kind(&docs, "Deployment")
+        .into_iter()
+        .filter(|d| !d.file.starts_with(UPSTREAM_DEPLOYMENT_DIR))
+    {
         let spec = at(&deployment.value, "spec.template.spec").expect("a pod spec");
         assert_eq!(
             at(spec, "securityContext.runAsNonRoot"),
@@ -734,7 +738,7 @@ fn dockerfile_builds_a_non_root_image_running_the_deployment_config() {
          USER 0\nEXPOSE 8081\nENTRYPOINT gcounter-rls\nCMD [\"serve\"]\n",
     );
     let problems = problems.join("\n");
-    for needle in ["USER 0", "8080", "ENTRYPOINT"] {
+    for needle in ["USER 0", "8080", "ENTRYPOINT", "/bin/ratelimit"] {
         assert!(
             problems.contains(needle),
             "expected {needle:?} in:\n{problems}"
@@ -872,5 +876,103 @@ fn a_configmap_style_update_is_hot_reloaded() {
         !rlconfig().contains("requests_per_unit=3"),
         "{}",
         rlconfig()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Upstream's own Deployment, only the image changed
+
+/// Where envoyproxy/ratelimit's Deployment (Istio's sample) lives, kept as upstream wrote it.
+const UPSTREAM_DEPLOYMENT_DIR: &str = "integration/k8s/upstream/";
+
+/// Upstream's Deployment runs our image as it ran upstream's: `/bin/ratelimit` (which the
+/// Dockerfile provides), and its `env:` (every variable, as written) is accepted by the real
+/// binary, started under that name with no arguments: `/healthcheck` answers 200 and the
+/// mounted limits are served. Only the ports move to free ones, and the paths
+/// (`RUNTIME_ROOT`, `REDIS_URL`) to this machine's.
+#[test]
+fn upstreams_deployment_runs_our_image_with_its_env_unchanged() {
+    let docs = manifests();
+    let deployment = of_kind(&docs, "Deployment")
+        .into_iter()
+        .find(|d| d.file.starts_with(UPSTREAM_DEPLOYMENT_DIR))
+        .expect("upstream's Deployment under integration/k8s/upstream/");
+    let containers = items(&deployment.value, "spec.template.spec.containers");
+    assert_eq!(containers.len(), 1, "{}", deployment.describe());
+    let container = &containers[0];
+    assert_eq!(str_at(container, "image"), Some("gcounter-rls:dev"));
+    assert_eq!(
+        strings(items(container, "command")),
+        ["/bin/ratelimit"],
+        "upstream's command, which the image provides"
+    );
+    let env: Vec<(String, String)> = items(container, "env")
+        .iter()
+        .map(|e| {
+            (
+                str_at(e, "name").expect("env name").to_string(),
+                str_at(e, "value").expect("env value").to_string(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "REDIS_URL",
+        "RUNTIME_ROOT",
+        "RUNTIME_SUBDIRECTORY",
+        "HOST",
+        "GRPC_HOST",
+    ] {
+        assert!(names.contains(&expected), "{expected} not in {names:?}");
+    }
+    let mount = items(container, "volumeMounts")
+        .iter()
+        .find_map(|m| str_at(m, "mountPath"))
+        .expect("the config mount")
+        .to_string();
+
+    // The mount, rebased under a temp dir, holds the ConfigMap's limits file.
+    let root = tempfile::tempdir().expect("temp dir");
+    let runtime_root = env
+        .iter()
+        .find(|(n, _)| n == "RUNTIME_ROOT")
+        .map(|(_, v)| v.clone())
+        .expect("RUNTIME_ROOT");
+    let local_mount = root.path().join(mount.trim_start_matches('/'));
+    std::fs::create_dir_all(&local_mount).expect("create the mount");
+    let (limits_name, limits_text) = configmap_limits(&docs);
+    std::fs::write(local_mount.join(limits_name), limits_text).expect("write the limits");
+
+    // Every variable as the manifest sets it, but addresses and paths of this machine.
+    let mut local: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(name, value)| match name.as_str() {
+            "RUNTIME_ROOT" => {
+                let local_root = root.path().join(runtime_root.trim_start_matches('/'));
+                (name, local_root.to_string_lossy().into_owned())
+            }
+            "REDIS_URL" => (name, "127.0.0.1:6379".to_string()),
+            // "::" (every address, IPv6 and IPv4) as written: the harness connects to
+            // 127.0.0.1 on the ports it chose.
+            _ => (name, value),
+        })
+        .collect();
+    local.push((
+        "CACHE_KEY_PREFIX".into(),
+        format!("k8s-upstream-{}:", std::process::id()),
+    ));
+    let local: Vec<(&str, &str)> = local
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let service = support::Service::start_upstream(&local);
+    let health = service.admin_get("/healthcheck");
+    assert_eq!(health.status, 200, "{}", health.body_text());
+    let rlconfig = service.admin_get("/rlconfig");
+    assert_eq!(rlconfig.status, 200);
+    assert!(
+        !rlconfig.body_text().trim().is_empty(),
+        "the ConfigMap's limits are not served:\n{}",
+        service.log_tail(30)
     );
 }

@@ -107,16 +107,35 @@ async fn runs_serve_from_upstreams_variables_alone() {
     // USE_PROMETHEUS: the metrics on PROMETHEUS_ADDR at PROMETHEUS_PATH.
     let scraped = support::http_get(prometheus, "/stats/prometheus", &[]).expect("scrape");
     assert_eq!(scraped.status, 200);
-    assert!(
-        scraped.body_text().contains("rls_requests_total"),
-        "{}",
-        scraped.body_text()
-    );
+    let text = scraped.body_text();
+    assert!(text.contains("rls_requests_total"), "{text}");
+
+    // Upstream's per-rule stats under its Prometheus mapping's names, next to ours. Limit 2,
+    // NEAR_LIMIT_RATIO=0.9: threshold floor(1.8) = 1, so the 2nd hit is near the limit.
+    let labels = [
+        ("domain", "upstream"),
+        ("key1", "k"),
+        ("rule", "upstream.k"),
+    ];
+    for (stat, expected) in [
+        ("total_hits", 3.0),
+        ("within_limit", 2.0),
+        ("near_limit", 1.0),
+        ("over_limit", 1.0),
+        ("shadow_mode", 0.0),
+    ] {
+        let name = format!("ratelimit_service_rate_limit_{stat}");
+        assert_eq!(
+            support::metrics::sample(&text, &name, &labels),
+            Some(expected),
+            "{name}:\n{text}"
+        );
+    }
 
     let log = service.log_tail(200);
     assert!(
-        log.contains("\"level\":\"WARN\"") && log.contains("NEAR_LIMIT_RATIO"),
-        "LOG_FORMAT=json and the NEAR_LIMIT_RATIO warning:\n{log}"
+        log.contains("\"level\":\"INFO\"") && !log.contains("NEAR_LIMIT_RATIO"),
+        "LOG_FORMAT=json, and NEAR_LIMIT_RATIO applied without a warning:\n{log}"
     );
 }
 
@@ -388,4 +407,153 @@ async fn redis_over_a_unix_socket_as_upstreams_default() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The next status a `Health/Watch` stream sends, within 10 s.
+async fn next_status(
+    stream: &mut tonic::Streaming<grpc::HealthCheckResponse>,
+    what: &str,
+) -> grpc::ServingStatus {
+    let message = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .unwrap_or_else(|_| panic!("no health update for {what} within 10 s"));
+    let response = message
+        .unwrap_or_else(|status| panic!("Health/Watch for {what} failed: {status:?}"))
+        .unwrap_or_else(|| panic!("Health/Watch for {what} ended"));
+    grpc::ServingStatus::try_from(response.status)
+        .unwrap_or_else(|e| panic!("unknown status for {what}: {e:?}"))
+}
+
+/// gRPC health under upstream's name `ratelimit`, as its image is probed: SERVING like
+/// `/healthcheck` (here with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED and a config loaded), and
+/// NOT_SERVING at SIGTERM; `""` and ours turn NOT_SERVING at SIGTERM too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_under_upstreams_name_follows_healthcheck() {
+    let root = runtime_root();
+    let root_path = root.path().to_string_lossy().into_owned();
+    let mut service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
+    ]);
+    assert_eq!(service.admin_get("/healthcheck").status, 200);
+
+    let mut health = grpc::health_client(service.grpc_addr).await;
+    let mut watch = async |name: &str| {
+        health
+            .watch(grpc::HealthCheckRequest {
+                service: name.to_string(),
+            })
+            .await
+            .unwrap_or_else(|status| panic!("Health/Watch({name:?}): {status:?}"))
+            .into_inner()
+    };
+    let mut upstream = watch("ratelimit").await;
+    let mut overall = watch("").await;
+    let mut ours = watch("envoy.service.ratelimit.v3.RateLimitService").await;
+    for (stream, what) in [
+        (&mut upstream, "ratelimit"),
+        (&mut overall, "\"\""),
+        (&mut ours, "ours"),
+    ] {
+        assert_eq!(
+            next_status(stream, what).await,
+            grpc::ServingStatus::Serving,
+            "{what} before SIGTERM"
+        );
+    }
+
+    service.send_signal("TERM");
+    for (stream, what) in [
+        (&mut upstream, "ratelimit"),
+        (&mut overall, "\"\""),
+        (&mut ours, "ours"),
+    ] {
+        assert_eq!(
+            next_status(stream, what).await,
+            grpc::ServingStatus::NotServing,
+            "{what} after SIGTERM"
+        );
+    }
+    // Open streams hold the drain; closing them lets the process exit now.
+    drop((upstream, overall, ours, health));
+    assert!(
+        service.wait_exit(Duration::from_secs(30)).is_some(),
+        "did not exit after SIGTERM"
+    );
+}
+
+/// Upstream's stats for a `detailed_metric` rule in shadow mode: one series per request value,
+/// capped by `--max-metric-series-per-rule` like ours (further values count under the rule's
+/// own name), `shadow_mode` counted with `over_limit`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_stats_for_detailed_rules_share_the_series_cap() {
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("ratelimit").join("config");
+    std::fs::create_dir_all(&dir).expect("create runtime dir");
+    std::fs::write(
+        dir.join("limits.yaml"),
+        "domain: stats
+descriptors:
+  - key: user
+    detailed_metric: true
+    shadow_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+",
+    )
+    .expect("write limits");
+    let root_path = root.path().to_string_lossy().into_owned();
+    let prefix = unique_prefix();
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("CACHE_KEY_PREFIX", &prefix),
+        ("RLS_MAX_METRIC_SERIES_PER_RULE", "1"),
+    ]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    for user in ["a", "a", "b"] {
+        let response = grpc::should_rate_limit(
+            &mut client,
+            request("stats", vec![descriptor(&[("user", user)])]),
+        )
+        .await;
+        assert_eq!(response.overall_code, Code::Ok as i32, "shadow mode");
+    }
+    let text = service.metrics();
+    let stat = |stat: &str, rule: &str, key1: &str| {
+        support::metrics::sample(
+            &text,
+            &format!("ratelimit_service_rate_limit_{stat}"),
+            &[("domain", "stats"), ("key1", key1), ("rule", rule)],
+        )
+    };
+    // The cap counts series of ours (one per value and outcome): user=a within the limit is
+    // the one allowed; user=a over it (shadow) and user=b count under the rule's own name.
+    // Limit 1 and the default ratio 0.8: every accepted hit is near the limit.
+    for (name, a, rule) in [
+        ("total_hits", 1.0, 2.0),
+        ("within_limit", 1.0, 1.0),
+        ("near_limit", 1.0, 1.0),
+        ("over_limit", 0.0, 1.0),
+        ("shadow_mode", 0.0, 1.0),
+    ] {
+        assert_eq!(
+            stat(name, "stats.user_a", "user_a"),
+            Some(a),
+            "{name}\n{text}"
+        );
+        assert_eq!(
+            stat(name, "stats.user", "user"),
+            Some(rule),
+            "{name}\n{text}"
+        );
+    }
+    assert_eq!(stat("total_hits", "stats.user_b", "user_b"), None, "{text}");
 }

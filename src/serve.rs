@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// request value and outcome); further values are counted in the rule's own series.
     #[arg(long, env = "RLS_MAX_METRIC_SERIES_PER_RULE", default_value_t = MetricsSettings::DEFAULT_MAX_SERIES_PER_RULE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_metric_series_per_rule: u32,
+    /// Accepted hits above this share of a rule's limit count in upstream's `near_limit` stat
+    /// (`ratelimit_service_rate_limit_near_limit`); upstream's `NEAR_LIMIT_RATIO`. In (0, 1].
+    #[arg(long, env = "RLS_NEAR_LIMIT_RATIO", default_value_t = 0.8)]
+    pub near_limit_ratio: f64,
     /// gRPC listen address (RateLimitService and grpc.health.v1).
     #[arg(long, env = "RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
     pub grpc_addr: SocketAddr,
@@ -290,6 +294,12 @@ impl ServeArgs {
 
     fn validate(&self) -> anyhow::Result<()> {
         self.region()?;
+        if !(self.near_limit_ratio > 0.0 && self.near_limit_ratio <= 1.0) {
+            anyhow::bail!(
+                "--near-limit-ratio (NEAR_LIMIT_RATIO) must be in (0, 1], got {}",
+                self.near_limit_ratio
+            );
+        }
         if !(0.0..=1.0).contains(&self.publish_floor) {
             anyhow::bail!(
                 "--publish-floor must be between 0 and 1, got {}",
@@ -427,6 +437,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::with_settings(MetricsSettings {
         max_series_per_rule: args.max_metric_series_per_rule,
     }));
+    metrics.set_near_limit_ratio(args.near_limit_ratio);
     metrics.config_loaded(loaded.rule_count());
     tracing::info!(path = %args.config.display(), rules = loaded.rule_count(), "limits config loaded");
     let limits = Arc::new(ArcSwap::from_pointee(loaded));
@@ -540,6 +551,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
             Ok(())
         });
     }
+    let upstream_health = admin_state.clone();
     let admin = admin::router(admin_state);
     let stop = supervisor.stop_signal(Stage::Serving);
     let admin_header_timeout = transport.admin_header_timeout;
@@ -583,10 +595,18 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     });
     tracing::info!(grpc = %args.grpc_addr, grpc_tls = tls_mode, http = %args.http_addr, region = args.region()?, "serving");
 
-    let health = Health {
+    let health = Arc::new(Health {
         serving: Arc::clone(&serving),
         reporter: health,
-    };
+        upstream: Some((upstream_health, tokio::sync::Mutex::new(None))),
+    });
+    health.refresh_upstream().await;
+    let follower = Arc::clone(&health);
+    let stop = supervisor.stop_signal(Stage::Serving);
+    supervisor.spawn(Stage::Serving, "gRPC health (ratelimit)", async move {
+        follower.follow_upstream(stop).await;
+        Ok(())
+    });
     until_signal(&mut supervisor, &health, wait_for_signal()).await?;
 
     tracing::info!("shutting down: draining requests, then the final replay and flush");
@@ -691,10 +711,23 @@ fn regional_origin(
     Ok((Arc::new(guarded), Some(args.freshness)))
 }
 
-/// What the process says about itself: `/healthz` and gRPC health.
+/// gRPC health's service name for upstream's health (envoyproxy/ratelimit registers its
+/// checker under this name), probed by its image's users: `grpc_health_probe -service=ratelimit`.
+const UPSTREAM_HEALTH_NAME: &str = "ratelimit";
+
+/// How often gRPC health for [`UPSTREAM_HEALTH_NAME`] follows a config reload (shutdown and a
+/// stopped task change it at once).
+const UPSTREAM_HEALTH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// What the process says about itself: `/healthz` and gRPC health for `""` and the
+/// RateLimitService's name (ours), `/healthcheck` and gRPC health for `ratelimit` (upstream's).
 struct Health {
     serving: Arc<AtomicBool>,
     reporter: tonic_health::server::HealthReporter,
+    /// Upstream's health inputs (`AdminState::upstream_unhealthy`) and the status last set for
+    /// `ratelimit`. The lock makes "compute, then set" one step, so a poll that read `serving`
+    /// just before shutdown cannot set SERVING after shutdown set NOT_SERVING.
+    upstream: Option<(admin::AdminState, tokio::sync::Mutex<Option<bool>>)>,
 }
 
 impl Health {
@@ -703,6 +736,42 @@ impl Health {
         self.reporter
             .set_not_serving::<RateLimitServiceServer<RateLimiter>>()
             .await;
+        self.reporter
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
+            .await;
+        self.refresh_upstream().await;
+    }
+
+    /// Set gRPC health for `ratelimit` to what `/healthcheck` answers, when it changed.
+    async fn refresh_upstream(&self) {
+        let Some((state, last)) = &self.upstream else {
+            return;
+        };
+        let mut last = last.lock().await;
+        let healthy = state.upstream_unhealthy().is_none();
+        if *last != Some(healthy) {
+            let status = if healthy {
+                tonic_health::ServingStatus::Serving
+            } else {
+                tonic_health::ServingStatus::NotServing
+            };
+            self.reporter
+                .set_service_status(UPSTREAM_HEALTH_NAME, status)
+                .await;
+            *last = Some(healthy);
+        }
+    }
+
+    /// Follow config reloads (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED) until `stop`.
+    async fn follow_upstream(&self, stop: tokio_util::sync::CancellationToken) {
+        let mut ticks = tokio::time::interval(UPSTREAM_HEALTH_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => self.refresh_upstream().await,
+                () = stop.cancelled() => return,
+            }
+        }
     }
 }
 
@@ -756,6 +825,7 @@ mod tests {
         let health = Health {
             serving: Arc::new(AtomicBool::new(true)),
             reporter: reporter.clone(),
+            upstream: None,
         };
         let mut supervisor = Supervisor::new();
         supervisor.spawn(Stage::Background, "replay and reaping", async {

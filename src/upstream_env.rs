@@ -230,12 +230,16 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         }
     }
 
-    // Accepted, with a warning at start: not applied yet.
     if let Some(ratio) = get(env, "NEAR_LIMIT_RATIO") {
         match ratio.parse::<f64>() {
-            Ok(r) if r > 0.0 && r <= 1.0 => argv.warnings.push(
-                "NEAR_LIMIT_RATIO has no effect yet: the near_limit stat is not exported".into(),
-            ),
+            Ok(r) if r > 0.0 && r <= 1.0 => {
+                flag(
+                    &mut argv,
+                    "RLS_NEAR_LIMIT_RATIO",
+                    "--near-limit-ratio",
+                    ratio,
+                );
+            }
             _ => {
                 return Err(problem(
                     "NEAR_LIMIT_RATIO",

@@ -36,7 +36,7 @@ pub fn instructions(text: &str) -> Vec<Instruction> {
 
 /// What the Dockerfile `text` gets wrong (empty if nothing): at least two stages, a
 /// builder stage running `cargo build --release --locked`, a final stage that copies
-/// `gcounter-rls` from it, runs as non-root (USER other than root/0, or a `:nonroot`
+/// `gcounter-rls` from it (also as `/bin/ratelimit`, upstream's command), runs as non-root (USER other than root/0, or a `:nonroot`
 /// image), exposes 8081 and 8080, and has ENTRYPOINT ["gcounter-rls"]. The final stage's
 /// CMD (exec form) is returned for cross-checks.
 pub fn problems(text: &str) -> (Vec<String>, Vec<String>) {
@@ -88,6 +88,21 @@ pub fn problems(text: &str) -> (Vec<String>, Vec<String>) {
     });
     if !copies_binary {
         problems.push("the final stage does not COPY --from=<builder> .../gcounter-rls".into());
+    }
+    // envoyproxy/ratelimit's image runs /bin/ratelimit: Deployments written for it name it.
+    let upstream_name = runtime.iter().any(|i| {
+        let words: Vec<&str> = i.args.split_whitespace().collect();
+        i.keyword == "COPY"
+            && matches!(words.as_slice(), [from, src, "/bin/ratelimit"]
+                if names.iter().any(|n| *from == format!("--from={n}"))
+                    && src.ends_with("/gcounter-rls"))
+    });
+    if !upstream_name {
+        problems.push(
+            "the final stage does not COPY --from=<builder> .../gcounter-rls /bin/ratelimit \
+             (upstream's command)"
+                .into(),
+        );
     }
 
     let image = runtime[0].args.split_whitespace().next().unwrap_or("");

@@ -102,28 +102,34 @@ async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
     }
 }
 
-/// envoyproxy/ratelimit's health check: 200 `OK`, or 500 once SIGTERM arrived (or a task
-/// stopped), and, with `healthy_with_at_least_one_config_loaded`, while no domain is loaded.
-/// Upstream also fails it while its Redis is unreachable; here a Redis outage degrades to
-/// local decisions and the process stays able to answer, so it stays healthy.
+/// envoyproxy/ratelimit's health check: 200 `OK`, or 500 while [`AdminState::upstream_unhealthy`]
+/// gives a reason. Upstream also fails it while its Redis is unreachable; here a Redis outage
+/// degrades to local decisions and the process stays able to answer, so it stays healthy.
 async fn healthcheck(State(state): State<AdminState>) -> Response {
-    if !state.serving.load(Ordering::Acquire) {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "not serving: shutting down, or a task stopped (see the log)\n",
-        )
-            .into_response();
+    match state.upstream_unhealthy() {
+        Some(reason) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{reason}\n")).into_response(),
+        None => (StatusCode::OK, "OK").into_response(),
     }
-    if state.healthy_with_at_least_one_config_loaded
-        && state.limits.load().domains().next().is_none()
-    {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "no limits config with a domain loaded yet (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)\n",
-        )
-            .into_response();
+}
+
+impl AdminState {
+    /// Why upstream's health (`/healthcheck`, and gRPC health for the service name
+    /// `ratelimit`) fails, if it does: SIGTERM arrived or a task stopped, or, with
+    /// `healthy_with_at_least_one_config_loaded`, no domain is loaded. One function, so the
+    /// HTTP and gRPC probes of one process never disagree.
+    pub fn upstream_unhealthy(&self) -> Option<&'static str> {
+        if !self.serving.load(Ordering::Acquire) {
+            return Some("not serving: shutting down, or a task stopped (see the log)");
+        }
+        if self.healthy_with_at_least_one_config_loaded
+            && self.limits.load().domains().next().is_none()
+        {
+            return Some(
+                "no limits config with a domain loaded yet (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)",
+            );
+        }
+        None
     }
-    (StatusCode::OK, "OK").into_response()
 }
 
 async fn json(State(state): State<AdminState>, request: axum::extract::Request) -> Response {

@@ -171,13 +171,25 @@ impl RateLimiter {
                         (false, false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
                     };
                     let rule_label = limited.rule_path.as_ref().unwrap_or(&self.override_label);
-                    match &limited.rule {
+                    let counted = match &limited.rule {
                         // Labels with request values: capped per rule.
                         Some(rule) if rule.detailed_metric || rule.value_to_metric => self
                             .metrics
                             .detailed_decision(domain.name(), &rule.path, rule_label, outcome),
-                        _ => self.metrics.decision(domain.name(), rule_label, outcome),
-                    }
+                        _ => {
+                            self.metrics.decision(domain.name(), rule_label, outcome);
+                            rule_label
+                        }
+                    };
+                    let limit = u64::from(limited.requests_per_unit);
+                    self.metrics.upstream_decision(
+                        domain.name(),
+                        counted,
+                        outcome,
+                        limited.cost,
+                        limit,
+                        limit.saturating_sub(verdict.remaining),
+                    );
                     if outcome == DecisionOutcome::ShadowOverLimit {
                         tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
                     }

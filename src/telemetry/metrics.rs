@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::connections::ConnectionMetricFamilies;
 use super::sharded::ShardedCounter;
+use super::upstream_stats::UpstreamStats;
 
 /// A label value shared with the compiled config: recording a decision clones an `Arc`
 /// instead of allocating a `String`.
@@ -175,6 +176,9 @@ struct DetailedSeries {
 
 pub struct Metrics {
     registry: Registry,
+    /// envoyproxy/ratelimit's names, without our `rls` prefix (`upstream_stats`).
+    upstream_registry: Registry,
+    upstream: Arc<UpstreamStats>,
     detailed: DetailedSeries,
     detailed_series_capped: Counter,
     /// Per-request counters, resolved once (no label lookup per request) and sharded (no
@@ -412,9 +416,14 @@ impl Metrics {
             pending_replay_cells.clone(),
         );
         let connections = ConnectionMetricFamilies::register(&mut registry);
+        let upstream = Arc::new(UpstreamStats::new());
+        let mut upstream_registry = Registry::default();
+        upstream_registry.register_collector(Box::new(Arc::clone(&upstream)));
         Self {
             connections,
             registry,
+            upstream_registry,
+            upstream,
             detailed: DetailedSeries {
                 max_per_rule: settings.max_series_per_rule,
                 created: Mutex::new(HashMap::new()),
@@ -525,13 +534,14 @@ impl Metrics {
     /// A decision of a `detailed_metric` rule: counted in the series of `label` (the rule's
     /// path and the request's value) while the rule has fewer series than its cap, else in
     /// the rule's own series.
-    pub fn detailed_decision(
+    /// Returns the label counted (`label`, or `rule` past the cap), for [`Self::upstream_decision`].
+    pub fn detailed_decision<'a>(
         &self,
         domain: &Arc<str>,
-        rule: &Arc<str>,
-        label: &Arc<str>,
+        rule: &'a Arc<str>,
+        label: &'a Arc<str>,
         outcome: DecisionOutcome,
-    ) {
+    ) -> &'a Arc<str> {
         let labels = DecisionLabels {
             domain: SharedLabel(Arc::clone(domain)),
             rule: SharedLabel(Arc::clone(label)),
@@ -539,14 +549,36 @@ impl Metrics {
         };
         if let Some(series) = self.decisions.get(&labels) {
             series.inc();
-            return;
+            return label;
         }
         if self.detailed.admit_new(domain, rule) {
             self.decisions.get_or_create(&labels).inc();
+            label
         } else {
             self.detailed_series_capped.inc();
             self.decision(domain, rule, outcome);
+            rule
         }
+    }
+
+    /// A limited decision in upstream's per-rule stats (`upstream_stats`), under the label
+    /// [`Self::decision`] or [`Self::detailed_decision`] counted, so the same cap bounds both.
+    pub fn upstream_decision(
+        &self,
+        domain: &Arc<str>,
+        label: &Arc<str>,
+        outcome: DecisionOutcome,
+        hits: u64,
+        limit: u64,
+        used_after: u64,
+    ) {
+        self.upstream
+            .record(domain, label, outcome, hits, limit, used_after);
+    }
+
+    /// Upstream's `NEAR_LIMIT_RATIO` (`--near-limit-ratio`), in `[0, 1]`.
+    pub fn set_near_limit_ratio(&self, ratio: f64) {
+        self.upstream.set_near_limit_ratio(ratio);
     }
 
     pub fn unmatched(&self) {
@@ -585,9 +617,12 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &self.upstream_registry))
+            .and_then(|()| encode_eof(&mut out));
         out
     }
 }

@@ -5,6 +5,7 @@ mod logging;
 mod metrics;
 mod sharded;
 mod throttle;
+mod upstream_stats;
 
 pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};
 pub use logging::{LogFormat, init_logging};

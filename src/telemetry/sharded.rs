@@ -47,6 +47,10 @@ impl ShardedCounter {
         self.slots[slot_index()].0.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn add(&self, n: u64) {
+        self.slots[slot_index()].0.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub fn get(&self) -> u64 {
         self.slots.iter().fold(0u64, |sum, slot| {
             sum.wrapping_add(slot.0.load(Ordering::Relaxed))

@@ -1,0 +1,276 @@
+//! envoyproxy/ratelimit's per-rule stats under the names its default Prometheus mapping gives
+//! them (`src/stats/prom/default_mapper.yaml`): `ratelimit_service_rate_limit_{total_hits,
+//! over_limit,near_limit,within_limit,shadow_mode}` with labels `domain`, `key1` and `key2`,
+//! so dashboards written for upstream keep working next to our own `rls_*` series.
+//!
+//! Upstream's statsd key is `ratelimit.service.rate_limit.<domain>.<key...>.<stat>`; its mapper
+//! takes `domain`, `key1` and `key2` from the first three dot-separated segments. Our rule label
+//! is the same `<domain>.<key...>` string, split the same way at scrape time, so a decision
+//! clones two `Arc`s and allocates nothing. The full name goes in a `rule` label too: rules
+//! sharing their first three segments would otherwise make two series with one label set.
+//!
+//! Exposed as gauges (monotonic): upstream's Go client names the samples exactly as mapped,
+//! while an OpenMetrics counter would have to end in `_total`, which dashboards do not query.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::MetricType;
+
+use super::metrics::{DecisionOutcome, SharedLabel};
+use super::sharded::ShardedCounter;
+
+/// The counts of one rule label.
+#[derive(Debug, Default)]
+struct RuleStats {
+    total_hits: ShardedCounter,
+    over_limit: ShardedCounter,
+    near_limit: ShardedCounter,
+    within_limit: ShardedCounter,
+    shadow_mode: ShardedCounter,
+}
+
+type Key = (SharedLabel, SharedLabel);
+
+/// Upstream's per-rule counters. Which labels exist is decided by the caller (the per-rule
+/// series cap of `Metrics::detailed_decision`), so this map is bounded by it.
+#[derive(Debug, Default)]
+pub struct UpstreamStats {
+    rules: RwLock<HashMap<Key, RuleStats>>,
+    /// `NEAR_LIMIT_RATIO` in millionths (an atomic so tests and `serve` set it after building).
+    near_limit_ratio_ppm: AtomicU64,
+}
+
+impl UpstreamStats {
+    /// Upstream's default `NEAR_LIMIT_RATIO`.
+    pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
+
+    pub fn new() -> Self {
+        let stats = Self::default();
+        stats.set_near_limit_ratio(Self::DEFAULT_NEAR_LIMIT_RATIO);
+        stats
+    }
+
+    /// `ratio` in `[0, 1]` (checked where it is parsed); clamped here for safety.
+    pub fn set_near_limit_ratio(&self, ratio: f64) {
+        // In [0, 1e6] after the clamp: the cast cannot truncate.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let ppm = (ratio.clamp(0.0, 1.0) * 1_000_000.0).round() as u64;
+        self.near_limit_ratio_ppm.store(ppm, Ordering::Relaxed);
+    }
+
+    /// Upstream's near-limit threshold: `floor(limit * NEAR_LIMIT_RATIO)`.
+    fn near_limit_threshold(&self, limit: u64) -> u64 {
+        let ppm = self.near_limit_ratio_ppm.load(Ordering::Relaxed);
+        let scaled = u128::from(limit) * u128::from(ppm) / 1_000_000;
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
+
+    /// One limited decision of `hits` under `label`. `used_after` is the window's count after an
+    /// accepted decision (`limit - remaining`); the hits above the near-limit threshold count as
+    /// `near_limit`, as upstream counts them.
+    pub fn record(
+        &self,
+        domain: &Arc<str>,
+        label: &Arc<str>,
+        outcome: DecisionOutcome,
+        hits: u64,
+        limit: u64,
+        used_after: u64,
+    ) {
+        let key = (
+            SharedLabel(Arc::clone(domain)),
+            SharedLabel(Arc::clone(label)),
+        );
+        // Counted under the read lock: no `Arc` of the rule's stats is cloned per decision
+        // (its reference count would be one more cache line written by every core).
+        if let Some(stats) = self
+            .rules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            self.count(stats, outcome, hits, limit, used_after);
+            return;
+        }
+        let mut rules = self.rules.write().unwrap_or_else(PoisonError::into_inner);
+        let stats = rules.entry(key).or_default();
+        self.count(stats, outcome, hits, limit, used_after);
+    }
+
+    fn count(
+        &self,
+        stats: &RuleStats,
+        outcome: DecisionOutcome,
+        hits: u64,
+        limit: u64,
+        used_after: u64,
+    ) {
+        stats.total_hits.add(hits);
+        match outcome {
+            DecisionOutcome::WithinLimit => {
+                stats.within_limit.add(hits);
+                let threshold = self.near_limit_threshold(limit);
+                if used_after > threshold {
+                    let used_before = used_after.saturating_sub(hits);
+                    stats
+                        .near_limit
+                        .add(used_after - used_before.max(threshold));
+                }
+            }
+            DecisionOutcome::OverLimit => stats.over_limit.add(hits),
+            DecisionOutcome::ShadowOverLimit => {
+                stats.over_limit.add(hits);
+                stats.shadow_mode.add(hits);
+            }
+            DecisionOutcome::Unlimited => {}
+        }
+    }
+}
+
+/// `domain`, `key1`, `key2` as upstream's mapper cuts the statsd key, plus our `rule`.
+struct UpstreamLabels<'a> {
+    rule: &'a str,
+}
+
+impl EncodeLabelSet for UpstreamLabels<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let mut segments = self.rule.split('.');
+        let domain = segments.next().unwrap_or_default();
+        let key1 = segments.next().unwrap_or_default();
+        let mut labels = vec![("domain", domain), ("key1", key1)];
+        if let Some(key2) = segments.next() {
+            labels.push(("key2", key2));
+        }
+        labels.push(("rule", self.rule));
+        labels.as_slice().encode(encoder)
+    }
+}
+
+/// One exported stat: its name, its help, and where a rule keeps its count.
+type Stat = (
+    &'static str,
+    &'static str,
+    fn(&RuleStats) -> &ShardedCounter,
+);
+
+const STATS: [Stat; 5] = [
+    (
+        "ratelimit_service_rate_limit_total_hits",
+        "Hits of a rule (upstream's total_hits).",
+        |s| &s.total_hits,
+    ),
+    (
+        "ratelimit_service_rate_limit_over_limit",
+        "Hits over a rule's limit, shadow mode included (upstream's over_limit).",
+        |s| &s.over_limit,
+    ),
+    (
+        "ratelimit_service_rate_limit_near_limit",
+        "Accepted hits above NEAR_LIMIT_RATIO of a rule's limit (upstream's near_limit).",
+        |s| &s.near_limit,
+    ),
+    (
+        "ratelimit_service_rate_limit_within_limit",
+        "Hits within a rule's limit (upstream's within_limit).",
+        |s| &s.within_limit,
+    ),
+    (
+        "ratelimit_service_rate_limit_shadow_mode",
+        "Hits over a rule's limit answered OK by shadow mode (upstream's shadow_mode).",
+        |s| &s.shadow_mode,
+    ),
+];
+
+impl Collector for UpstreamStats {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let rules = self.rules.read().unwrap_or_else(PoisonError::into_inner);
+        if rules.is_empty() {
+            return Ok(());
+        }
+        for (name, help, counter) in STATS {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for ((_, label), stats) in rules.iter() {
+                let labels = UpstreamLabels { rule: &label.0 };
+                family
+                    .encode_family(&labels)?
+                    .encode_gauge(&counter(stats).get())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(
+        stats: &UpstreamStats,
+        label: &Arc<str>,
+        pick: fn(&RuleStats) -> &ShardedCounter,
+    ) -> u64 {
+        let rules = stats.rules.read().unwrap_or_else(PoisonError::into_inner);
+        let domain: Arc<str> = Arc::from("d");
+        rules
+            .get(&(SharedLabel(domain), SharedLabel(Arc::clone(label))))
+            .map_or(0, |s| pick(s).get())
+    }
+
+    /// Upstream's arithmetic: threshold floor(10 × 0.8) = 8; a hit of 3 taking the count from
+    /// 7 to 10 has 2 hits above it.
+    #[test]
+    fn near_limit_counts_only_the_hits_above_the_threshold() {
+        let stats = UpstreamStats::new();
+        let (domain, label): (Arc<str>, Arc<str>) = (Arc::from("d"), Arc::from("d.k"));
+        stats.record(&domain, &label, DecisionOutcome::WithinLimit, 7, 10, 7);
+        assert_eq!(count(&stats, &label, |s| &s.near_limit), 0);
+        stats.record(&domain, &label, DecisionOutcome::WithinLimit, 3, 10, 10);
+        assert_eq!(count(&stats, &label, |s| &s.near_limit), 2);
+        assert_eq!(count(&stats, &label, |s| &s.within_limit), 10);
+        stats.record(&domain, &label, DecisionOutcome::ShadowOverLimit, 4, 10, 10);
+        assert_eq!(count(&stats, &label, |s| &s.over_limit), 4);
+        assert_eq!(count(&stats, &label, |s| &s.shadow_mode), 4);
+        assert_eq!(count(&stats, &label, |s| &s.total_hits), 14);
+
+        stats.set_near_limit_ratio(0.5);
+        let other: Arc<str> = Arc::from("d.other");
+        stats.record(&domain, &other, DecisionOutcome::WithinLimit, 1, 10, 6);
+        assert_eq!(count(&stats, &other, |s| &s.near_limit), 1);
+    }
+
+    #[test]
+    fn labels_are_cut_as_upstreams_mapper_cuts_the_statsd_key() {
+        let stats = UpstreamStats::new();
+        let domain: Arc<str> = Arc::from("d");
+        for label in ["d.a", "d.a_1.b.c"] {
+            stats.record(
+                &domain,
+                &Arc::from(label),
+                DecisionOutcome::OverLimit,
+                1,
+                5,
+                5,
+            );
+        }
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(stats));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(
+            text.contains(
+                r#"ratelimit_service_rate_limit_over_limit{domain="d",key1="a",rule="d.a"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"ratelimit_service_rate_limit_over_limit{domain="d",key1="a_1",key2="b",rule="d.a_1.b.c"} 1"#
+            ),
+            "{text}"
+        );
+    }
+}
