@@ -11,9 +11,10 @@ mod support;
 use std::time::Duration;
 
 use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse,
-    RlsClient, Unit, descriptor, request,
+    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse, Unit,
+    descriptor, request,
 };
+use support::rls::Rls;
 use support::{Launch, Service};
 
 /// Room for every counting test: all its calls fall in one minute.
@@ -21,46 +22,6 @@ const WORK: Duration = Duration::from_secs(3);
 
 fn stay_in_one_minute() {
     support::avoid_window_boundary(Duration::from_secs(60), WORK);
-}
-
-/// A running service on `yaml` with a connected client. Hold the whole value: the temp dir
-/// holds the config file.
-struct Rls {
-    _dir: tempfile::TempDir,
-    service: Service,
-    client: RlsClient,
-}
-
-impl Rls {
-    async fn start(yaml: &str, args: &[&str], env: &[(&str, &str)]) -> Rls {
-        let (dir, limits) = support::limits_file(yaml);
-        let service = Service::start_with(
-            &limits,
-            args,
-            Launch {
-                env,
-                ..Launch::default()
-            },
-        );
-        let client = grpc::rls_client(service.grpc_addr).await;
-        Rls {
-            _dir: dir,
-            service,
-            client,
-        }
-    }
-
-    async fn check(
-        &mut self,
-        domain: &str,
-        descriptors: Vec<RateLimitDescriptor>,
-    ) -> RateLimitResponse {
-        let n = descriptors.len();
-        let response =
-            grpc::should_rate_limit(&mut self.client, request(domain, descriptors)).await;
-        assert_eq!(response.statuses.len(), n, "{response:?}");
-        response
-    }
 }
 
 fn code(status: &DescriptorStatus) -> Code {
@@ -100,7 +61,7 @@ descriptors:
 /// descriptor of the request is over; statuses stay per descriptor.
 #[tokio::test]
 async fn quota_mode_denies_only_when_every_quota_is_over() {
-    let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"], &[]).await;
+    let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"]).await;
     stay_in_one_minute();
     let both = || {
         vec![
@@ -145,7 +106,7 @@ async fn quota_mode_denies_only_when_every_quota_is_over() {
 /// headers describe it (not a quota that is over too).
 #[tokio::test]
 async fn a_regular_descriptor_over_its_limit_still_denies_beside_quotas() {
-    let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"], &[]).await;
+    let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"]).await;
     stay_in_one_minute();
     let mixed = || {
         vec![
@@ -184,7 +145,15 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
         (&["--quota-mode"][..], &[][..]),
         (&[][..], &[("QUOTA_MODE", "true")][..]),
     ] {
-        let mut rls = Rls::start(PLAIN_YAML, args, env).await;
+        let mut rls = Rls::start_with(
+            PLAIN_YAML,
+            args,
+            Launch {
+                env,
+                ..Launch::default()
+            },
+        )
+        .await;
         stay_in_one_minute();
         let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
         rls.check("plain", both()).await;
@@ -203,7 +172,15 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
         );
     }
     // Without the switch the same requests are denied.
-    let mut rls = Rls::start(PLAIN_YAML, &[], &[("QUOTA_MODE", "false")]).await;
+    let mut rls = Rls::start_with(
+        PLAIN_YAML,
+        &[],
+        Launch {
+            env: &[("QUOTA_MODE", "false")],
+            ..Launch::default()
+        },
+    )
+    .await;
     stay_in_one_minute();
     let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
     rls.check("plain", both()).await;
@@ -227,7 +204,15 @@ async fn global_shadow_mode_keeps_descriptor_statuses_and_turns_only_the_overall
         (&["--shadow-mode", "--response-headers"][..], &[][..]),
         (&["--response-headers"][..], &[("SHADOW_MODE", "1")][..]),
     ] {
-        let mut rls = Rls::start(SHADOW_YAML, args, env).await;
+        let mut rls = Rls::start_with(
+            SHADOW_YAML,
+            args,
+            Launch {
+                env,
+                ..Launch::default()
+            },
+        )
+        .await;
         stay_in_one_minute();
         let first = rls
             .check("shadow", vec![descriptor(&[("user", "u")])])
@@ -267,7 +252,7 @@ descriptors:
 /// as unlimited; an unlimited rule's own `replaces` still drops the limit it names.
 #[tokio::test]
 async fn an_unlimited_rule_stays_unlimited_when_replaced_and_still_replaces() {
-    let mut rls = Rls::start(REPLACES_YAML, &[], &[]).await;
+    let mut rls = Rls::start(REPLACES_YAML, &[]).await;
     let r = rls
         .check(
             "replaces",
@@ -325,7 +310,7 @@ fn with_override(
 /// window, so another counter.
 #[tokio::test]
 async fn a_request_override_counts_on_the_matched_rules_counter() {
-    let mut rls = Rls::start(OVERRIDE_YAML, &[], &[]).await;
+    let mut rls = Rls::start(OVERRIDE_YAML, &[]).await;
     stay_in_one_minute();
     for _ in 0..2 {
         let r = rls
@@ -585,7 +570,7 @@ descriptors:
 /// wildcard's, the other entries keep their own values.
 #[tokio::test]
 async fn share_threshold_counts_every_value_of_a_wildcard_on_one_counter() {
-    let mut rls = Rls::start(SHARE_YAML, &[], &[]).await;
+    let mut rls = Rls::start(SHARE_YAML, &[]).await;
     stay_in_one_minute();
     let path = |value: &str| vec![descriptor(&[("path", value)])];
     let a = rls.check("share", path("/files/a")).await;
@@ -698,7 +683,15 @@ async fn dynamic_metadata_carries_the_passed_descriptors_metadata() {
         (&["--response-dynamic-metadata"][..], &[][..]),
         (&[][..], &[("RESPONSE_DYNAMIC_METADATA", "true")][..]),
     ] {
-        let mut rls = Rls::start(METADATA_YAML, args, env).await;
+        let mut rls = Rls::start_with(
+            METADATA_YAML,
+            args,
+            Launch {
+                env,
+                ..Launch::default()
+            },
+        )
+        .await;
         stay_in_one_minute();
         let mut first = request("meta", descriptors());
         first.hits_addend = 1;
@@ -732,7 +725,7 @@ async fn dynamic_metadata_carries_the_passed_descriptors_metadata() {
         );
     }
     // Off by default.
-    let mut rls = Rls::start(METADATA_YAML, &[], &[]).await;
+    let mut rls = Rls::start(METADATA_YAML, &[]).await;
     let r = rls.check("meta", descriptors()).await;
     assert_eq!(r.dynamic_metadata, None, "{r:?}");
 }
@@ -781,12 +774,7 @@ descriptors:
 /// overflow is counted in the rule's own series and in `rls_detailed_series_capped_total`).
 #[tokio::test]
 async fn value_to_metric_and_detailed_metric_labels_are_upstreams_and_capped() {
-    let mut rls = Rls::start(
-        METRIC_NAMES_YAML,
-        &["--max-metric-series-per-rule", "2"],
-        &[],
-    )
-    .await;
+    let mut rls = Rls::start(METRIC_NAMES_YAML, &["--max-metric-series-per-rule", "2"]).await;
     for route in ["draw", "paint", "erase"] {
         rls.check(
             "names",

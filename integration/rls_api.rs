@@ -11,78 +11,17 @@ use std::time::Duration;
 
 use support::Service;
 use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitRequest,
-    RateLimitResponse, RlsClient, UInt64Value, Unit, descriptor, request,
+    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse,
+    UInt64Value, Unit, descriptor, request,
 };
 use support::metrics::sample;
+use support::rls::Rls;
 
 /// Room for every counting test: all its calls fall in one minute (and one hour).
 const WORK: Duration = Duration::from_secs(3);
 
 fn stay_in_one_minute() {
     support::avoid_window_boundary(Duration::from_secs(60), WORK);
-}
-
-/// A running service on `yaml` with a connected client. Hold the whole value: the
-/// temp dir holds the config file.
-struct Rls {
-    _dir: tempfile::TempDir,
-    service: Service,
-    client: RlsClient,
-}
-
-impl Rls {
-    async fn start(yaml: &str, args: &[&str]) -> Rls {
-        let (dir, limits) = support::limits_file(yaml);
-        let service = Service::start(&limits, args);
-        let client = grpc::rls_client(service.grpc_addr).await;
-        Rls {
-            _dir: dir,
-            service,
-            client,
-        }
-    }
-
-    async fn send(&mut self, request: RateLimitRequest) -> RateLimitResponse {
-        let n = request.descriptors.len();
-        let response = grpc::should_rate_limit(&mut self.client, request).await;
-        assert_eq!(
-            response.statuses.len(),
-            n,
-            "one status per descriptor expected: {response:?}"
-        );
-        response
-    }
-
-    async fn check(
-        &mut self,
-        domain: &str,
-        descriptors: Vec<RateLimitDescriptor>,
-    ) -> RateLimitResponse {
-        self.send(request(domain, descriptors)).await
-    }
-
-    /// The status of a request with the single descriptor `entries`.
-    async fn one(&mut self, domain: &str, entries: &[(&str, &str)]) -> DescriptorStatus {
-        let mut response = self.check(domain, vec![descriptor(entries)]).await;
-        response.statuses.remove(0)
-    }
-
-    fn metrics(&self) -> String {
-        self.service.metrics()
-    }
-
-    fn decisions(&self, domain: &str, rule: &str, outcome: &str) -> f64 {
-        let text = self.metrics();
-        sample(
-            &text,
-            "rls_descriptor_decisions_total",
-            &[("domain", domain), ("rule", rule), ("outcome", outcome)],
-        )
-        .unwrap_or_else(|| {
-            panic!("no rls_descriptor_decisions_total{{domain={domain:?},rule={rule:?},outcome={outcome:?}}} in /metrics:\n{text}")
-        })
-    }
 }
 
 fn code(status: &DescriptorStatus) -> Code {

@@ -22,6 +22,7 @@ pub mod process;
 pub mod proxy;
 pub mod raw_grpc;
 pub mod redis_admin;
+pub mod rls;
 mod service;
 pub mod sql_admin;
 pub mod tls;
