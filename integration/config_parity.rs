@@ -11,8 +11,8 @@ mod support;
 use std::time::Duration;
 
 use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse, Unit,
-    descriptor, request,
+    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse,
+    RlsClient, Unit, descriptor, request,
 };
 use support::rls::Rls;
 use support::{Launch, Service};
@@ -618,35 +618,14 @@ async fn share_threshold_shares_one_counter_across_processes_through_redis() {
     let mut one_client = grpc::rls_client(one.grpc_addr).await;
     let mut two_client = grpc::rls_client(two.grpc_addr).await;
     stay_in_one_minute();
-    for _ in 0..2 {
-        let r = grpc::should_rate_limit(
-            &mut one_client,
-            request("share", vec![descriptor(&[("path", "/files/a")])]),
-        )
-        .await;
-        assert_eq!(codes(&r), [Code::Ok], "{r:?}");
-    }
-    // A peek (hits_addend 0) consumes nothing: poll it until the other process's hits arrive.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let mut peek = descriptor(&[("path", "/files/b")]);
-        peek.hits_addend = Some(support::grpc::UInt64Value { value: 0 });
-        let r = grpc::should_rate_limit(&mut two_client, request("share", vec![peek])).await;
-        if r.statuses[0].limit_remaining == 0 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the second process does not see the shared count: {r:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let r = grpc::should_rate_limit(
+    a_shared_count_reaches(
+        &mut one_client,
         &mut two_client,
-        request("share", vec![descriptor(&[("path", "/files/b")])]),
+        Duration::from_secs(5),
+        "/files/b",
+        || "the second process does not see the shared count".to_owned(),
     )
     .await;
-    assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
     support::redis_admin::delete_under(support::redis_admin::LOCAL_REDIS_URL, &prefix);
 }
 
@@ -947,32 +926,53 @@ async fn share_threshold_shares_one_counter_across_regions_through_sql() {
     );
     let mut a_client = grpc::rls_client(a.grpc_addr).await;
     let mut b_client = grpc::rls_client(b.grpc_addr).await;
+    a_shared_count_reaches(
+        &mut a_client,
+        &mut b_client,
+        Duration::from_secs(10),
+        "/files/c",
+        || {
+            format!(
+                "region b does not see region a's shared count\n{}",
+                b.log_tail(20)
+            )
+        },
+    )
+    .await;
+}
+
+/// Spends the shared budget of 2 on `/files/a` through `spender`; waits (peeking, which
+/// consumes nothing, for at most `timeout`) until `watcher` sees it on `/files/b`; then
+/// `watcher` is denied on `next`, another value of the same shared wildcard.
+async fn a_shared_count_reaches(
+    spender: &mut RlsClient,
+    watcher: &mut RlsClient,
+    timeout: Duration,
+    next: &str,
+    unseen: impl Fn() -> String,
+) {
     for _ in 0..2 {
         let r = grpc::should_rate_limit(
-            &mut a_client,
+            spender,
             request("share", vec![descriptor(&[("path", "/files/a")])]),
         )
         .await;
         assert_eq!(codes(&r), [Code::Ok], "{r:?}");
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + timeout;
     loop {
         let mut peek = descriptor(&[("path", "/files/b")]);
         peek.hits_addend = Some(support::grpc::UInt64Value { value: 0 });
-        let r = grpc::should_rate_limit(&mut b_client, request("share", vec![peek])).await;
+        let r = grpc::should_rate_limit(watcher, request("share", vec![peek])).await;
         if r.statuses[0].limit_remaining == 0 {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "region b does not see region a's shared count: {r:?}\n{}",
-            b.log_tail(20)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(std::time::Instant::now() < deadline, "{}: {r:?}", unseen());
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let r = grpc::should_rate_limit(
-        &mut b_client,
-        request("share", vec![descriptor(&[("path", "/files/c")])]),
+        watcher,
+        request("share", vec![descriptor(&[("path", next)])]),
     )
     .await;
     assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");

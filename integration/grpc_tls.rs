@@ -6,11 +6,12 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::grpc::{self, Code, RateLimitResponse, RlsClient, descriptor, request};
 use support::metrics::sample;
+use support::process::run_within;
 use support::tls::{Ca, TlsDir, client_config, tls_rls_client};
 use support::{Launch, Service};
 
@@ -257,32 +258,17 @@ async fn upstreams_variables_alone_turn_on_mtls() {
 /// each of `expected`.
 fn assert_start_fails(args: &[&str], env: &[(&str, &str)], expected: &[&str]) {
     let (_dir, limits) = support::limits_file(LIMITS);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&limits)
-        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn gcounter-rls");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("serve {args:?} with {env:?} did not stop at start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("output");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let (output, text, ended) = run_within(
+        Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&limits)
+            .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied()),
+        Duration::from_secs(15),
     );
+    assert!(ended, "serve {args:?} with {env:?} did not stop at start");
     assert!(!output.status.success(), "serve {args:?} exited 0: {text}");
     for needle in expected {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");

@@ -20,12 +20,13 @@ mod redis_testing;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::grpc::{self, Code, RateLimitRequest, descriptor, request};
 use support::load::{self, Sent};
 use support::metrics::sample;
+use support::process::run_within;
 use support::proxy::{Cut, Proxy};
 use support::redis_admin;
 use support::sql_admin::{Backend, TestDb};
@@ -342,26 +343,11 @@ async fn starts_without_the_database_and_catches_up_postgres() {
 
 /// Runs `gcounter-rls args…`, killing it after 10 s; exit code and combined output.
 fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gcounter-rls"));
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().expect("spawn gcounter-rls");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let output = child.wait_with_output().expect("gcounter-rls output");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let (output, text, _) = run_within(
+        Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+            .args(args)
+            .envs(env.iter().copied()),
+        Duration::from_secs(10),
     );
     (output.status.code(), text)
 }

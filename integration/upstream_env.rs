@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use support::Service;
 use support::grpc::{self, Code, descriptor, request};
+use support::process::run_within;
 
 const LIMITS: &str = "
 domain: upstream
@@ -141,29 +142,19 @@ async fn runs_serve_from_upstreams_variables_alone() {
 
 /// The binary, without arguments, with only `env`, must stop at start naming `variable`.
 fn assert_refused(env: &[(&str, &str)], variable: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
-        .env_clear()
-        .envs(env.iter().copied())
-        .env("HOST", "127.0.0.1")
-        .env("PORT", "0")
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("GRPC_PORT", "0")
-        .env("DEBUG_HOST", "127.0.0.1")
-        .env("DEBUG_PORT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{env:?} was not refused at start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("output");
+    let (output, _, ended) = run_within(
+        Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+            .env_clear()
+            .envs(env.iter().copied())
+            .env("HOST", "127.0.0.1")
+            .env("PORT", "0")
+            .env("GRPC_HOST", "127.0.0.1")
+            .env("GRPC_PORT", "0")
+            .env("DEBUG_HOST", "127.0.0.1")
+            .env("DEBUG_PORT", "0"),
+        Duration::from_secs(15),
+    );
+    assert!(ended, "{env:?} was not refused at start");
     let text = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{env:?}: exit 0");
     assert!(

@@ -27,3 +27,40 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)
 }
+
+/// Runs `command` (stdin null, stdout and stderr captured) to its end, for at most `timeout`:
+/// past it the process is killed. Returns its output, stdout then stderr as one text, and
+/// whether it ended by itself.
+pub fn run_within(
+    command: &mut std::process::Command,
+    timeout: std::time::Duration,
+) -> (std::process::Output, String, bool) {
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+    let deadline = std::time::Instant::now() + timeout;
+    let mut ended = false;
+    while std::time::Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            ended = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !ended {
+        let _ = child.kill();
+    }
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("output of {command:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output, text, ended)
+}
