@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::FutureExt;
-use gcounter_rls::engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
-use gcounter_rls::regional::InProcessOrigin;
+use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
+use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
 
 const MINUTE_MS: u64 = 60_000;

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use gcounter_rls::engine::{Engine, EngineSettings, Hit, ManualClock};
-use gcounter_rls::regional::InProcessOrigin;
+use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock};
+use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
 
 const MINUTE_MS: u64 = 60_000;
@@ -98,7 +98,7 @@ fn flood() {
     const MAX_CELLS: usize = 1_000_000;
     const KEYS: u64 = 5_000_000;
     // The service's defaults: the byte cap binds before the cell cap for these cells.
-    let engine = engine(MAX_CELLS, gcounter_rls::engine::DEFAULT_MAX_CELL_BYTES);
+    let engine = engine(MAX_CELLS, gcounter_engine::engine::DEFAULT_MAX_CELL_BYTES);
     let mut samples = Vec::new();
     fill(&engine, 0..KEYS, |done| {
         if done % 500_000 == 0 {

@@ -15,8 +15,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use futures_util::FutureExt;
-use gcounter_rls::engine::{Engine, EngineSettings, SystemClock};
-use gcounter_rls::regional::InProcessOrigin;
+use gcounter_engine::engine::{Engine, EngineSettings, SystemClock};
+use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::rls::{RateLimiter, RlsSettings};
 use gcounter_rls::telemetry::Metrics;
 
@@ -65,7 +65,7 @@ fn limiter() -> RateLimiter {
         EngineSettings::default(),
         Arc::new(InProcessOrigin::new(1_000)),
         Arc::new(SystemClock),
-        Arc::clone(&metrics),
+        Arc::clone(&metrics) as _,
     ));
     RateLimiter::new(
         Arc::new(ArcSwap::from_pointee(limits)),

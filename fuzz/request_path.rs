@@ -20,8 +20,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use gcounter_rls::engine::{Engine, EngineSettings, ManualClock};
-use gcounter_rls::regional::InProcessOrigin;
+use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
+use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::rls::{RateLimiter, RlsSettings};
 use gcounter_rls::telemetry::Metrics;
 use proptest::prelude::*;
@@ -96,7 +96,7 @@ fn limiter() -> (RateLimiter, Arc<ManualClock>) {
         },
         Arc::new(InProcessOrigin::new(512)),
         Arc::clone(&clock) as _,
-        Arc::clone(&metrics),
+        Arc::clone(&metrics) as _,
     ));
     let limiter = RateLimiter::new(
         Arc::new(ArcSwap::from_pointee(limits)),

@@ -9,8 +9,7 @@
 
 mod support;
 
-#[path = "../src/regional/redis/testing.rs"]
-mod redis_testing;
+use gcounter_redis::testing as redis_testing;
 
 use std::time::{Duration, Instant};
 

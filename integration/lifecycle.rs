@@ -15,8 +15,7 @@
 
 mod support;
 
-#[path = "../src/regional/redis/testing.rs"]
-mod redis_testing;
+use gcounter_redis::testing as redis_testing;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -2,14 +2,9 @@
 //! G-Counters. See ARCHITECTURE.md for the codemap.
 
 pub mod admin;
-pub mod cell_key;
 pub mod config;
 pub mod duration_arg;
-pub mod engine;
-pub mod global;
 pub mod loadtest;
-pub mod redact;
-pub mod regional;
 pub mod rls;
 pub mod runtime;
 pub mod serve;

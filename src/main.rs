@@ -5,14 +5,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use gcounter_engine::engine::{Clock, SystemClock};
+use gcounter_engine::global::GlobalStore;
 use gcounter_rls::config::{LoadOptions, ReadLimits};
-use gcounter_rls::engine::{Clock, SystemClock};
-use gcounter_rls::global::{GlobalStore, SqlStore};
 use gcounter_rls::loadtest::{self, LoadtestArgs};
 use gcounter_rls::runtime;
 use gcounter_rls::serve::{self, ServeArgs};
 use gcounter_rls::telemetry::{LogFormat, init_logging};
 use gcounter_rls::upstream_env;
+use gcounter_sql::SqlStore;
 
 #[derive(Debug, Parser)]
 #[command(

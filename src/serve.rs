@@ -13,12 +13,6 @@ use arc_swap::ArcSwap;
 use crate::admin::{self, AdminState};
 use crate::config::{self, LoadOptions, ReadLimits};
 use crate::duration_arg::{DurationRange, hours, millis};
-use crate::engine::{CELL_OVERHEAD_BYTES, Engine, EngineSettings, SystemClock};
-use crate::global::{GlobalCounters, GlobalSettings, GlobalStore, SqlStore};
-use crate::regional::{
-    GuardSettings, GuardedOrigin, InProcessOrigin, RedisOrigin, RedisSettings, RegionalOrigin,
-    install_tls_provider,
-};
 use crate::rls::{
     HeaderNames, RateLimitRoute, RateLimitServiceServer, RateLimiter, RequestLimits, RlsSettings,
 };
@@ -26,6 +20,12 @@ use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::{Metrics, MetricsSettings};
 use crate::transport::{self, TlsFiles, TlsReloader, TransportSettings};
 use crate::upstream_env::{self, Lookup};
+use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, Engine, EngineSettings, SystemClock};
+use gcounter_engine::global::{GlobalCounters, GlobalSettings, GlobalStore};
+use gcounter_engine::recorder::Recorder;
+use gcounter_engine::regional::{GuardSettings, GuardedOrigin, InProcessOrigin, RegionalOrigin};
+use gcounter_redis::{RedisOrigin, RedisSettings, install_tls_provider};
+use gcounter_sql::SqlStore;
 
 /// `--max-cell-bytes` must hold at least this many cells of the largest descriptor: below
 /// it the table's shards could not admit such a cell at all.
@@ -458,7 +458,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<()> {
         settings,
         origin,
         Arc::new(SystemClock),
-        Arc::clone(&metrics),
+        Arc::clone(&metrics) as Arc<dyn Recorder>,
     ));
 
     let reloads = config::watch(
@@ -675,7 +675,7 @@ async fn global_counters(
         Arc::clone(engine),
         args.region()?.to_owned(),
         settings,
-        Arc::clone(metrics),
+        Arc::clone(metrics) as Arc<dyn Recorder>,
     ))))
 }
 

@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::config::LimitsConfig;
-use crate::engine::Engine;
 use crate::telemetry::Metrics;
+use gcounter_engine::engine::Engine;
 
 #[derive(Clone)]
 pub struct AdminState {

@@ -29,8 +29,8 @@ pub use route::RateLimitRoute;
 pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
-use crate::engine::{Engine, Hit};
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
+use gcounter_engine::engine::{Engine, Hit};
 use overall::{Role, Tally};
 use plan::Plan;
 

@@ -9,7 +9,7 @@ use envoy_types::pb::google::protobuf::Duration;
 use super::overall::Role;
 use super::plan::Limited;
 use super::units;
-use crate::engine::Verdict;
+use gcounter_engine::engine::Verdict;
 
 /// Names of the optional response headers (IETF draft `RateLimit-*` fields by default).
 #[derive(Debug, Clone)]

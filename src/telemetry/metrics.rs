@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use gcounter_engine::recorder::{DecisionSource, FlushRecord, OriginOp, Recorder};
+
 use super::connections::ConnectionMetricFamilies;
 use super::sharded::ShardedCounter;
 use super::upstream_stats::UpstreamStats;
@@ -68,62 +70,20 @@ impl EncodeLabelValue for DecisionOutcome {
     }
 }
 
-/// Why the engine talked to the regional origin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OriginOp {
-    /// First use of a cell in this process.
-    Cold,
-    /// Past the cell's freshness deadline.
-    Stale,
-    /// The counter is in strict mode after a denial.
-    Strict,
-    /// Batched accepted work.
-    Replay,
-}
-
-impl EncodeLabelValue for OriginOp {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
-        encoder.write_str(match self {
-            Self::Cold => "cold",
-            Self::Stale => "stale",
-            Self::Strict => "strict",
-            Self::Replay => "replay",
-        })
-    }
-}
-
-/// Where a decision's counts came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecisionSource {
-    /// Memory only.
-    Local,
-    /// After a synchronous read of the regional origin.
-    Origin,
-}
-
-impl EncodeLabelValue for DecisionSource {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
-        encoder.write_str(match self {
-            Self::Local => "local",
-            Self::Origin => "origin",
-        })
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OriginLabels {
-    op: OriginOp,
+    op: &'static str,
     result: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OpLabels {
-    op: OriginOp,
+    op: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct SourceLabels {
-    source: DecisionSource,
+    source: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -293,7 +253,9 @@ impl Metrics {
         let source_family = Family::<SourceLabels, ShardedCounter>::default();
         let decisions_by_source = [DecisionSource::Local, DecisionSource::Origin].map(|source| {
             source_family
-                .get_or_create(&SourceLabels { source })
+                .get_or_create(&SourceLabels {
+                    source: source.as_str(),
+                })
                 .clone()
         });
         let origin_circuit = Gauge::default();
@@ -454,65 +416,6 @@ impl Metrics {
         }
     }
 
-    /// One global flush: rows written, failed chunks, rows the table cannot hold.
-    pub fn global_flush(
-        &self,
-        written: u64,
-        failed_chunks: u64,
-        skipped: u64,
-        took: std::time::Duration,
-    ) {
-        self.global_rows_written.inc_by(written);
-        self.global_write_errors.inc_by(failed_chunks);
-        self.global_rows_skipped.inc_by(skipped);
-        self.global_duration
-            .get_or_create(&GlobalOpLabels { op: "flush" })
-            .observe(took.as_secs_f64());
-    }
-
-    /// One successful global sync.
-    pub fn global_sync(&self, rows: u64, created: u64, took: std::time::Duration) {
-        self.global_sync_rows_applied.inc_by(rows);
-        self.global_sync_cells_created.inc_by(created);
-        self.global_sync_last_rows
-            .set(i64::try_from(rows).unwrap_or(i64::MAX));
-        self.global_duration
-            .get_or_create(&GlobalOpLabels { op: "sync" })
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn global_sync_failed(&self) {
-        self.global_sync_errors.inc();
-    }
-
-    pub fn global_cleanup(&self, took: std::time::Duration) {
-        self.global_duration
-            .get_or_create(&GlobalOpLabels { op: "cleanup" })
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn origin_call(&self, op: OriginOp, ok: bool, elapsed: std::time::Duration) {
-        let result = if ok { "ok" } else { "error" };
-        self.origin_operations
-            .get_or_create(&OriginLabels { op, result })
-            .inc();
-        self.origin_latency
-            .get_or_create(&OpLabels { op })
-            .observe(elapsed.as_secs_f64());
-    }
-
-    pub fn replay_batch(&self, cells: usize) {
-        self.replay_batch_cells.observe(cells as f64);
-    }
-
-    pub fn replay_overflow(&self) {
-        self.replay_overflow.inc();
-    }
-
-    pub fn decision_source(&self, source: DecisionSource) {
-        self.decisions_by_source[source as usize].inc();
-    }
-
     /// 0 closed, 1 half-open, 2 open.
     pub fn set_origin_circuit(&self, state: i64) {
         self.origin_circuit.set(state);
@@ -624,6 +527,64 @@ impl Metrics {
             .and_then(|()| encode_registry(&mut out, &self.upstream_registry))
             .and_then(|()| encode_eof(&mut out));
         out
+    }
+}
+
+/// The engine's and the global counters' reports, into this registry.
+impl Recorder for Metrics {
+    fn decision_source(&self, source: DecisionSource) {
+        // Indexed by the enum's order, as registered in `with_settings`.
+        if let Some(counter) = self.decisions_by_source.get(source as usize) {
+            counter.inc();
+        }
+    }
+
+    fn origin_call(&self, op: OriginOp, ok: bool, took: std::time::Duration) {
+        let result = if ok { "ok" } else { "error" };
+        let op = op.as_str();
+        self.origin_operations
+            .get_or_create(&OriginLabels { op, result })
+            .inc();
+        self.origin_latency
+            .get_or_create(&OpLabels { op })
+            .observe(took.as_secs_f64());
+    }
+
+    fn replay_batch(&self, cells: usize) {
+        self.replay_batch_cells.observe(cells as f64);
+    }
+
+    fn replay_overflow(&self) {
+        self.replay_overflow.inc();
+    }
+
+    fn global_flush(&self, flush: FlushRecord) {
+        self.global_rows_written.inc_by(flush.written);
+        self.global_write_errors.inc_by(flush.failed_chunks);
+        self.global_rows_skipped.inc_by(flush.skipped);
+        self.global_duration
+            .get_or_create(&GlobalOpLabels { op: "flush" })
+            .observe(flush.took.as_secs_f64());
+    }
+
+    fn global_sync(&self, rows: u64, created: u64, took: std::time::Duration) {
+        self.global_sync_rows_applied.inc_by(rows);
+        self.global_sync_cells_created.inc_by(created);
+        self.global_sync_last_rows
+            .set(i64::try_from(rows).unwrap_or(i64::MAX));
+        self.global_duration
+            .get_or_create(&GlobalOpLabels { op: "sync" })
+            .observe(took.as_secs_f64());
+    }
+
+    fn global_sync_failed(&self) {
+        self.global_sync_errors.inc();
+    }
+
+    fn global_cleanup(&self, took: std::time::Duration) {
+        self.global_duration
+            .get_or_create(&GlobalOpLabels { op: "cleanup" })
+            .observe(took.as_secs_f64());
     }
 }
 

@@ -4,14 +4,9 @@ mod connections;
 mod logging;
 mod metrics;
 mod sharded;
-mod throttle;
 mod upstream_stats;
 
 pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};
 pub use logging::{LogFormat, init_logging};
-pub use metrics::{
-    DecisionOutcome, DecisionSource, Metrics, MetricsSettings, OriginOp, RequestOutcome,
-    SharedLabel,
-};
+pub use metrics::{DecisionOutcome, Metrics, MetricsSettings, RequestOutcome, SharedLabel};
 pub use sharded::ShardedCounter;
-pub use throttle::Throttle;

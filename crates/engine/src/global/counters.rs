@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use super::cadence::Cadence;
 use super::{GlobalStore, RowOutcome};
 use crate::engine::Engine;
-use crate::telemetry::{Metrics, Throttle};
+use crate::recorder::{FlushRecord, Recorder};
+use crate::throttle::Throttle;
 
 #[derive(Debug, Clone)]
 pub struct GlobalSettings {
@@ -61,7 +62,7 @@ pub struct GlobalCounters {
     engine: Arc<Engine>,
     region: String,
     settings: GlobalSettings,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn Recorder>,
     flush_warnings: Throttle,
     sync_warnings: Throttle,
     /// The schema is ready (migrated, or not ours to migrate).
@@ -74,7 +75,7 @@ impl GlobalCounters {
         engine: Arc<Engine>,
         region: String,
         settings: GlobalSettings,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn Recorder>,
     ) -> Self {
         Self {
             store,
@@ -134,7 +135,11 @@ impl GlobalCounters {
                 if let Some(suppressed) = self.flush_warnings.allow() {
                     tracing::warn!(%error, store = self.store.name(), suppressed, "global flush failed; rows stay pending");
                 }
-                self.metrics.global_flush(0, 1, 0, started.elapsed());
+                self.metrics.global_flush(FlushRecord {
+                    failed_chunks: 1,
+                    took: started.elapsed(),
+                    ..FlushRecord::default()
+                });
                 return Flushed {
                     failed: rows.len(),
                     ..Flushed::default()
@@ -144,7 +149,11 @@ impl GlobalCounters {
                 if let Some(suppressed) = self.flush_warnings.allow() {
                     tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), suppressed, "global flush timed out; rows stay pending");
                 }
-                self.metrics.global_flush(0, 1, 0, started.elapsed());
+                self.metrics.global_flush(FlushRecord {
+                    failed_chunks: 1,
+                    took: started.elapsed(),
+                    ..FlushRecord::default()
+                });
                 return Flushed {
                     failed: rows.len(),
                     ..Flushed::default()
@@ -172,12 +181,12 @@ impl GlobalCounters {
             let chunks = report.errors().count();
             tracing::warn!(%error, chunks, store = self.store.name(), suppressed, "global flush chunks failed; their rows stay pending");
         }
-        self.metrics.global_flush(
-            flushed.published as u64,
-            report.errors().count() as u64,
-            flushed.skipped as u64,
-            started.elapsed(),
-        );
+        self.metrics.global_flush(FlushRecord {
+            written: flushed.published as u64,
+            failed_chunks: report.errors().count() as u64,
+            skipped: flushed.skipped as u64,
+            took: started.elapsed(),
+        });
         flushed
     }
 

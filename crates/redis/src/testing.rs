@@ -1,9 +1,8 @@
 //! Throwaway `redis-server` processes for tests: a plain node, a TLS node, a Redis Cluster.
 //!
-//! Only std and `tempfile`, so integration tests can reuse it with
-//! `#[path = "../src/regional/redis/testing.rs"] mod redis_testing;`. Servers are killed when
-//! their handle drops (also when a test panics); each keeps its files in its own temp dir.
-#![allow(dead_code)]
+//! Only std and `tempfile`; other crates' tests use it through the `testing` feature. Servers
+//! are killed when their handle drops (also when a test panics); each keeps its files in its
+//! own temp dir.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -25,9 +25,10 @@ pub use decision::{Decision, decide};
 pub use window::WindowPosition;
 
 use crate::cell_key::{CellKey, CellKeyRef};
+use crate::recorder::{DecisionSource, OriginOp, Recorder};
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
-use crate::telemetry::{DecisionSource, Metrics, OriginOp, Throttle};
+use crate::throttle::Throttle;
 use cell::ReplayNeed;
 use refresh::{RefreshGate, Turn};
 use replay::ReplayQueue;
@@ -134,7 +135,7 @@ pub struct Engine {
     refresh_gate: RefreshGate,
     origin: Arc<dyn RegionalOrigin>,
     clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn Recorder>,
     replay_warnings: Throttle,
 }
 
@@ -143,7 +144,7 @@ impl Engine {
         settings: EngineSettings,
         origin: Arc<dyn RegionalOrigin>,
         clock: Arc<dyn Clock>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn Recorder>,
     ) -> Self {
         let budget = CellBudget::new(settings.max_cells, settings.max_cell_bytes);
         Self {

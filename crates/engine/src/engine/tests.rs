@@ -1,12 +1,30 @@
 //! Engine behaviour over the in-process origin, with a manual clock.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::*;
+use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::{CellRead, InProcessOrigin, OriginError, OriginFuture};
 
-fn metrics() -> Arc<Metrics> {
-    Arc::new(Metrics::new())
+fn metrics() -> Arc<dyn Recorder> {
+    Arc::new(NoRecorder)
+}
+
+/// Counts the replay overflows the engine reports.
+#[derive(Default)]
+struct OverflowCount(AtomicU64);
+
+impl Recorder for OverflowCount {
+    fn decision_source(&self, _: DecisionSource) {}
+    fn origin_call(&self, _: OriginOp, _: bool, _: Duration) {}
+    fn replay_batch(&self, _: usize) {}
+    fn replay_overflow(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    fn global_flush(&self, _: FlushRecord) {}
+    fn global_sync(&self, _: u64, _: u64, _: Duration) {}
+    fn global_sync_failed(&self) {}
+    fn global_cleanup(&self, _: Duration) {}
 }
 
 fn engine_at(now_ms: u64) -> (Arc<Engine>, Arc<ManualClock>, Arc<InProcessOrigin>) {
@@ -374,13 +392,13 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
         max_pending_replay: 1,
         ..EngineSettings::default()
     };
-    let metrics = metrics();
-    let engine = Engine::new(settings, origin.clone(), clock, metrics.clone());
+    let overflows = Arc::new(OverflowCount::default());
+    let engine = Engine::new(settings, origin.clone(), clock, overflows.clone());
     let names = Names::new();
     engine.check(names.hit("a", 1, 10)).await;
     engine.check(names.hit("b", 2, 10)).await;
     assert_eq!(engine.pending_replay_cells(), 1);
-    assert!(metrics.encode().contains("rls_replay_overflow_total 1"));
+    assert_eq!(overflows.0.load(Ordering::Relaxed), 1);
     engine.flush_replay().await;
     // b's next accept queues it again, with the earlier work
     engine.check(names.hit("b", 1, 10)).await;

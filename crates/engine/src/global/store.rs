@@ -1,28 +1,32 @@
 //! Where the global layer keeps its G-Counters: one component per (cell, region), merged with
 //! `max`, summed across regions.
 //!
-//! [`SqlStore`] is the real one (the `ratelimit_window_counts` table through sea-orm, on
-//! MySQL/MariaDB, PostgreSQL or SQLite; schema in the `migration` crate). [`MemoryStore`] has
-//! the same semantics in process, for tests of the engine side. Both go through
-//! [`prepare_rows`], so they skip, sort, merge and chunk a publish identically.
+//! `gcounter_sql::SqlStore` is the real one (the `ratelimit_window_counts` table through
+//! sea-orm, on MySQL/MariaDB, PostgreSQL or SQLite; schema in the `migration` crate).
+//! [`MemoryStore`] has the same semantics in process, for tests of the engine side. Both go
+//! through [`prepare_rows`], so they skip, sort, merge and chunk a publish identically.
 
-pub mod entity;
 mod memory;
-mod sql;
-#[cfg(test)]
-mod tests;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 pub use memory::{MemoryStore, StoredRow};
-pub use migration::{
-    IDENTIFIER_MAX_BYTES, NAMESPACE_MAX_BYTES, REGION_MAX_BYTES, WORKSPACE_ID_MAX_BYTES,
-};
-pub use sql::{SqlSettings, SqlStore};
+
+/// The longest key strings a store must hold (the columns of the `migration` crate; the SQL
+/// store checks at compile time that they agree). A longer key is never written: its cell
+/// stays local to the region ([`RowOutcome::Skipped`]).
+pub const WORKSPACE_ID_MAX_BYTES: u32 = 255;
+pub const NAMESPACE_MAX_BYTES: u32 = 1024;
+pub const IDENTIFIER_MAX_BYTES: u32 = 1024;
+pub const REGION_MAX_BYTES: u32 = 48;
 
 use crate::cell_key::CellKey;
+
+/// Rows per upsert statement unless a store's settings say otherwise: big enough to amortize
+/// the round trip, small enough that one statement holds its row locks briefly.
+pub const DEFAULT_CHUNK_ROWS: usize = 1_000;
 
 /// Boxed so the driver can hold any store as `Arc<dyn GlobalStore>`; store calls run a few
 /// times a minute, so the allocation is free.
@@ -144,7 +148,7 @@ pub trait GlobalStore: Send + Sync + 'static {
 
 /// One distinct row of a publish, ready to write: values already clamped to BIGINT.
 #[derive(Debug, Clone)]
-pub(crate) struct PreparedRow<'a> {
+pub struct PreparedRow<'a> {
     pub key: &'a CellKey,
     pub count: i64,
     pub expires_at: i64,
@@ -154,7 +158,7 @@ pub(crate) struct PreparedRow<'a> {
 
 /// Validate, sort in unique-key order and merge duplicates. Returns the rows to write and the
 /// outcomes so far (skipped rows are final; the others are `Failed` until their chunk commits).
-pub(crate) fn prepare_rows(rows: &[(CellKey, u64)]) -> (Vec<PreparedRow<'_>>, Vec<RowOutcome>) {
+pub fn prepare_rows(rows: &[(CellKey, u64)]) -> (Vec<PreparedRow<'_>>, Vec<RowOutcome>) {
     let mut outcomes = vec![RowOutcome::Failed; rows.len()];
     let mut order: Vec<usize> = Vec::with_capacity(rows.len());
     for (i, (key, _)) in rows.iter().enumerate() {
@@ -196,7 +200,7 @@ pub fn fits(key: &CellKey) -> bool {
         && i64::try_from(key.sequence).is_ok()
 }
 
-pub(crate) fn check_region(region: &str) -> Result<(), StoreError> {
+pub fn check_region(region: &str) -> Result<(), StoreError> {
     if region.is_empty() || region.len() > REGION_MAX_BYTES as usize {
         return Err(StoreError::InvalidRegion(region.to_owned()));
     }
@@ -213,6 +217,6 @@ pub fn expires_at(key: &CellKey) -> i64 {
 }
 
 /// u64 into a signed BIGINT: larger values saturate.
-pub(crate) fn clamp(value: u64) -> i64 {
+pub fn clamp(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }

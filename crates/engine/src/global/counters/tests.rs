@@ -3,6 +3,7 @@
 use super::*;
 use crate::engine::{EngineSettings, Hit, ManualClock};
 use crate::global::MemoryStore;
+use crate::recorder::NoRecorder;
 use crate::regional::InProcessOrigin;
 
 struct Region {
@@ -11,7 +12,7 @@ struct Region {
 }
 
 fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Region {
-    let metrics = Arc::new(Metrics::new());
+    let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
     let engine = Arc::new(Engine::new(
         EngineSettings::default(),
         Arc::new(InProcessOrigin::new(1_000)),

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::cell_key::CellKey;
+use gcounter_engine::cell_key::CellKey;
 
 /// Placeholder written before the tag is known; replaced in place (same length).
 const TAG_PLACEHOLDER: &str = "0000000000000000";

@@ -12,7 +12,7 @@ use futures_util::future::{BoxFuture, FutureExt, Shared};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::regional::OriginError;
+use gcounter_engine::regional::OriginError;
 
 type Attempt = Shared<BoxFuture<'static, Result<ClusterConnection, Arc<str>>>>;
 

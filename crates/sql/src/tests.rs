@@ -17,6 +17,7 @@ use sea_orm::{
 };
 
 use super::*;
+use gcounter_engine::global::*;
 use migration::TABLE;
 
 const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";

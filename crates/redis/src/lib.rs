@@ -10,8 +10,8 @@
 
 mod cluster;
 mod key;
-#[cfg(test)]
-pub(crate) mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 
@@ -24,10 +24,10 @@ use redis::cluster::ClusterClient;
 use redis::cluster_routing::Slot;
 use redis::{Client, ErrorKind, Pipeline, RedisError, ServerErrorKind, TlsCertificates, Value};
 
-use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
-use crate::cell_key::CellKey;
-use crate::redact::{redact_in, redact_url};
 use cluster::LazyCluster;
+use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::redact::{redact_in, redact_url};
+use gcounter_engine::regional::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 
 /// Each connection attempt gives up after this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -536,7 +536,7 @@ fn origin_error(error: RedisError) -> OriginError {
     if unavailable {
         OriginError::Unavailable(error.to_string())
     } else {
-        OriginError::Redis(error.to_string())
+        OriginError::Refused(error.to_string())
     }
 }
 

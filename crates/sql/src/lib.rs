@@ -16,16 +16,24 @@ use sea_orm::{
     RuntimeErr, Statement, Value,
 };
 
-use super::{
-    GlobalStore, PreparedRow, PublishReport, RowOutcome, StoreError, StoreFuture, SyncedCell,
-    check_region, clamp, prepare_rows,
+use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::global::{
+    DEFAULT_CHUNK_ROWS, GlobalStore, PreparedRow, PublishReport, RowOutcome, StoreError,
+    StoreFuture, SyncedCell, check_region, clamp, prepare_rows,
 };
-use crate::cell_key::CellKey;
-use crate::redact::{redact_in, redact_url};
+use gcounter_engine::redact::{redact_in, redact_url};
 
-/// Rows per upsert statement unless the settings say otherwise: big enough to amortize the
-/// round trip, small enough that one statement holds its row locks briefly.
-pub(super) const DEFAULT_CHUNK_ROWS: usize = 1_000;
+pub mod entity;
+#[cfg(test)]
+mod tests;
+
+// The engine's key limits are this table's columns.
+const _: () = assert!(
+    gcounter_engine::global::WORKSPACE_ID_MAX_BYTES == migration::WORKSPACE_ID_MAX_BYTES
+        && gcounter_engine::global::NAMESPACE_MAX_BYTES == migration::NAMESPACE_MAX_BYTES
+        && gcounter_engine::global::IDENTIFIER_MAX_BYTES == migration::IDENTIFIER_MAX_BYTES
+        && gcounter_engine::global::REGION_MAX_BYTES == migration::REGION_MAX_BYTES
+);
 
 /// Bound values per upserted row (the nine columns other than `pk`).
 const PARAMS_PER_ROW: usize = 9;
@@ -160,7 +168,7 @@ impl SqlStore {
         }
     }
 
-    /// The pool, for plain reads through [`super::entity`].
+    /// The pool, for plain reads through [`entity`].
     pub fn connection(&self) -> &DatabaseConnection {
         &self.db
     }

@@ -3,17 +3,16 @@
 //! The engine never waits on it for a warm cell. It reads a cell's regional total when the
 //! cell is cold (first use in this process), and replays accepted work to it in batches from a
 //! background task. Implementations: [`InProcessOrigin`] (the embedded default, one process is
-//! the whole region; also the unit-test double) and [`RedisOrigin`] (one node or a cluster).
+//! the whole region; also the unit-test double) and `gcounter_redis::RedisOrigin` (one node, TLS
+//! or a cluster, in its own crate).
 //! [`GuardedOrigin`] wraps any of them with timeouts and a circuit breaker.
 
 mod guard;
 mod in_process;
-mod redis;
 
 use std::future::Future;
 use std::pin::Pin;
 
-pub use self::redis::{RedisConfigError, RedisOrigin, RedisSettings, install_tls_provider};
 pub use guard::{CircuitState, GuardSettings, GuardedOrigin};
 pub use in_process::InProcessOrigin;
 
@@ -34,7 +33,7 @@ pub enum OriginError {
     BatchMismatch { expected: usize, got: usize },
     /// The origin refused a command (e.g. out of memory, no permission).
     #[error("regional origin refused the command: {0}")]
-    Redis(String),
+    Refused(String),
     /// The origin holds something that is not a count; it answered, so it is not an outage.
     #[error("regional origin holds an invalid value: {0}")]
     InvalidValue(String),

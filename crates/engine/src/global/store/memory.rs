@@ -48,7 +48,7 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     pub fn new() -> Self {
-        Self::with_chunk_rows(super::sql::DEFAULT_CHUNK_ROWS)
+        Self::with_chunk_rows(super::DEFAULT_CHUNK_ROWS)
     }
 
     /// Chunks of `chunk_rows` distinct rows (at least 1), like the SQL store's statements.

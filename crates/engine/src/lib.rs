@@ -1,0 +1,18 @@
+//! gcounter-engine: the rate-limit engine of gcounter-rls, apart from any server.
+//!
+//! Every decision is taken here, from memory ([`engine`]); the processes of a region
+//! converge through a [`regional::RegionalOrigin`], the regions through
+//! [`global::GlobalCounters`] over a [`global::GlobalStore`]. The traits have in-process
+//! implementations here; the real backends live in their own crates (`gcounter-redis`,
+//! `gcounter-sql`), and the server (`gcounter-rls`) wires them. The engine reports through
+//! [`recorder::Recorder`] and knows no gRPC, YAML, Prometheus, Redis or SQL.
+
+pub mod cell_key;
+pub mod engine;
+pub mod global;
+pub mod recorder;
+pub mod redact;
+pub mod regional;
+pub mod throttle;
+
+pub use throttle::Throttle;
