@@ -10,6 +10,8 @@ mod overall;
 mod plan;
 mod response;
 mod route;
+#[cfg(test)]
+mod tests;
 mod units;
 mod validate;
 

@@ -1,0 +1,337 @@
+//! Request semantics in process, on a manual clock: windows roll over when the test says so,
+//! so nothing here waits for a real minute or depends on where in the minute it runs. The
+//! integration tests (`integration/`) check the same behaviour over the wire.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
+use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
+use gcounter_engine::regional::InProcessOrigin;
+
+use super::{HeaderNames, RateLimiter, RlsSettings};
+use crate::telemetry::Metrics;
+
+const MINUTE_MS: u64 = 60_000;
+/// A minute boundary, far from the epoch: windows have a previous cell.
+const START_MS: u64 = 1_700_000_040_000;
+
+/// A limiter on `yaml` and the clock it decides by.
+struct Harness {
+    limiter: RateLimiter,
+    clock: Arc<ManualClock>,
+    metrics: Arc<Metrics>,
+}
+
+impl Harness {
+    fn new(yaml: &str, settings: RlsSettings) -> Self {
+        assert_eq!(
+            START_MS % MINUTE_MS,
+            0,
+            "START_MS must be a minute boundary"
+        );
+        let limits = match crate::config::load_str("test.yaml", yaml) {
+            Ok(limits) => limits,
+            Err(errors) => panic!("test limits must load: {errors}"),
+        };
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let metrics = Arc::new(Metrics::new());
+        let engine = Arc::new(Engine::new(
+            EngineSettings::default(),
+            Arc::new(InProcessOrigin::new(1_000)),
+            Arc::clone(&clock) as _,
+            Arc::clone(&metrics) as _,
+        ));
+        let limiter = RateLimiter::new(
+            Arc::new(ArcSwap::from_pointee(limits)),
+            engine,
+            Arc::clone(&metrics),
+            settings,
+        );
+        Self {
+            limiter,
+            clock,
+            metrics,
+        }
+    }
+
+    async fn check(
+        &self,
+        domain: &str,
+        descriptors: Vec<RateLimitDescriptor>,
+    ) -> RateLimitResponse {
+        let request = RateLimitRequest {
+            domain: domain.into(),
+            descriptors,
+            hits_addend: 0,
+        };
+        match self.limiter.should_rate_limit(&request).await {
+            Ok(response) => response,
+            Err(status) => panic!("a valid request was refused: {status:?}"),
+        }
+    }
+
+    async fn one(&self, domain: &str, entries: &[(&str, &str)]) -> DescriptorStatus {
+        let mut response = self.check(domain, vec![descriptor(entries)]).await;
+        assert_eq!(response.statuses.len(), 1, "{response:?}");
+        response.statuses.remove(0)
+    }
+
+    /// Whether `/metrics` holds the decision counter at `value`.
+    fn decisions(&self, domain: &str, rule: &str, outcome: &str) -> Option<u64> {
+        let prefix = format!(
+            "rls_descriptor_decisions_total{{domain=\"{domain}\",rule=\"{rule}\",outcome=\"{outcome}\"}} "
+        );
+        let text = self.metrics.encode();
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|value| value.trim().parse().ok())
+    }
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(key, value)| Entry {
+                key: (*key).into(),
+                value: (*value).into(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn code(status: &DescriptorStatus) -> Code {
+    Code::try_from(status.code).unwrap_or(Code::Unknown)
+}
+
+fn overall(response: &RateLimitResponse) -> Code {
+    Code::try_from(response.overall_code).unwrap_or(Code::Unknown)
+}
+
+fn reset_secs(status: &DescriptorStatus) -> Option<i64> {
+    status.duration_until_reset.as_ref().map(|d| d.seconds)
+}
+
+const TWO_PER_MINUTE: &str = "\
+domain: d
+descriptors:
+  - key: k
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+";
+
+#[tokio::test]
+async fn a_limit_of_n_lets_n_through_and_the_window_slides() {
+    let h = Harness::new(TWO_PER_MINUTE, RlsSettings::default());
+    let codes = [
+        code(&h.one("d", &[("k", "a")]).await),
+        code(&h.one("d", &[("k", "a")]).await),
+        code(&h.one("d", &[("k", "a")]).await),
+    ];
+    assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+
+    // Half-way through the next minute the previous one still weighs 2 × 1/2 = 1: one more.
+    h.clock.advance(MINUTE_MS + MINUTE_MS / 2);
+    let s = h.one("d", &[("k", "a")]).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 0), "{s:?}");
+    assert_eq!(reset_secs(&s), Some(30), "{s:?}");
+    assert_eq!(code(&h.one("d", &[("k", "a")]).await), Code::OverLimit);
+
+    // Two windows later nothing remains of it.
+    h.clock.advance(2 * MINUTE_MS);
+    let s = h.one("d", &[("k", "a")]).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1), "{s:?}");
+    // Another value is another counter all along.
+    assert_eq!(h.one("d", &[("k", "b")]).await.limit_remaining, 1);
+}
+
+#[tokio::test]
+async fn a_replaced_limit_is_not_counted_while_the_replacing_one_applies() {
+    let yaml = "\
+domain: r
+descriptors:
+  - key: a
+    descriptors:
+      - key: user
+        rate_limit: { name: specific, unit: minute, requests_per_unit: 1 }
+  - key: b
+    descriptors:
+      - key: user
+        rate_limit:
+          replaces: [{ name: specific }]
+          unit: minute
+          requests_per_unit: 3
+";
+    let h = Harness::new(yaml, RlsSettings::default());
+    let both = || {
+        vec![
+            descriptor(&[("a", "1"), ("user", "bob")]),
+            descriptor(&[("b", "2"), ("user", "bob")]),
+        ]
+    };
+    for call in 1..=3u32 {
+        let r = h.check("r", both()).await;
+        assert_eq!(overall(&r), Code::Ok, "call {call}: {r:?}");
+        assert_eq!(r.statuses[0].current_limit, None, "call {call}: {r:?}");
+        assert_eq!(
+            r.statuses[1].limit_remaining,
+            3 - call,
+            "call {call}: {r:?}"
+        );
+    }
+    assert_eq!(overall(&h.check("r", both()).await), Code::OverLimit);
+    // Alone, the specific limit applies, and none of the replaced calls counted against it.
+    let s = h.one("r", &[("a", "1"), ("user", "bob")]).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 0), "{s:?}");
+}
+
+const SHADOW: &str = "\
+domain: s
+descriptors:
+  - key: user
+    value: a
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+  - key: user
+    value: b
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+";
+
+#[tokio::test]
+async fn a_shadow_rule_answers_ok_over_its_limit_and_counts_it() {
+    let h = Harness::new(SHADOW, RlsSettings::default());
+    for _ in 0..4 {
+        let s = h.one("s", &[("user", "a")]).await;
+        assert_eq!(code(&s), Code::Ok, "{s:?}");
+    }
+    assert_eq!(h.decisions("s", "s.user_a", "within_limit"), Some(2));
+    assert_eq!(h.decisions("s", "s.user_a", "shadow_over_limit"), Some(2));
+    let codes = [
+        code(&h.one("s", &[("user", "b")]).await),
+        code(&h.one("s", &[("user", "b")]).await),
+        code(&h.one("s", &[("user", "b")]).await),
+    ];
+    assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+    assert_eq!(h.decisions("s", "s.user_b", "over_limit"), Some(1));
+}
+
+#[tokio::test]
+async fn global_shadow_mode_turns_only_the_overall_code_ok() {
+    let settings = RlsSettings {
+        shadow_mode: true,
+        ..RlsSettings::default()
+    };
+    let h = Harness::new(SHADOW, settings);
+    for call in 1..=4 {
+        let r = h
+            .check(
+                "s",
+                vec![descriptor(&[("user", "b")]), descriptor(&[("user", "a")])],
+            )
+            .await;
+        assert_eq!(overall(&r), Code::Ok, "call {call}: {r:?}");
+        let want_b = if call > 2 { Code::OverLimit } else { Code::Ok };
+        let got: Vec<Code> = r.statuses.iter().map(code).collect();
+        assert_eq!(got, [want_b, Code::Ok], "call {call}: {r:?}");
+    }
+    assert_eq!(h.decisions("s", "s.user_b", "shadow_over_limit"), Some(2));
+}
+
+#[tokio::test]
+async fn a_request_override_counts_in_the_window_of_its_unit() {
+    let h = Harness::new(TWO_PER_MINUTE, RlsSettings::default());
+    let with_override = || {
+        let mut d = descriptor(&[("k", "o")]);
+        d.limit = Some(RateLimitOverride {
+            requests_per_unit: 1,
+            unit: RateLimitUnit::Hour as i32,
+        });
+        d
+    };
+    h.clock.advance(15 * MINUTE_MS);
+    let first = h.check("d", vec![with_override()]).await;
+    assert_eq!(code(&first.statuses[0]), Code::Ok, "{first:?}");
+    let limit = first.statuses[0].current_limit.clone().unwrap_or_default();
+    assert_eq!(limit.requests_per_unit, 1, "{first:?}");
+    // The hour window started at a whole hour: the reset says how much of it is left.
+    let into_hour_ms = (START_MS + 15 * MINUTE_MS) % (60 * MINUTE_MS);
+    let left_secs = i64::try_from((60 * MINUTE_MS - into_hour_ms) / 1_000).unwrap_or(i64::MAX);
+    assert_eq!(reset_secs(&first.statuses[0]), Some(left_secs), "{first:?}");
+    let second = h.check("d", vec![with_override()]).await;
+    assert_eq!(code(&second.statuses[0]), Code::OverLimit, "{second:?}");
+    // The config's minute window of the same descriptor is another counter: untouched.
+    assert_eq!(h.one("d", &[("k", "o")]).await.limit_remaining, 1);
+}
+
+#[tokio::test]
+async fn response_headers_describe_the_most_constrained_descriptor_exactly() {
+    let yaml = "\
+domain: hdr
+descriptors:
+  - key: wide
+    rate_limit: { unit: hour, requests_per_unit: 10 }
+  - key: narrow
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+";
+    let settings = RlsSettings {
+        response_headers: Some(HeaderNames::default()),
+        ..RlsSettings::default()
+    };
+    let h = Harness::new(yaml, settings);
+    h.clock.advance(20_000);
+    let both = || vec![descriptor(&[("wide", "w")]), descriptor(&[("narrow", "n")])];
+    for (remaining, over) in [("1", false), ("0", false), ("0", true)] {
+        let r = h.check("hdr", both()).await;
+        let headers: Vec<(String, String)> = r
+            .response_headers_to_add
+            .iter()
+            .map(|h| (h.key.to_ascii_lowercase(), h.value.clone()))
+            .collect();
+        let mut want = vec![
+            ("ratelimit-limit".to_owned(), "2".to_owned()),
+            ("ratelimit-remaining".to_owned(), remaining.to_owned()),
+            ("ratelimit-reset".to_owned(), "40".to_owned()),
+        ];
+        if over {
+            want.push(("retry-after".to_owned(), "40".to_owned()));
+        }
+        assert_eq!(headers, want, "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn quota_mode_denies_only_when_every_quota_is_over() {
+    let yaml = "\
+domain: q
+descriptors:
+  - key: quota_a
+    quota_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: quota_b
+    quota_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+";
+    let h = Harness::new(yaml, RlsSettings::default());
+    let both = || {
+        vec![
+            descriptor(&[("quota_a", "x")]),
+            descriptor(&[("quota_b", "x")]),
+        ]
+    };
+    let overall_codes = [
+        overall(&h.check("q", both()).await),
+        overall(&h.check("q", both()).await),
+        overall(&h.check("q", both()).await),
+    ];
+    assert_eq!(overall_codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+    // After the windows slide out, the quotas are whole again.
+    h.clock.advance(2 * MINUTE_MS);
+    assert_eq!(overall(&h.check("q", both()).await), Code::Ok);
+}
