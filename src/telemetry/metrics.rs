@@ -422,7 +422,10 @@ impl Metrics {
     }
 
     pub fn request(&self, outcome: RequestOutcome) {
-        self.requests[outcome as usize].inc();
+        // Indexed by the enum's order, as registered in `with_settings`.
+        if let Some(counter) = self.requests.get(outcome as usize) {
+            counter.inc();
+        }
     }
 
     pub fn decision(&self, domain: &Arc<str>, rule: &Arc<str>, outcome: DecisionOutcome) {

@@ -44,11 +44,14 @@ fn slot_index() -> usize {
 
 impl ShardedCounter {
     pub fn inc(&self) {
-        self.slots[slot_index()].0.fetch_add(1, Ordering::Relaxed);
+        self.add(1);
     }
 
     pub fn add(&self, n: u64) {
-        self.slots[slot_index()].0.fetch_add(n, Ordering::Relaxed);
+        // `slot_index` is below SLOTS by construction: the check is one predictable branch.
+        if let Some(slot) = self.slots.get(slot_index()) {
+            slot.0.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     pub fn get(&self) -> u64 {

@@ -135,7 +135,12 @@ impl Framing {
                 continue;
             }
             let take = (PREFIX - self.prefix_len).min(data.len());
-            self.prefix[self.prefix_len..self.prefix_len + take].copy_from_slice(&data[..take]);
+            let end = self.prefix_len + take;
+            if let (Some(to), Some(from)) =
+                (self.prefix.get_mut(self.prefix_len..end), data.get(..take))
+            {
+                to.copy_from_slice(from);
+            }
             self.prefix_len += take;
             data.advance(take);
             if self.prefix_len == PREFIX {

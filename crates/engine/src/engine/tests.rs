@@ -6,6 +6,13 @@ use super::*;
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::{CellRead, InProcessOrigin, OriginError, OriginFuture};
 
+fn sibling(origin: &InProcessOrigin, process: &str) -> InProcessOrigin {
+    match origin.sibling(process) {
+        Some(sibling) => sibling,
+        None => panic!("a test makes fewer than 65,536 processes"),
+    }
+}
+
 fn metrics() -> Arc<dyn Recorder> {
     Arc::new(NoRecorder)
 }
@@ -151,7 +158,7 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     // a second engine of the same region starts cold and reads the total
     let other = Engine::new(
         EngineSettings::default(),
-        Arc::new(origin.sibling("other")),
+        Arc::new(sibling(&origin, "other")),
         clock.clone(),
         metrics(),
     );
@@ -183,7 +190,7 @@ impl SwitchableOrigin {
 
     fn sibling(&self, process: &str) -> Self {
         Self {
-            inner: self.inner.sibling(process),
+            inner: sibling(&self.inner, process),
             down: Arc::clone(&self.down),
             reads: Arc::clone(&self.reads),
         }

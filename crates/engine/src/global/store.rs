@@ -159,22 +159,28 @@ pub struct PreparedRow<'a> {
 /// Validate, sort in unique-key order and merge duplicates. Returns the rows to write and the
 /// outcomes so far (skipped rows are final; the others are `Failed` until their chunk commits).
 pub fn prepare_rows(rows: &[(CellKey, u64)]) -> (Vec<PreparedRow<'_>>, Vec<RowOutcome>) {
-    let mut outcomes = vec![RowOutcome::Failed; rows.len()];
-    let mut order: Vec<usize> = Vec::with_capacity(rows.len());
-    for (i, (key, _)) in rows.iter().enumerate() {
-        if fits(key) {
-            order.push(i);
-        } else {
-            outcomes[i] = RowOutcome::Skipped;
-        }
-    }
+    let outcomes: Vec<RowOutcome> = rows
+        .iter()
+        .map(|(key, _)| {
+            if fits(key) {
+                RowOutcome::Failed
+            } else {
+                RowOutcome::Skipped
+            }
+        })
+        .collect();
+    let mut order: Vec<(usize, &CellKey, u64)> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, (key, _))| fits(key))
+        .map(|(i, (key, count))| (i, key, *count))
+        .collect();
     // CellKey orders like the unique key (region is constant within a publish), and str
-    // compares bytes like the binary columns.
-    order.sort_by(|a, b| rows[*a].0.cmp(&rows[*b].0));
+    // compares bytes like the binary columns. Stable: duplicates keep their input order.
+    order.sort_by(|a, b| a.1.cmp(b.1));
     let mut prepared: Vec<PreparedRow<'_>> = Vec::with_capacity(order.len());
-    for i in order {
-        let (key, count) = &rows[i];
-        let count = clamp(*count);
+    for (i, key, count) in order {
+        let count = clamp(count);
         match prepared.last_mut() {
             Some(last) if last.key == key => {
                 last.count = last.count.max(count);

@@ -55,8 +55,9 @@ impl InProcessOrigin {
     }
 
     /// Another process of the same region: same cells, its own components (a name already
-    /// seen gets that process's components back).
-    pub fn sibling(&self, process: &str) -> Self {
+    /// seen gets that process's components back). `None` past 65,535 processes, the most a
+    /// component index holds.
+    pub fn sibling(&self, process: &str) -> Option<Self> {
         let mut names = self
             .processes
             .names
@@ -65,18 +66,17 @@ impl InProcessOrigin {
         let index = match names.iter().position(|p| &**p == process) {
             Some(index) => index,
             None => {
+                let count = u16::try_from(names.len() + 1).ok()?;
                 names.push(process.into());
-                let count =
-                    u16::try_from(names.len()).expect("fewer than 65,536 sibling processes");
                 self.processes.count.store(count, Ordering::Release);
                 names.len() - 1
             }
         };
-        Self {
+        Some(Self {
             components: Arc::clone(&self.components),
             processes: Arc::clone(&self.processes),
-            process: u16::try_from(index).expect("fewer than 65,536 sibling processes"),
-        }
+            process: u16::try_from(index).ok()?,
+        })
     }
 
     fn read_now(&self, cell: u128) -> CellRead {
@@ -150,7 +150,9 @@ mod tests {
     #[tokio::test]
     async fn components_merge_with_max_and_sum_into_the_total() {
         let a = InProcessOrigin::new(100);
-        let b = a.sibling("b");
+        let Some(b) = a.sibling("b") else {
+            panic!("a second process fits")
+        };
         assert_eq!(a.read(&key("x")).await.ok(), Some(CellRead::default()));
         assert_eq!(
             a.replay(&[(key("x"), 2), (key("y"), 1)]).await.ok(),

@@ -133,7 +133,9 @@ impl MemoryStore {
                         updated_at,
                     });
                 for &i in &row.inputs {
-                    outcomes[i] = RowOutcome::Published;
+                    if let Some(outcome) = outcomes.get_mut(i) {
+                        *outcome = RowOutcome::Published;
+                    }
                 }
             }
             chunks.push(Ok(chunk.len()));
