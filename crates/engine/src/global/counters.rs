@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cadence::Cadence;
-use super::{GlobalStore, RowOutcome};
+use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
 use crate::engine::Engine;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;
@@ -96,24 +96,26 @@ impl GlobalCounters {
         if self.schema_ready.load(Ordering::Acquire) {
             return true;
         }
-        match tokio::time::timeout(self.settings.timeout, self.store.migrate_schema()).await {
-            Ok(Ok(())) => {
+        match self.within(self.store.migrate_schema()).await {
+            Ok(()) => {
                 tracing::info!(store = self.store.name(), "database migrations applied");
                 self.schema_ready.store(true, Ordering::Release);
                 true
             }
-            Ok(Err(error)) => {
+            Err(error) => {
                 if let Some(suppressed) = self.sync_warnings.allow() {
                     tracing::warn!(%error, store = self.store.name(), suppressed, "database migration failed; retrying on the next tick");
                 }
                 false
             }
-            Err(_) => {
-                if let Some(suppressed) = self.sync_warnings.allow() {
-                    tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), suppressed, "database migration timed out; retrying on the next tick");
-                }
-                false
-            }
+        }
+    }
+
+    /// A store call within `settings.timeout`; running out of it is a [`StoreError::Timeout`].
+    async fn within<T>(&self, call: StoreFuture<'_, T>) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.settings.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Timeout(self.settings.timeout)),
         }
     }
 
@@ -129,25 +131,11 @@ impl GlobalCounters {
         let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
         let now_ms = self.engine.now_ms();
         let publish = self.store.publish(&self.region, &input, now_ms);
-        let report = match tokio::time::timeout(self.settings.timeout, publish).await {
-            Ok(Ok(report)) => report,
-            Ok(Err(error)) => {
+        let report = match self.within(publish).await {
+            Ok(report) => report,
+            Err(error) => {
                 if let Some(suppressed) = self.flush_warnings.allow() {
                     tracing::warn!(%error, store = self.store.name(), suppressed, "global flush failed; rows stay pending");
-                }
-                self.metrics.global_flush(FlushRecord {
-                    failed_chunks: 1,
-                    took: started.elapsed(),
-                    ..FlushRecord::default()
-                });
-                return Flushed {
-                    failed: rows.len(),
-                    ..Flushed::default()
-                };
-            }
-            Err(_) => {
-                if let Some(suppressed) = self.flush_warnings.allow() {
-                    tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), suppressed, "global flush timed out; rows stay pending");
                 }
                 self.metrics.global_flush(FlushRecord {
                     failed_chunks: 1,
@@ -196,18 +184,11 @@ impl GlobalCounters {
         let started = Instant::now();
         let now_ms = self.engine.now_ms();
         let sync = self.store.sync(&self.region, now_ms);
-        let cells = match tokio::time::timeout(self.settings.timeout, sync).await {
-            Ok(Ok(cells)) => cells,
-            Ok(Err(error)) => {
+        let cells = match self.within(sync).await {
+            Ok(cells) => cells,
+            Err(error) => {
                 if let Some(suppressed) = self.sync_warnings.allow() {
                     tracing::warn!(%error, store = self.store.name(), suppressed, "global sync failed; keeping imported counts");
-                }
-                self.metrics.global_sync_failed();
-                return None;
-            }
-            Err(_) => {
-                if let Some(suppressed) = self.sync_warnings.allow() {
-                    tracing::warn!(timeout = ?self.settings.timeout, store = self.store.name(), suppressed, "global sync timed out; keeping imported counts");
                 }
                 self.metrics.global_sync_failed();
                 return None;
@@ -230,14 +211,10 @@ impl GlobalCounters {
         let cleanup = self
             .store
             .cleanup(self.engine.now_ms(), self.settings.cleanup_batch);
-        let deleted = match tokio::time::timeout(self.settings.timeout, cleanup).await {
-            Ok(Ok(deleted)) => Some(deleted),
-            Ok(Err(error)) => {
+        let deleted = match self.within(cleanup).await {
+            Ok(deleted) => Some(deleted),
+            Err(error) => {
                 tracing::warn!(%error, "global cleanup failed");
-                None
-            }
-            Err(_) => {
-                tracing::warn!(timeout = ?self.settings.timeout, "global cleanup timed out");
                 None
             }
         };
