@@ -10,6 +10,9 @@ use tokio::time::Instant;
 /// Jitter spreads the processes of all regions over the interval (no thundering herd on the
 /// database at the same second); the anchor keeps the long-run rate exact whatever each run
 /// costs. When a run overruns whole intervals, the missed ticks are skipped, not bunched.
+///
+/// [`next`](Self::next) advances the target: call it once per tick and keep the instant until
+/// it fires (drawing it inside a `select!` loses the tick whenever another branch wins).
 pub struct Cadence {
     interval: Duration,
     /// Fraction of the interval each tick may move, e.g. 0.2 for ±20 %.
@@ -41,12 +44,6 @@ impl Cadence {
         };
         self.target += self.interval;
         fire.max(now)
-    }
-
-    /// Wait for the next tick.
-    pub async fn tick(&mut self) {
-        let at = self.next(Instant::now(), fastrand::f64());
-        tokio::time::sleep_until(at).await;
     }
 }
 

@@ -228,29 +228,46 @@ impl GlobalCounters {
         let jitter = self.settings.jitter;
         let mut flush = Cadence::new(self.settings.flush_interval, jitter, now);
         let mut sync = Cadence::new(self.settings.sync_interval, jitter, now);
-        let cleanup_every = self.settings.cleanup_interval.unwrap_or(Duration::MAX / 4);
-        let mut cleanup = Cadence::new(cleanup_every, 0.0, now);
+        let mut cleanup = self
+            .settings
+            .cleanup_interval
+            .map(|every| Cadence::new(every, 0.0, now));
         let (mut flush_backoff, mut sync_backoff) = (Backoff::default(), Backoff::default());
         tokio::pin!(shutdown);
         // The database may be down at start: sync and flush wait for the schema.
         self.ensure_schema().await;
+        // Each job's next instant is drawn once and kept until it fires: a `select!` drops the
+        // branches that did not fire, so a tick drawn inside it would be lost each time
+        // another job ran first (flush and sync then stole each other's ticks, and the slower
+        // one could starve).
+        let mut next_flush = flush.next(tokio::time::Instant::now(), fastrand::f64());
+        let mut next_sync = sync.next(tokio::time::Instant::now(), fastrand::f64());
+        let mut next_cleanup = cleanup
+            .as_mut()
+            .map(|cleanup| cleanup.next(tokio::time::Instant::now(), 0.0));
         loop {
             tokio::select! {
-                _ = flush.tick() => {
+                () = tokio::time::sleep_until(next_flush) => {
                     if flush_backoff.should_run() && self.ensure_schema().await {
                         let flushed = self.flush().await;
                         flush_backoff.record(flushed.failed == 0 || flushed.published > 0);
                     }
+                    next_flush = flush.next(tokio::time::Instant::now(), fastrand::f64());
                 }
-                _ = sync.tick() => {
+                () = tokio::time::sleep_until(next_sync) => {
                     if sync_backoff.should_run() && self.ensure_schema().await {
                         sync_backoff.record(self.sync().await.is_some());
                     }
+                    next_sync = sync.next(tokio::time::Instant::now(), fastrand::f64());
                 }
-                _ = cleanup.tick(), if self.settings.cleanup_interval.is_some() => {
+                // Without a cleanup interval the branch is disabled: its sleep is never polled.
+                () = tokio::time::sleep_until(next_cleanup.unwrap_or(now)), if next_cleanup.is_some() => {
                     if self.ensure_schema().await && let Some(deleted) = self.cleanup().await {
                         tracing::debug!(deleted, "expired global rows deleted");
                     }
+                    next_cleanup = cleanup
+                        .as_mut()
+                        .map(|cleanup| cleanup.next(tokio::time::Instant::now(), 0.0));
                 }
                 _ = &mut shutdown => break,
             }

@@ -3,7 +3,7 @@
 use super::*;
 use crate::engine::{EngineSettings, Hit, ManualClock};
 use crate::global::MemoryStore;
-use crate::recorder::NoRecorder;
+use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::InProcessOrigin;
 
 struct Region {
@@ -145,4 +145,91 @@ fn backoff_skips_a_growing_number_of_ticks() {
     // the skip already scheduled still runs out, then every tick runs
     while !backoff.should_run() {}
     assert!(backoff.should_run());
+}
+
+/// Counts the flushes that wrote and the syncs that answered.
+#[derive(Default)]
+struct JobCount {
+    flushes: std::sync::atomic::AtomicU64,
+    syncs: std::sync::atomic::AtomicU64,
+}
+
+impl Recorder for JobCount {
+    fn decision_source(&self, _: crate::recorder::DecisionSource) {}
+    fn origin_call(&self, _: crate::recorder::OriginOp, _: bool, _: Duration) {}
+    fn replay_batch(&self, _: usize) {}
+    fn replay_overflow(&self) {}
+    fn global_flush(&self, _: FlushRecord) {
+        self.flushes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn global_sync(&self, _: u64, _: u64, _: Duration) {
+        self.syncs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn global_sync_failed(&self) {}
+    fn global_cleanup(&self, _: Duration) {}
+}
+
+/// Runs the loop for 60 s of paused time with a hot cell changing every 100 ms; returns
+/// (flushes that wrote, syncs).
+async fn jobs_in_a_minute(flush_interval: Duration, sync_interval: Duration) -> (u64, u64) {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
+    let jobs = Arc::new(JobCount::default());
+    let engine = Arc::new(Engine::new(
+        EngineSettings::default(),
+        Arc::new(InProcessOrigin::new(1_000)),
+        clock,
+        Arc::new(NoRecorder),
+    ));
+    let settings = GlobalSettings {
+        flush_interval,
+        sync_interval,
+        publish_floor: 0.0,
+        ..GlobalSettings::default()
+    };
+    let counters = Arc::new(GlobalCounters::new(
+        store,
+        Arc::clone(&engine),
+        "a".into(),
+        settings,
+        Arc::clone(&jobs) as Arc<dyn Recorder>,
+    ));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(Arc::clone(&counters).run(async {
+        let _ = stopped.await;
+    }));
+    let names = names();
+    let traffic = async {
+        for _ in 0..600 {
+            let _ = engine
+                .check(Hit {
+                    limit: u64::MAX,
+                    ..names.hit(1)
+                })
+                .await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    traffic.await;
+    let _ = stop.send(());
+    let _ = run.await;
+    let ordering = std::sync::atomic::Ordering::Relaxed;
+    (jobs.flushes.load(ordering), jobs.syncs.load(ordering))
+}
+
+#[tokio::test(start_paused = true)]
+async fn flush_and_sync_each_keep_their_own_rate() {
+    // Equal intervals: each runs about 60 times, not half as often.
+    let (flushes, syncs) = jobs_in_a_minute(Duration::from_secs(1), Duration::from_secs(1)).await;
+    assert!((57..=62).contains(&flushes), "flushes {flushes}");
+    assert!((57..=61).contains(&syncs), "syncs {syncs}");
+    // A slower flush beside a faster sync still runs (it used to starve).
+    let (flushes, syncs) = jobs_in_a_minute(Duration::from_secs(3), Duration::from_secs(1)).await;
+    assert!((18..=22).contains(&flushes), "flushes {flushes}");
+    assert!((57..=61).contains(&syncs), "syncs {syncs}");
+    let (flushes, syncs) = jobs_in_a_minute(Duration::from_secs(10), Duration::from_secs(5)).await;
+    assert!((5..=7).contains(&flushes), "flushes {flushes}");
+    assert!((11..=13).contains(&syncs), "syncs {syncs}");
 }
