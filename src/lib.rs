@@ -7,7 +7,6 @@ pub mod config;
 pub mod duration_arg;
 pub mod engine;
 pub mod global;
-pub mod loadtest;
 pub mod redact;
 pub mod regional;
 pub mod rls;
