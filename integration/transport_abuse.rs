@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use gcounter_rls::loadtest::abuse::{self, SlowLoris};
+use gcounter_loadtest::abuse::{self, SlowLoris};
 use support::Launch;
 use support::Service;
 use support::grpc::{self, Code, descriptor, request};

@@ -11,8 +11,8 @@ flags after `--`), then runs, one after the other, each for --seconds:
     sending 3.9 MB, then a byte every 5 s) and again announcing just under
     --max-request-bytes (the budget's worst case);
   * idle flood: `rls-abuse idle` (20,000 TCP connections that never send a byte);
-  * unique-key flood: `gcounter-rls loadtest --key-space 100000000` at --flood-rate.
-During each phase a legitimate client (`gcounter-rls loadtest`, 200 requests/s, connected
+  * unique-key flood: `gcounter-loadtest --key-space 100000000` at --flood-rate.
+During each phase a legitimate client (`gcounter-loadtest`, 200 requests/s, connected
 before the attack starts) measures gRPC latency, /healthz is fetched every 200 ms on a new
 connection, and the server's RSS is read from /proc every 200 ms. Prints one JSON line per
 phase, then a Markdown table: RSS peak, gRPC p99 and errors, /healthz p99 and failures.
@@ -86,9 +86,9 @@ class Sampler(threading.Thread):
             self.stop.wait(0.2)
 
 
-def legit_load(binary, grpc_port, seconds):
+def legit_load(loadtest, grpc_port, seconds):
     return subprocess.Popen(
-        [binary, "loadtest", "--target", f"127.0.0.1:{grpc_port}", "--domain", "example",
+        [loadtest, "--target", f"127.0.0.1:{grpc_port}", "--domain", "example",
          "--descriptor", "remote_address=10.1.{key}", "--key-space", "100",
          "--connections", "2", "--concurrency", "8", "--rate", "200",
          "--warmup", "1s", "--duration", f"{seconds}s"],
@@ -98,7 +98,7 @@ def legit_load(binary, grpc_port, seconds):
 def phase(name, args, server, attack_argv):
     sampler = Sampler(server.pid, args.http_port)
     sampler.start()
-    legit = legit_load(args.binary, args.grpc_port, args.seconds + 1)
+    legit = legit_load(args.loadtest_binary, args.grpc_port, args.seconds + 1)
     time.sleep(1.5)  # the legitimate client is connected before the attack starts
     attack = None
     if attack_argv:
@@ -148,6 +148,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "gcounter-rls"))
     parser.add_argument("--abuse-binary", help="default: rls-abuse next to --binary")
+    parser.add_argument("--loadtest-binary", help="default: gcounter-loadtest next to --binary")
     parser.add_argument("--config", default=os.path.join(ROOT, "config", "example.yaml"))
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--loris-connections", type=int, default=4)
@@ -160,9 +161,11 @@ def main():
     parser.add_argument("server_args", nargs="*", help="extra `serve` flags, after --")
     args = parser.parse_args()
     abuse = args.abuse_binary or os.path.join(os.path.dirname(args.binary), "rls-abuse")
-    for binary in (args.binary, abuse):
+    args.loadtest_binary = args.loadtest_binary or os.path.join(
+        os.path.dirname(args.binary), "gcounter-loadtest")
+    for binary in (args.binary, abuse, args.loadtest_binary):
         if not os.access(binary, os.X_OK):
-            sys.exit(f"{binary} not found: cargo build --release --bins")
+            sys.exit(f"{binary} not found: cargo build --release --workspace --bins")
     args.grpc_port, args.http_port = free_port(), free_port()
     target = f"127.0.0.1:{args.grpc_port}"
     log = tempfile.NamedTemporaryFile(prefix="abuse-server-", suffix=".log", delete=False)
@@ -193,7 +196,7 @@ def main():
                                                 "--send-bytes", str(under - 1024)]),
             ("idle flood", [abuse, "idle", "--target", target,
                             "--connections", str(args.idle_connections), "--duration", s]),
-            ("unique-key flood", [args.binary, "loadtest", "--target", target,
+            ("unique-key flood", [args.loadtest_binary, "--target", target,
                                   "--domain", "example", "--descriptor",
                                   "remote_address={key}", "--key-space", "100000000",
                                   "--connections", "4", "--concurrency", "64",

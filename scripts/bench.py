@@ -10,7 +10,7 @@ Each run measures, in turn, on core 0 (taskset), with the load on core 1:
   * the service, embedded default (in-process origin);
   * the service with the Redis origin (local redis-server, keys under a fresh prefix).
 Two loads per server: h2load, hot key, 4 connections x 16 streams, throughput; and
-`gcounter-rls loadtest`, open loop at --rate over 1,000 keys, latency percentiles.
+`gcounter-loadtest`, open loop at --rate over 1,000 keys, latency percentiles.
 Prints one JSON line per measurement, then a Markdown table of medians over the runs.
 Needs: h2load (Debian nghttp2-client), taskset, redis-server on 127.0.0.1:6379.
 """
@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASE = os.path.join(ROOT, "target", "release")
 SERVICE = os.path.join(RELEASE, "gcounter-rls")
 NOOP = os.path.join(RELEASE, "rls-noop")
+LOADTEST = os.path.join(RELEASE, "gcounter-loadtest")
 METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 SERVER_CORE, LOAD_CORE = "0", "1"
 LIMITS = """\
@@ -104,7 +105,7 @@ def h2load(port, body, requests):
 
 def loadtest(port, args, seconds=None):
     out = subprocess.run(
-        ["taskset", "-c", LOAD_CORE, SERVICE, "loadtest", "--target", f"127.0.0.1:{port}",
+        ["taskset", "-c", LOAD_CORE, LOADTEST, "--target", f"127.0.0.1:{port}",
          "--domain", "bench", "--descriptor", "remote_address=10.0.{key}",
          "--key-space", "1000", "--connections", "4", "--concurrency", "64",
          "--rate", str(args.rate), "--duration", f"{seconds or args.seconds}s",
@@ -149,15 +150,15 @@ def main():
     for tool in ("h2load", "taskset"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is missing (h2load: apt-get install nghttp2-client)")
-    subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT, check=True)
 
     work = tempfile.mkdtemp(prefix="rls-bench-")
     limits = os.path.join(work, "limits.yaml")
     body = os.path.join(work, "body.bin")
     with open(limits, "w") as f:
         f.write(LIMITS)
-    subprocess.run([SERVICE, "loadtest", "--domain", "bench", "--descriptor",
-                    "remote_address=10.0.0.1", "--write-grpc-body", body], check=True)
+    subprocess.run([LOADTEST, "--domain", "bench", "--descriptor", "remote_address=10.0.0.1",
+                    "--write-grpc-body", body], check=True)
 
     def noop(flavor):
         port = free_port()

@@ -3,13 +3,15 @@
 # "replay failed" lines the outage logged. Loopback only, bounded (about OUTAGE + 15 s).
 #
 #   BIN=target/debug/gcounter-rls OUTAGE=28 bash scripts/breaker_recovery.sh
+#   (LOADTEST defaults to gcounter-loadtest next to BIN: cargo build --workspace --bins)
 #
-# A throw-away redis-server on a free port, the service on it, 200 requests/s of loadtest on
+# A throw-away redis-server on a free port, the service on it, 200 requests/s of gcounter-loadtest on
 # new keys (cold reads), Redis shut down for OUTAGE seconds then restarted; then polls
 # rls_origin_circuit_state every 50 ms until it reads 0 (closed). The README promises at most
 # 10 s (the cool-down cap).
 set -euo pipefail
 BIN=${BIN:-target/debug/gcounter-rls}
+LOADTEST=${LOADTEST:-$(dirname "$BIN")/gcounter-loadtest}
 OUTAGE=${OUTAGE:-25}
 CONFIG=${CONFIG:-config/example.yaml}
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -28,7 +30,7 @@ sleep 0.3
   --grpc-addr "127.0.0.1:$GP" --http-addr "127.0.0.1:$HP" >"$WORK/service.log" 2>&1 &
 SVC=$!
 sleep 1
-"$BIN" loadtest --target "127.0.0.1:$GP" --domain example --rate 200 --key-space 1000000 \
+"$LOADTEST" --target "127.0.0.1:$GP" --domain example --rate 200 --key-space 1000000 \
   --descriptor 'remote_address=10.{key}' --duration "$((OUTAGE + 20))s" >"$WORK/load.json" 2>&1 &
 LOAD=$!
 sleep 2

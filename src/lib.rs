@@ -4,7 +4,6 @@
 pub mod admin;
 pub mod config;
 pub mod duration_arg;
-pub mod loadtest;
 pub mod rls;
 pub mod runtime;
 pub mod serve;

@@ -8,7 +8,6 @@ use clap::{Parser, Subcommand};
 use gcounter_engine::engine::{Clock, SystemClock};
 use gcounter_engine::global::GlobalStore;
 use gcounter_rls::config::{LoadOptions, ReadLimits};
-use gcounter_rls::loadtest::{self, LoadtestArgs};
 use gcounter_rls::runtime;
 use gcounter_rls::serve::{self, ServeArgs};
 use gcounter_rls::telemetry::{LogFormat, init_logging};
@@ -59,9 +58,6 @@ enum Command {
         #[arg(long, env = "RLS_DATABASE_URL", hide_env_values = true)]
         database_url: String,
     },
-    /// Closed- or open-loop gRPC load against any RateLimitService v3 server; prints one JSON
-    /// line (requests/s, latency percentiles, OK / OVER_LIMIT / error counts).
-    Loadtest(Box<LoadtestArgs>),
     /// Delete expired global counter rows, in bounded batches.
     Cleanup {
         #[arg(long, env = "RLS_DATABASE_URL", hide_env_values = true)]
@@ -125,8 +121,7 @@ fn main() -> ExitCode {
     for warning in &upstream_warnings {
         tracing::warn!("{warning}");
     }
-    // As many workers as cores (the load tool too: its client is what limits it); runtime.rs
-    // says why one worker means a current-thread runtime.
+    // As many workers as cores; runtime.rs says why one worker means a current-thread runtime.
     let workers = match &cli.command {
         Command::Serve(args) => args
             .workers
@@ -145,7 +140,6 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(*args).await,
             Command::Migrate { database_url } => migrate(&database_url).await,
-            Command::Loadtest(args) => load(*args).await,
             Command::Cleanup {
                 database_url,
                 batch,
@@ -169,15 +163,6 @@ async fn migrate(database_url: &str) -> anyhow::Result<()> {
         .context("cannot connect to --database-url")?;
     store.migrate().await.context("migration failed")?;
     println!("migrations applied ({})", store.name());
-    Ok(())
-}
-
-async fn load(args: LoadtestArgs) -> anyhow::Result<()> {
-    let Some(report) = loadtest::run(args).await? else {
-        return Ok(());
-    };
-    println!("{}", serde_json::to_string(&report)?);
-    anyhow::ensure!(report.errors == 0, "{} request(s) failed", report.errors);
     Ok(())
 }
 

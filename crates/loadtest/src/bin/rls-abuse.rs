@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use gcounter_rls::loadtest::abuse::{self, IdleFlood, SlowLoris};
+use gcounter_loadtest::abuse::{self, IdleFlood, SlowLoris};
 
 #[derive(Debug, Parser)]
 #[command(about = "A hostile HTTP/2 client for soak tests (loopback only)")]
@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     // The idle flood holds thousands of sockets: take what the hard limit allows.
-    if let Err(error) = gcounter_rls::transport::raise_nofile_limit() {
+    if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
         eprintln!("warning: cannot raise the open-files limit: {error}");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()

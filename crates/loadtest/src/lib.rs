@@ -1,7 +1,9 @@
-//! `gcounter-rls loadtest`: closed- or open-loop gRPC load against any RateLimitService v3
+//! `gcounter-loadtest`: closed- or open-loop gRPC load against any RateLimitService v3
 //! server, printing one JSON line (requests/s, latency percentiles, OK / OVER_LIMIT / errors).
+//! Also the hostile client of `rls-abuse` and the tests (`abuse`); `rls-noop` is the no-op
+//! server every benchmark is a ratio to.
 //!
-//! It talks the public protocol only; it knows nothing of this service's internals, so it
+//! It talks the public protocol only; it knows nothing of gcounter-rls's internals, so it
 //! measures Envoy's ratelimit, Limitador or a no-op server the same way. Every answer is
 //! checked: gRPC errors are counted apart, never as successes (HTTP load tools such as h2load
 //! see a gRPC error as a 200).
