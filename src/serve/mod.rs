@@ -82,7 +82,8 @@ pub async fn bind(settings: &ServeSettings) -> Result<Listeners, BindError> {
 /// Shutdown order (see `supervisor`): health turns NOT_SERVING, the listeners stop accepting
 /// and in-flight requests drain (at most `--drain-timeout`); only then the final replay and
 /// the final global flush run, so they carry every decision answered during the drain.
-/// Errors are about the limits config, TLS files and backends, never about flags.
+/// Errors are about the limits config, the TLS files and building the backends (a Redis or
+/// database URL their client refuses), never about the flags `ServeSettings` checked.
 pub async fn run(
     settings: ServeSettings,
     listeners: Listeners,
