@@ -13,15 +13,11 @@
 //!
 //! Each check has a negative control showing that it rejects what it should.
 
-mod support;
+use gcounter_rls_integration as support;
 
-#[path = "k8s_manifests/dockerfile.rs"]
 mod dockerfile;
-#[path = "k8s_manifests/envoy_filter.rs"]
 mod envoy_filter;
-#[path = "k8s_manifests/kube_validate.rs"]
 mod kube_validate;
-#[path = "k8s_manifests/manifests.rs"]
 mod manifests;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use manifests::{Doc, at, find, items, manifests, of_kind, str_at, u64_at};
+use support::process::describe;
 use support::redis_admin::{LOCAL_REDIS_URL, require_local_redis, unique_prefix};
 use support::{Envoy, Service, envoy_binary, http_get, repo_path};
 
@@ -39,15 +36,6 @@ const LIMITS_CONFIGMAP: &str = "gcounter-rls-limits";
 /// The gRPC health service the readiness probe asks (the service's own name; it turns
 /// NOT_SERVING on SIGTERM, unlike the overall "" status).
 const RLS_HEALTH_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
-
-fn describe(output: &Output) -> String {
-    format!(
-        "exit status {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 fn envoy_filters(docs: &[Doc]) -> Vec<&Doc> {
     let filters = of_kind(docs, "EnvoyFilter");
@@ -479,7 +467,7 @@ fn istio_objects_kind_and_readme_fit_together() {
 fn configmap_limits_pass_check_config_and_serve_every_action() {
     let docs = manifests();
     let (_dir, path) = configmap_limits_file(&docs);
-    let output = Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+    let output = Command::new(support::binary())
         .arg("check-config")
         .arg(&path)
         .output()
@@ -720,7 +708,15 @@ fn dockerfile_builds_a_non_root_image_running_the_deployment_config() {
     for needed in ["target", ".tools", ".git"] {
         assert!(patterns.contains(&needed), ".dockerignore lacks {needed}");
     }
-    for kept in ["Cargo.toml", "Cargo.lock", "src", "migrations", "*", "**"] {
+    for kept in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "src",
+        "migrations",
+        "integration",
+        "*",
+        "**",
+    ] {
         assert!(!patterns.contains(&kept), ".dockerignore drops {kept}");
     }
 

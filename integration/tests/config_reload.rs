@@ -1,13 +1,12 @@
 //! Hot reload of the limits config while the service runs: a valid change takes effect
 //! within seconds, an invalid one is rejected, counted, and the running config stays.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::time::{Duration, Instant};
 
 use support::Service;
 use support::grpc::{self, RlsClient, UInt64Value, descriptor, request};
-use support::metrics::sample;
 
 /// Debounce (250 ms) plus a loaded 2-core machine.
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,15 +58,6 @@ where
     }
 }
 
-fn reloads(service: &Service, result: &str) -> f64 {
-    let text = service.metrics();
-    sample(&text, "rls_config_reloads_total", &[("result", result)]).unwrap_or(0.0)
-}
-
-fn rlconfig(service: &Service) -> String {
-    service.admin_get("/rlconfig").body_text()
-}
-
 #[tokio::test]
 async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
     let (_dir, path) = support::limits_file(&limits(2));
@@ -78,7 +68,7 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
         Some(2)
     );
     assert_eq!(
-        reloads(&service, "ok"),
+        service.config_reloads("ok"),
         1.0,
         "the initial load counts as one"
     );
@@ -95,11 +85,11 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
         );
     }
     assert!(
-        rlconfig(&service).contains("requests_per_unit=5"),
+        service.rlconfig().contains("requests_per_unit=5"),
         "{}",
-        rlconfig(&service)
+        service.rlconfig()
     );
-    assert!(reloads(&service, "ok") >= 2.0, "{}", service.metrics());
+    assert!(service.config_reloads("ok") >= 2.0, "{}", service.metrics());
 
     // The new limit is enforced, not only reported.
     support::avoid_window_boundary(Duration::from_secs(60), Duration::from_secs(3));
@@ -115,7 +105,7 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
         &path,
         "domain: reload\ndescriptors:\n  - key: k\n    rate_limit: [\n",
     );
-    if let Err(last) = wait_for(true, || async { reloads(&service, "error") >= 1.0 }).await {
+    if let Err(last) = wait_for(true, || async { service.config_reloads("error") >= 1.0 }).await {
         panic!(
             "no rejected reload counted ({last}) {RELOAD_TIMEOUT:?} after writing invalid YAML\n{}\n--- service log ---\n{}",
             service.metrics(),
@@ -127,9 +117,9 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
         Some(5)
     );
     assert!(
-        rlconfig(&service).contains("requests_per_unit=5"),
+        service.rlconfig().contains("requests_per_unit=5"),
         "{}",
-        rlconfig(&service)
+        service.rlconfig()
     );
     let health = service.admin_get("/healthz");
     assert_eq!(health.status, 200, "{}", health.body_text());
@@ -212,7 +202,7 @@ async fn reading_the_config_does_not_reload_it() {
     {
         panic!("limit still {last:?} after the change to 3");
     }
-    let after_change = reloads(&service, "ok");
+    let after_change = service.config_reloads("ok");
     for _ in 0..5 {
         std::fs::read_to_string(&path).expect("read the limits file");
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -220,7 +210,7 @@ async fn reading_the_config_does_not_reload_it() {
     // Past the debounce (250 ms) of the last read.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     assert_eq!(
-        reloads(&service, "ok"),
+        service.config_reloads("ok"),
         after_change,
         "reads of the file reloaded the config\n--- service log ---\n{}",
         service.log_tail(30)
@@ -241,7 +231,7 @@ async fn a_config_file_with_no_end_or_a_fifo_is_refused_and_the_service_still_st
     let rss_before = service.rss_kib();
 
     std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.yaml")).expect("symlink");
-    if let Err(last) = wait_for(true, || async { reloads(&service, "error") >= 1.0 }).await {
+    if let Err(last) = wait_for(true, || async { service.config_reloads("error") >= 1.0 }).await {
         panic!(
             "no rejected reload counted ({last}) after zero.yaml appeared\n--- service log ---\n{}",
             service.log_tail(30)
@@ -259,7 +249,7 @@ async fn a_config_file_with_no_end_or_a_fifo_is_refused_and_the_service_still_st
     let fifo = dir.path().join("fifo.yaml");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     assert!(made.as_ref().is_ok_and(|s| s.success()), "mkfifo: {made:?}");
-    if let Err(last) = wait_for(true, || async { reloads(&service, "error") >= 2.0 }).await {
+    if let Err(last) = wait_for(true, || async { service.config_reloads("error") >= 2.0 }).await {
         panic!(
             "no rejected reload counted ({last}) after fifo.yaml appeared: is the reload task \
              blocked on the FIFO?\n--- service log ---\n{}",
@@ -295,7 +285,7 @@ async fn a_config_file_with_no_end_or_a_fifo_is_refused_and_the_service_still_st
         &dir.path().join("big.yaml"),
         &format!("# {}\n", "x".repeat(1_000_000)),
     );
-    if let Err(last) = wait_for(true, || async { reloads(&service, "error") >= 3.0 }).await {
+    if let Err(last) = wait_for(true, || async { service.config_reloads("error") >= 3.0 }).await {
         panic!("no rejected reload counted ({last}) for a file over --max-config-bytes");
     }
     assert!(

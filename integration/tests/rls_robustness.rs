@@ -1,7 +1,7 @@
 //! The process under abuse and in operation: oversized or malformed requests are refused
 //! without taking the service down; health, admin endpoints and SIGTERM behave.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::time::{Duration, Instant};
 
@@ -25,15 +25,9 @@ descriptors:
       requests_per_unit: 100
 ";
 
-fn start() -> (tempfile::TempDir, Service) {
-    let (dir, path) = support::limits_file(YAML);
-    let service = Service::start(&path, &[]);
-    (dir, service)
-}
-
 #[tokio::test]
 async fn bad_requests_are_refused_and_the_service_keeps_serving() {
-    let (_dir, mut service) = start();
+    let (_dir, mut service) = support::serve_limits(YAML, &[]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
 
     let cases: Vec<(&str, Vec<RateLimitDescriptor>, &str, &str)> = vec![
@@ -171,7 +165,7 @@ async fn bad_requests_are_refused_and_the_service_keeps_serving() {
 
 #[tokio::test]
 async fn grpc_health_reports_serving() {
-    let (_dir, service) = start();
+    let (_dir, service) = support::serve_limits(YAML, &[]);
     let mut health = grpc::health_client(service.grpc_addr).await;
     for name in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
         let response = health
@@ -198,7 +192,7 @@ async fn grpc_health_reports_serving() {
 
 #[tokio::test]
 async fn admin_endpoints_answer() {
-    let (_dir, service) = start();
+    let (_dir, service) = support::serve_limits(YAML, &[]);
 
     let r = service.admin_get("/healthz");
     assert_eq!(r.status, 200, "/healthz: {}", r.body_text());
@@ -261,7 +255,7 @@ async fn admin_endpoints_answer() {
 // GOAWAY and PING) while this thread blocks waiting for the exit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_zero_promptly() {
-    let (_dir, mut service) = start();
+    let (_dir, mut service) = support::serve_limits(YAML, &[]);
     // A client with an open HTTP/2 connection must not hold the shutdown up.
     let mut client = grpc::rls_client(service.grpc_addr).await;
     grpc::should_rate_limit(

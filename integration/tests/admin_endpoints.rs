@@ -2,7 +2,7 @@
 //! (with `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, upstream's variable alone) and `POST /json`
 //! (upstream's JSON form of a decision, its statuses, a clear 400, a bounded body).
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ fn healthcheck_with_upstreams_config_loaded_variable() {
     assert_eq!(response.status, 200, "{}", response.body_text());
     assert_eq!(response.body_text(), "OK");
 
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+    let output = std::process::Command::new(support::binary())
         .arg("serve")
         .arg("--config")
         .arg(&limits)

@@ -1,26 +1,19 @@
 //! `gcounter-rls check-config PATH`: accepts envoyproxy/ratelimit's documented configs
 //! unchanged, and rejects broken ones naming the file, the line and the problem.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use support::process::describe;
+
 fn check_config(path: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+    Command::new(support::binary())
         .arg("check-config")
         .arg(path)
         .output()
         .expect("run gcounter-rls check-config")
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "exit status {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 fn assert_accepted(path: &Path) -> String {

@@ -12,7 +12,6 @@ use super::{Envoy, Service, repo_path};
 const SERVE_PREFIX: &str = "cargo run --release -- serve ";
 
 pub struct Example {
-    pub name: String,
     /// `envoy/<name>.yaml`, relative to the repository root.
     pub envoy_file: PathBuf,
     /// `config/<name>.yaml`, relative to the repository root.
@@ -75,7 +74,6 @@ impl Example {
         }
 
         Example {
-            name: name.to_owned(),
             envoy_file,
             limits_file,
             serve_flags: args[2..].to_vec(),

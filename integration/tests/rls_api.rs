@@ -4,34 +4,21 @@
 //! Every test starts its own service, so counters start at zero. Windows are aligned to
 //! the wall clock and slide, so counting tests first step away from a window boundary.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use support::Service;
 use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse,
-    UInt64Value, Unit, descriptor, request,
+    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitResponse, UInt64Value, Unit, code,
+    descriptor, overall, request, with_override,
 };
 use support::metrics::sample;
 use support::rls::Rls;
 
 /// Room for every counting test: all its calls fall in one minute (and one hour).
 const WORK: Duration = Duration::from_secs(3);
-
-fn stay_in_one_minute() {
-    support::avoid_window_boundary(Duration::from_secs(60), WORK);
-}
-
-fn code(status: &DescriptorStatus) -> Code {
-    Code::try_from(status.code).unwrap_or_else(|_| panic!("unknown code in {status:?}"))
-}
-
-fn overall(response: &RateLimitResponse) -> Code {
-    Code::try_from(response.overall_code)
-        .unwrap_or_else(|_| panic!("unknown overall code in {response:?}"))
-}
 
 fn reset_ms(status: &DescriptorStatus) -> i64 {
     grpc::duration_ms(status.duration_until_reset.as_ref())
@@ -98,7 +85,7 @@ async fn statuses_follow_request_order_and_a_limit_of_n_lets_n_through() {
             descriptor(&[("k", "hundred")]),
         ]
     };
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
 
     for i in 1..=3u32 {
         let r = rls.check("api", descriptors()).await;
@@ -195,7 +182,7 @@ async fn unknown_domain_and_unmatched_descriptors_are_ok_without_a_limit() {
         assert_not_limited(s, &format!("unmatched descriptor {i}"));
     }
     // Nothing above was counted against k=three.
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let s = rls.one("api", &[("k", "three")]).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2), "{s:?}");
 }
@@ -258,7 +245,7 @@ descriptors:
         200.0
     );
     // The limited sibling still limits.
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     assert_eq!(
         code(&rls.one("internal", &[("azure", "x")]).await),
         Code::Ok
@@ -297,7 +284,7 @@ descriptors:
     let mut rls = Rls::start(yaml, &[]).await;
     let specific = || descriptor(&[("key_1", "value_1"), ("user", "bob")]);
     let replacing = || descriptor(&[("key_2", "value_2"), ("user", "bob")]);
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
 
     for i in 1..=3u32 {
         let r = rls.check("example7", vec![specific(), replacing()]).await;
@@ -344,7 +331,7 @@ descriptors:
 #[tokio::test]
 async fn shadow_mode_rule_answers_ok_over_the_limit_and_reports_it() {
     let mut rls = Rls::start(SHADOW_YAML, &[]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     for i in 1..=4u32 {
         let r = rls
             .check("shadow", vec![descriptor(&[("user", "a")])])
@@ -377,7 +364,7 @@ async fn shadow_mode_rule_answers_ok_over_the_limit_and_reports_it() {
 #[tokio::test]
 async fn global_shadow_mode_answers_ok_to_everything_and_reports_shadow_decisions() {
     let mut rls = Rls::start(SHADOW_YAML, &["--shadow-mode"]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     for i in 1..=5u32 {
         let r = rls
             .check(
@@ -440,7 +427,7 @@ descriptors:
         r
     };
     let remaining = |r: &RateLimitResponse| (code(&r.statuses[0]), r.statuses[0].limit_remaining);
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
 
     // Request-level hits_addend = 3 consumes 3; the 4th call (9 + 3 > 10) is denied and
     // consumes nothing, so one more hit still fits exactly.
@@ -493,19 +480,6 @@ descriptors:
     );
 }
 
-fn with_override(
-    entries: &[(&str, &str)],
-    requests_per_unit: u32,
-    unit: i32,
-) -> RateLimitDescriptor {
-    let mut d = descriptor(entries);
-    d.limit = Some(RateLimitOverride {
-        requests_per_unit,
-        unit,
-    });
-    d
-}
-
 #[tokio::test]
 async fn a_request_limit_override_is_honoured() {
     let yaml = "\
@@ -518,7 +492,7 @@ descriptors:
       requests_per_unit: 100
 ";
     let mut rls = Rls::start(yaml, &[]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let expected = [(Code::Ok, 1), (Code::Ok, 0), (Code::OverLimit, 0)];
     for (i, (want_code, want_remaining)) in expected.into_iter().enumerate() {
         let r = rls
@@ -622,7 +596,7 @@ descriptors:
         "{text}"
     );
     // Nothing was counted by the rejected requests.
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let s = rls.one("ovr", &[("o", "x")]).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 99), "{s:?}");
 }
@@ -661,7 +635,7 @@ fn hdr_descriptors() -> Vec<RateLimitDescriptor> {
 #[tokio::test]
 async fn response_headers_are_off_by_default() {
     let mut rls = Rls::start(HEADERS_YAML, &[]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     for i in 1..=3 {
         let r = rls.check("hdr", hdr_descriptors()).await;
         assert!(r.response_headers_to_add.is_empty(), "call {i}: {r:?}");
@@ -672,7 +646,7 @@ async fn response_headers_are_off_by_default() {
 #[tokio::test]
 async fn response_headers_describe_the_most_constrained_descriptor() {
     let mut rls = Rls::start(HEADERS_YAML, &["--response-headers"]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     // (narrow remaining, over?)
     for (i, remaining, over) in [(1, "1", false), (2, "0", false), (3, "0", true)] {
         let r = rls.check("hdr", hdr_descriptors()).await;
@@ -733,7 +707,7 @@ async fn response_header_names_can_be_changed() {
         ],
     )
     .await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let r = rls.check("hdr", vec![descriptor(&[("wide", "w")])]).await;
     let keys: Vec<&str> = r
         .response_headers_to_add
@@ -822,7 +796,7 @@ descriptors:
 #[tokio::test]
 async fn wildcards_exact_values_value_less_keys_and_nesting() {
     let mut rls = Rls::start(MATCH_YAML, &[]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
 
     // Trailing wildcard; each runtime value has its own counter.
     let s = rls.one("match", &[("path", "/api/foo")]).await;
@@ -993,10 +967,10 @@ async fn a_config_directory_serves_every_file_and_domain() {
         "domain: beta\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n",
     );
     // Subdirectories, dot-files and any extension are config files too (as upstream's
-    // runtime reads a directory); `integration/config_parity.rs` shows them.
+    // runtime reads a directory); `config_parity` shows them.
     let service = Service::start(dir.path(), &[]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
 
     let call = |domain: &'static str| request(domain, vec![descriptor(&[("k", "same")])]);
     let a = grpc::should_rate_limit(&mut client, call("alpha")).await;
@@ -1046,7 +1020,7 @@ descriptors:
         [("3:m1:n", "o"), ("m", "1:n1:o")],
         [("w.", "v"), ("w", ".v")],
     ];
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     for [first, second] in pairs {
         let one = |(a, b): (&'static str, &'static str)| vec![descriptor(&[("a", a), ("b", b)])];
         let r = rls.check("inj", one(first)).await;
@@ -1086,7 +1060,7 @@ descriptors:
       requests_per_unit: 20
 ";
     let rls = Rls::start(yaml, &[]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let mut tasks = Vec::new();
     for _ in 0..4 {
         // Separate connections as well as concurrent streams on each.

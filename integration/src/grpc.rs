@@ -12,7 +12,7 @@ pub use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_de
 };
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit,
+    Code, DescriptorStatus,
 };
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 pub use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
@@ -132,4 +132,53 @@ fn clip(s: &str) -> String {
 /// A protobuf `Duration` in milliseconds (0 when absent).
 pub fn duration_ms(d: Option<&envoy_types::pb::google::protobuf::Duration>) -> i64 {
     d.map_or(0, |d| d.seconds * 1_000 + i64::from(d.nanos) / 1_000_000)
+}
+
+/// A request for `domain` with one descriptor `key=value`.
+pub fn hit(domain: &str, key: &str, value: &str) -> RateLimitRequest {
+    request(domain, vec![descriptor(&[(key, value)])])
+}
+
+/// A descriptor `key=value` costing `cost` hits (`hits_addend`).
+pub fn costing(key: &str, value: &str, cost: u64) -> RateLimitDescriptor {
+    let mut d = descriptor(&[(key, value)]);
+    d.hits_addend = Some(UInt64Value { value: cost });
+    d
+}
+
+/// A descriptor with `entries` carrying its own limit (`unit` as sent on the wire, so tests
+/// can send values the enum does not know).
+pub fn with_override(
+    entries: &[(&str, &str)],
+    requests_per_unit: u32,
+    unit: i32,
+) -> RateLimitDescriptor {
+    let mut d = descriptor(entries);
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit,
+        unit,
+    });
+    d
+}
+
+/// A descriptor status's code; panics on a value the enum does not know.
+pub fn code(status: &DescriptorStatus) -> Code {
+    Code::try_from(status.code).unwrap_or_else(|_| panic!("unknown code in {status:?}"))
+}
+
+/// A response's overall code; panics on a value the enum does not know.
+pub fn overall(response: &RateLimitResponse) -> Code {
+    Code::try_from(response.overall_code)
+        .unwrap_or_else(|_| panic!("unknown overall code in {response:?}"))
+}
+
+/// Sends `request` (one descriptor) and returns its one status.
+pub async fn one_status(client: &mut RlsClient, request: RateLimitRequest) -> DescriptorStatus {
+    let mut response = should_rate_limit(client, request).await;
+    assert_eq!(
+        response.statuses.len(),
+        1,
+        "one status expected: {response:?}"
+    );
+    response.statuses.remove(0)
 }

@@ -6,14 +6,13 @@
 //! requests on one key is kept inside one minute (`avoid_window_boundary`): the windows are
 //! aligned to the clock, and a sliding window would carry part of the previous minute over.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use support::example::Client;
 use support::grpc::{self, UInt64Value, descriptor, request};
-use support::metrics::sample;
 use support::redis_admin::{self, LOCAL_REDIS_URL};
 use support::sql_admin::{Backend, TestDb};
 use support::{Envoy, Example, Service, free_port};
@@ -49,19 +48,6 @@ fn wait_until(timeout: Duration, what: &str, mut probe: impl FnMut() -> bool) ->
     start.elapsed()
 }
 
-fn reloads(service: &Service, result: &str) -> f64 {
-    sample(
-        &service.metrics(),
-        "rls_config_reloads_total",
-        &[("result", result)],
-    )
-    .unwrap_or(0.0)
-}
-
-fn rlconfig(service: &Service) -> String {
-    service.admin_get("/rlconfig").body_text()
-}
-
 /// The per-key rule in `/rlconfig` once the edit below is loaded.
 const RELOADED: &str = "per-api-key.api_key: unit=MINUTE requests_per_unit=5,";
 
@@ -87,7 +73,7 @@ fn hot_reload_applies_an_edit_and_a_broken_one_keeps_the_running_limits() {
 
     edit(&limits, "requests_per_unit: 3\n", "requests_per_unit: 5\n");
     let took = wait_until(RELOAD_TIMEOUT, "the edit shows in /rlconfig", || {
-        rlconfig(&service).contains(RELOADED)
+        service.rlconfig().contains(RELOADED)
     });
     println!("reloaded {took:?} after the edit");
     let five = "5, 5;w=60;name=\"per_api_key\"";
@@ -96,16 +82,16 @@ fn hot_reload_applies_an_edit_and_a_broken_one_keeps_the_running_limits() {
     same_minute(Duration::from_secs(5));
     exhaust(&client, "k2", five, 5);
 
-    let errors_before = reloads(&service, "error");
+    let errors_before = service.config_reloads("error");
     edit(
         &limits,
         "requests_per_unit: 5\n",
         "requests_per_unit: many\n",
     );
     wait_until(RELOAD_TIMEOUT, "the broken edit rejected", || {
-        reloads(&service, "error") > errors_before
+        service.config_reloads("error") > errors_before
     });
-    let running = rlconfig(&service);
+    let running = service.rlconfig();
     assert!(
         running.contains(RELOADED),
         "/rlconfig after the broken edit:\n{running}"

@@ -28,6 +28,16 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// A finished command's exit status, stdout and stderr, for assertion messages.
+pub fn describe(output: &std::process::Output) -> String {
+    format!(
+        "exit status {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
 /// Runs `command` (stdin null, stdout and stderr captured) to its end, for at most `timeout`:
 /// past it the process is killed. Returns its output, stdout then stderr as one text, and
 /// whether it ended by itself.

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use super::manifests::Doc;
-use crate::support::repo_path;
+use gcounter_rls_integration::repo_path;
 
 /// The Kubernetes version the manifests are checked against (kind's node images of the
 /// time; the schemas are kubernetes-validate's, for the latest release not above it).

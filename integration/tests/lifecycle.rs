@@ -13,19 +13,18 @@
 //! - Redis down, then the database, then both, under load, then SIGTERM: every accepted
 //!   decision is in Redis and in the table.
 
-mod support;
+use gcounter_rls_integration as support;
 
-#[path = "../src/regional/redis/testing.rs"]
+#[path = "../../src/regional/redis/testing.rs"]
 mod redis_testing;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::grpc::{self, Code, RateLimitRequest, descriptor, request};
+use support::grpc::{self, Code, hit};
 use support::load::{self, Sent};
-use support::metrics::sample;
+use support::metrics::count;
 use support::process::run_within;
 use support::proxy::{Cut, Proxy};
 use support::redis_admin;
@@ -42,26 +41,6 @@ fn dedicated_redis() -> redis_testing::PlainRedis {
             redis_testing::HOW_TO_START_REDIS
         )
     })
-}
-
-fn redis_addr(redis: &redis_testing::PlainRedis) -> SocketAddr {
-    support::local_addr(redis.server.port)
-}
-
-/// One rule: any `user` value, `LIMIT` per day (never reached: every request is accepted).
-fn limits(domain: &str) -> String {
-    format!(
-        "domain: {domain}\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      \
-         requests_per_unit: {LIMIT}\n"
-    )
-}
-
-fn hit(domain: &str, user: &str) -> RateLimitRequest {
-    request(domain, vec![descriptor(&[("user", user)])])
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    sample(text, name, &[]).unwrap_or(0.0)
 }
 
 /// OK answers per key; panics on a gRPC error or an OVER_LIMIT before `errors_from_ms`.
@@ -124,10 +103,10 @@ fn full_log(service: &Service) -> String {
 async fn decisions_answered_during_the_drain_reach_redis() {
     const IN_FLIGHT: usize = 40;
     let redis = dedicated_redis();
-    let proxy = Proxy::start(redis_addr(&redis));
+    let proxy = Proxy::start(support::local_addr(redis.server.port));
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("drain");
-    let (_dir, path) = support::limits_file(&limits("drain"));
+    let (_dir, path) = support::limits_file(&support::one_rule("drain", "user", "day", 1, LIMIT));
     let url = format!("redis://{}", proxy.addr);
     let mut service = Service::start(
         &path,
@@ -147,7 +126,7 @@ async fn decisions_answered_during_the_drain_reach_redis() {
     let client = grpc::rls_client(service.grpc_addr).await;
     // Connect to Redis first, then slow it down.
     let mut warm = client.clone();
-    grpc::should_rate_limit(&mut warm, hit("drain", "warm-up")).await;
+    grpc::should_rate_limit(&mut warm, hit("drain", "user", "warm-up")).await;
     proxy.delay(Duration::from_millis(300));
 
     let mut calls = tokio::task::JoinSet::new();
@@ -155,7 +134,7 @@ async fn decisions_answered_during_the_drain_reach_redis() {
         let mut client = client.clone();
         calls.spawn(async move {
             client
-                .should_rate_limit(hit("drain", &format!("k{i}")))
+                .should_rate_limit(hit("drain", "user", &format!("k{i}")))
                 .await
         });
     }
@@ -192,23 +171,23 @@ async fn decisions_answered_during_the_drain_reach_redis() {
 async fn after_an_outage_the_final_replay_goes_through_the_open_circuit_and_the_log_stays_quiet() {
     const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
     let redis = dedicated_redis();
-    let proxy = Proxy::start(redis_addr(&redis));
+    let proxy = Proxy::start(support::local_addr(redis.server.port));
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("breaker");
-    let (_dir, path) = support::limits_file(&limits("breaker"));
+    let (_dir, path) = support::limits_file(&support::one_rule("breaker", "user", "day", 1, LIMIT));
     let url = format!("redis://{}", proxy.addr);
     let mut service = Service::start(&path, &["--redis-url", &url, "--redis-prefix", &prefix]);
     proxy.cut(Cut::Refuse);
     let client = grpc::rls_client(service.grpc_addr).await;
     let sent = load::paced(vec![client], 50.0, Duration::from_secs(4), |i| {
-        hit("breaker", KEYS[i % KEYS.len()])
+        hit("breaker", "user", KEYS[i % KEYS.len()])
     })
     .await;
     let accepted: u64 = accepted_by_key(&sent, &KEYS, u64::MAX).values().sum();
     proxy.restore();
     let text = service.metrics();
     assert_eq!(
-        metric(&text, "rls_origin_circuit_state"),
+        count(&text, "rls_origin_circuit_state", &[]),
         2.0,
         "the circuit must still be open at SIGTERM for this test to mean anything"
     );
@@ -238,18 +217,18 @@ async fn after_an_outage_the_final_replay_goes_through_the_open_circuit_and_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_redis_keeps_the_circuit_open_for_cold_reads() {
     let redis = dedicated_redis();
-    let proxy = Proxy::start(redis_addr(&redis));
+    let proxy = Proxy::start(support::local_addr(redis.server.port));
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("slow");
-    let (_dir, path) = support::limits_file(&limits("slow"));
+    let (_dir, path) = support::limits_file(&support::one_rule("slow", "user", "day", 1, LIMIT));
     let url = format!("redis://{}", proxy.addr);
     let service = Service::start(&path, &["--redis-url", &url, "--redis-prefix", &prefix]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
-    grpc::should_rate_limit(&mut client, hit("slow", "warm-up")).await;
+    grpc::should_rate_limit(&mut client, hit("slow", "user", "warm-up")).await;
     proxy.delay(Duration::from_millis(200));
     let started_ms = now_ms();
     let sent = load::paced(vec![client], 100.0, Duration::from_secs(5), |i| {
-        hit("slow", &format!("new-{i}"))
+        hit("slow", "user", &format!("new-{i}"))
     })
     .await;
     accepted_by_key(&sent, &["any"], u64::MAX);
@@ -266,7 +245,7 @@ async fn a_slow_redis_keeps_the_circuit_open_for_cold_reads() {
         "{slow} of {} requests slower than 40 ms once Redis was slow ({}); circuit {}",
         late.len(),
         load::latency_summary(late.iter().copied()),
-        metric(&text, "rls_origin_circuit_state")
+        count(&text, "rls_origin_circuit_state", &[])
     );
     assert!(
         slow <= 4,
@@ -287,7 +266,7 @@ async fn starts_without_the_database_and_catches_up(backend: Backend) {
     let proxy = Proxy::start(db.server_addr());
     proxy.cut(Cut::Refuse);
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let (_dir, path) = support::limits_file(&limits("latedb"));
+    let (_dir, path) = support::limits_file(&support::one_rule("latedb", "user", "day", 1, LIMIT));
     let url = db.url_via(proxy.addr);
     let service = Service::start(
         &path,
@@ -309,14 +288,14 @@ async fn starts_without_the_database_and_catches_up(backend: Backend) {
     );
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for _ in 0..5 {
-        let response = grpc::should_rate_limit(&mut client, hit("latedb", "alice")).await;
+        let response = grpc::should_rate_limit(&mut client, hit("latedb", "user", "alice")).await;
         assert_eq!(response.overall_code, Code::Ok as i32);
     }
     let health = service.admin_get("/healthz");
     assert_eq!(health.status, 200, "healthy without the database");
     proxy.restore();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&service.metrics(), "rls_global_rows_written_total") < 1.0 {
+    while count(&service.metrics(), "rls_global_rows_written_total", &[]) < 1.0 {
         assert!(
             Instant::now() < deadline,
             "nothing published 20 s after the database appeared\n{}",
@@ -344,7 +323,7 @@ async fn starts_without_the_database_and_catches_up_postgres() {
 /// Runs `gcounter-rls args…`, killing it after 10 s; exit code and combined output.
 fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
     let (output, text, _) = run_within(
-        Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        Command::new(support::binary())
             .args(args)
             .envs(env.iter().copied()),
         Duration::from_secs(10),
@@ -356,7 +335,7 @@ fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
 /// `--replay-interval 0s` started, its task panicked, health stayed OK).
 #[test]
 fn zero_and_absurd_durations_are_refused_at_start() {
-    let (_dir, path) = support::limits_file(&limits("bounds"));
+    let (_dir, path) = support::limits_file(&support::one_rule("bounds", "user", "day", 1, LIMIT));
     let config = path.to_string_lossy().into_owned();
     let addr = |port: u16| format!("127.0.0.1:{port}");
     for (flag, value) in [
@@ -414,7 +393,7 @@ fn passwords_stay_out_of_help_and_errors() {
     assert!(help.contains("RLS_DATABASE_URL"), "{help}");
     assert!(!help.contains("s3cret"), "--help prints a password: {help}");
 
-    let (_dir, path) = support::limits_file(&limits("secret"));
+    let (_dir, path) = support::limits_file(&support::one_rule("secret", "user", "day", 1, LIMIT));
     let config = path.to_string_lossy().into_owned();
     let bad_url = "mysql://root:db-s3cret@127.0.0.1:99999/x";
     for args in [
@@ -467,12 +446,13 @@ async fn nothing_accepted_is_lost_to_outages_and_a_shutdown() {
     let keys: Vec<String> = (0..20).map(|i| format!("u{i}")).collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let redis = dedicated_redis();
-    let redis_proxy = Proxy::start(redis_addr(&redis));
+    let redis_proxy = Proxy::start(support::local_addr(redis.server.port));
     let db = TestDb::create(Backend::MariaDb, "zero_lost");
     let db_proxy = Proxy::start(db.server_addr());
     support::avoid_window_boundary(DAY, Duration::from_secs(90));
     let prefix = redis_admin::unique_prefix("zerolost");
-    let (_dir, path) = support::limits_file(&limits("zerolost"));
+    let (_dir, path) =
+        support::limits_file(&support::one_rule("zerolost", "user", "day", 1, LIMIT));
     let redis_url = format!("redis://{}", redis_proxy.addr);
     let db_url = db.url_via(db_proxy.addr);
     let mut service = Service::start(
@@ -503,7 +483,7 @@ async fn nothing_accepted_is_lost_to_outages_and_a_shutdown() {
         vec![client],
         200.0,
         Duration::from_secs(11),
-        move |i| hit("zerolost", &load_keys[i % load_keys.len()]),
+        move |i| hit("zerolost", "user", &load_keys[i % load_keys.len()]),
     ));
     let step = |secs: u64| tokio::time::sleep(Duration::from_secs(secs));
     step(1).await;

@@ -66,6 +66,11 @@ fn parse_labels(mut s: &str) -> Option<(Labels, &str)> {
     }
 }
 
+/// Like [`sample`], with 0 for a series not (yet) exported.
+pub fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    sample(text, name, labels).unwrap_or(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

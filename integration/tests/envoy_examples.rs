@@ -7,7 +7,7 @@
 //! its own service, so counts start at zero; limits are per minute, and the requests are kept
 //! inside one minute (`avoid_window_boundary`).
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::time::Duration;
 

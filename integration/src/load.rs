@@ -98,3 +98,11 @@ pub fn latency_summary<'a>(sent: impl IntoIterator<Item = &'a Sent>) -> String {
         ms.len()
     )
 }
+
+/// The gRPC errors among `sent`, as `code: message`.
+pub fn grpc_errors(sent: &[Sent]) -> Vec<String> {
+    sent.iter()
+        .filter_map(|s| s.result.as_ref().err())
+        .map(|status| format!("{:?}: {}", status.code(), status.message()))
+        .collect()
+}

@@ -85,6 +85,12 @@ pub struct TlsDir {
     pub dir: tempfile::TempDir,
 }
 
+impl Default for TlsDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TlsDir {
     pub fn new() -> TlsDir {
         TlsDir {
@@ -126,6 +132,62 @@ impl TlsDir {
             "--grpc-tls-key".into(),
             path_arg(&self.key()),
         ]
+    }
+}
+
+/// mTLS as upstream's variables turn it on: a server identity from `server_ca` in `dir`, and
+/// `client_ca` trusted for clients whose certificate names [`UpstreamMtls::SAN`].
+pub struct UpstreamMtls {
+    server_ca: Ca,
+    client_ca: Ca,
+    _dir: TlsDir,
+    cert: String,
+    key: String,
+    client_ca_file: String,
+}
+
+impl Default for UpstreamMtls {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl UpstreamMtls {
+    /// The SAN a client certificate must carry (`GRPC_CLIENT_TLS_SAN`).
+    pub const SAN: &str = "envoy.internal";
+
+    pub fn new() -> UpstreamMtls {
+        let server_ca = Ca::new("server CA");
+        let client_ca = Ca::new("client CA");
+        let dir = TlsDir::new();
+        dir.write_server(&server_ca.server());
+        dir.write_client_ca(&client_ca);
+        UpstreamMtls {
+            cert: path_arg(&dir.cert()),
+            key: path_arg(&dir.key()),
+            client_ca_file: path_arg(&dir.client_ca()),
+            server_ca,
+            client_ca,
+            _dir: dir,
+        }
+    }
+
+    /// `GRPC_SERVER_USE_TLS=true` and the files and SAN upstream reads with it.
+    pub fn env(&self) -> [(&str, &str); 5] {
+        [
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", &self.cert),
+            ("GRPC_SERVER_TLS_KEY", &self.key),
+            ("GRPC_CLIENT_TLS_CACERT", &self.client_ca_file),
+            ("GRPC_CLIENT_TLS_SAN", Self::SAN),
+        ]
+    }
+
+    /// A client trusting the server, presenting a certificate from the client CA with
+    /// `sans` (`None`: no certificate).
+    pub fn client(&self, sans: Option<&[&str]>) -> Arc<rustls::ClientConfig> {
+        let identity = sans.map(|sans| self.client_ca.client(sans));
+        client_config(&self.server_ca, identity.as_ref())
     }
 }
 

@@ -62,7 +62,7 @@ impl Service {
         std::fs::create_dir_all(&link).expect("create symlink dir");
         let link = link.join("ratelimit");
         if !link.exists() {
-            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gcounter-rls"), &link)
+            std::os::unix::fs::symlink(super::binary(), &link)
                 .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
         }
         let (grpc_port, http_port) = (free_port(), free_port());
@@ -122,7 +122,7 @@ impl Service {
         let (log_path, log) = new_log_file("gcounter-rls");
         let log_err = log.try_clone().expect("clone log file handle");
 
-        let binary = env!("CARGO_BIN_EXE_gcounter-rls");
+        let binary = super::binary();
         // prlimit execs the binary: the child's pid stays the service's.
         let mut command = match launch.nofile {
             Some(n) => {
@@ -130,10 +130,10 @@ impl Service {
                 command
                     .arg(format!("--nofile={n}:{n}"))
                     .arg("--")
-                    .arg(binary);
+                    .arg(&binary);
                 command
             }
-            None => Command::new(binary),
+            None => Command::new(&binary),
         };
         let child = command
             .arg("serve")
@@ -149,7 +149,7 @@ impl Service {
             .stdout(log)
             .stderr(log_err)
             .spawn()
-            .expect("spawn gcounter-rls (CARGO_BIN_EXE_gcounter-rls)");
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
 
         let mut service = Service {
             grpc_addr,
@@ -255,6 +255,20 @@ impl Service {
                 self.log_tail(30)
             )
         })
+    }
+
+    /// The running limits as `/rlconfig` shows them.
+    pub fn rlconfig(&self) -> String {
+        self.admin_get("/rlconfig").body_text()
+    }
+
+    /// `rls_config_reloads_total{result}` (0 before the first).
+    pub fn config_reloads(&self, result: &str) -> f64 {
+        super::metrics::count(
+            &self.metrics(),
+            "rls_config_reloads_total",
+            &[("result", result)],
+        )
     }
 
     /// The text of `GET /metrics`.

@@ -3,7 +3,7 @@
 //! the accept loop does not spin on EMFILE, and undecodable bodies are refused and counted.
 //! Sizes are reduced from the issue's; the mechanisms are the same.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::time::{Duration, Instant};
 
@@ -26,12 +26,6 @@ descriptors:
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-fn start(args: &[&str]) -> (tempfile::TempDir, Service) {
-    let (dir, path) = support::limits_file(YAML);
-    let service = Service::start(&path, args);
-    (dir, service)
-}
-
 async fn legit_call(service: &Service, i: usize) -> Result<(), String> {
     let mut client = grpc::rls_client(service.grpc_addr).await;
     let key = format!("legit-{i}");
@@ -51,14 +45,17 @@ async fn legit_call(service: &Service, i: usize) -> Result<(), String> {
 /// within 80 MiB of where it started, and legitimate calls and /healthz must keep answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
-    let (_dir, mut service) = start(&[
-        "--max-request-bytes",
-        "1048576",
-        "--max-buffered-request-bytes",
-        "16777216",
-        "--request-timeout",
-        "3s",
-    ]);
+    let (_dir, mut service) = support::serve_limits(
+        YAML,
+        &[
+            "--max-request-bytes",
+            "1048576",
+            "--max-buffered-request-bytes",
+            "16777216",
+            "--request-timeout",
+            "3s",
+        ],
+    );
     let pid = service.pid();
     // One call first, so the baseline includes a warm gRPC path.
     legit_call(&service, 0).await.expect("a first call");
@@ -115,7 +112,8 @@ async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
 /// was accepted and held forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_capped_and_closed() {
-    let (_dir, mut service) = start(&["--max-connections", "8", "--preface-timeout", "1s"]);
+    let (_dir, mut service) =
+        support::serve_limits(YAML, &["--max-connections", "8", "--preface-timeout", "1s"]);
     let pid = service.pid();
     let before = open_fds(pid).expect("the service's fds");
 
@@ -243,7 +241,7 @@ async fn emfile_backs_off_logs_and_recovers() {
 /// message over --max-request-bytes is RESOURCE_EXHAUSTED (grpc-go's answer) and counted.
 #[tokio::test]
 async fn undecodable_and_oversized_bodies_are_refused_and_counted() {
-    let (_dir, mut service) = start(&["--max-request-bytes", "65536"]);
+    let (_dir, mut service) = support::serve_limits(YAML, &["--max-request-bytes", "65536"]);
 
     // 0xff is field 31 with wire type 7, which does not exist.
     let (code, message) =
@@ -289,12 +287,15 @@ async fn undecodable_and_oversized_bodies_are_refused_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_half_requests_are_capped_and_timed_out() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (_dir, mut service) = start(&[
-        "--max-admin-connections",
-        "4",
-        "--admin-header-timeout",
-        "1s",
-    ]);
+    let (_dir, mut service) = support::serve_limits(
+        YAML,
+        &[
+            "--max-admin-connections",
+            "4",
+            "--admin-header-timeout",
+            "1s",
+        ],
+    );
     let pid = service.pid();
     let before = open_fds(pid).expect("the service's fds");
     let mut partial = Vec::new();

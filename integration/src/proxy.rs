@@ -36,9 +36,7 @@ enum Mode {
 pub struct Proxy {
     /// Where clients connect (127.0.0.1, a free port).
     pub addr: SocketAddr,
-    pub upstream: SocketAddr,
     mode: Arc<watch::Sender<Mode>>,
-    accepted: Arc<AtomicU64>,
     /// Milliseconds each chunk from the upstream waits before it is forwarded (0: none).
     delay_ms: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
@@ -53,10 +51,9 @@ impl Proxy {
             .expect("make the proxy listener non-blocking");
         let addr = listener.local_addr().expect("proxy local address");
         let mode = Arc::new(watch::Sender::new(Mode::Forward));
-        let accepted = Arc::new(AtomicU64::new(0));
         let delay_ms = Arc::new(AtomicU64::new(0));
         let thread = {
-            let (mode, accepted) = (Arc::clone(&mode), Arc::clone(&accepted));
+            let mode = Arc::clone(&mode);
             let delay = Arc::clone(&delay_ms);
             std::thread::Builder::new()
                 .name(format!("proxy-{}", addr.port()))
@@ -66,15 +63,13 @@ impl Proxy {
                         .build()
                         .expect("proxy runtime");
                     // Dropping the runtime afterwards drops every connection task.
-                    runtime.block_on(serve(listener, upstream, mode, accepted, delay));
+                    runtime.block_on(serve(listener, upstream, mode, delay));
                 })
                 .expect("spawn the proxy thread")
         };
         Proxy {
             addr,
-            upstream,
             mode,
-            accepted,
             delay_ms,
             thread: Some(thread),
         }
@@ -97,11 +92,6 @@ impl Proxy {
     pub fn restore(&self) {
         self.mode.send_replace(Mode::Forward);
     }
-
-    /// Connections accepted so far, whatever happened to them.
-    pub fn accepted(&self) -> u64 {
-        self.accepted.load(Ordering::Relaxed)
-    }
 }
 
 impl Drop for Proxy {
@@ -117,7 +107,6 @@ async fn serve(
     listener: std::net::TcpListener,
     upstream: SocketAddr,
     mode: Arc<watch::Sender<Mode>>,
-    accepted: Arc<AtomicU64>,
     delay_ms: Arc<AtomicU64>,
 ) {
     let listener = TcpListener::from_std(listener).expect("proxy listener into Tokio");
@@ -132,7 +121,6 @@ async fn serve(
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             continue;
         };
-        accepted.fetch_add(1, Ordering::Relaxed);
         // Subscribed before reading the mode: a change in between is seen by the task.
         let changes = mode.subscribe();
         let now = *mode.borrow();

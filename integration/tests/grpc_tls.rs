@@ -4,7 +4,7 @@
 //! up without dropping the listener or open connections; upstream's variables work alone;
 //! bad TLS settings stop start-up naming the setting.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use support::grpc::{self, Code, RateLimitResponse, RlsClient, descriptor, request};
 use support::metrics::sample;
 use support::process::run_within;
-use support::tls::{Ca, TlsDir, client_config, tls_rls_client};
+use support::tls::{Ca, TlsDir, UpstreamMtls, client_config, tls_rls_client};
 use support::{Launch, Service};
 
 const LIMITS: &str = "
@@ -208,48 +208,27 @@ async fn rotated_certificates_are_picked_up_without_dropping_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_variables_alone_turn_on_mtls() {
-    let server_ca = Ca::new("server CA");
-    let client_ca = Ca::new("client CA");
-    let tls = TlsDir::new();
-    tls.write_server(&server_ca.server());
-    tls.write_client_ca(&client_ca);
-    let (cert, key, ca) = (
-        tls.cert().to_string_lossy().into_owned(),
-        tls.key().to_string_lossy().into_owned(),
-        tls.client_ca().to_string_lossy().into_owned(),
-    );
+    let mtls = UpstreamMtls::new();
     let (_dir, limits) = support::limits_file(LIMITS);
     let service = Service::start_with(
         &limits,
         &[],
         Launch {
-            env: &[
-                ("GRPC_SERVER_USE_TLS", "true"),
-                ("GRPC_SERVER_TLS_CERT", &cert),
-                ("GRPC_SERVER_TLS_KEY", &key),
-                ("GRPC_CLIENT_TLS_CACERT", &ca),
-                ("GRPC_CLIENT_TLS_SAN", "envoy.internal"),
-            ],
+            env: &mtls.env(),
             ..Launch::default()
         },
     );
-    let good = client_ca.client(&["envoy.internal"]);
-    call(service.grpc_addr, client_config(&server_ca, Some(&good)))
+    call(service.grpc_addr, mtls.client(Some(&[UpstreamMtls::SAN])))
         .await
         .unwrap_or_else(|e| panic!("mTLS call failed: {e}\n{}", service.log_tail(30)));
     assert!(
-        call(service.grpc_addr, client_config(&server_ca, None))
-            .await
-            .is_err(),
+        call(service.grpc_addr, mtls.client(None)).await.is_err(),
         "a client without a certificate was served"
     );
     assert!(
-        call(
-            service.grpc_addr,
-            client_config(&server_ca, Some(&client_ca.client(&["other"])))
-        )
-        .await
-        .is_err(),
+        call(service.grpc_addr, mtls.client(Some(&["other"])))
+            .await
+            .is_err(),
         "a client without the SAN was served"
     );
 }
@@ -259,7 +238,7 @@ async fn upstreams_variables_alone_turn_on_mtls() {
 fn assert_start_fails(args: &[&str], env: &[(&str, &str)], expected: &[&str]) {
     let (_dir, limits) = support::limits_file(LIMITS);
     let (output, text, ended) = run_within(
-        Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        Command::new(support::binary())
             .arg("serve")
             .arg("--config")
             .arg(&limits)

@@ -6,31 +6,19 @@
 //! Every test starts its own service, so counters start at zero; counting tests first step
 //! away from a window boundary.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::time::Duration;
 
 use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitOverride, RateLimitResponse,
-    RlsClient, Unit, descriptor, request,
+    self, Code, RateLimitResponse, RlsClient, Unit, code, descriptor, overall, request,
+    with_override,
 };
 use support::rls::Rls;
 use support::{Launch, Service};
 
 /// Room for every counting test: all its calls fall in one minute.
 const WORK: Duration = Duration::from_secs(3);
-
-fn stay_in_one_minute() {
-    support::avoid_window_boundary(Duration::from_secs(60), WORK);
-}
-
-fn code(status: &DescriptorStatus) -> Code {
-    Code::try_from(status.code).unwrap_or(Code::Unknown)
-}
-
-fn overall(response: &RateLimitResponse) -> Code {
-    Code::try_from(response.overall_code).unwrap_or(Code::Unknown)
-}
 
 fn codes(response: &RateLimitResponse) -> Vec<Code> {
     response.statuses.iter().map(code).collect()
@@ -62,7 +50,7 @@ descriptors:
 #[tokio::test]
 async fn quota_mode_denies_only_when_every_quota_is_over() {
     let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let both = || {
         vec![
             descriptor(&[("quota_a", "x")]),
@@ -107,7 +95,7 @@ async fn quota_mode_denies_only_when_every_quota_is_over() {
 #[tokio::test]
 async fn a_regular_descriptor_over_its_limit_still_denies_beside_quotas() {
     let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let mixed = || {
         vec![
             descriptor(&[("regular", "r")]),
@@ -154,7 +142,7 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
             },
         )
         .await;
-        stay_in_one_minute();
+        support::stay_in_one_minute(WORK);
         let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
         rls.check("plain", both()).await;
         let r = rls.check("plain", both()).await;
@@ -181,7 +169,7 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
         },
     )
     .await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
     rls.check("plain", both()).await;
     let r = rls.check("plain", both()).await;
@@ -213,7 +201,7 @@ async fn global_shadow_mode_keeps_descriptor_statuses_and_turns_only_the_overall
             },
         )
         .await;
-        stay_in_one_minute();
+        support::stay_in_one_minute(WORK);
         let first = rls
             .check("shadow", vec![descriptor(&[("user", "u")])])
             .await;
@@ -291,19 +279,6 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 3 }
 ";
 
-fn with_override(
-    entries: &[(&str, &str)],
-    requests_per_unit: u32,
-    unit: Unit,
-) -> RateLimitDescriptor {
-    let mut d = descriptor(entries);
-    d.limit = Some(RateLimitOverride {
-        requests_per_unit,
-        unit: unit as i32,
-    });
-    d
-}
-
 /// A request-level override counts on the counter of the rule the descriptor matches (as
 /// upstream, whose counter is the descriptor's entries): hits counted under the config's
 /// limit still count once the limit comes from route metadata. Another unit is another
@@ -311,7 +286,7 @@ fn with_override(
 #[tokio::test]
 async fn a_request_override_counts_on_the_matched_rules_counter() {
     let mut rls = Rls::start(OVERRIDE_YAML, &[]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     for _ in 0..2 {
         let r = rls
             .check("ovr", vec![descriptor(&[("api_key", "k")])])
@@ -322,7 +297,7 @@ async fn a_request_override_counts_on_the_matched_rules_counter() {
     let r = rls
         .check(
             "ovr",
-            vec![with_override(&[("api_key", "k")], 3, Unit::Minute)],
+            vec![with_override(&[("api_key", "k")], 3, Unit::Minute as i32)],
         )
         .await;
     assert_eq!(codes(&r), [Code::Ok], "{r:?}");
@@ -330,7 +305,7 @@ async fn a_request_override_counts_on_the_matched_rules_counter() {
     let r = rls
         .check(
             "ovr",
-            vec![with_override(&[("api_key", "k")], 3, Unit::Minute)],
+            vec![with_override(&[("api_key", "k")], 3, Unit::Minute as i32)],
         )
         .await;
     assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
@@ -343,14 +318,18 @@ async fn a_request_override_counts_on_the_matched_rules_counter() {
     let r = rls
         .check(
             "ovr",
-            vec![with_override(&[("api_key", "other")], 1, Unit::Minute)],
+            vec![with_override(
+                &[("api_key", "other")],
+                1,
+                Unit::Minute as i32,
+            )],
         )
         .await;
     assert_eq!(codes(&r), [Code::Ok], "{r:?}");
     let r = rls
         .check(
             "ovr",
-            vec![with_override(&[("api_key", "k")], 1, Unit::Hour)],
+            vec![with_override(&[("api_key", "k")], 1, Unit::Hour as i32)],
         )
         .await;
     assert_eq!(codes(&r), [Code::Ok], "{r:?}");
@@ -523,7 +502,7 @@ async fn merged_domains_serve_the_rules_of_every_file() {
     }
 
     let check = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        std::process::Command::new(support::binary())
             .arg("check-config")
             .arg(root)
             .args(args)
@@ -571,7 +550,7 @@ descriptors:
 #[tokio::test]
 async fn share_threshold_counts_every_value_of_a_wildcard_on_one_counter() {
     let mut rls = Rls::start(SHARE_YAML, &[]).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     let path = |value: &str| vec![descriptor(&[("path", value)])];
     let a = rls.check("share", path("/files/a")).await;
     let b = rls.check("share", path("/files/b")).await;
@@ -617,7 +596,7 @@ async fn share_threshold_shares_one_counter_across_processes_through_redis() {
     let two = Service::start(&limits, &args);
     let mut one_client = grpc::rls_client(one.grpc_addr).await;
     let mut two_client = grpc::rls_client(two.grpc_addr).await;
-    stay_in_one_minute();
+    support::stay_in_one_minute(WORK);
     a_shared_count_reaches(
         &mut one_client,
         &mut two_client,
@@ -671,7 +650,7 @@ async fn dynamic_metadata_carries_the_passed_descriptors_metadata() {
             },
         )
         .await;
-        stay_in_one_minute();
+        support::stay_in_one_minute(WORK);
         let mut first = request("meta", descriptors());
         first.hits_addend = 1;
         let r = grpc::should_rate_limit(&mut rls.client, first).await;

@@ -16,21 +16,20 @@
 //! Limits with long windows use `unit: day`, so a test never straddles a window boundary
 //! (windows are aligned to the Unix epoch; `avoid_window_boundary` guards the rare case).
 
-mod support;
+use gcounter_rls_integration as support;
 
-#[path = "../src/regional/redis/testing.rs"]
+#[path = "../../src/regional/redis/testing.rs"]
 mod redis_testing;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use support::grpc::{
-    self, Code, DescriptorStatus, HealthCheckRequest, RateLimitRequest, RlsClient, ServingStatus,
-    UInt64Value, descriptor, request,
+    self, Code, HealthCheckRequest, RateLimitRequest, RlsClient, ServingStatus, UInt64Value, code,
+    descriptor, hit, one_status, request,
 };
-use support::load::{self, Sent};
-use support::metrics::sample;
+use support::load::{self, Sent, grpc_errors};
+use support::metrics::count;
 use support::proxy::{Cut, Proxy};
 use support::redis_admin::{self, LOCAL_REDIS_URL};
 use support::windows::WindowTally;
@@ -52,48 +51,11 @@ fn dedicated_redis() -> redis_testing::PlainRedis {
     })
 }
 
-fn redis_addr(port: u16) -> SocketAddr {
-    support::local_addr(port)
-}
-
-/// A config with one rule: `key` (any value) limited to `limit` per `unit` × `multiplier`.
-fn one_rule(domain: &str, key: &str, unit: &str, multiplier: u32, limit: u64) -> String {
-    format!(
-        "domain: {domain}\n\
-         descriptors:\n  \
-           - key: {key}\n    \
-             rate_limit:\n      \
-               unit: {unit}\n      \
-               unit_multiplier: {multiplier}\n      \
-               requests_per_unit: {limit}\n"
-    )
-}
-
-fn code(status: &DescriptorStatus) -> Code {
-    Code::try_from(status.code).unwrap_or_else(|_| panic!("unknown code in {status:?}"))
-}
-
-/// A request for one `(key, value)` descriptor, costing 1.
-fn hit(domain: &str, key: &str, value: &str) -> RateLimitRequest {
-    request(domain, vec![descriptor(&[(key, value)])])
-}
-
 /// A request that checks `(key, value)` without consuming (descriptor `hits_addend` 0).
 fn peek(domain: &str, key: &str, value: &str) -> RateLimitRequest {
     let mut d = descriptor(&[(key, value)]);
     d.hits_addend = Some(UInt64Value { value: 0 });
     request(domain, vec![d])
-}
-
-/// The one status of a one-descriptor request.
-async fn one(client: &mut RlsClient, req: RateLimitRequest) -> DescriptorStatus {
-    let mut response = grpc::should_rate_limit(client, req).await;
-    assert_eq!(
-        response.statuses.len(),
-        1,
-        "one status expected: {response:?}"
-    );
-    response.statuses.remove(0)
 }
 
 /// The count a fresh peek sees for `(key, value)` under `limit` (the previous window is
@@ -105,7 +67,7 @@ async fn seen_count(
     value: &str,
     limit: u64,
 ) -> u64 {
-    let status = one(client, peek(domain, key, value)).await;
+    let status = one_status(client, peek(domain, key, value)).await;
     assert_eq!(
         code(&status),
         Code::Ok,
@@ -119,13 +81,8 @@ async fn seen_count(
     limit - remaining
 }
 
-/// A sample of /metrics text, 0 when absent.
-fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    sample(text, name, labels).unwrap_or(0.0)
-}
-
 fn origin_ops(text: &str, op: &str, result: &str) -> f64 {
-    metric(
+    count(
         text,
         "rls_origin_operations_total",
         &[("op", op), ("result", result)],
@@ -156,18 +113,18 @@ fn origin_summary(text: &str) -> String {
     format!(
         "origin ops ok/error: {}; decisions local {} origin {}; pending {}; circuit {}",
         parts.join(", "),
-        metric(
+        count(
             text,
             "rls_decisions_by_source_total",
             &[("source", "local")]
         ),
-        metric(
+        count(
             text,
             "rls_decisions_by_source_total",
             &[("source", "origin")]
         ),
-        metric(text, "rls_replay_pending_cells", &[]),
-        metric(text, "rls_origin_circuit_state", &[]),
+        count(text, "rls_replay_pending_cells", &[]),
+        count(text, "rls_origin_circuit_state", &[]),
     )
 }
 
@@ -178,8 +135,8 @@ fn wait_replayed(service: &Service, quiet: Duration, timeout: Duration) -> Strin
     let mut settled: Option<f64> = None;
     loop {
         let text = service.metrics();
-        let pending = metric(&text, "rls_replay_pending_cells", &[]);
-        let circuit = metric(&text, "rls_origin_circuit_state", &[]);
+        let pending = count(&text, "rls_replay_pending_cells", &[]);
+        let circuit = count(&text, "rls_origin_circuit_state", &[]);
         let replays = origin_ops(&text, "replay", "ok") + origin_ops(&text, "replay", "error");
         let idle = pending == 0.0 && circuit == 0.0;
         if idle && settled == Some(replays) {
@@ -195,13 +152,6 @@ fn wait_replayed(service: &Service, quiet: Duration, timeout: Duration) -> Strin
         }
         std::thread::sleep(quiet);
     }
-}
-
-fn grpc_errors(sent: &[Sent]) -> Vec<String> {
-    sent.iter()
-        .filter_map(|s| s.result.as_ref().err())
-        .map(|status| format!("{:?}: {}", status.code(), status.message()))
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -223,7 +173,8 @@ async fn processes_sharing_redis_converge_within_ten_percent() {
     const PROCESSES: usize = 3;
     redis_admin::require_local_redis();
     let prefix = redis_admin::unique_prefix("converge");
-    let (_dir, path) = support::limits_file(&one_rule("converge", "tenant", "second", 2, LIMIT));
+    let (_dir, path) =
+        support::limits_file(&support::one_rule("converge", "tenant", "second", 2, LIMIT));
     let args = [
         "--redis-url",
         LOCAL_REDIS_URL,
@@ -301,12 +252,12 @@ async fn a_warm_key_decides_without_touching_redis() {
     let redis = dedicated_redis();
     let url = redis.url();
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let (_dir, path) = support::limits_file(&one_rule("warm", "hot", "day", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("warm", "hot", "day", 1, LIMIT));
     let service = Service::start(&path, &["--redis-url", &url]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
 
     // The first decision is cold: it reads the current and the previous cell.
-    let first = one(&mut client, hit("warm", "hot", "k")).await;
+    let first = one_status(&mut client, hit("warm", "hot", "k")).await;
     assert_eq!(code(&first), Code::Ok, "{first:?}");
     wait_replayed(
         &service,
@@ -323,7 +274,7 @@ async fn a_warm_key_decides_without_touching_redis() {
         callers.spawn(async move {
             let mut ok = 0usize;
             for _ in 0..N / CALLERS {
-                let status = one(&mut client, hit("warm", "hot", "k")).await;
+                let status = one_status(&mut client, hit("warm", "hot", "k")).await;
                 assert_eq!(code(&status), Code::Ok, "far under the limit: {status:?}");
                 ok += 1;
             }
@@ -370,11 +321,11 @@ async fn a_warm_key_decides_without_touching_redis() {
         "rls_origin_operations_total must match the round trips Redis saw"
     );
     let get = hgetall;
-    let local = metric(
+    let local = count(
         &metrics_after,
         "rls_decisions_by_source_total",
         &[("source", "local")],
-    ) - metric(
+    ) - count(
         &metrics_before,
         "rls_decisions_by_source_total",
         &[("source", "local")],
@@ -414,10 +365,10 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
     const KEYS: [&str; 5] = ["u0", "u1", "u2", "u3", "u4"];
     const RATE: f64 = 200.0;
     let redis = dedicated_redis();
-    let proxy = Proxy::start(redis_addr(redis.server.port));
+    let proxy = Proxy::start(support::local_addr(redis.server.port));
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("outage");
-    let (_dir, path) = support::limits_file(&one_rule("outage", "user", "day", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("outage", "user", "day", 1, LIMIT));
     let through_proxy = format!("redis://{}", proxy.addr);
     let service = Service::start(
         &path,
@@ -448,7 +399,7 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
     while now_ms() < cut_ms + 3_000 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let text = service.metrics();
-        let circuit = metric(&text, "rls_origin_circuit_state", &[]);
+        let circuit = count(&text, "rls_origin_circuit_state", &[]);
         worst_circuit = worst_circuit.max(circuit);
         circuit_timeline.push(circuit as u8);
     }
@@ -589,9 +540,9 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
 async fn startup_works_with_redis_down() {
     const LIMIT: u64 = 3;
     support::avoid_window_boundary(DAY, Duration::from_secs(30));
-    let (_dir, path) = support::limits_file(&one_rule("down", "user", "day", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("down", "user", "day", 1, LIMIT));
     let nowhere = support::free_port();
-    let blackhole = Proxy::start(redis_addr(nowhere));
+    let blackhole = Proxy::start(support::local_addr(nowhere));
     blackhole.cut(Cut::Blackhole);
     let cases = [
         ("refused", format!("redis://127.0.0.1:{nowhere}")),
@@ -623,11 +574,11 @@ async fn startup_works_with_redis_down() {
         let mut slowest = Duration::ZERO;
         for _ in 0..=LIMIT {
             let asked = Instant::now();
-            let status = one(&mut client, hit("down", "user", "alice")).await;
+            let status = one_status(&mut client, hit("down", "user", "alice")).await;
             slowest = slowest.max(asked.elapsed());
             codes.push(code(&status));
         }
-        let other = one(&mut client, hit("down", "user", "bob")).await;
+        let other = one_status(&mut client, hit("down", "user", "bob")).await;
         let text = service.metrics();
         println!(
             "{what}: healthy after {startup:?}; answers {codes:?}, slowest {slowest:?}; {}",
@@ -676,7 +627,7 @@ async fn redis_cluster_works_as_the_origin() {
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let urls = cluster.urls();
     let prefix = redis_admin::unique_prefix("cluster");
-    let (_dir, path) = support::limits_file(&one_rule("cluster", "user", "day", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("cluster", "user", "day", 1, LIMIT));
     let common = [
         "--redis-prefix",
         &prefix,
@@ -701,7 +652,7 @@ async fn redis_cluster_works_as_the_origin() {
         .collect();
     for (key, &count) in KEYS.iter().zip(&consumed) {
         for n in 1..=count {
-            let status = one(&mut client_a, hit("cluster", "user", key)).await;
+            let status = one_status(&mut client_a, hit("cluster", "user", key)).await;
             assert_eq!(code(&status), Code::Ok, "A, {key} #{n}: {status:?}");
             assert_eq!(
                 u64::from(status.limit_remaining),
@@ -743,7 +694,7 @@ async fn redis_cluster_works_as_the_origin() {
     let mut accepted_by_b = 0;
     let mut denied_at = None;
     for n in 1..=15 {
-        let status = one(&mut client_b, hit("cluster", "user", "c7")).await;
+        let status = one_status(&mut client_b, hit("cluster", "user", "c7")).await;
         if code(&status) == Code::OverLimit {
             denied_at = Some(n);
             break;
@@ -761,13 +712,13 @@ async fn redis_cluster_works_as_the_origin() {
 
     // A's copy of c7 (30) goes stale; its next decision reads the cluster and is denied.
     std::thread::sleep(Duration::from_millis(700));
-    let a_c7 = one(&mut client_a, hit("cluster", "user", "c7")).await;
+    let a_c7 = one_status(&mut client_a, hit("cluster", "user", "c7")).await;
     assert_eq!(
         code(&a_c7),
         Code::OverLimit,
         "A must see B's work once its copy is stale: {a_c7:?}"
     );
-    let a_c0 = one(&mut client_a, hit("cluster", "user", "c0")).await;
+    let a_c0 = one_status(&mut client_a, hit("cluster", "user", "c0")).await;
     assert_eq!(code(&a_c0), Code::Ok, "{a_c0:?}");
     assert_eq!(u64::from(a_c0.limit_remaining), LIMIT - consumed[0] - 1);
 
@@ -804,7 +755,7 @@ async fn sigterm_flushes_pending_replay() {
     redis_admin::require_local_redis();
     support::avoid_window_boundary(DAY, Duration::from_secs(30));
     let prefix = redis_admin::unique_prefix("sigterm");
-    let (_dir, path) = support::limits_file(&one_rule("term", "user", "day", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("term", "user", "day", 1, LIMIT));
     let args = [
         "--redis-url",
         LOCAL_REDIS_URL,
@@ -817,7 +768,7 @@ async fn sigterm_flushes_pending_replay() {
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for (user, count) in WORK {
         for _ in 0..count {
-            let status = one(&mut client, hit("term", "user", user)).await;
+            let status = one_status(&mut client, hit("term", "user", user)).await;
             assert_eq!(code(&status), Code::Ok, "{user}: {status:?}");
         }
     }
@@ -825,7 +776,7 @@ async fn sigterm_flushes_pending_replay() {
     let text = service.metrics();
     println!("before SIGTERM ({k} accepted): {}", origin_summary(&text));
     assert_eq!(
-        metric(&text, "rls_replay_pending_cells", &[]),
+        count(&text, "rls_replay_pending_cells", &[]),
         WORK.len() as f64,
         "both cells wait for replay"
     );
@@ -878,8 +829,8 @@ async fn sigterm_flushes_pending_replay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_redis_down_exits_promptly() {
     let redis = dedicated_redis();
-    let proxy = Proxy::start(redis_addr(redis.server.port));
-    let (_dir, path) = support::limits_file(&one_rule("gone", "user", "day", 1, 1_000));
+    let proxy = Proxy::start(support::local_addr(redis.server.port));
+    let (_dir, path) = support::limits_file(&support::one_rule("gone", "user", "day", 1, 1_000));
     let url = format!("redis://{}", proxy.addr);
     let mut service = Service::start(
         &path,
@@ -894,13 +845,13 @@ async fn sigterm_with_redis_down_exits_promptly() {
     );
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for _ in 0..5 {
-        let status = one(&mut client, hit("gone", "user", "alice")).await;
+        let status = one_status(&mut client, hit("gone", "user", "alice")).await;
         assert_eq!(code(&status), Code::Ok, "{status:?}");
     }
     drop(client);
     let before = service.metrics();
     assert_eq!(
-        metric(&before, "rls_origin_circuit_state", &[]),
+        count(&before, "rls_origin_circuit_state", &[]),
         0.0,
         "Redis answered so far: {}",
         origin_summary(&before)
@@ -942,11 +893,11 @@ async fn a_replay_that_times_out_is_not_counted_twice() {
     const LIMIT: u64 = 1_000;
     let redis = dedicated_redis();
     support::avoid_window_boundary(DAY, Duration::from_secs(30));
-    let (_dir, path) = support::limits_file(&one_rule("stall", "user", "day", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("stall", "user", "day", 1, LIMIT));
     let service = Service::start(&path, &["--redis-url", &redis.url()]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for _ in 0..10 {
-        let status = one(&mut client, hit("stall", "user", "alice")).await;
+        let status = one_status(&mut client, hit("stall", "user", "alice")).await;
         assert_eq!(code(&status), Code::Ok, "{status:?}");
     }
     wait_replayed(
@@ -966,7 +917,7 @@ async fn a_replay_that_times_out_is_not_counted_twice() {
     let mut slowest = Duration::ZERO;
     for _ in 0..10 {
         let asked = Instant::now();
-        let status = one(&mut client, hit("stall", "user", "alice")).await;
+        let status = one_status(&mut client, hit("stall", "user", "alice")).await;
         slowest = slowest.max(asked.elapsed());
         assert_eq!(code(&status), Code::Ok, "{status:?}");
     }
@@ -1004,14 +955,14 @@ async fn a_replay_that_times_out_is_not_counted_twice() {
 /// read credits the decision to the origin anyway.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_are_credited_to_the_origin_only_when_it_answered() {
-    let (_dir, path) = support::limits_file(&one_rule("credit", "user", "day", 1, 1_000));
+    let (_dir, path) = support::limits_file(&support::one_rule("credit", "user", "day", 1, 1_000));
     let url = format!("redis://127.0.0.1:{}", support::free_port());
     let service = Service::start(&path, &["--redis-url", &url]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
     let users = ["a", "b", "c"];
     for user in users {
         for _ in 0..2 {
-            let status = one(&mut client, hit("credit", "user", user)).await;
+            let status = one_status(&mut client, hit("credit", "user", user)).await;
             assert_eq!(code(&status), Code::Ok, "{status:?}");
         }
     }
@@ -1022,12 +973,12 @@ async fn decisions_are_credited_to_the_origin_only_when_it_answered() {
         .map(|op| origin_ops(&text, op, "ok"))
         .sum();
     assert_eq!(succeeded, 0.0, "nothing listens on {url}");
-    let origin = metric(
+    let origin = count(
         &text,
         "rls_decisions_by_source_total",
         &[("source", "origin")],
     );
-    let local = metric(
+    let local = count(
         &text,
         "rls_decisions_by_source_total",
         &[("source", "local")],

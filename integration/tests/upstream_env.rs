@@ -3,7 +3,7 @@
 //! (RUNTIME_*), Redis (REDIS_*), response headers, logging; unsupported settings refused at
 //! start naming the variable.
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -143,7 +143,7 @@ async fn runs_serve_from_upstreams_variables_alone() {
 /// The binary, without arguments, with only `env`, must stop at start naming `variable`.
 fn assert_refused(env: &[(&str, &str)], variable: &str) {
     let (output, _, ended) = run_within(
-        Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        Command::new(support::binary())
             .env_clear()
             .envs(env.iter().copied())
             .env("HOST", "127.0.0.1")
@@ -223,47 +223,36 @@ fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_connection_age_and_json_from_upstreams_variables_alone() {
     use support::metrics::sample;
-    use support::tls::{Ca, TlsDir, client_config, tls_rls_client};
+    use support::tls::{UpstreamMtls, tls_rls_client};
 
     support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
-    let server_ca = Ca::new("server CA");
-    let client_ca = Ca::new("client CA");
-    let tls = TlsDir::new();
-    tls.write_server(&server_ca.server());
-    tls.write_client_ca(&client_ca);
-    let (cert, key, ca) = (
-        tls.cert().to_string_lossy().into_owned(),
-        tls.key().to_string_lossy().into_owned(),
-        tls.client_ca().to_string_lossy().into_owned(),
-    );
+    let mtls = UpstreamMtls::new();
     let root = runtime_root();
     let root_path = root.path().to_string_lossy().into_owned();
     let prefix = unique_prefix();
-    let service = Service::start_upstream(&[
-        ("RUNTIME_ROOT", &root_path),
-        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-        ("USE_STATSD", "false"),
-        ("REDIS_SOCKET_TYPE", "tcp"),
-        ("REDIS_URL", "127.0.0.1:6379"),
-        ("CACHE_KEY_PREFIX", &prefix),
-        ("GRPC_SERVER_USE_TLS", "true"),
-        ("GRPC_SERVER_TLS_CERT", &cert),
-        ("GRPC_SERVER_TLS_KEY", &key),
-        ("GRPC_CLIENT_TLS_CACERT", &ca),
-        ("GRPC_CLIENT_TLS_SAN", "envoy.internal"),
-        ("GRPC_MAX_CONNECTION_AGE", "300ms"),
-        ("GRPC_MAX_CONNECTION_AGE_GRACE", "1s"),
-        ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
-    ]);
+    let env = [
+        &[
+            ("RUNTIME_ROOT", root_path.as_str()),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("USE_STATSD", "false"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "127.0.0.1:6379"),
+            ("CACHE_KEY_PREFIX", &prefix),
+        ][..],
+        &mtls.env(),
+        &[
+            ("GRPC_MAX_CONNECTION_AGE", "300ms"),
+            ("GRPC_MAX_CONNECTION_AGE_GRACE", "1s"),
+            ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
+        ],
+    ]
+    .concat();
+    let service = Service::start_upstream(&env);
     assert_eq!(service.admin_get("/healthcheck").status, 200);
 
-    let identity = client_ca.client(&["envoy.internal"]);
-    let mut client = tls_rls_client(
-        service.grpc_addr,
-        client_config(&server_ca, Some(&identity)),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("mTLS connect: {e}\n{}", service.log_tail(30)));
+    let mut client = tls_rls_client(service.grpc_addr, mtls.client(Some(&[UpstreamMtls::SAN])))
+        .await
+        .unwrap_or_else(|e| panic!("mTLS connect: {e}\n{}", service.log_tail(30)));
     let ask = || request("upstream", vec![descriptor(&[("k", "age")])]);
     let response = client
         .should_rate_limit(ask())
@@ -272,7 +261,7 @@ async fn mtls_connection_age_and_json_from_upstreams_variables_alone() {
         .into_inner();
     assert_eq!(response.overall_code, Code::Ok as i32);
     // Without a certificate: refused in the handshake, seen at connect or at the first call.
-    let anonymous = match tls_rls_client(service.grpc_addr, client_config(&server_ca, None)).await {
+    let anonymous = match tls_rls_client(service.grpc_addr, mtls.client(None)).await {
         Ok(mut anonymous) => anonymous
             .should_rate_limit(ask())
             .await

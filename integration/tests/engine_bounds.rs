@@ -7,28 +7,21 @@
 //! - break 9: during a Redis outage, accepted one-shot cells beyond `--max-pending-replay`
 //!   still reach Redis once it is back.
 
-mod support;
+use gcounter_rls_integration as support;
 
-#[path = "../src/regional/redis/testing.rs"]
+#[path = "../../src/regional/redis/testing.rs"]
 mod redis_testing;
 
 use std::time::{Duration, Instant};
 
 use support::Service;
 use support::grpc::{
-    self, Code, RateLimitDescriptor, RateLimitOverride, UInt64Value, Unit, descriptor, request,
+    self, Code, RateLimitDescriptor, RateLimitOverride, Unit, costing, descriptor, request,
 };
 use support::proxy::{Cut, Proxy};
 use support::redis_admin;
 
 const MINUTE: Duration = Duration::from_secs(60);
-
-/// A one-entry descriptor costing `cost`.
-fn costing(key: &str, value: &str, cost: u64) -> RateLimitDescriptor {
-    let mut d = descriptor(&[(key, value)]);
-    d.hits_addend = Some(UInt64Value { value: cost });
-    d
-}
 
 /// Break 6. Embedded default, 5 per minute: one request of cost 5 uses the budget; a flood
 /// of unique keys, many times the cell cap, follows; the same client is still OVER_LIMIT in
@@ -247,7 +240,7 @@ fn absurd_byte_bounds_are_refused_at_start() {
         (["--max-descriptor-bytes", "0"], "--max-descriptor-bytes"),
         (["--max-cell-bytes", "lots"], "max-cell-bytes"),
     ] {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_gcounter-rls"))
+        let output = std::process::Command::new(support::binary())
             .arg("serve")
             .arg("--config")
             .arg(&path)

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::support::repo_path;
+use gcounter_rls_integration::repo_path;
 
 /// Where the manifests live, relative to the repository root.
 pub const K8S_DIR: &str = "integration/k8s";

@@ -1,16 +1,16 @@
-//! Shared harness for the end-to-end test targets (`integration/*.rs`).
+//! The harness of gcounter-rls's end-to-end tests (`integration/tests/`): the real
+//! binary started on free ports ([`Service`]), gRPC and raw HTTP/2 clients, a real Envoy
+//! ([`Envoy`]), Redis and SQL administration, a cuttable TCP proxy ([`proxy::Proxy`]),
+//! paced load and the checks on what it left behind.
 //!
-//! A test target includes it with `mod support;`. Nearly everything here is
-//! synchronous (std networking and processes), so it works from plain
-//! `#[test]`s and, for the short blocking calls it makes, from tokio tests too.
-//! The exceptions: `load` (async, paced gRPC load) and `proxy` (a cuttable TCP
-//! proxy on its own thread and Tokio runtime, usable from either kind of test).
+//! Each test target uses it as `use gcounter_rls_integration as support;`. Nearly
+//! everything here is synchronous (std networking and processes), so it works from plain
+//! `#[test]`s and, for the short blocking calls it makes, from tokio tests too. The
+//! exceptions: `load` (async, paced gRPC load) and `proxy` (a cuttable TCP proxy on its
+//! own thread and Tokio runtime, usable from either kind of test).
 //!
-//! Processes are killed when their handle is dropped, including while a failed
-//! test unwinds; their output goes to log files under `CARGO_TARGET_TMPDIR`.
-
-// Each test target uses a different subset of the harness.
-#![allow(dead_code, unused_imports)]
+//! Processes are killed when their handle is dropped, including while a failed test
+//! unwinds; their output goes to log files under `target/tmp/e2e-logs/`.
 
 mod envoy;
 pub mod example;
@@ -58,9 +58,46 @@ pub fn local_addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-/// A path inside the repository (the crate root), e.g. `repo_path("envoy/per-client-ip.yaml")`.
+/// The repository's root: the directory above this crate's (`integration/`).
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the integration crate sits inside the repository")
+}
+
+/// A path inside the repository, e.g. `repo_path("envoy/per-client-ip.yaml")`.
 pub fn repo_path(relative: impl AsRef<Path>) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+    repo_root().join(relative)
+}
+
+/// The target profile directory the running test executable was built into
+/// (`target/debug` for `target/debug/deps/<test>-<hash>`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the running test executable's path");
+    let deps = exe
+        .parent()
+        .expect("the test executable sits in a directory");
+    let dir = if deps.file_name().is_some_and(|name| name == "deps") {
+        deps.parent().expect("deps sits in the profile directory")
+    } else {
+        deps
+    };
+    dir.to_path_buf()
+}
+
+/// The service binary, `gcounter-rls`, from the same target profile as the running test
+/// (`cargo nextest run --workspace` builds it; `cargo build -p gcounter-rls` does too).
+///
+/// Panics, saying how to build it, when it is not there.
+pub fn binary() -> PathBuf {
+    let binary = profile_dir().join("gcounter-rls");
+    assert!(
+        binary.is_file(),
+        "no service binary at {}: build it first: cargo build -p gcounter-rls \
+         (cargo nextest run --workspace builds it too)",
+        binary.display()
+    );
+    binary
 }
 
 /// Sleeps, if needed, so that the next `work` of wall-clock time does not
@@ -80,12 +117,18 @@ pub fn avoid_window_boundary(window: Duration, work: Duration) {
     }
 }
 
-/// A fresh log file `<CARGO_TARGET_TMPDIR>/e2e-logs/<name>-<pid>-<n>.log`.
+/// A fresh log file `target/tmp/e2e-logs/<name>-<pid>-<n>.log`.
 ///
 /// Kept after the test so a failure can be investigated.
 fn new_log_file(name: &str) -> (PathBuf, File) {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-logs");
+    // `target/tmp`, the directory Cargo gives test targets as `CARGO_TARGET_TMPDIR`.
+    let target = profile_dir();
+    let dir = target
+        .parent()
+        .unwrap_or(&target)
+        .join("tmp")
+        .join("e2e-logs");
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create log dir {}: {e}", dir.display()));
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let path = dir.join(format!("{name}-{}-{n}.log", std::process::id()));
@@ -122,6 +165,33 @@ pub fn limits_file(yaml: &str) -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().join("limits.yaml");
     fs::write(&path, yaml).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     (dir, path)
+}
+
+/// One rule: `domain` with one descriptor `key` limited to `limit` per `multiplier` `unit`s.
+pub fn one_rule(domain: &str, key: &str, unit: &str, multiplier: u32, limit: u64) -> String {
+    format!(
+        "domain: {domain}\n\
+         descriptors:\n  \
+           - key: {key}\n    \
+             rate_limit:\n      \
+               unit: {unit}\n      \
+               unit_multiplier: {multiplier}\n      \
+               requests_per_unit: {limit}\n"
+    )
+}
+
+/// The service on a limits file holding `yaml`, with `args`; keep the directory alive while
+/// the service runs.
+pub fn serve_limits(yaml: &str, args: &[&str]) -> (tempfile::TempDir, Service) {
+    let (dir, path) = limits_file(yaml);
+    let service = Service::start(&path, args);
+    (dir, service)
+}
+
+/// Sleeps, if needed, so that the next `work` stays within one clock minute (see
+/// [`avoid_window_boundary`]).
+pub fn stay_in_one_minute(work: Duration) {
+    avoid_window_boundary(Duration::from_secs(60), work);
 }
 
 /// Replaces `path` with `contents` as editors do: write a hidden temporary

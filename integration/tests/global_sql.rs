@@ -16,15 +16,13 @@
 //! Long windows are an hour (`unit: hour`), guarded by `avoid_window_boundary`, so a test never
 //! straddles a window boundary (windows are aligned to the Unix epoch).
 
-mod support;
+use gcounter_rls_integration as support;
 
 use std::time::{Duration, Instant};
 
-use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitRequest, RlsClient, UInt64Value, descriptor, request,
-};
-use support::load::{self, Sent};
-use support::metrics::sample;
+use support::grpc::{self, Code, RlsClient, code, costing, hit, one_status, request};
+use support::load::{self, Sent, grpc_errors};
+use support::metrics::count;
 use support::proxy::{Cut, Proxy};
 use support::sql_admin::{Backend, TestDb};
 use support::windows::WindowTally;
@@ -36,51 +34,6 @@ const HOUR: Duration = Duration::from_secs(3_600);
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// A config with one rule: `key` (any value) limited to `limit` per `unit` × `multiplier`.
-fn one_rule(domain: &str, key: &str, unit: &str, multiplier: u32, limit: u64) -> String {
-    format!(
-        "domain: {domain}\n\
-         descriptors:\n  \
-           - key: {key}\n    \
-             rate_limit:\n      \
-               unit: {unit}\n      \
-               unit_multiplier: {multiplier}\n      \
-               requests_per_unit: {limit}\n"
-    )
-}
-
-fn code(status: &DescriptorStatus) -> Code {
-    Code::try_from(status.code).unwrap_or_else(|_| panic!("unknown code in {status:?}"))
-}
-
-/// A request for one `(key, value)` descriptor costing `cost` (0: a peek, which consumes
-/// nothing and shows what this region sees in `limit_remaining`).
-fn costing(domain: &str, key: &str, value: &str, cost: u64) -> RateLimitRequest {
-    let mut d = descriptor(&[(key, value)]);
-    d.hits_addend = Some(UInt64Value { value: cost });
-    request(domain, vec![d])
-}
-
-fn hit(domain: &str, key: &str, value: &str) -> RateLimitRequest {
-    request(domain, vec![descriptor(&[(key, value)])])
-}
-
-/// The one status of a one-descriptor request.
-async fn one(client: &mut RlsClient, req: RateLimitRequest) -> DescriptorStatus {
-    let mut response = grpc::should_rate_limit(client, req).await;
-    assert_eq!(
-        response.statuses.len(),
-        1,
-        "one status expected: {response:?}"
-    );
-    response.statuses.remove(0)
-}
-
-/// A sample of /metrics text, 0 when absent.
-fn metric(text: &str, name: &str) -> f64 {
-    sample(text, name, &[]).unwrap_or(0.0)
-}
-
 fn global_summary(service: &Service) -> String {
     let text = service.metrics();
     [
@@ -91,7 +44,7 @@ fn global_summary(service: &Service) -> String {
         "rls_global_sync_cells_created_total",
     ]
     .iter()
-    .map(|name| format!("{name} {}", metric(&text, name)))
+    .map(|name| format!("{name} {}", count(&text, name, &[])))
     .collect::<Vec<_>>()
     .join(", ")
 }
@@ -108,7 +61,7 @@ async fn wait_remaining(
 ) -> Duration {
     let started = Instant::now();
     loop {
-        let status = one(client, costing(domain, key, value, 0)).await;
+        let status = one_status(client, request(domain, vec![costing(key, value, 0)])).await;
         if status.limit_remaining == want {
             return started.elapsed();
         }
@@ -130,13 +83,6 @@ fn region_args<'a>(region: &'a str, url: &'a str, extra: &[&'a str]) -> Vec<&'a 
     let mut args = vec!["--region", region, "--database-url", url, "--migrate"];
     args.extend_from_slice(extra);
     args
-}
-
-fn grpc_errors(sent: &[Sent]) -> Vec<String> {
-    sent.iter()
-        .filter_map(|s| s.result.as_ref().err())
-        .map(|status| format!("{:?}: {}", status.code(), status.message()))
-        .collect()
 }
 
 fn accepted(sent: &[Sent]) -> u64 {
@@ -167,7 +113,7 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     let db = TestDb::create(backend, "left");
     let url = db.url();
     support::avoid_window_boundary(HOUR, Duration::from_secs(60));
-    let (_dir, path) = support::limits_file(&one_rule("left", "tenant", "hour", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("left", "tenant", "hour", 1, LIMIT));
     let intervals = [
         "--global-flush-interval",
         "300ms",
@@ -184,7 +130,11 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     let mut cc = grpc::rls_client(c.grpc_addr).await;
     let cell = ("left", "tenant", "acme");
 
-    let status = one(&mut ca, costing("left", "tenant", "acme", 60)).await;
+    let status = one_status(
+        &mut ca,
+        request("left", vec![costing("tenant", "acme", 60)]),
+    )
+    .await;
     assert_eq!(code(&status), Code::Ok, "a: 60 of 100: {status:?}");
     assert_eq!(status.limit_remaining, 40, "a: {status:?}");
 
@@ -199,13 +149,21 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     .await;
     println!("{backend:?}: b saw a's 60 after {took:?}");
 
-    let denied = one(&mut cb, costing("left", "tenant", "acme", 41)).await;
+    let denied = one_status(
+        &mut cb,
+        request("left", vec![costing("tenant", "acme", 41)]),
+    )
+    .await;
     assert_eq!(
         code(&denied),
         Code::OverLimit,
         "b: 41 > 40 left: {denied:?}"
     );
-    let passed = one(&mut cb, costing("left", "tenant", "acme", 40)).await;
+    let passed = one_status(
+        &mut cb,
+        request("left", vec![costing("tenant", "acme", 40)]),
+    )
+    .await;
     assert_eq!(code(&passed), Code::Ok, "b: 40 = 40 left: {passed:?}");
     assert_eq!(passed.limit_remaining, 0, "b: {passed:?}");
 
@@ -219,7 +177,7 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     )
     .await;
     println!("{backend:?}: c saw a's 60 + b's 40 after {took:?}");
-    let denied = one(&mut cc, costing("left", "tenant", "acme", 1)).await;
+    let denied = one_status(&mut cc, request("left", vec![costing("tenant", "acme", 1)])).await;
     assert_eq!(
         code(&denied),
         Code::OverLimit,
@@ -277,7 +235,8 @@ async fn concentrated_traffic_stays_within_fifteen_percent() {
     const FULL_WINDOWS: u64 = 3;
     let db = TestDb::create(Backend::MariaDb, "concentrated");
     let url = db.url();
-    let (_dir, path) = support::limits_file(&one_rule("conc", "tenant", "second", 10, LIMIT));
+    let (_dir, path) =
+        support::limits_file(&support::one_rule("conc", "tenant", "second", 10, LIMIT));
     let extra = [
         "--global-flush-interval",
         "200ms",
@@ -369,7 +328,8 @@ async fn database_outage_loses_nothing_marked_flushed() {
     let proxy = Proxy::start(db.server_addr());
     let url = db.url_via(proxy.addr);
     support::avoid_window_boundary(HOUR, Duration::from_secs(60));
-    let (_dir, path) = support::limits_file(&one_rule("outage", "tenant", "hour", 1, LIMIT));
+    let (_dir, path) =
+        support::limits_file(&support::one_rule("outage", "tenant", "hour", 1, LIMIT));
     // Started with the proxy open: the service connects (and migrates) at start-up.
     let a = Service::start(
         &path,
@@ -397,13 +357,13 @@ async fn database_outage_loses_nothing_marked_flushed() {
     ));
 
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = metric(&a.metrics(), "rls_global_write_errors_total");
+    let before = count(&a.metrics(), "rls_global_write_errors_total", &[]);
     proxy.cut(Cut::Freeze);
     println!("cut at {} ms", now_ms());
     tokio::time::sleep(Duration::from_secs(4)).await;
     let during = a.metrics();
-    let errors_during = metric(&during, "rls_global_write_errors_total") - before;
-    let sync_errors_during = metric(&during, "rls_global_sync_errors_total");
+    let errors_during = count(&during, "rls_global_write_errors_total", &[]) - before;
+    let sync_errors_during = count(&during, "rls_global_sync_errors_total", &[]);
     proxy.restore();
     println!(
         "restored at {} ms: write errors during the cut {errors_during}, sync errors {sync_errors_during}",
@@ -464,7 +424,7 @@ async fn sigterm_writes_a_final_flush() {
     let db = TestDb::create(Backend::MariaDb, "sigterm");
     let url = db.url();
     support::avoid_window_boundary(HOUR, Duration::from_secs(60));
-    let (_dir, path) = support::limits_file(&one_rule("term", "tenant", "hour", 1, LIMIT));
+    let (_dir, path) = support::limits_file(&support::one_rule("term", "tenant", "hour", 1, LIMIT));
     let mut a = Service::start(
         &path,
         &region_args(
@@ -480,7 +440,7 @@ async fn sigterm_writes_a_final_flush() {
     );
     let mut client = grpc::rls_client(a.grpc_addr).await;
     for i in 0..ACCEPTED {
-        let status = one(&mut client, hit("term", "tenant", "acme")).await;
+        let status = one_status(&mut client, hit("term", "tenant", "acme")).await;
         assert_eq!(code(&status), Code::Ok, "request {i}: {status:?}");
     }
     // Nothing flushed yet (the first tick is an hour away, or ran before any request).
