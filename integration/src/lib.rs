@@ -100,6 +100,33 @@ pub fn binary() -> PathBuf {
     binary
 }
 
+/// Runs the installer `integration/<script>`, which installs `what` on first use and prints
+/// where it is; that path. Panics when it fails, saying how to install `what` by hand
+/// (`by_hand`) with the installer's stderr.
+pub fn install_tool(what: &str, script: &str, by_hand: &str) -> PathBuf {
+    let script = repo_path("integration").join(script);
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what} is missing: cannot run {}: {e}", script.display()));
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || path.is_empty() {
+        panic!(
+            "{what} is missing and could not be installed ({} exited with {}).\n\
+             Install it with `bash {}` {by_hand}.\n--- installer stderr ---\n{}",
+            script.display(),
+            out.status,
+            script
+                .strip_prefix(repo_root())
+                .unwrap_or(&script)
+                .display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    PathBuf::from(path)
+}
+
 /// Sleeps, if needed, so that the next `work` of wall-clock time does not
 /// cross a multiple of `window` since the epoch.
 ///

@@ -66,6 +66,12 @@ fn parse_labels(mut s: &str) -> Option<(Labels, &str)> {
     }
 }
 
+/// `rls_requests_total{outcome}`, the requests answered with `outcome` (`ok`,
+/// `over_limit`, `invalid_argument`, ...).
+pub fn requests(text: &str, outcome: &str) -> Option<f64> {
+    sample(text, "rls_requests_total", &[("outcome", outcome)])
+}
+
 /// Like [`sample`], with 0 for a series not (yet) exported.
 pub fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     sample(text, name, labels).unwrap_or(0.0)

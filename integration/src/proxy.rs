@@ -82,6 +82,11 @@ impl Proxy {
         self.delay_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// `redis://` at the proxy's address, for a Redis behind it.
+    pub fn redis_url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
     /// Resets every open connection (or freezes it, for [`Cut::Freeze`]); new ones fail as
     /// `how` says until [`Proxy::restore`].
     pub fn cut(&self, how: Cut) {

@@ -136,3 +136,11 @@ fn glob_escape(text: &str) -> String {
     }
     out
 }
+
+/// `serve`'s flags for the regional origin at `url` under the key prefix `prefix`, then
+/// `extra`.
+pub fn redis_args<'a>(url: &'a str, prefix: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--redis-url", url, "--redis-prefix", prefix];
+    args.extend_from_slice(extra);
+    args
+}

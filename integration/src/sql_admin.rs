@@ -247,3 +247,22 @@ impl Drop for TestDb {
         };
     }
 }
+
+/// `serve`'s flags for region `region` on the shared database `url` (migrated at start),
+/// then `extra`.
+pub fn region_args<'a>(region: &'a str, url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--region", region, "--database-url", url, "--migrate"];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Every count published, flushed and synced every 200 ms: a region sees another's counts
+/// within a second.
+pub const FAST_GLOBAL: [&str; 6] = [
+    "--publish-floor",
+    "0",
+    "--global-flush-interval",
+    "200ms",
+    "--global-sync-interval",
+    "200ms",
+];

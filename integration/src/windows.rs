@@ -2,11 +2,21 @@
 
 use std::collections::BTreeMap;
 use std::ops::{Range, RangeInclusive};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
 use super::grpc;
 use super::load::Sent;
+
+/// A load over `full` whole windows of `window_ms` after the current one: the sequence of
+/// the first whole window, and how long to run from now (to 300 ms past the last one).
+pub fn full_windows_from_now(window_ms: u64, full: u64) -> (u64, Duration) {
+    let start_ms = super::now_ms();
+    let first_full = start_ms / window_ms + 1;
+    let end_ms = (first_full + full) * window_ms + 300;
+    (first_full, Duration::from_millis(end_ms - start_ms))
+}
 
 /// Per window sequence: requests answered, and requests admitted per source (process or
 /// region).

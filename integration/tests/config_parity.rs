@@ -14,6 +14,7 @@ use support::grpc::{
     self, Code, RateLimitResponse, RlsClient, Unit, code, descriptor, overall, request,
     with_override,
 };
+use support::redis_admin::redis_args;
 use support::rls::Rls;
 use support::{Launch, Service};
 
@@ -582,16 +583,11 @@ async fn share_threshold_shares_one_counter_across_processes_through_redis() {
     support::redis_admin::require_local_redis();
     let prefix = support::redis_admin::unique_prefix("share");
     let (_dir, limits) = support::limits_file(SHARE_YAML);
-    let args = [
-        "--redis-url",
+    let args = redis_args(
         support::redis_admin::LOCAL_REDIS_URL,
-        "--redis-prefix",
         &prefix,
-        "--replay-interval",
-        "20ms",
-        "--freshness",
-        "50ms",
-    ];
+        &["--replay-interval", "20ms", "--freshness", "50ms"],
+    );
     let one = Service::start(&limits, &args);
     let two = Service::start(&limits, &args);
     let mut one_client = grpc::rls_client(one.grpc_addr).await;
@@ -872,37 +868,13 @@ async fn upstream_readme_examples_10_and_11_answer_and_name_series_as_upstream()
 /// the identity is the same bytes for every backend).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn share_threshold_shares_one_counter_across_regions_through_sql() {
-    use support::sql_admin::{Backend, TestDb};
+    use support::sql_admin::{Backend, FAST_GLOBAL, TestDb, region_args};
     let db = TestDb::create(Backend::Sqlite, "share");
     let url = db.url();
     let (_dir, limits) = support::limits_file(SHARE_YAML);
-    let region = |name: &'static str| {
-        [
-            "--region",
-            name,
-            "--database-url",
-            &url,
-            "--migrate",
-            "--publish-floor",
-            "0",
-            "--global-flush-interval",
-            "200ms",
-            "--global-sync-interval",
-            "200ms",
-        ]
-        .map(str::to_owned)
-    };
-    let a_args = region("a");
-    let b_args = region("b");
     support::avoid_window_boundary(Duration::from_secs(60), Duration::from_secs(15));
-    let a = Service::start(
-        &limits,
-        &a_args.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let b = Service::start(
-        &limits,
-        &b_args.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    let a = Service::start(&limits, &region_args("a", &url, &FAST_GLOBAL));
+    let b = Service::start(&limits, &region_args("b", &url, &FAST_GLOBAL));
     let mut a_client = grpc::rls_client(a.grpc_addr).await;
     let mut b_client = grpc::rls_client(b.grpc_addr).await;
     a_shared_count_reaches(

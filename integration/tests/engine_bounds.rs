@@ -20,6 +20,7 @@ use support::grpc::{
 };
 use support::proxy::{Cut, Proxy};
 use support::redis_admin;
+use support::redis_admin::redis_args;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -175,21 +176,12 @@ async fn overflowed_replay_reaches_redis_after_an_outage() {
     });
     let proxy = Proxy::start(support::local_addr(redis.server.port));
     let prefix = redis_admin::unique_prefix("overflow");
-    let (_dir, path) = support::limits_file(
-        "domain: overflow\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      requests_per_unit: 10\n",
-    );
+    let (_dir, path) = support::limits_file(&support::one_rule("overflow", "user", "day", 1, 10));
     support::avoid_window_boundary(Duration::from_secs(86_400), Duration::from_secs(60));
-    let through_proxy = format!("redis://{}", proxy.addr);
+    let through_proxy = proxy.redis_url();
     let service = Service::start(
         &path,
-        &[
-            "--redis-url",
-            &through_proxy,
-            "--redis-prefix",
-            &prefix,
-            "--max-pending-replay",
-            "200",
-        ],
+        &redis_args(&through_proxy, &prefix, &["--max-pending-replay", "200"]),
     );
     let mut client = grpc::rls_client(service.grpc_addr).await;
 

@@ -24,8 +24,8 @@ use support::grpc::{self, Code, RlsClient, code, costing, hit, one_status, reque
 use support::load::{self, Sent, grpc_errors};
 use support::metrics::count;
 use support::proxy::{Cut, Proxy};
-use support::sql_admin::{Backend, TestDb};
-use support::windows::WindowTally;
+use support::sql_admin::{Backend, TestDb, region_args};
+use support::windows::{WindowTally, full_windows_from_now};
 use support::{Service, now_ms};
 
 const HOUR: Duration = Duration::from_secs(3_600);
@@ -79,12 +79,6 @@ async fn wait_remaining(
 }
 
 /// The service arguments of one region on `url`.
-fn region_args<'a>(region: &'a str, url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["--region", region, "--database-url", url, "--migrate"];
-    args.extend_from_slice(extra);
-    args
-}
-
 fn accepted(sent: &[Sent]) -> u64 {
     sent.iter()
         .filter(|s| s.first_status().is_some_and(|st| code(st) == Code::Ok))
@@ -257,10 +251,7 @@ async fn concentrated_traffic_stays_within_fifteen_percent() {
 
     let heavy = 2.0 * LIMIT as f64 * 1_000.0 / WINDOW_MS as f64;
     let light = 0.05 * LIMIT as f64 * 1_000.0 / WINDOW_MS as f64;
-    let start_ms = now_ms();
-    let first_full = start_ms / WINDOW_MS + 1;
-    let end_ms = (first_full + FULL_WINDOWS) * WINDOW_MS + 300;
-    let duration = Duration::from_millis(end_ms - start_ms);
+    let (first_full, duration) = full_windows_from_now(WINDOW_MS, FULL_WINDOWS);
     println!(
         "concentrated: limit {LIMIT} per {WINDOW_MS} ms; a {heavy}/s, b and c {light}/s each, \
          for {duration:?}; windows {first_full}..{} measured",

@@ -28,7 +28,8 @@ use support::metrics::count;
 use support::process::run_within;
 use support::proxy::{Cut, Proxy};
 use support::redis_admin;
-use support::sql_admin::{Backend, TestDb};
+use support::redis_admin::redis_args;
+use support::sql_admin::{Backend, FAST_GLOBAL, TestDb, region_args};
 use support::{Service, now_ms};
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -107,21 +108,21 @@ async fn decisions_answered_during_the_drain_reach_redis() {
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("drain");
     let (_dir, path) = support::limits_file(&support::one_rule("drain", "user", "day", 1, LIMIT));
-    let url = format!("redis://{}", proxy.addr);
+    let url = proxy.redis_url();
     let mut service = Service::start(
         &path,
-        &[
-            "--redis-url",
+        &redis_args(
             &url,
-            "--redis-prefix",
             &prefix,
-            "--redis-read-timeout",
-            "3s",
-            // Nothing replays before the signal: no regular replay in flight can hide the
-            // race, and the final replay carries every decision.
-            "--replay-interval",
-            "1h",
-        ],
+            &[
+                "--redis-read-timeout",
+                "3s",
+                // Nothing replays before the signal: no regular replay in flight can hide the
+                // race, and the final replay carries every decision.
+                "--replay-interval",
+                "1h",
+            ],
+        ),
     );
     let client = grpc::rls_client(service.grpc_addr).await;
     // Connect to Redis first, then slow it down.
@@ -175,7 +176,7 @@ async fn after_an_outage_the_final_replay_goes_through_the_open_circuit_and_the_
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("breaker");
     let (_dir, path) = support::limits_file(&support::one_rule("breaker", "user", "day", 1, LIMIT));
-    let url = format!("redis://{}", proxy.addr);
+    let url = proxy.redis_url();
     let mut service = Service::start(&path, &["--redis-url", &url, "--redis-prefix", &prefix]);
     proxy.cut(Cut::Refuse);
     let client = grpc::rls_client(service.grpc_addr).await;
@@ -221,7 +222,7 @@ async fn a_slow_redis_keeps_the_circuit_open_for_cold_reads() {
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("slow");
     let (_dir, path) = support::limits_file(&support::one_rule("slow", "user", "day", 1, LIMIT));
-    let url = format!("redis://{}", proxy.addr);
+    let url = proxy.redis_url();
     let service = Service::start(&path, &["--redis-url", &url, "--redis-prefix", &prefix]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
     grpc::should_rate_limit(&mut client, hit("slow", "user", "warm-up")).await;
@@ -270,21 +271,11 @@ async fn starts_without_the_database_and_catches_up(backend: Backend) {
     let url = db.url_via(proxy.addr);
     let service = Service::start(
         &path,
-        &[
-            "--database-url",
-            &url,
-            "--region",
+        &region_args(
             "a",
-            "--migrate",
-            "--publish-floor",
-            "0",
-            "--global-flush-interval",
-            "200ms",
-            "--global-sync-interval",
-            "200ms",
-            "--global-timeout",
-            "1s",
-        ],
+            &url,
+            &[&FAST_GLOBAL[..], &["--global-timeout", "1s"]].concat(),
+        ),
     );
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for _ in 0..5 {
@@ -453,29 +444,29 @@ async fn nothing_accepted_is_lost_to_outages_and_a_shutdown() {
     let prefix = redis_admin::unique_prefix("zerolost");
     let (_dir, path) =
         support::limits_file(&support::one_rule("zerolost", "user", "day", 1, LIMIT));
-    let redis_url = format!("redis://{}", redis_proxy.addr);
+    let redis_url = redis_proxy.redis_url();
     let db_url = db.url_via(db_proxy.addr);
     let mut service = Service::start(
         &path,
-        &[
-            "--redis-url",
+        &redis_args(
             &redis_url,
-            "--redis-prefix",
             &prefix,
-            "--database-url",
-            &db_url,
-            "--region",
-            "a",
-            "--migrate",
-            "--publish-floor",
-            "0",
-            "--global-flush-interval",
-            "500ms",
-            "--global-sync-interval",
-            "500ms",
-            "--global-timeout",
-            "2s",
-        ],
+            &[
+                "--database-url",
+                &db_url,
+                "--region",
+                "a",
+                "--migrate",
+                "--publish-floor",
+                "0",
+                "--global-flush-interval",
+                "500ms",
+                "--global-sync-interval",
+                "500ms",
+                "--global-timeout",
+                "2s",
+            ],
+        ),
     );
     let client = grpc::rls_client(service.grpc_addr).await;
     let load_keys = keys.clone();

@@ -31,8 +31,8 @@ use support::grpc::{
 use support::load::{self, Sent, grpc_errors};
 use support::metrics::count;
 use support::proxy::{Cut, Proxy};
-use support::redis_admin::{self, LOCAL_REDIS_URL};
-use support::windows::WindowTally;
+use support::redis_admin::{self, LOCAL_REDIS_URL, redis_args};
+use support::windows::{WindowTally, full_windows_from_now};
 use support::{Service, now_ms};
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -175,16 +175,11 @@ async fn processes_sharing_redis_converge_within_ten_percent() {
     let prefix = redis_admin::unique_prefix("converge");
     let (_dir, path) =
         support::limits_file(&support::one_rule("converge", "tenant", "second", 2, LIMIT));
-    let args = [
-        "--redis-url",
+    let args = redis_args(
         LOCAL_REDIS_URL,
-        "--redis-prefix",
         &prefix,
-        "--replay-interval",
-        "50ms",
-        "--freshness",
-        "1s",
-    ];
+        &["--replay-interval", "50ms", "--freshness", "1s"],
+    );
     let services: Vec<Service> = (0..PROCESSES)
         .map(|_| Service::start(&path, &args))
         .collect();
@@ -194,10 +189,7 @@ async fn processes_sharing_redis_converge_within_ten_percent() {
     }
 
     let rate = 2.0 * LIMIT as f64 * 1_000.0 / WINDOW_MS as f64;
-    let start_ms = now_ms();
-    let first_full = start_ms / WINDOW_MS + 1;
-    let end_ms = (first_full + FULL_WINDOWS) * WINDOW_MS + 300;
-    let duration = Duration::from_millis(end_ms - start_ms);
+    let (first_full, duration) = full_windows_from_now(WINDOW_MS, FULL_WINDOWS);
     println!(
         "convergence: {PROCESSES} processes, limit {LIMIT} per {WINDOW_MS} ms, {rate} requests/s \
          round-robin for {duration:?}, windows {first_full}..{} measured",
@@ -369,17 +361,10 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let prefix = redis_admin::unique_prefix("outage");
     let (_dir, path) = support::limits_file(&support::one_rule("outage", "user", "day", 1, LIMIT));
-    let through_proxy = format!("redis://{}", proxy.addr);
+    let through_proxy = proxy.redis_url();
     let service = Service::start(
         &path,
-        &[
-            "--redis-url",
-            &through_proxy,
-            "--redis-prefix",
-            &prefix,
-            "--freshness",
-            "500ms",
-        ],
+        &redis_args(&through_proxy, &prefix, &["--freshness", "500ms"]),
     );
     let client = grpc::rls_client(service.grpc_addr).await;
     let load = tokio::spawn(load::paced(
@@ -546,7 +531,7 @@ async fn startup_works_with_redis_down() {
     blackhole.cut(Cut::Blackhole);
     let cases = [
         ("refused", format!("redis://127.0.0.1:{nowhere}")),
-        ("blackholed", format!("redis://{}", blackhole.addr)),
+        ("blackholed", blackhole.redis_url()),
     ];
     for (what, url) in cases {
         let started = Instant::now();
@@ -756,14 +741,7 @@ async fn sigterm_flushes_pending_replay() {
     support::avoid_window_boundary(DAY, Duration::from_secs(30));
     let prefix = redis_admin::unique_prefix("sigterm");
     let (_dir, path) = support::limits_file(&support::one_rule("term", "user", "day", 1, LIMIT));
-    let args = [
-        "--redis-url",
-        LOCAL_REDIS_URL,
-        "--redis-prefix",
-        &prefix,
-        "--replay-interval",
-        "1h",
-    ];
+    let args = redis_args(LOCAL_REDIS_URL, &prefix, &["--replay-interval", "1h"]);
     let mut service = Service::start(&path, &args);
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for (user, count) in WORK {
@@ -831,7 +809,7 @@ async fn sigterm_with_redis_down_exits_promptly() {
     let redis = dedicated_redis();
     let proxy = Proxy::start(support::local_addr(redis.server.port));
     let (_dir, path) = support::limits_file(&support::one_rule("gone", "user", "day", 1, 1_000));
-    let url = format!("redis://{}", proxy.addr);
+    let url = proxy.redis_url();
     let mut service = Service::start(
         &path,
         &[

@@ -14,7 +14,7 @@ use support::grpc::{
     self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitResponse, UInt64Value, Unit, code,
     descriptor, overall, request, with_override,
 };
-use support::metrics::sample;
+use support::metrics::{requests, sample};
 use support::rls::Rls;
 
 /// Room for every counting test: all its calls fall in one minute (and one hour).
@@ -127,16 +127,8 @@ async fn statuses_follow_request_order_and_a_limit_of_n_lets_n_through() {
     }
 
     let text = rls.metrics();
-    assert_eq!(
-        sample(&text, "rls_requests_total", &[("outcome", "ok")]),
-        Some(3.0),
-        "{text}"
-    );
-    assert_eq!(
-        sample(&text, "rls_requests_total", &[("outcome", "over_limit")]),
-        Some(2.0),
-        "{text}"
-    );
+    assert_eq!(requests(&text, "ok"), Some(3.0), "{text}");
+    assert_eq!(requests(&text, "over_limit"), Some(2.0), "{text}");
     assert_eq!(rls.decisions("api", "api.k_three", "within_limit"), 3.0);
     assert_eq!(rls.decisions("api", "api.k_three", "over_limit"), 2.0);
     assert_eq!(rls.decisions("api", "api.k_hundred", "within_limit"), 5.0);
@@ -395,13 +387,9 @@ async fn global_shadow_mode_answers_ok_to_everything_and_reports_shadow_decision
         3.0
     );
     let text = rls.metrics();
+    assert_eq!(requests(&text, "ok"), Some(5.0), "{text}");
     assert_eq!(
-        sample(&text, "rls_requests_total", &[("outcome", "ok")]),
-        Some(5.0),
-        "{text}"
-    );
-    assert_eq!(
-        sample(&text, "rls_requests_total", &[("outcome", "over_limit")]),
+        requests(&text, "over_limit"),
         // Every outcome's series exists from the start (at 0), as Prometheus advises.
         Some(0.0),
         "{text}"
@@ -586,15 +574,7 @@ descriptors:
     assert!(status.message().contains("descriptor"), "{status:?}");
 
     let text = rls.metrics();
-    assert_eq!(
-        sample(
-            &text,
-            "rls_requests_total",
-            &[("outcome", "invalid_argument")]
-        ),
-        Some(4.0),
-        "{text}"
-    );
+    assert_eq!(requests(&text, "invalid_argument"), Some(4.0), "{text}");
     // Nothing was counted by the rejected requests.
     support::stay_in_one_minute(WORK);
     let s = rls.one("ovr", &[("o", "x")]).await;

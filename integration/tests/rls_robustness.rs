@@ -9,7 +9,7 @@ use support::Service;
 use support::grpc::{
     self, Code, HealthCheckRequest, RateLimitDescriptor, ServingStatus, Unit, descriptor, request,
 };
-use support::metrics::sample;
+use support::metrics::{requests, sample};
 
 const YAML: &str = "\
 domain: robust
@@ -153,11 +153,7 @@ async fn bad_requests_are_refused_and_the_service_keeps_serving() {
 
     let text = service.metrics();
     assert_eq!(
-        sample(
-            &text,
-            "rls_requests_total",
-            &[("outcome", "invalid_argument")]
-        ),
+        requests(&text, "invalid_argument"),
         Some(rejected as f64),
         "{text}"
     );
@@ -222,11 +218,7 @@ async fn admin_endpoints_answer() {
     );
     let text = r.body_text();
     assert!(text.contains("# TYPE rls_requests counter"), "{text}");
-    assert_eq!(
-        sample(&text, "rls_requests_total", &[("outcome", "ok")]),
-        Some(1.0),
-        "{text}"
-    );
+    assert_eq!(requests(&text, "ok"), Some(1.0), "{text}");
     assert_eq!(
         sample(
             &text,

@@ -11,7 +11,7 @@ use gcounter_rls::loadtest::abuse::{self, SlowLoris};
 use support::Launch;
 use support::Service;
 use support::grpc::{self, Code, descriptor, request};
-use support::metrics::sample;
+use support::metrics::{requests, sample};
 use support::process::{cpu_ticks, open_fds, rss_kib};
 use support::raw_grpc::{self, framed};
 
@@ -258,24 +258,8 @@ async fn undecodable_and_oversized_bodies_are_refused_and_counted() {
     assert_eq!(code, tonic::Code::ResourceExhausted as i32, "{message}");
 
     let text = service.metrics();
-    assert_eq!(
-        sample(
-            &text,
-            "rls_requests_total",
-            &[("outcome", "invalid_argument")]
-        ),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        sample(
-            &text,
-            "rls_requests_total",
-            &[("outcome", "resource_exhausted")]
-        ),
-        Some(1.0),
-        "{text}"
-    );
+    assert_eq!(requests(&text, "invalid_argument"), Some(1.0), "{text}");
+    assert_eq!(requests(&text, "resource_exhausted"), Some(1.0), "{text}");
     legit_call(&service, 1).await.expect("still serving");
     assert!(service.is_running(), "{}", service.log_tail(30));
 }

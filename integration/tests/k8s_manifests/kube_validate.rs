@@ -16,27 +16,12 @@ pub const KUBERNETES_VERSION: &str = "1.33.0";
 pub fn install_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let script = repo_path("integration/install-k8s-validate.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("kubernetes-validate is missing: cannot run {}: {e}", script.display())
-            });
-        let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if !out.status.success() || dir.is_empty() {
-            panic!(
-                "kubernetes-validate is missing and could not be installed ({} exited with {}).\n\
-                 Install it with `bash integration/install-k8s-validate.sh` \
-                 (python3 -m pip install --target .tools/k8s-validate 'kubernetes-validate==1.37.0'); \
-                 it needs python3 with pip.\n--- installer stderr ---\n{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        PathBuf::from(dir)
+        gcounter_rls_integration::install_tool(
+            "kubernetes-validate",
+            "install-k8s-validate.sh",
+            "(python3 -m pip install --target .tools/k8s-validate 'kubernetes-validate==1.37.0'); \
+             it needs python3 with pip",
+        )
     })
 }
 
