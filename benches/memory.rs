@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use gcounter_engine::cell_key::CounterKeyRef;
 use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock};
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
@@ -51,10 +52,7 @@ fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) 
         identifier.clear();
         let _ = write!(identifier, "10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
         let hit = Hit {
-            workspace: &workspace,
-            namespace: &namespace,
-            identifier: &identifier,
-            duration_ms: MINUTE_MS,
+            counter: CounterKeyRef::new(&workspace, &namespace, &identifier, MINUTE_MS),
             limit: 1_000,
             cost: 1,
         };
@@ -152,10 +150,7 @@ fn reap() {
         let workspace: Arc<str> = "bench".into();
         let namespace: Arc<str> = "14:remote_address/".into();
         let hot = Hit {
-            workspace: &workspace,
-            namespace: &namespace,
-            identifier: "hot",
-            duration_ms: MINUTE_MS,
+            counter: CounterKeyRef::new(&workspace, &namespace, "hot", MINUTE_MS),
             limit: u64::MAX / 2,
             cost: 1,
         };

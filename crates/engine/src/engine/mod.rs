@@ -24,7 +24,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, decide};
 pub use window::WindowPosition;
 
-use crate::cell_key::{CellKey, CellKeyRef};
+use crate::cell_key::{CellKey, CellKeyRef, CounterKeyRef};
 use crate::recorder::{DecisionSource, OriginOp, Recorder};
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
@@ -95,10 +95,7 @@ impl Default for EngineSettings {
 /// engine derives from the clock), its limit and its cost.
 #[derive(Debug, Clone, Copy)]
 pub struct Hit<'a> {
-    pub workspace: &'a Arc<str>,
-    pub namespace: &'a Arc<str>,
-    pub identifier: &'a str,
-    pub duration_ms: u64,
+    pub counter: CounterKeyRef<'a>,
     pub limit: u64,
     /// 0 checks without consuming.
     pub cost: u64,
@@ -167,14 +164,19 @@ impl Engine {
     /// Decide one hit. Never fails: an origin that cannot be read degrades to local counts.
     pub async fn check(&self, hit: Hit<'_>) -> Verdict {
         let now_ms = self.clock.now_ms();
-        let position = WindowPosition::at(now_ms, hit.duration_ms);
-        let key = CellKeyRef::new(
-            hit.workspace,
-            hit.namespace,
-            hit.identifier,
-            position.duration_ms,
-            position.sequence,
-        );
+        let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
+        let key = if hit.counter.duration_ms == position.duration_ms {
+            hit.counter.cell(position.sequence)
+        } else {
+            // A duration of 0 (never from a validated config) counts as 1 ms.
+            CellKeyRef::new(
+                hit.counter.workspace,
+                hit.counter.namespace,
+                hit.counter.identifier,
+                position.duration_ms,
+                position.sequence,
+            )
+        };
         // The warm path: both cells in memory, nothing to refresh. It awaits nothing.
         let previous = match position.previous_sequence() {
             Some(sequence) => self.table.get(&key.with_sequence(sequence)).map(Some),
@@ -232,7 +234,7 @@ impl Engine {
         now_ms: u64,
     ) -> Option<OriginOp> {
         self.settings.freshness?;
-        if self.strict.is_strict(key, now_ms) {
+        if self.strict.is_strict(&key.counter, now_ms) {
             Some(OriginOp::Strict)
         } else if cell.is_stale(now_ms) {
             Some(OriginOp::Stale)
@@ -266,7 +268,7 @@ impl Engine {
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict
-                .enter(key, now_ms.saturating_add(position.duration_ms));
+                .enter(&key.counter, now_ms.saturating_add(position.duration_ms));
         }
         self.metrics.decision_source(source);
         Verdict {

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::*;
+use crate::cell_key::CounterKeyRef;
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::{CellRead, InProcessOrigin, OriginError, OriginFuture};
 
@@ -70,12 +71,19 @@ impl Names {
         }
     }
 
-    fn hit(&self, identifier: &'static str, cost: u64, limit: u64) -> Hit<'_> {
+    fn hit<'a>(&'a self, identifier: &'a str, cost: u64, limit: u64) -> Hit<'a> {
+        self.hit_for(identifier, 1_000, cost, limit)
+    }
+
+    fn hit_for<'a>(
+        &'a self,
+        identifier: &'a str,
+        duration_ms: u64,
+        cost: u64,
+        limit: u64,
+    ) -> Hit<'a> {
         Hit {
-            workspace: &self.workspace,
-            namespace: &self.namespace,
-            identifier,
-            duration_ms: 1_000,
+            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, duration_ms),
             limit,
             cost,
         }
@@ -266,10 +274,7 @@ async fn the_cell_cap_holds() {
         let identifier = i.to_string();
         engine
             .check(Hit {
-                workspace: &workspace,
-                namespace: &namespace,
-                identifier: &identifier,
-                duration_ms: 1_000,
+                counter: CounterKeyRef::new(&workspace, &namespace, &identifier, 1_000),
                 limit: 10,
                 cost: 1,
             })
@@ -301,10 +306,7 @@ fn shared_region(freshness_ms: u64) -> (Engine, Engine, Arc<ManualClock>, Arc<Sw
 }
 
 fn minute_hit<'a>(names: &'a Names, cost: u64, limit: u64) -> Hit<'a> {
-    Hit {
-        duration_ms: 60_000,
-        ..names.hit("a", cost, limit)
-    }
+    names.hit_for("a", 60_000, cost, limit)
 }
 
 #[tokio::test]
@@ -497,12 +499,7 @@ async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     let names = Names::new();
     let ids: Vec<String> = (0..40).map(|i| format!("one-shot-{i}")).collect();
     for id in &ids {
-        engine
-            .check(Hit {
-                identifier: id,
-                ..names.hit("", 1, 10)
-            })
-            .await;
+        engine.check(names.hit(id, 1, 10)).await;
     }
     engine.flush_replay().await;
     assert_eq!(
@@ -534,12 +531,7 @@ async fn reaping_a_large_table_lets_decisions_run_meanwhile() {
     let names = Names::new();
     let ids: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
     for id in &ids {
-        engine
-            .check(Hit {
-                identifier: id,
-                ..names.hit("", 1, 10)
-            })
-            .await;
+        engine.check(names.hit(id, 1, 10)).await;
     }
     // two windows later every one of those cells is past its sliding window
     clock.set(12_500);
@@ -582,12 +574,7 @@ async fn the_final_replay_includes_overflowed_cells() {
     let names = Names::new();
     let ids: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
     for id in &ids {
-        engine
-            .check(Hit {
-                identifier: id,
-                ..names.hit("", 1, 10)
-            })
-            .await;
+        engine.check(names.hit(id, 1, 10)).await;
     }
     Arc::clone(&engine)
         .run_background(std::future::ready(()))
