@@ -361,22 +361,25 @@ impl Engine {
     }
 
     /// Replay everything pending now.
-    pub async fn flush_replay(&self) {
-        self.flush_replay_to(self.origin.as_ref()).await;
+    pub async fn replay_now(&self) {
+        self.replay_to(self.origin.as_ref()).await;
     }
 
-    async fn flush_replay_to(&self, origin: &dyn RegionalOrigin) {
+    async fn replay_to(&self, origin: &dyn RegionalOrigin) {
         let started = std::time::Instant::now();
         let now_ms = self.clock.now_ms();
-        let flushed = self.replay.flush(origin, self.fresh_until(now_ms)).await;
-        for &cells in &flushed.batches {
+        let replayed = self.replay.replay(origin, self.fresh_until(now_ms)).await;
+        for &cells in &replayed.batches {
             self.metrics.replay_batch(cells);
         }
-        if !flushed.batches.is_empty() || flushed.error.is_some() {
-            self.metrics
-                .origin_call(OriginOp::Replay, flushed.error.is_none(), started.elapsed());
+        if !replayed.batches.is_empty() || replayed.error.is_some() {
+            self.metrics.origin_call(
+                OriginOp::Replay,
+                replayed.error.is_none(),
+                started.elapsed(),
+            );
         }
-        if let Some(error) = flushed.error
+        if let Some(error) = replayed.error
             && let Some(suppressed) = self.replay_warnings.allow()
         {
             tracing::warn!(%error, origin = self.origin.name(), suppressed, "replay failed; work kept for the next cycle");
@@ -394,7 +397,7 @@ impl Engine {
         };
         let mut pause = Duration::from_millis(50);
         loop {
-            self.flush_replay_to(&last_chance).await;
+            self.replay_to(&last_chance).await;
             let left = self.pending_replay_cells();
             if left == 0 {
                 // The queue is empty: bring back the cells that overflowed it, and go again.
@@ -512,10 +515,10 @@ impl Engine {
         loop {
             tokio::select! {
                 _ = replay.tick() => {
-                    self.flush_replay().await;
+                    self.replay_now().await;
                     self.recover_overflowed().await;
                 }
-                _ = self.replay.batch_ready() => self.flush_replay().await,
+                _ = self.replay.batch_ready() => self.replay_now().await,
                 _ = reap.tick() => {
                     let reaped = self.reap().await;
                     tracing::trace!(reaped, live = self.live_cells(), "reaped old cells");

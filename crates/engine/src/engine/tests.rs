@@ -160,7 +160,7 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
         engine.check(names.hit("a", 2, 10)).await;
     }
     assert_eq!(engine.pending_replay_cells(), 1);
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
 
     // a second engine of the same region starts cold and reads the total
@@ -172,10 +172,10 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     );
     let v = other.check(names.hit("a", 1, 10)).await;
     assert_eq!(v.remaining, 3);
-    other.flush_replay().await;
+    other.replay_now().await;
     // the first engine catches up when its own replay merges the origin's total
     engine.check(names.hit("a", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 2);
 }
 
@@ -239,7 +239,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     for _ in 0..4 {
         assert!(engine.check(names.hit("a", 1, 5)).await.allowed);
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(
         engine.pending_replay_cells(),
         1,
@@ -249,7 +249,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     assert!(!engine.check(names.hit("a", 1, 5)).await.allowed);
 
     origin.down.store(false, Ordering::SeqCst);
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
     let key = names.cell_key("a", 10);
     assert_eq!(origin.inner.read(&key).await.ok().map(|r| r.total), Some(5));
@@ -316,7 +316,7 @@ async fn a_stale_cell_reads_the_origin_before_deciding() {
     for _ in 0..5 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     assert_eq!(
         b.check(minute_hit(&names, 0, 10)).await.remaining,
         5,
@@ -325,7 +325,7 @@ async fn a_stale_cell_reads_the_origin_before_deciding() {
     for _ in 0..3 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     let reads = origin.reads();
     clock.advance(500);
     assert_eq!(
@@ -360,7 +360,7 @@ async fn a_failed_read_never_makes_a_cell_fresh() {
     for _ in 0..6 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     clock.advance(10);
     // b's cell was never fresh: this decision reads the origin and sees a's 6
     assert_eq!(b.check(minute_hit(&names, 0, 10)).await.remaining, 4);
@@ -373,7 +373,7 @@ async fn after_a_denial_strict_mode_reads_the_origin_on_each_decision() {
     for _ in 0..5 {
         assert!(a.check(minute_hit(&names, 1, 5)).await.allowed);
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     assert!(
         !b.check(minute_hit(&names, 1, 5)).await.allowed,
         "b saw a's 5 cold"
@@ -408,10 +408,10 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
     engine.check(names.hit("b", 2, 10)).await;
     assert_eq!(engine.pending_replay_cells(), 1);
     assert_eq!(overflows.0.load(Ordering::Relaxed), 1);
-    engine.flush_replay().await;
+    engine.replay_now().await;
     // b's next accept queues it again, with the earlier work
     engine.check(names.hit("b", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     let key = names.cell_key("b", 10);
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(3));
 }
@@ -423,12 +423,12 @@ async fn a_replay_sent_twice_counts_once() {
     for _ in 0..4 {
         engine.check(names.hit("a", 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     // the same cumulative value again, as after a timeout whose command did land
     let key = names.cell_key("a", 10);
     assert_eq!(origin.replay(&[(key.clone(), 4)]).await.ok(), Some(vec![4]));
     engine.check(names.hit("a", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(5));
 }
 
@@ -445,14 +445,14 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     for _ in 0..3 {
         engine.check(names.hit("a", 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     // push "a" out of the table (eight evictable cells)
     for id in ["b", "c", "d", "e", "f", "g", "h"] {
         engine.check(names.hit(id, 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     engine.check(names.hit("a", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     let key = names.cell_key("a", 10);
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(4));
 }
@@ -501,16 +501,16 @@ async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     for id in &ids {
         engine.check(names.hit(id, 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(
         engine.pending_replay_cells(),
         4,
         "the outage: 36 overflowed"
     );
     origin.down.store(false, Ordering::SeqCst);
-    // the background loop's replay tick: flush, then recover; bounded by the cell count
+    // the background loop's replay tick: replay, then recover; bounded by the cell count
     for _ in 0..ids.len() {
-        engine.flush_replay().await;
+        engine.replay_now().await;
         engine.recover_overflowed().await;
         if engine.pending_replay_cells() == 0 {
             break;
