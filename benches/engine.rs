@@ -4,6 +4,13 @@
 //! limit that is never reached, so each one takes the full accept path (compare-and-swap,
 //! replay bookkeeping), not the cheaper denial.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a benchmark: a panic is how it reports a broken set-up"
+)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

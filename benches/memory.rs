@@ -6,6 +6,13 @@
 //! task would. RSS comes from /proc/self/statm, so the figure includes the allocator's
 //! overhead and fragmentation, which is what an operator pays.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a benchmark: a panic is how it reports a broken set-up"
+)]
+
 use std::sync::Arc;
 
 use futures_util::FutureExt;

@@ -96,8 +96,11 @@ impl Backend {
             client_tls: None,
             root_cert: Some(root_cert),
         };
-        let backend = if urls.len() == 1 && !cluster {
-            let url = urls[0].as_str();
+        let single = match urls {
+            [url] if !cluster => Some(url.as_str()),
+            _ => None,
+        };
+        let backend = if let Some(url) = single {
             let client = match root_ca_pem {
                 Some(ca) => Client::build_with_tls(url, certificates(ca)),
                 None => Client::open(url),

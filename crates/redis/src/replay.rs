@@ -109,13 +109,17 @@ impl RedisOrigin {
         // Per-reply errors come back as values, so one bad key cannot hide the other totals.
         pipe.ignore_errors();
         for &index in indices {
-            let (key, cumulative) = &batch[index];
+            // Indices come from grouping this batch: a miss cannot happen, and would only
+            // leave that cell's reply out (a batch mismatch the caller reports).
+            let (Some((key, cumulative)), Some(name)) = (batch.get(index), names.get(index)) else {
+                continue;
+            };
             // About three windows: the cell is read as "previous" during the next window.
             let ttl = key.duration_ms.saturating_mul(3).clamp(1, MAX_TTL_MS);
             pipe.cmd("EVALSHA")
                 .arg(self.replay_script.get_hash())
                 .arg(1)
-                .arg(&names[index])
+                .arg(name)
                 .arg(&self.process)
                 .arg(*cumulative)
                 .arg(ttl);
@@ -167,7 +171,7 @@ impl Replayed {
         for (value, &index) in values.into_iter().zip(indices) {
             let outcome = match value {
                 Value::ServerError(error) => Err(RedisError::from(error)),
-                value => Ok(total(value, &names[index])),
+                value => Ok(total(value, names.get(index).map_or("", String::as_str))),
             };
             let total = match outcome {
                 Ok(Ok(total)) => total,
@@ -191,7 +195,9 @@ impl Replayed {
 
     fn absorb(&mut self, indices: &[usize], part: Replayed) {
         for (&index, total) in indices.iter().zip(part.totals) {
-            self.totals[index] = total;
+            if let Some(slot) = self.totals.get_mut(index) {
+                *slot = total;
+            }
         }
         self.bad_keys += part.bad_keys;
         if let Some(error) = part.failure {

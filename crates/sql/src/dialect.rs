@@ -79,7 +79,13 @@ impl Dialect {
                 } else {
                     "MAX"
                 };
-                let key = columns[..6].join(", ");
+                // The unique key: the first six columns.
+                let key = columns
+                    .iter()
+                    .take(6)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 let _ = write!(
                     sql,
                     " ON CONFLICT ({key}) DO UPDATE SET \

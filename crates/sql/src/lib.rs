@@ -251,7 +251,9 @@ impl SqlStore {
             match result {
                 Ok(_) => {
                     for i in chunk.iter().flat_map(|row| &row.inputs) {
-                        outcomes[*i] = RowOutcome::Published;
+                        if let Some(outcome) = outcomes.get_mut(*i) {
+                            *outcome = RowOutcome::Published;
+                        }
                     }
                     chunks.push(Ok(chunk.len()));
                 }
