@@ -2,11 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::{free_port, http_get, local_addr, log_tail, new_log_file, repo_path};
+use super::{free_port, http_get, local_addr, log_tail, new_log_file, repo_path, spawn_logged};
 
 /// Generous: several Envoys may start at once on a 2-core machine.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -103,28 +103,21 @@ impl Envoy {
     ) -> Result<Envoy, StartFailure> {
         let binary = envoy_binary();
         let (log_path, log) = new_log_file("envoy");
-        let log_err = log.try_clone().expect("clone log file handle");
         let config_path = log_path.with_extension("yaml");
         std::fs::write(&config_path, config)
             .unwrap_or_else(|e| panic!("write Envoy config {}: {e}", config_path.display()));
 
         // --disable-hot-restart: no shared memory or domain socket, so parallel
         // Envoys need no distinct --base-id.
-        let child = Command::new(binary)
-            .arg("-c")
-            .arg(&config_path)
-            .args([
-                "--disable-hot-restart",
-                "--concurrency",
-                "1",
-                "-l",
-                "warning",
-            ])
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn Envoy {}: {e}", binary.display()));
+        let mut command = Command::new(binary);
+        command.arg("-c").arg(&config_path).args([
+            "--disable-hot-restart",
+            "--concurrency",
+            "1",
+            "-l",
+            "warning",
+        ]);
+        let child = spawn_logged(&mut command, log);
 
         let mut envoy = Envoy {
             admin_addr,

@@ -37,6 +37,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -162,6 +163,17 @@ fn new_log_file(name: &str) -> (PathBuf, File) {
     let file =
         File::create(&path).unwrap_or_else(|e| panic!("create log file {}: {e}", path.display()));
     (path, file)
+}
+
+/// Spawns `command` with no stdin and both outputs into `log`; panics naming the program.
+fn spawn_logged(command: &mut Command, log: File) -> Child {
+    let log_err = log.try_clone().expect("clone log file handle");
+    command
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.get_program()))
 }
 
 /// The last `lines` lines of a log file (or why it could not be read).

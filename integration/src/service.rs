@@ -2,10 +2,10 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use super::{HttpResponse, free_port, http_get, local_addr, log_tail, new_log_file};
+use super::{HttpResponse, free_port, http_get, local_addr, log_tail, new_log_file, spawn_logged};
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -57,7 +57,6 @@ impl Service {
     /// `GRPC_PORT` on free loopback ports. Waits for `/healthz` like [`Service::start`].
     pub fn start_upstream(env: &[(&str, &str)]) -> Service {
         let (log_path, log) = new_log_file("ratelimit");
-        let log_err = log.try_clone().expect("clone log file handle");
         let link = log_path.with_extension("bin");
         std::fs::create_dir_all(&link).expect("create symlink dir");
         let link = link.join("ratelimit");
@@ -66,20 +65,18 @@ impl Service {
                 .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
         }
         let (grpc_port, http_port) = (free_port(), free_port());
-        let child = Command::new(&link)
-            .env("HOST", "127.0.0.1")
-            .env("PORT", http_port.to_string())
-            .env("GRPC_HOST", "127.0.0.1")
-            .env("GRPC_PORT", grpc_port.to_string())
-            .env("DEBUG_HOST", "127.0.0.1")
-            .env("DEBUG_PORT", free_port().to_string())
-            .envs(env.iter().copied())
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", link.display()));
+        let child = spawn_logged(
+            Command::new(&link)
+                .env("HOST", "127.0.0.1")
+                .env("PORT", http_port.to_string())
+                .env("GRPC_HOST", "127.0.0.1")
+                .env("GRPC_PORT", grpc_port.to_string())
+                .env("DEBUG_HOST", "127.0.0.1")
+                .env("DEBUG_PORT", free_port().to_string())
+                .envs(env.iter().copied())
+                .env("RUST_BACKTRACE", "1"),
+            log,
+        );
         let mut service = Service {
             grpc_addr: local_addr(grpc_port),
             http_addr: local_addr(http_port),
@@ -120,7 +117,6 @@ impl Service {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
         let (log_path, log) = new_log_file("gcounter-rls");
-        let log_err = log.try_clone().expect("clone log file handle");
 
         let binary = super::binary();
         // prlimit execs the binary: the child's pid stays the service's.
@@ -135,21 +131,19 @@ impl Service {
             }
             None => Command::new(&binary),
         };
-        let child = command
-            .arg("serve")
-            .arg("--config")
-            .arg(config)
-            .args(["--grpc-addr", &grpc_addr.to_string()])
-            .args(["--http-addr", &http_addr.to_string()])
-            .args(["--log-level", "info"])
-            .args(extra_args)
-            .env("RUST_BACKTRACE", "1")
-            .envs(launch.env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
+        let child = spawn_logged(
+            command
+                .arg("serve")
+                .arg("--config")
+                .arg(config)
+                .args(["--grpc-addr", &grpc_addr.to_string()])
+                .args(["--http-addr", &http_addr.to_string()])
+                .args(["--log-level", "info"])
+                .args(extra_args)
+                .env("RUST_BACKTRACE", "1")
+                .envs(launch.env.iter().copied()),
+            log,
+        );
 
         let mut service = Service {
             grpc_addr,
