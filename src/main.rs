@@ -9,7 +9,7 @@ use gcounter_engine::engine::{Clock, SystemClock};
 use gcounter_engine::global::GlobalStore;
 use gcounter_rls::config::{LoadOptions, ReadLimits};
 use gcounter_rls::runtime;
-use gcounter_rls::serve::{self, ServeArgs};
+use gcounter_rls::serve::{self, ServeArgs, ServeSettings};
 use gcounter_rls::telemetry::{LogFormat, init_logging};
 use gcounter_rls::upstream_env;
 use gcounter_sql::SqlStore;
@@ -138,7 +138,7 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve::run(*args).await,
+            Command::Serve(args) => serve_command(*args).await,
             Command::Migrate { database_url } => migrate(&database_url).await,
             Command::Cleanup {
                 database_url,
@@ -155,6 +155,28 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `serve`: the flags validated once, the listeners bound, then [`serve::run`] until SIGTERM or
+/// SIGINT (handled here only: `run` takes any shutdown future).
+async fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
+    let settings = ServeSettings::from_args(args, &upstream_env::process_env)?;
+    let listeners = serve::bind(&settings).await?;
+    let shutdown = shutdown_signal()?;
+    serve::run(settings, listeners, shutdown).await
+}
+
+/// Resolves at the first SIGTERM or SIGINT; the handlers are installed before it returns.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 async fn migrate(database_url: &str) -> anyhow::Result<()> {

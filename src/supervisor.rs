@@ -168,6 +168,28 @@ impl Supervisor {
         }
     }
 
+    /// Run until `shutdown` resolves. A task that ends before (returns, fails or panics) is
+    /// logged with its name and handed to `on_failure`, which `serve` uses to turn health
+    /// NOT_SERVING: the process stays up (its in-memory counts are still worth the final
+    /// replay) but unhealthy, so the orchestrator replaces it, instead of a process that
+    /// answers while nothing reaches Redis.
+    pub async fn until<F: Future<Output = ()>>(
+        &mut self,
+        shutdown: impl Future<Output = ()>,
+        mut on_failure: impl FnMut(TaskFailure) -> F,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                failure = self.next_failure() => {
+                    tracing::error!(task = failure.name, reason = %failure.reason, "a task stopped before shutdown; health is now NOT_SERVING");
+                    on_failure(failure).await;
+                }
+            }
+        }
+    }
+
     /// Stop serving, drain (at most `drain_timeout`, then abort what is left), then let the
     /// background tasks finish their final work and wait for them.
     pub async fn shutdown(mut self, drain_timeout: Duration) -> ShutdownReport {
@@ -219,6 +241,60 @@ mod tests {
             report.failed.is_empty() && report.aborted.is_empty(),
             "{report:?}"
         );
+    }
+
+    /// A background task that ends before shutdown fails health (here: a flag standing for
+    /// it), while one that keeps running does not; shutdown still completes.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_ends_before_shutdown_fails_health() {
+        let mut supervisor = Supervisor::new();
+        let stop = supervisor.stop_signal(Stage::Background);
+        supervisor.spawn(Stage::Background, "global counters", async move {
+            stop.cancelled().await;
+            Ok(())
+        });
+        supervisor.spawn(Stage::Background, "replay and reaping", async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok(())
+        });
+        let healthy = AtomicBool::new(true);
+        let mut failed = Vec::new();
+        let shutdown = tokio::time::sleep(Duration::from_secs(1));
+        supervisor
+            .until(shutdown, |failure| {
+                failed.push(failure.name);
+                healthy.store(false, Ordering::SeqCst);
+                async {}
+            })
+            .await;
+        assert!(!healthy.load(Ordering::SeqCst), "health must fail");
+        assert_eq!(failed, vec!["replay and reaping"]);
+        let report = supervisor.shutdown(Duration::from_secs(1)).await;
+        assert!(
+            report.failed.is_empty() && report.aborted.is_empty(),
+            "{report:?}"
+        );
+    }
+
+    /// All tasks running: `until` returns at shutdown and health is untouched.
+    #[tokio::test(start_paused = true)]
+    async fn no_task_ends_health_stays() {
+        let mut supervisor = Supervisor::new();
+        let stop = supervisor.stop_signal(Stage::Serving);
+        supervisor.spawn(Stage::Serving, "server", async move {
+            stop.cancelled().await;
+            Ok(())
+        });
+        let mut failures = 0;
+        supervisor
+            .until(tokio::time::sleep(Duration::from_secs(1)), |_| {
+                failures += 1;
+                async {}
+            })
+            .await;
+        assert_eq!(failures, 0);
+        let report = supervisor.shutdown(Duration::from_secs(1)).await;
+        assert!(report.failed.is_empty(), "{report:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -40,19 +40,23 @@ pub enum BindError {
     },
 }
 
-/// An optional side listener of the admin kind (`metrics`: upstream's PROMETHEUS_ADDR;
-/// `debug`: its DEBUG_PORT): the admin port's bounds, a connection cap of its own
+/// Binds an optional side listener of the admin kind (`metrics`: upstream's PROMETHEUS_ADDR;
+/// `debug`: its DEBUG_PORT); [`bounded_side`] gives it its bounds.
+pub async fn bind_side(name: &'static str, addr: SocketAddr) -> Result<TcpListener, BindError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| BindError::Side { name, addr, source })
+}
+
+/// A side listener with the admin port's bounds, a connection cap of its own
 /// (`--max-admin-connections` more), its own series (`listener="<name>"`).
-pub async fn bind_side(
+pub fn bounded_side(
     name: &'static str,
-    addr: SocketAddr,
+    listener: TcpListener,
     settings: &TransportSettings,
     metrics: &Metrics,
-) -> Result<BoundedListener, BindError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| BindError::Side { name, addr, source })?;
-    Ok(BoundedListener::new(
+) -> BoundedListener {
+    BoundedListener::new(
         listener,
         ListenerSettings {
             name,
@@ -63,16 +67,16 @@ pub async fn bind_side(
             tcp_keepalive: Some(settings.tcp_keepalive),
         },
         metrics.connections.listener(name),
-    ))
+    )
 }
 
-/// Raises the soft open-files limit (a warning if it stays below the caps), then binds.
+/// Raises the soft open-files limit (a warning if it stays below the caps), then binds the
+/// gRPC and admin listeners; [`bounded`] gives them their bounds.
 pub async fn bind(
     grpc_addr: SocketAddr,
     admin_addr: SocketAddr,
     settings: &TransportSettings,
-    metrics: &Metrics,
-) -> Result<Listeners, BindError> {
+) -> Result<(TcpListener, TcpListener), BindError> {
     let needed = (settings.max_connections + settings.max_admin_connections) as u64 + SPARE_FDS;
     match raise_nofile_limit() {
         Ok(limit) if limit < needed => tracing::warn!(
@@ -97,6 +101,17 @@ pub async fn bind(
             addr: admin_addr,
             source,
         })?;
+    Ok((grpc, admin))
+}
+
+/// The gRPC and admin listeners (bound by [`bind`], or by a test on port 0) with their caps,
+/// deadlines and series.
+pub fn bounded(
+    grpc: TcpListener,
+    admin: TcpListener,
+    settings: &TransportSettings,
+    metrics: &Metrics,
+) -> Listeners {
     let listener = |name, max_connections, preface_bytes| ListenerSettings {
         name,
         max_connections,
@@ -105,7 +120,7 @@ pub async fn bind(
         max_accept_backoff: settings.max_accept_backoff,
         tcp_keepalive: Some(settings.tcp_keepalive),
     };
-    Ok(Listeners {
+    Listeners {
         grpc: BoundedListener::new(
             grpc,
             listener("grpc", settings.max_connections, HTTP2_PREFACE_BYTES),
@@ -117,5 +132,5 @@ pub async fn bind(
             listener("admin", settings.max_admin_connections, 1),
             metrics.connections.listener("admin"),
         ),
-    })
+    }
 }

@@ -27,7 +27,7 @@ mod settings;
 mod tls;
 
 pub use admin::serve_http1;
-pub use bind::{BindError, Listeners, bind, bind_side};
+pub use bind::{BindError, Listeners, bind, bind_side, bounded, bounded_side};
 pub use budget::{BodyBudget, BodyBudgetLayer};
 pub use codec::RawRequestCodec;
 pub use connection::BoundedConn;

@@ -141,6 +141,15 @@ impl PlainRedis {
         Ok(Self { server, _dir: dir })
     }
 
+    /// For a test: a dedicated node, or the test fails saying what is missing.
+    pub fn start_or_fail() -> Self {
+        Self::start().unwrap_or_else(|e| {
+            panic!(
+                "Redis is missing: cannot start a dedicated redis-server: {e}\n{HOW_TO_START_REDIS}"
+            )
+        })
+    }
+
     pub fn url(&self) -> String {
         self.server.url()
     }
@@ -163,6 +172,13 @@ impl RedisCluster {
             }
         }
         Err(last)
+    }
+
+    /// For a test: a cluster of `count` nodes, or the test fails saying what is missing.
+    pub fn start_or_fail(count: usize) -> Self {
+        Self::start(count).unwrap_or_else(|e| {
+            panic!("Redis Cluster is missing: cannot start {count} redis-server nodes: {e}\n{HOW_TO_START_REDIS}")
+        })
     }
 
     pub fn start_on(ports: &[u16]) -> Result<Self, String> {

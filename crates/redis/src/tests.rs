@@ -360,7 +360,7 @@ async fn cells_are_hashes_that_live_about_three_windows() {
 #[tokio::test]
 async fn the_script_is_loaded_again_after_script_flush() {
     // A server of its own: flushing the shared one's scripts would disturb other tests.
-    let redis = PlainRedis::start().unwrap_or_else(|e| panic!("{e}"));
+    let redis = PlainRedis::start_or_fail();
     let url = redis.url();
     let origin =
         RedisOrigin::connect(settings(std::slice::from_ref(&url), false)).expect("valid settings");
@@ -511,7 +511,7 @@ async fn a_redis_that_comes_up_late_is_used_once_it_answers() {
 
 #[tokio::test]
 async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resend_once() {
-    let cluster = RedisCluster::start(3).unwrap_or_else(|e| panic!("{e}"));
+    let cluster = RedisCluster::start_or_fail(3);
     let urls = cluster.urls();
     let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
     assert!(origin.is_cluster());
@@ -588,7 +588,7 @@ async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resen
 
 #[tokio::test]
 async fn a_cluster_reloads_the_script_after_script_flush() {
-    let cluster = RedisCluster::start(3).unwrap_or_else(|e| panic!("{e}"));
+    let cluster = RedisCluster::start_or_fail(3);
     let urls = cluster.urls();
     let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
     let keys: Vec<CellKey> = (0..30).map(|i| cell(&format!("{i}"), 60_000, 1)).collect();
@@ -619,7 +619,7 @@ async fn a_cluster_reloads_the_script_after_script_flush() {
 
 #[tokio::test]
 async fn a_dead_cluster_node_fails_the_batch_in_bounded_time_and_the_resend_counts_once() {
-    let mut cluster = RedisCluster::start(3).unwrap_or_else(|e| panic!("{e}"));
+    let mut cluster = RedisCluster::start_or_fail(3);
     let urls = cluster.urls();
     let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
     let keys: Vec<CellKey> = (0..60).map(|i| cell(&format!("{i}"), 60_000, 1)).collect();
@@ -666,7 +666,7 @@ async fn a_dead_cluster_node_fails_the_batch_in_bounded_time_and_the_resend_coun
 
 #[tokio::test]
 async fn a_resend_during_and_after_a_slot_migration_counts_once() {
-    let cluster = RedisCluster::start(3).unwrap_or_else(|e| panic!("{e}"));
+    let cluster = RedisCluster::start_or_fail(3);
     let urls = cluster.urls();
     let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
     let own = origin.process_id().to_owned();

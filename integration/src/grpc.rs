@@ -1,0 +1,184 @@
+//! gRPC clients for the service under test (RateLimitService and grpc.health.v1),
+//! plus small builders for rate-limit requests.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+pub use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+pub use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
+pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus,
+};
+pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+pub use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+pub use envoy_types::pb::google::protobuf::UInt64Value;
+pub use envoy_types::pb::google::protobuf::value::Kind;
+pub use envoy_types::pb::google::protobuf::{Struct, Value};
+pub use tonic_health::pb::health_check_response::ServingStatus;
+pub use tonic_health::pb::health_client::HealthClient;
+pub use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+
+pub type RlsClient = RateLimitServiceClient<Channel>;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Per call; a hung service fails the test instead of hanging it.
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// An HTTP/2 channel to `addr` (plaintext), connected before returning.
+pub async fn channel(addr: SocketAddr) -> Channel {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .expect("valid gRPC endpoint URI")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(CALL_TIMEOUT)
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect gRPC channel to {addr}: {e:?}"))
+}
+
+/// A `RateLimitService` client on `addr`. Messages up to 64 MiB may be sent, so
+/// tests can reach the server's own limits.
+pub async fn rls_client(addr: SocketAddr) -> RlsClient {
+    RateLimitServiceClient::new(channel(addr).await).max_encoding_message_size(64 << 20)
+}
+
+/// A `grpc.health.v1.Health` client on `addr`.
+pub async fn health_client(addr: SocketAddr) -> HealthClient<Channel> {
+    HealthClient::new(channel(addr).await)
+}
+
+/// A descriptor of `(key, value)` entries, in order.
+pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(key, value)| Entry {
+                key: (*key).to_string(),
+                value: (*value).to_string(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// A request for `domain` with `descriptors` (request-level `hits_addend` 0, i.e. 1).
+pub fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.to_string(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+/// `ShouldRateLimit`, panicking with the gRPC status if the call fails.
+pub async fn should_rate_limit(
+    client: &mut RlsClient,
+    request: RateLimitRequest,
+) -> RateLimitResponse {
+    let summary = summarize(&request);
+    match client.should_rate_limit(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => panic!("ShouldRateLimit({summary}) failed: {status:?}"),
+    }
+}
+
+/// `ShouldRateLimit` that must fail; the gRPC status it failed with.
+pub async fn should_rate_limit_err(
+    client: &mut RlsClient,
+    request: RateLimitRequest,
+) -> tonic::Status {
+    let summary = summarize(&request);
+    match client.should_rate_limit(request).await {
+        Ok(response) => panic!(
+            "ShouldRateLimit({summary}) succeeded but should have failed: {:?}",
+            response.into_inner()
+        ),
+        Err(status) => status,
+    }
+}
+
+/// The request for assertion messages, without megabytes of values.
+fn summarize(request: &RateLimitRequest) -> String {
+    let mut text = format!(
+        "domain {:?}, hits_addend {}, {} descriptor(s)",
+        request.domain,
+        request.hits_addend,
+        request.descriptors.len()
+    );
+    for d in request.descriptors.iter().take(4) {
+        let entries: Vec<String> = d
+            .entries
+            .iter()
+            .take(4)
+            .map(|e| format!("{}={}", clip(&e.key), clip(&e.value)))
+            .collect();
+        text.push_str(&format!(" [{}]", entries.join(", ")));
+    }
+    text
+}
+
+fn clip(s: &str) -> String {
+    if s.len() <= 40 {
+        format!("{s:?}")
+    } else {
+        format!("<{} bytes>", s.len())
+    }
+}
+
+/// A protobuf `Duration` in milliseconds (0 when absent).
+pub fn duration_ms(d: Option<&envoy_types::pb::google::protobuf::Duration>) -> i64 {
+    d.map_or(0, |d| d.seconds * 1_000 + i64::from(d.nanos) / 1_000_000)
+}
+
+/// A request for `domain` with one descriptor `key=value`.
+pub fn hit(domain: &str, key: &str, value: &str) -> RateLimitRequest {
+    request(domain, vec![descriptor(&[(key, value)])])
+}
+
+/// A descriptor `key=value` costing `cost` hits (`hits_addend`).
+pub fn costing(key: &str, value: &str, cost: u64) -> RateLimitDescriptor {
+    let mut d = descriptor(&[(key, value)]);
+    d.hits_addend = Some(UInt64Value { value: cost });
+    d
+}
+
+/// A descriptor with `entries` carrying its own limit (`unit` as sent on the wire, so tests
+/// can send values the enum does not know).
+pub fn with_override(
+    entries: &[(&str, &str)],
+    requests_per_unit: u32,
+    unit: i32,
+) -> RateLimitDescriptor {
+    let mut d = descriptor(entries);
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit,
+        unit,
+    });
+    d
+}
+
+/// A descriptor status's code; panics on a value the enum does not know.
+pub fn code(status: &DescriptorStatus) -> Code {
+    Code::try_from(status.code).unwrap_or_else(|_| panic!("unknown code in {status:?}"))
+}
+
+/// A response's overall code; panics on a value the enum does not know.
+pub fn overall(response: &RateLimitResponse) -> Code {
+    Code::try_from(response.overall_code)
+        .unwrap_or_else(|_| panic!("unknown overall code in {response:?}"))
+}
+
+/// Sends `request` (one descriptor) and returns its one status.
+pub async fn one_status(client: &mut RlsClient, request: RateLimitRequest) -> DescriptorStatus {
+    let mut response = should_rate_limit(client, request).await;
+    assert_eq!(
+        response.statuses.len(),
+        1,
+        "one status expected: {response:?}"
+    );
+    response.statuses.remove(0)
+}

@@ -1,0 +1,118 @@
+//! Reading samples out of a Prometheus / OpenMetrics text exposition.
+
+/// The value of the sample `name{labels}` in `text`, whatever the order of the
+/// labels; `labels` must be all of the sample's labels. None if absent.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (sample_name, sample_labels, value) = parse_line(line)?;
+            if sample_name != name || sample_labels.len() != labels.len() {
+                return None;
+            }
+            let all_match = labels
+                .iter()
+                .all(|(k, v)| sample_labels.iter().any(|(sk, sv)| sk == k && sv == v));
+            all_match.then_some(value)
+        })
+}
+
+/// Label pairs of one sample, values unescaped.
+type Labels = Vec<(String, String)>;
+
+/// `name{k="v",...} value [timestamp]`.
+fn parse_line(line: &str) -> Option<(&str, Labels, f64)> {
+    let line = line.trim();
+    let (name, labels, rest) = match line.find('{') {
+        Some(open) => {
+            let (labels, rest) = parse_labels(&line[open + 1..])?;
+            (&line[..open], labels, rest)
+        }
+        None => {
+            let space = line.find(' ')?;
+            (&line[..space], Vec::new(), &line[space..])
+        }
+    };
+    let value = rest.split_whitespace().next()?.parse().ok()?;
+    Some((name, labels, value))
+}
+
+/// Labels up to the closing `}`; returns them and the text after it.
+fn parse_labels(mut s: &str) -> Option<(Labels, &str)> {
+    let mut labels = Vec::new();
+    loop {
+        s = s.trim_start_matches(',');
+        if let Some(rest) = s.strip_prefix('}') {
+            return Some((labels, rest));
+        }
+        let eq = s.find('=')?;
+        let key = s[..eq].trim().to_string();
+        s = s[eq + 1..].strip_prefix('"')?;
+        let mut value = String::new();
+        let mut chars = s.char_indices();
+        let end = loop {
+            let (i, c) = chars.next()?;
+            match c {
+                '\\' => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    other => value.push(other),
+                },
+                '"' => break i,
+                other => value.push(other),
+            }
+        };
+        labels.push((key, value));
+        s = &s[end + 1..];
+    }
+}
+
+/// `rls_requests_total{outcome}`, the requests answered with `outcome` (`ok`,
+/// `over_limit`, `invalid_argument`, ...).
+pub fn requests(text: &str, outcome: &str) -> Option<f64> {
+    sample(text, "rls_requests_total", &[("outcome", outcome)])
+}
+
+/// Like [`sample`], with 0 for a series not (yet) exported.
+pub fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    sample(text, name, labels).unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_samples_by_name_and_labels() {
+        let text = "# TYPE rls_requests counter\n\
+                    rls_requests_total{outcome=\"ok\"} 3\n\
+                    rls_requests_total{outcome=\"over_limit\"} 1\n\
+                    rls_descriptor_decisions_total{domain=\"d\",rule=\"d.k_\\\"v\\\"\",outcome=\"within_limit\"} 2\n\
+                    rls_unmatched_descriptors_total 5\n\
+                    # EOF\n";
+        assert_eq!(
+            sample(text, "rls_requests_total", &[("outcome", "ok")]),
+            Some(3.0)
+        );
+        assert_eq!(
+            sample(
+                text,
+                "rls_descriptor_decisions_total",
+                &[
+                    ("outcome", "within_limit"),
+                    ("rule", "d.k_\"v\""),
+                    ("domain", "d")
+                ]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            sample(text, "rls_unmatched_descriptors_total", &[]),
+            Some(5.0)
+        );
+        assert_eq!(
+            sample(text, "rls_requests_total", &[("outcome", "error")]),
+            None
+        );
+        assert_eq!(sample(text, "rls_requests_total", &[]), None);
+    }
+}

@@ -1,0 +1,146 @@
+//! Looking at a Redis behind the service's back: is it there, what was it asked, which keys
+//! does a prefix hold. Synchronous (the `redis` crate's blocking connection).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The machine's Redis, shared by tests that neither count its commands nor stop it; they
+/// keep apart with a unique `--redis-prefix`.
+pub const LOCAL_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+const HOW_TO_START: &str = "install it (apt-get install redis-server) and start it with \
+     `redis-server --daemonize yes --port 6379 --save '' --appendonly no` \
+     (or run `bash .ci/services.sh`)";
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A blocking connection to `url`, panicking with what is missing.
+pub fn connect(url: &str) -> redis::Connection {
+    let client =
+        redis::Client::open(url).unwrap_or_else(|e| panic!("invalid Redis URL {url}: {e}"));
+    let conn = client
+        .get_connection_with_timeout(TIMEOUT)
+        .unwrap_or_else(|e| {
+            panic!("Redis is missing: cannot connect to {url} ({e}); {HOW_TO_START}")
+        });
+    conn.set_read_timeout(Some(TIMEOUT))
+        .and_then(|()| conn.set_write_timeout(Some(TIMEOUT)))
+        .expect("set Redis socket timeouts");
+    conn
+}
+
+/// Fails the test (never skips it) when the machine's Redis does not answer PING.
+pub fn require_local_redis() {
+    let mut conn = connect(LOCAL_REDIS_URL);
+    let pong: String = redis::cmd("PING").query(&mut conn).unwrap_or_else(|e| {
+        panic!("Redis on {LOCAL_REDIS_URL} does not answer PING ({e}); {HOW_TO_START}")
+    });
+    assert_eq!(
+        pong, "PONG",
+        "Redis on {LOCAL_REDIS_URL} answered PING with {pong:?}"
+    );
+}
+
+/// A key prefix no other test, process or earlier run uses (no `{` or `}`).
+pub fn unique_prefix(test: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "it:{test}:{}:{nanos}:{}:",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
+/// Calls per command since the server started (`INFO commandstats`), by lower-case name
+/// (`get`, `incrby`, `exec`, ...).
+pub fn command_calls(url: &str) -> HashMap<String, u64> {
+    let mut conn = connect(url);
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap_or_else(|e| panic!("INFO commandstats on {url}: {e}"));
+    info.lines()
+        .filter_map(|line| {
+            // cmdstat_get:calls=12,usec=34,usec_per_call=2.83,...
+            let (name, stats) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .split(',')
+                .find_map(|field| field.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_ascii_lowercase(), calls))
+        })
+        .collect()
+}
+
+/// Every cell under `prefix` on the node at `url` with its region total: the sum of the
+/// per-process fields of its hash (SCAN + HGETALL).
+pub fn counts_under(url: &str, prefix: &str) -> Vec<(String, u64)> {
+    let mut conn = connect(url);
+    let pattern = format!("{}*", glob_escape(prefix));
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1_000)
+            .query(&mut conn)
+            .unwrap_or_else(|e| panic!("SCAN on {url}: {e}"));
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|key| {
+            let fields: Vec<(String, u64)> = redis::cmd("HGETALL")
+                .arg(&key)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("HGETALL {key:?} on {url}: {e}"));
+            let count = fields.iter().map(|(_, n)| n).sum();
+            (key, count)
+        })
+        .collect()
+}
+
+/// Deletes every key under `prefix` on the node at `url` (tidying the shared Redis).
+pub fn delete_under(url: &str, prefix: &str) {
+    let keys: Vec<String> = counts_under(url, prefix)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    if keys.is_empty() {
+        return;
+    }
+    let mut conn = connect(url);
+    let _: redis::RedisResult<u64> = redis::cmd("DEL").arg(&keys).query(&mut conn);
+}
+
+/// `text` with the glob characters of Redis patterns escaped.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `serve`'s flags for the regional origin at `url` under the key prefix `prefix`, then
+/// `extra`.
+pub fn redis_args<'a>(url: &'a str, prefix: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--redis-url", url, "--redis-prefix", prefix];
+    args.extend_from_slice(extra);
+    args
+}

@@ -1,0 +1,297 @@
+//! The gcounter-rls binary under test, run as a child process.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{HttpResponse, free_port, http_get, local_addr, log_tail, new_log_file};
+
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A running `gcounter-rls serve`; killed on drop.
+pub struct Service {
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    /// Combined stdout and stderr of the process.
+    pub log_path: PathBuf,
+    child: Child,
+}
+
+/// Why a start failed, and whether other ports could help.
+struct StartFailure {
+    port_taken: bool,
+    message: String,
+}
+
+impl Service {
+    /// Starts the service on free ports with `--config config` and waits until
+    /// `GET /healthz` answers 200. Panics (with the log tail) if it does not
+    /// within 15 s or exits first.
+    pub fn start(config: impl AsRef<Path>, extra_args: &[&str]) -> Service {
+        Self::start_with(config, extra_args, Launch::default())
+    }
+
+    /// Like [`Service::start`], launched as `launch` says (environment, open-files limit).
+    pub fn start_with(
+        config: impl AsRef<Path>,
+        extra_args: &[&str],
+        launch: Launch<'_>,
+    ) -> Service {
+        let config = config.as_ref();
+        // `free_port` only finds a port that was free a moment ago: with many processes
+        // starting in parallel another one may take it first. Then try other ports.
+        const ATTEMPTS: usize = 5;
+        for attempt in 1..=ATTEMPTS {
+            match Self::try_start_on(config, free_port(), free_port(), extra_args, launch) {
+                Ok(service) => return service,
+                Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
+                Err(failure) => panic!("{}", failure.message),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    /// The binary started as upstream's image starts it: named `ratelimit` (a symlink), no
+    /// arguments, configured by `env` (upstream's variables) plus `HOST`/`PORT`/`GRPC_HOST`/
+    /// `GRPC_PORT` on free loopback ports. Waits for `/healthz` like [`Service::start`].
+    pub fn start_upstream(env: &[(&str, &str)]) -> Service {
+        let (log_path, log) = new_log_file("ratelimit");
+        let log_err = log.try_clone().expect("clone log file handle");
+        let link = log_path.with_extension("bin");
+        std::fs::create_dir_all(&link).expect("create symlink dir");
+        let link = link.join("ratelimit");
+        if !link.exists() {
+            std::os::unix::fs::symlink(super::binary(), &link)
+                .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+        }
+        let (grpc_port, http_port) = (free_port(), free_port());
+        let child = Command::new(&link)
+            .env("HOST", "127.0.0.1")
+            .env("PORT", http_port.to_string())
+            .env("GRPC_HOST", "127.0.0.1")
+            .env("GRPC_PORT", grpc_port.to_string())
+            .env("DEBUG_HOST", "127.0.0.1")
+            .env("DEBUG_PORT", free_port().to_string())
+            .envs(env.iter().copied())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", link.display()));
+        let mut service = Service {
+            grpc_addr: local_addr(grpc_port),
+            http_addr: local_addr(http_port),
+            log_path,
+            child,
+        };
+        if let Err(failure) = service.wait_healthy(&link) {
+            panic!("{}", failure.message);
+        }
+        service
+    }
+
+    /// Like [`Service::start`] on given ports, for tests that must know the
+    /// addresses beforehand (peers, restarts on the same port).
+    pub fn start_on(
+        config: impl AsRef<Path>,
+        grpc_port: u16,
+        http_port: u16,
+        extra_args: &[&str],
+    ) -> Service {
+        Self::try_start_on(
+            config.as_ref(),
+            grpc_port,
+            http_port,
+            extra_args,
+            Launch::default(),
+        )
+        .unwrap_or_else(|failure| panic!("{}", failure.message))
+    }
+
+    fn try_start_on(
+        config: &Path,
+        grpc_port: u16,
+        http_port: u16,
+        extra_args: &[&str],
+        launch: Launch<'_>,
+    ) -> Result<Service, StartFailure> {
+        let grpc_addr = local_addr(grpc_port);
+        let http_addr = local_addr(http_port);
+        let (log_path, log) = new_log_file("gcounter-rls");
+        let log_err = log.try_clone().expect("clone log file handle");
+
+        let binary = super::binary();
+        // prlimit execs the binary: the child's pid stays the service's.
+        let mut command = match launch.nofile {
+            Some(n) => {
+                let mut command = Command::new("prlimit");
+                command
+                    .arg(format!("--nofile={n}:{n}"))
+                    .arg("--")
+                    .arg(&binary);
+                command
+            }
+            None => Command::new(&binary),
+        };
+        let child = command
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .args(["--grpc-addr", &grpc_addr.to_string()])
+            .args(["--http-addr", &http_addr.to_string()])
+            .args(["--log-level", "info"])
+            .args(extra_args)
+            .env("RUST_BACKTRACE", "1")
+            .envs(launch.env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
+
+        let mut service = Service {
+            grpc_addr,
+            http_addr,
+            log_path,
+            child,
+        };
+        service.wait_healthy(config)?;
+        Ok(service)
+    }
+
+    fn wait_healthy(&mut self, config: &Path) -> Result<(), StartFailure> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let tail = self.log_tail(60);
+                return Err(StartFailure {
+                    port_taken: tail.contains("Address already in use"),
+                    message: format!(
+                        "gcounter-rls exited during startup ({status}) with --config {}\n--- {} (tail) ---\n{tail}",
+                        config.display(),
+                        self.log_path.display(),
+                    ),
+                });
+            }
+            let last = match http_get(self.http_addr, "/healthz", &[]) {
+                Ok(r) if r.status == 200 => return Ok(()),
+                Ok(r) => format!("status {} body {:?}", r.status, r.body_text()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(StartFailure {
+                    port_taken: false,
+                    message: format!(
+                        "gcounter-rls not healthy after {STARTUP_TIMEOUT:?} on http {} (last /healthz: {last})\n--- {} (tail) ---\n{}",
+                        self.http_addr,
+                        self.log_path.display(),
+                        self.log_tail(60)
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The last `lines` lines of the service's output, for assertion messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log_path, lines)
+    }
+
+    /// OS process id, e.g. to send it a signal.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory of the process (VmRSS from /proc), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        super::process::rss_kib(self.pid())
+            .unwrap_or_else(|| panic!("no VmRSS for pid {}: has it exited?", self.pid()))
+    }
+
+    /// Sends `signal` (a name as `kill -s` takes it: `TERM`, `INT`, `HUP`) to the process.
+    pub fn send_signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args(["-s", signal, &self.pid().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("run `kill -s {signal} {}`: {e}", self.pid()));
+        assert!(
+            status.success(),
+            "`kill -s {signal} {}` failed ({status})",
+            self.pid()
+        );
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits up to `timeout` for the process to exit; its status, or None if
+    /// it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `GET path` on the admin (HTTP) port, panicking with the log tail on a
+    /// transport error.
+    pub fn admin_get(&self, path: &str) -> HttpResponse {
+        http_get(self.http_addr, path, &[]).unwrap_or_else(|e| {
+            panic!(
+                "GET {path} on {} failed: {e}\n--- {} (tail) ---\n{}",
+                self.http_addr,
+                self.log_path.display(),
+                self.log_tail(30)
+            )
+        })
+    }
+
+    /// The running limits as `/rlconfig` shows them.
+    pub fn rlconfig(&self) -> String {
+        self.admin_get("/rlconfig").body_text()
+    }
+
+    /// `rls_config_reloads_total{result}` (0 before the first).
+    pub fn config_reloads(&self, result: &str) -> f64 {
+        super::metrics::count(
+            &self.metrics(),
+            "rls_config_reloads_total",
+            &[("result", result)],
+        )
+    }
+
+    /// The text of `GET /metrics`.
+    pub fn metrics(&self) -> String {
+        let r = self.admin_get("/metrics");
+        assert_eq!(r.status, 200, "GET /metrics: {}", r.body_text());
+        r.body_text()
+    }
+}
+
+/// How to launch the service beyond its flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Launch<'a> {
+    /// Extra environment variables (e.g. `RLS_*` settings).
+    pub env: &'a [(&'a str, &'a str)],
+    /// The open-files limit (soft and hard), set by `prlimit(1)` so a test can exhaust it.
+    pub nofile: Option<u64>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // Already-exited children make kill() fail; nothing to do then.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

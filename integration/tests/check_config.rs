@@ -1,0 +1,336 @@
+//! `gcounter-rls check-config PATH`: accepts envoyproxy/ratelimit's documented configs
+//! unchanged, and rejects broken ones naming the file, the line and the problem.
+
+use gcounter_rls_integration as support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use support::process::describe;
+
+fn check_config(path: &Path) -> Output {
+    Command::new(support::binary())
+        .arg("check-config")
+        .arg(path)
+        .output()
+        .expect("run gcounter-rls check-config")
+}
+
+fn assert_accepted(path: &Path) -> String {
+    let output = check_config(path);
+    assert!(
+        output.status.success(),
+        "check-config {} should accept it: {}",
+        path.display(),
+        describe(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Writes `yaml` to a file, checks it must fail, and that stderr names the file (with
+/// `:line` when given) and contains every one of `needles`. Returns stderr.
+fn assert_rejected(yaml: &str, line: Option<usize>, needles: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(&path, yaml).expect("write config");
+    let output = check_config(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "check-config should reject:\n{yaml}\n{}",
+        describe(&output)
+    );
+    let file = path.display().to_string();
+    let place = match line {
+        Some(line) => format!("{file}:{line}:"),
+        None => file,
+    };
+    assert!(
+        stderr.contains(&place),
+        "stderr should name {place:?}:\n{yaml}\n{}",
+        describe(&output)
+    );
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "stderr should mention {needle:?}:\n{yaml}\n{}",
+            describe(&output)
+        );
+    }
+    stderr
+}
+
+#[test]
+fn the_example_config_is_valid() {
+    let example = support::repo_path("config/example.yaml");
+    assert!(
+        example.is_file(),
+        "{} is missing: the repository should ship a runnable example config",
+        example.display()
+    );
+    let stdout = assert_accepted(&example);
+    assert!(stdout.contains("OK"), "{stdout}");
+}
+
+/// The configuration examples of envoyproxy/ratelimit's README, one file each, sorted.
+fn upstream_examples() -> Vec<PathBuf> {
+    let dir = support::repo_path("config/upstream-examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The `(domains, rules)` of check-config's `PATH: OK (D domain(s), R rule(s))` line.
+fn counts(stdout: &str) -> (usize, usize) {
+    let parse = |suffix: &str| -> usize {
+        let end = stdout
+            .find(suffix)
+            .unwrap_or_else(|| panic!("no {suffix:?} in {stdout:?}"));
+        let start = stdout[..end].rfind(['(', ' ']).map_or(0, |i| i + 1);
+        stdout[start..end]
+            .parse()
+            .unwrap_or_else(|e| panic!("count before {suffix:?} in {stdout:?}: {e}"))
+    };
+    (parse(" domain(s)"), parse(" rule(s)"))
+}
+
+#[test]
+fn every_readme_example_of_envoyproxy_ratelimit_is_valid() {
+    let files = upstream_examples();
+    // Examples 1 to 11; examples 4, 10 and 11 in two files each.
+    assert_eq!(files.len(), 14, "{files:#?}");
+    let mut rules = 0;
+    for path in &files {
+        let stdout = assert_accepted(path);
+        assert!(stdout.contains("OK"), "{}: {stdout}", path.display());
+        let (file_domains, file_rules) = counts(&stdout);
+        assert_eq!(file_domains, 1, "{}: {stdout}", path.display());
+        assert!(file_rules > 0, "{}: {stdout}", path.display());
+        rules += file_rules;
+    }
+    // All of them together, as one directory of distinct domains.
+    let stdout = assert_accepted(&support::repo_path("config/upstream-examples"));
+    assert_eq!(counts(&stdout), (files.len(), rules), "{stdout}");
+    // 2 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 2 + 1 rules, then 1 + 1 + 2 + 1.
+    assert_eq!(rules, 22, "{stdout}");
+}
+
+#[test]
+fn unknown_unit_is_rejected() {
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+",
+        Some(5),
+        &["unknown unit `fortnight`", "descriptors[0].rate_limit.unit"],
+    );
+}
+
+#[test]
+fn duplicate_key_at_one_level_is_rejected() {
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: tenant
+    descriptors:
+      - key: user
+        value: bob
+        rate_limit: {unit: second, requests_per_unit: 1}
+      - key: user
+        value: bob
+        rate_limit: {unit: second, requests_per_unit: 2}
+",
+        Some(8),
+        &["duplicate descriptor", "`user`", "`bob`"],
+    );
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 2}
+",
+        Some(5),
+        &["duplicate descriptor", "`ip`"],
+    );
+}
+
+#[test]
+fn unknown_field_is_rejected() {
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      requests_per_minute: 5
+",
+        Some(7),
+        &["unknown field `requests_per_minute`"],
+    );
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: k
+    shadowmode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+",
+        Some(4),
+        &["unknown field `shadowmode`"],
+    );
+}
+
+#[test]
+fn unlimited_with_unit_is_rejected() {
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unlimited: true
+      unit: second
+",
+        Some(6),
+        &["unlimited", "unit"],
+    );
+}
+
+#[test]
+fn empty_key_is_rejected() {
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: ''
+    rate_limit: {unit: second, requests_per_unit: 1}
+",
+        Some(3),
+        &["`key` is empty"],
+    );
+}
+
+#[test]
+fn replaces_naming_itself_is_rejected() {
+    assert_rejected(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      name: mine
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: mine
+",
+        Some(9),
+        &["replace itself", "`mine`"],
+    );
+}
+
+#[test]
+fn duplicate_domain_across_files_is_rejected() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = dir.path().join("a.yaml");
+    let b = dir.path().join("b.yaml");
+    std::fs::write(&a, "domain: dup\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+        .expect("write a.yaml");
+    std::fs::write(&b, "# the same domain again\ndomain: dup\ndescriptors:\n  - key: j\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+        .expect("write b.yaml");
+    let output = check_config(dir.path());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{}", describe(&output));
+    assert!(
+        stderr.contains(&format!("{}:2:", b.display())),
+        "the second file and the line of its domain should be named: {}",
+        describe(&output)
+    );
+    assert!(
+        stderr.contains("duplicate domain `dup`"),
+        "{}",
+        describe(&output)
+    );
+    assert!(
+        stderr.contains(&a.display().to_string()),
+        "the first declaration should be named: {}",
+        describe(&output)
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_name_the_line() {
+    let cases = [
+        // A mapping key indented less than its siblings.
+        ("domain: d\ndescriptors:\n  - key: k\n   value: x\n", 4),
+        // An unclosed flow sequence.
+        ("domain: d\ndescriptors: [\n", 2),
+        // A tab where YAML wants spaces.
+        ("domain: d\ndescriptors:\n  - key: k\n\tvalue: x\n", 3),
+        // An unterminated quoted string.
+        ("domain: d\ndescriptors:\n  - key: k\n    value: \"abc\n", 5),
+    ];
+    for (yaml, line) in cases {
+        let stderr = assert_rejected(yaml, Some(line), &["invalid YAML"]);
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "one error, one line: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn every_error_of_every_file_is_listed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let one = dir.path().join("one.yaml");
+    let two = dir.path().join("two.yml");
+    std::fs::write(
+        &one,
+        "domain: one\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n  - key: ''\n",
+    )
+    .expect("write one.yaml");
+    std::fs::write(
+        &two,
+        "domain: two\ndescriptors:\n  - key: a\n    bogus: 1\n",
+    )
+    .expect("write two.yml");
+    let output = check_config(dir.path());
+    assert!(!output.status.success(), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for (file, line, needle) in [
+        (&one, 4, "unknown unit `fortnight`"),
+        (&one, 5, "`key` is empty"),
+        (&two, 4, "unknown field `bogus`"),
+    ] {
+        let place = format!("{}:{line}:", file.display());
+        let found = stderr
+            .lines()
+            .any(|l| l.starts_with(&place) && l.contains(needle));
+        assert!(
+            found,
+            "expected a line {place} ... {needle}: {}",
+            describe(&output)
+        );
+    }
+}
+
+#[test]
+fn a_missing_path_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("nope.yaml");
+    let output = check_config(&missing);
+    assert!(!output.status.success(), "{}", describe(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(&missing.display().to_string()),
+        "{}",
+        describe(&output)
+    );
+}

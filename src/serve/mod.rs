@@ -1,0 +1,289 @@
+//! `gcounter-rls serve`, embeddable: [`run`] wires config, engine, origin, transport and
+//! admin together on listeners it is given, and owns their lifecycle (start-up, hot reload,
+//! graceful shutdown when the future it is given resolves).
+//!
+//! The flags (`args`) are validated once into [`ServeSettings`] (`settings`); [`bind`] binds
+//! their addresses; `main` builds the shutdown future from SIGTERM/SIGINT. A test binds port 0
+//! itself and passes any future. The backends are built in `backends`, health lives in
+//! `health`, `POST /json` in `json_route`.
+
+mod args;
+mod backends;
+mod health;
+mod json_route;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+
+use crate::admin::{self, AdminState};
+use crate::config;
+use crate::rls::{RateLimitRoute, RateLimitServiceServer, RateLimiter};
+use crate::supervisor::{Stage, Supervisor};
+use crate::telemetry::Metrics;
+use crate::transport::{self, BindError, TlsReloader};
+use gcounter_engine::engine::{Engine, SystemClock};
+use gcounter_engine::recorder::Recorder;
+
+pub use args::ServeArgs;
+pub use settings::{
+    Addresses, EngineGroup, GlobalGroup, LimitsSettings, MAX_REGION_BYTES, NonZeroDuration,
+    RedisGroup, Region, Regional, ServeSettings, TlsGroup,
+};
+
+use backends::{global_counters, regional_origin};
+use health::Health;
+use json_route::JsonRoute;
+
+/// The listeners `serve` runs on, already bound: by [`bind`] from the settings' addresses, or
+/// by an embedder (port 0 in tests; read the address back with `local_addr`).
+#[derive(Debug)]
+pub struct Listeners {
+    /// RateLimitService and grpc.health.v1.
+    pub grpc: TcpListener,
+    /// `/healthz`, `/healthcheck`, `/rlconfig`, `/metrics`, `POST /json`.
+    pub http: TcpListener,
+    /// The metrics alone (upstream's PROMETHEUS_ADDR).
+    pub metrics: Option<TcpListener>,
+    /// `/rlconfig` alone (upstream's debug listener).
+    pub debug: Option<TcpListener>,
+}
+
+/// Raise the open-files limit the connection caps need, then bind every address of
+/// `settings`.
+pub async fn bind(settings: &ServeSettings) -> Result<Listeners, BindError> {
+    let addresses = &settings.addresses;
+    let (grpc, http) = transport::bind(addresses.grpc, addresses.http, &settings.transport).await?;
+    let metrics = match addresses.metrics {
+        Some(addr) => Some(transport::bind_side("metrics", addr).await?),
+        None => None,
+    };
+    let debug = match addresses.debug {
+        Some(addr) => Some(transport::bind_side("debug", addr).await?),
+        None => None,
+    };
+    Ok(Listeners {
+        grpc,
+        http,
+        metrics,
+        debug,
+    })
+}
+
+/// Serve on `listeners` until `shutdown` resolves, then stop in order and return.
+///
+/// Shutdown order (see `supervisor`): health turns NOT_SERVING, the listeners stop accepting
+/// and in-flight requests drain (at most `--drain-timeout`); only then the final replay and
+/// the final global flush run, so they carry every decision answered during the drain.
+/// Errors are about the limits config, the TLS files and building the backends (a Redis or
+/// database URL their client refuses), never about the flags `ServeSettings` checked.
+pub async fn run(
+    settings: ServeSettings,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let limits_settings = &settings.limits;
+    let loaded = config::load_path(&limits_settings.config, &limits_settings.load)
+        .map_err(|errors| anyhow::anyhow!("invalid limits config:\n{errors}"))?;
+    let metrics = Arc::new(Metrics::with_settings(limits_settings.metrics));
+    metrics.set_near_limit_ratio(limits_settings.near_limit_ratio);
+    metrics.config_loaded(loaded.rule_count());
+    tracing::info!(path = %limits_settings.config.display(), rules = loaded.rule_count(), "limits config loaded");
+    let limits = Arc::new(ArcSwap::from_pointee(loaded));
+
+    let (origin, freshness) = regional_origin(&settings.regional, settings.engine.max_cells)?;
+    let engine = Arc::new(Engine::new(
+        settings.engine.engine_settings(freshness),
+        origin,
+        Arc::new(SystemClock),
+        Arc::clone(&metrics) as Arc<dyn Recorder>,
+    ));
+
+    let reloads = config::watch(
+        &limits_settings.config,
+        limits_settings.load,
+        Arc::clone(&limits),
+        Arc::clone(&metrics),
+    )
+    .with_context(|| format!("cannot watch {}", limits_settings.config.display()))?;
+
+    let serving = Arc::new(AtomicBool::new(true));
+
+    let tls = settings
+        .tls
+        .as_ref()
+        .map(|tls| TlsReloader::load(tls.files.clone()))
+        .transpose()
+        .context("TLS on the gRPC listener")?;
+    let transport = &settings.transport;
+    let grpc_addr = local_addr(&listeners.grpc);
+    let http_addr = local_addr(&listeners.http);
+    let transport::Listeners {
+        grpc: grpc_listener,
+        admin: http_listener,
+    } = transport::bounded(listeners.grpc, listeners.http, transport, &metrics);
+    let metrics_listener = listeners
+        .metrics
+        .map(|l| transport::bounded_side("metrics", l, transport, &metrics));
+    let debug_listener = listeners
+        .debug
+        .map(|l| transport::bounded_side("debug", l, transport, &metrics));
+
+    let mut supervisor = Supervisor::new();
+    let finish = supervisor.stop_signal(Stage::Background);
+    let background = Arc::clone(&engine);
+    supervisor.spawn(Stage::Background, "replay and reaping", async move {
+        background.run_background(finish.cancelled_owned()).await;
+        Ok(())
+    });
+    if let Some(counters) = global_counters(
+        settings.global.as_ref(),
+        &settings.region,
+        &engine,
+        &metrics,
+    )
+    .await?
+    {
+        let finish = supervisor.stop_signal(Stage::Background);
+        supervisor.spawn(Stage::Background, "global counters", async move {
+            counters.run(finish.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+
+    let stop = supervisor.stop_signal(Stage::Serving);
+    supervisor.spawn(Stage::Serving, "config reload", async move {
+        tokio::select! {
+            () = reloads => anyhow::bail!("the config watcher stopped: limits no longer reload"),
+            () = stop.cancelled() => Ok(()),
+        }
+    });
+
+    let limiter = Arc::new(RateLimiter::new(
+        Arc::clone(&limits),
+        Arc::clone(&engine),
+        Arc::clone(&metrics),
+        settings.rls.clone(),
+    ));
+    let admin_state = AdminState {
+        limits: Arc::clone(&limits),
+        metrics: Arc::clone(&metrics),
+        engine: Arc::clone(&engine),
+        serving: Arc::clone(&serving),
+        healthy_with_at_least_one_config_loaded: limits_settings
+            .healthy_with_at_least_one_config_loaded,
+        json: admin::JsonEndpoint {
+            decisions: Arc::new(JsonRoute(Arc::clone(&limiter))),
+            max_body_bytes: transport.max_request_bytes,
+            timeout: transport.request_timeout,
+        },
+    };
+    if let Some(listener) = metrics_listener {
+        let router = admin::metrics_router(admin_state.clone(), &limits_settings.metrics_path);
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let header_timeout = transport.admin_header_timeout;
+        supervisor.spawn(Stage::Serving, "metrics server", async move {
+            transport::serve_http1(listener, router, header_timeout, stop.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+    if let Some(listener) = debug_listener {
+        let router = admin::debug_router(admin_state.clone());
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let header_timeout = transport.admin_header_timeout;
+        supervisor.spawn(Stage::Serving, "debug server", async move {
+            transport::serve_http1(listener, router, header_timeout, stop.cancelled_owned()).await;
+            Ok(())
+        });
+    }
+    let upstream_health = admin_state.clone();
+    let admin = admin::router(admin_state);
+    let stop = supervisor.stop_signal(Stage::Serving);
+    let admin_header_timeout = transport.admin_header_timeout;
+    supervisor.spawn(Stage::Serving, "HTTP server", async move {
+        transport::serve_http1(
+            http_listener,
+            admin,
+            admin_header_timeout,
+            stop.cancelled_owned(),
+        )
+        .await;
+        Ok(())
+    });
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<RateLimitServiceServer<RateLimiter>>()
+        .await;
+    if let (Some(tls), Some(group)) = (&tls, &settings.tls) {
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let tls = Arc::clone(tls);
+        let interval = group.reload_interval.get();
+        supervisor.spawn(Stage::Serving, "TLS certificate reload", async move {
+            tls.watch(interval, stop).await;
+            Ok(())
+        });
+    }
+    let tls_mode = match &tls {
+        Some(tls) if tls.mutual() => "mtls",
+        Some(_) => "tls",
+        None => "plaintext",
+    };
+    let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
+    let stop = supervisor.stop_signal(Stage::Serving);
+    let grpc = transport::grpc_server(transport)
+        .add_service(health_service)
+        .add_service(RateLimitRoute::new(limiter, transport.max_request_bytes))
+        .serve_with_incoming_shutdown(incoming, stop.cancelled_owned());
+    supervisor.spawn(Stage::Serving, "gRPC server", async move {
+        grpc.await.context("gRPC server failed")
+    });
+    tracing::info!(grpc = %grpc_addr, grpc_tls = tls_mode, http = %http_addr, region = settings.region.as_str(), "serving");
+
+    let health = Arc::new(Health {
+        serving: Arc::clone(&serving),
+        reporter: health,
+        upstream: Some((upstream_health, tokio::sync::Mutex::new(None))),
+    });
+    health.refresh_upstream().await;
+    let follower = Arc::clone(&health);
+    let stop = supervisor.stop_signal(Stage::Serving);
+    supervisor.spawn(Stage::Serving, "gRPC health (ratelimit)", async move {
+        follower.follow_upstream(stop).await;
+        Ok(())
+    });
+    // A task that stops before shutdown leaves the process up but unhealthy.
+    supervisor
+        .until(shutdown, |_| {
+            let health = Arc::clone(&health);
+            async move { health.not_serving().await }
+        })
+        .await;
+
+    tracing::info!("shutting down: draining requests, then the final replay and flush");
+    health.not_serving().await;
+    let drain_timeout = settings.drain_timeout.get();
+    let report = supervisor.shutdown(drain_timeout).await;
+    if !report.aborted.is_empty() {
+        tracing::warn!(timeout = ?drain_timeout, tasks = ?report.aborted, "connections still open after the drain timeout; closed them");
+    }
+    for failure in &report.failed {
+        tracing::error!(task = failure.name, reason = %failure.reason, "task failed during shutdown");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// For the "serving" log line: the address a listener is bound to (what port 0 became).
+fn local_addr(listener: &TcpListener) -> SocketAddr {
+    listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+}

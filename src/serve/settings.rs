@@ -1,0 +1,449 @@
+//! `serve`'s settings, validated once from the flags ([`ServeSettings::from_args`]) and
+//! grouped by concern. Every error about a flag or an upstream variable is raised here; what
+//! runs afterwards takes typed values and never checks a flag again.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::admin;
+use crate::config::{LoadOptions, ReadLimits};
+use crate::rls::{HeaderNames, RequestLimits, RlsSettings};
+use crate::telemetry::MetricsSettings;
+use crate::transport::{TlsFiles, TransportSettings};
+use crate::upstream_env::{self, Lookup};
+use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, EngineSettings};
+use gcounter_engine::global::GlobalSettings;
+use gcounter_engine::regional::GuardSettings;
+use gcounter_redis::RedisSettings;
+
+use super::args::ServeArgs;
+
+/// `--max-cell-bytes` must hold at least this many cells of the largest descriptor: below
+/// it the table's shards could not admit such a cell at all.
+const MIN_LARGEST_CELLS_IN_BUDGET: u64 = 1_024;
+
+/// Above these, a count is a typo, not a plan: the byte cap would bind long before.
+const MAX_CELLS_CEILING: usize = 1_000_000_000;
+const MAX_PENDING_REPLAY_CEILING: usize = 100_000_000;
+
+/// The longest region name the global counters table holds.
+pub const MAX_REGION_BYTES: usize = 48;
+
+/// This process's region: 1 to [`MAX_REGION_BYTES`] bytes (the global table's column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region(String);
+
+impl Region {
+    pub fn new(name: impl Into<String>) -> anyhow::Result<Self> {
+        let name = name.into();
+        if name.is_empty() || name.len() > MAX_REGION_BYTES {
+            anyhow::bail!(
+                "--region must be 1 to {MAX_REGION_BYTES} bytes, got {} bytes",
+                name.len()
+            );
+        }
+        Ok(Self(name))
+    }
+
+    /// The region of a process without global counters.
+    pub fn local() -> Self {
+        Self("local".to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A duration that is not zero (an interval, a deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NonZeroDuration(Duration);
+
+impl NonZeroDuration {
+    pub fn new(duration: Duration) -> Option<Self> {
+        (!duration.is_zero()).then_some(Self(duration))
+    }
+
+    pub const fn get(self) -> Duration {
+        self.0
+    }
+
+    /// For a flag whose value parser already refuses zero; the error names the flag anyway.
+    fn flag(name: &str, duration: Duration) -> anyhow::Result<Self> {
+        Self::new(duration).ok_or_else(|| anyhow::anyhow!("--{name} must not be zero"))
+    }
+}
+
+/// Where `serve` listens (the addresses [`super::bind`] binds).
+#[derive(Debug, Clone)]
+pub struct Addresses {
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    /// Metrics alone (upstream's PROMETHEUS_ADDR).
+    pub metrics: Option<SocketAddr>,
+    /// `/rlconfig` alone (upstream's DEBUG_HOST:DEBUG_PORT).
+    pub debug: Option<SocketAddr>,
+}
+
+/// The limits config and what reports on it.
+#[derive(Debug, Clone)]
+pub struct LimitsSettings {
+    pub config: PathBuf,
+    pub load: LoadOptions,
+    pub metrics: MetricsSettings,
+    /// In (0, 1].
+    pub near_limit_ratio: f64,
+    /// `/healthcheck` fails while no domain is loaded.
+    pub healthy_with_at_least_one_config_loaded: bool,
+    /// The path of the metrics on the metrics-only listener (checked).
+    pub metrics_path: String,
+}
+
+/// The engine's bounds and cadence (its freshness comes from [`Regional`]).
+#[derive(Debug, Clone)]
+pub struct EngineGroup {
+    pub max_cells: usize,
+    pub max_cell_bytes: u64,
+    pub largest_cell_bytes: u64,
+    pub replay_interval: NonZeroDuration,
+    pub max_pending_replay: usize,
+    pub final_replay_timeout: NonZeroDuration,
+    pub repeated_warning_interval: NonZeroDuration,
+}
+
+impl EngineGroup {
+    pub fn engine_settings(&self, freshness: Option<Duration>) -> EngineSettings {
+        EngineSettings {
+            max_cells: self.max_cells,
+            max_cell_bytes: self.max_cell_bytes,
+            largest_cell_bytes: self.largest_cell_bytes,
+            replay_interval: self.replay_interval.get(),
+            max_pending_replay: self.max_pending_replay,
+            freshness,
+            final_replay_timeout: self.final_replay_timeout.get(),
+            repeated_warning_interval: self.repeated_warning_interval.get(),
+            ..EngineSettings::default()
+        }
+    }
+}
+
+/// The regional origin: this process alone, or a Redis (node or cluster) behind the guard.
+#[derive(Clone)]
+pub enum Regional {
+    /// The embedded default: this process is the whole region.
+    InProcess,
+    Redis(RedisGroup),
+}
+
+#[derive(Clone)]
+pub struct RedisGroup {
+    pub redis: RedisSettings,
+    pub read_timeout: NonZeroDuration,
+    pub replay_timeout: NonZeroDuration,
+    /// How long a count read from Redis is trusted.
+    pub freshness: NonZeroDuration,
+}
+
+impl RedisGroup {
+    pub fn guard(&self) -> GuardSettings {
+        GuardSettings {
+            read_timeout: self.read_timeout.get(),
+            replay_timeout: self.replay_timeout.get(),
+            ..GuardSettings::default()
+        }
+    }
+}
+
+impl fmt::Debug for Regional {
+    // RedisSettings holds passwords in its URLs: not printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InProcess => f.write_str("InProcess"),
+            Self::Redis(redis) => write!(f, "Redis({} node(s))", redis.redis.urls.len()),
+        }
+    }
+}
+
+/// The global counters, when a database is configured.
+#[derive(Clone)]
+pub struct GlobalGroup {
+    pub database_url: String,
+    pub settings: GlobalSettings,
+}
+
+impl fmt::Debug for GlobalGroup {
+    // The URL may hold a password: not printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GlobalGroup")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// TLS on the gRPC listener.
+#[derive(Debug, Clone)]
+pub struct TlsGroup {
+    pub files: TlsFiles,
+    pub reload_interval: NonZeroDuration,
+}
+
+/// Everything `serve` runs with, validated.
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    pub addresses: Addresses,
+    pub limits: LimitsSettings,
+    pub engine: EngineGroup,
+    pub regional: Regional,
+    /// Names this process's components in the global counters (`local` without them).
+    pub region: Region,
+    pub global: Option<GlobalGroup>,
+    /// How requests are answered: modes, request bounds, response headers.
+    pub rls: RlsSettings,
+    pub tls: Option<TlsGroup>,
+    /// Checked by [`TransportSettings::validate`].
+    pub transport: TransportSettings,
+    /// On shutdown, how long in-flight requests may take.
+    pub drain_timeout: NonZeroDuration,
+}
+
+impl ServeSettings {
+    /// Validate the flags, with envoyproxy/ratelimit's variables read from `env` (and its
+    /// switches, `SHADOW_MODE` & co., from the process's environment, as upstream reads them).
+    pub fn from_args(mut args: ServeArgs, env: Lookup<'_>) -> anyhow::Result<Self> {
+        apply_upstream_env(&mut args)?;
+        let region = region(&args)?;
+        if !(args.near_limit_ratio > 0.0 && args.near_limit_ratio <= 1.0) {
+            anyhow::bail!(
+                "--near-limit-ratio (NEAR_LIMIT_RATIO) must be in (0, 1], got {}",
+                args.near_limit_ratio
+            );
+        }
+        if !(0.0..=1.0).contains(&args.publish_floor) {
+            anyhow::bail!(
+                "--publish-floor must be between 0 and 1, got {}",
+                args.publish_floor
+            );
+        }
+        if !(1..=MAX_CELLS_CEILING).contains(&args.max_cells) {
+            anyhow::bail!(
+                "--max-cells must be 1 to {MAX_CELLS_CEILING}, got {}",
+                args.max_cells
+            );
+        }
+        if !(1..=MAX_PENDING_REPLAY_CEILING).contains(&args.max_pending_replay) {
+            anyhow::bail!(
+                "--max-pending-replay must be 1 to {MAX_PENDING_REPLAY_CEILING}, got {}",
+                args.max_pending_replay
+            );
+        }
+        if args.max_descriptor_bytes.as_u64() == 0 {
+            anyhow::bail!("--max-descriptor-bytes must be at least 1 byte");
+        }
+        let largest_cell_bytes = largest_cell_bytes(&args);
+        let floor = MIN_LARGEST_CELLS_IN_BUDGET.saturating_mul(largest_cell_bytes);
+        if args.max_cell_bytes.as_u64() < floor {
+            anyhow::bail!(
+                "--max-cell-bytes {} is too small: it must hold at least {MIN_LARGEST_CELLS_IN_BUDGET} \
+                 cells of the largest descriptor (--max-descriptor-bytes {}), i.e. {}",
+                args.max_cell_bytes,
+                args.max_descriptor_bytes,
+                bytesize::ByteSize::b(floor)
+            );
+        }
+        let transport = transport_settings(&args);
+        transport.validate()?;
+        if !admin::valid_metrics_path(&args.metrics_path) {
+            anyhow::bail!(
+                "--metrics-path (PROMETHEUS_PATH) must start with / and hold only letters, \
+                 digits and /_.- (at most 256 bytes), got {:?}",
+                args.metrics_path
+            );
+        }
+        let tls = grpc_tls_files(&args, env)?
+            .map(|files| {
+                Ok::<_, anyhow::Error>(TlsGroup {
+                    files,
+                    reload_interval: NonZeroDuration::flag(
+                        "grpc-tls-reload-interval",
+                        args.grpc_tls_reload_interval,
+                    )?,
+                })
+            })
+            .transpose()?;
+        let healthy_with_at_least_one_config_loaded = args.healthy_with_at_least_one_config_loaded
+            || upstream_env::healthy_with_at_least_one_config_loaded(env)?;
+
+        let regional = if args.redis_url.is_empty() {
+            Regional::InProcess
+        } else {
+            Regional::Redis(RedisGroup {
+                redis: RedisSettings {
+                    urls: args.redis_url.clone(),
+                    cluster: args.redis_cluster,
+                    key_prefix: args.redis_prefix.clone(),
+                },
+                read_timeout: NonZeroDuration::flag("redis-read-timeout", args.redis_read_timeout)?,
+                replay_timeout: NonZeroDuration::flag(
+                    "redis-replay-timeout",
+                    args.redis_replay_timeout,
+                )?,
+                freshness: NonZeroDuration::flag("freshness", args.freshness)?,
+            })
+        };
+        let global = args.database_url.clone().map(|database_url| GlobalGroup {
+            database_url,
+            settings: GlobalSettings {
+                migrate: args.migrate,
+                repeated_warning_interval: args.repeated_warning_interval,
+                flush_interval: args.global_flush_interval,
+                sync_interval: args.global_sync_interval,
+                publish_floor: args.publish_floor,
+                timeout: args.global_timeout,
+                cleanup_interval: args.global_cleanup_interval,
+                ..GlobalSettings::default()
+            },
+        });
+        Ok(Self {
+            addresses: Addresses {
+                grpc: args.grpc_addr,
+                http: args.http_addr,
+                metrics: args.metrics_addr,
+                debug: args.debug_addr,
+            },
+            limits: LimitsSettings {
+                config: args.config.clone(),
+                load: LoadOptions {
+                    limits: ReadLimits {
+                        max_bytes: args.max_config_bytes,
+                        ..ReadLimits::default()
+                    },
+                    ignore_dot_files: args.ignore_dot_files,
+                    merge_domains: args.merge_domain_config,
+                },
+                metrics: MetricsSettings {
+                    max_series_per_rule: args.max_metric_series_per_rule,
+                },
+                near_limit_ratio: args.near_limit_ratio,
+                healthy_with_at_least_one_config_loaded,
+                metrics_path: args.metrics_path.clone(),
+            },
+            engine: EngineGroup {
+                max_cells: args.max_cells,
+                max_cell_bytes: args.max_cell_bytes.as_u64(),
+                largest_cell_bytes,
+                replay_interval: NonZeroDuration::flag("replay-interval", args.replay_interval)?,
+                max_pending_replay: args.max_pending_replay,
+                final_replay_timeout: NonZeroDuration::flag(
+                    "final-replay-timeout",
+                    args.final_replay_timeout,
+                )?,
+                repeated_warning_interval: NonZeroDuration::flag(
+                    "repeated-warning-interval",
+                    args.repeated_warning_interval,
+                )?,
+            },
+            regional,
+            region,
+            global,
+            rls: rls_settings(&args),
+            tls,
+            transport,
+            drain_timeout: NonZeroDuration::flag("drain-timeout", args.drain_timeout)?,
+        })
+    }
+}
+
+/// Turns on the switches named by envoyproxy/ratelimit's own environment variables, so
+/// its deployments keep their environment (see `upstream_env`).
+fn apply_upstream_env(args: &mut ServeArgs) -> anyhow::Result<()> {
+    args.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
+    args.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
+    args.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
+    args.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
+    args.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
+    Ok(())
+}
+
+/// The region: required with a database, at most the column's size.
+fn region(args: &ServeArgs) -> anyhow::Result<Region> {
+    match (&args.region, &args.database_url) {
+        (Some(region), _) => Region::new(region.as_str()),
+        (None, Some(_)) => anyhow::bail!(
+            "--region (RLS_REGION) is required with --database-url: it names this region's \
+             components in the global counters"
+        ),
+        (None, None) => Ok(Region::local()),
+    }
+}
+
+/// The gRPC listener's TLS files: our flags, else upstream's variables, else plaintext.
+fn grpc_tls_files(args: &ServeArgs, env: Lookup<'_>) -> anyhow::Result<Option<TlsFiles>> {
+    match (&args.grpc_tls_cert, &args.grpc_tls_key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.grpc_tls_client_ca.clone(),
+            client_san: args.grpc_tls_client_san.clone(),
+        })),
+        // clap's `requires` makes cert and key come together.
+        _ => Ok(upstream_env::grpc_tls(env)?),
+    }
+}
+
+/// The weight of the largest cell a request can make: its descriptor's keys and values,
+/// their length prefixes (at most 6 bytes per key and per value), the override prefix and
+/// the domain (bounded by the config), and a cell's fixed overhead.
+fn largest_cell_bytes(args: &ServeArgs) -> u64 {
+    let entries = RequestLimits::default().max_entries as u64;
+    CELL_OVERHEAD_BYTES
+        .saturating_add(args.max_descriptor_bytes.as_u64())
+        .saturating_add(entries * 12 + 1_024)
+}
+
+pub(super) fn transport_settings(args: &ServeArgs) -> TransportSettings {
+    TransportSettings {
+        max_connections: args.max_connections,
+        max_admin_connections: args.max_admin_connections,
+        preface_timeout: args.preface_timeout,
+        admin_header_timeout: args.admin_header_timeout,
+        max_accept_backoff: args.max_accept_backoff,
+        max_concurrent_streams: args.max_concurrent_streams,
+        max_request_bytes: args.max_request_bytes,
+        max_buffered_request_bytes: args.max_buffered_request_bytes,
+        max_inflight_requests: args.max_inflight_requests,
+        request_timeout: args.request_timeout,
+        http2_stream_window: args.http2_stream_window,
+        http2_connection_window: args.http2_connection_window,
+        http2_keepalive_interval: args.http2_keepalive_interval,
+        http2_keepalive_timeout: args.http2_keepalive_timeout,
+        max_connection_age: args.max_connection_age,
+        max_connection_age_grace: args.max_connection_age_grace,
+        ..TransportSettings::default()
+    }
+}
+
+fn rls_settings(args: &ServeArgs) -> RlsSettings {
+    RlsSettings {
+        request_limits: RequestLimits {
+            max_descriptor_bytes: usize::try_from(args.max_descriptor_bytes.as_u64())
+                .unwrap_or(usize::MAX),
+            ..RequestLimits::default()
+        },
+        shadow_mode: args.shadow_mode,
+        quota_mode: args.quota_mode,
+        response_dynamic_metadata: args.response_dynamic_metadata,
+        response_headers: args.response_headers.then(|| HeaderNames {
+            limit: args.limit_header.clone(),
+            remaining: args.remaining_header.clone(),
+            reset: args.reset_header.clone(),
+        }),
+    }
+}

@@ -1,0 +1,194 @@
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Parser;
+use tonic_health::pb::health_server::Health as _;
+use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+use tonic_health::server::HealthService;
+
+use super::health::Health;
+use super::*;
+use crate::transport::TransportSettings;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+fn args(extra: &[&str]) -> ServeArgs {
+    let argv = ["serve", "--config", "x.yaml"].iter().chain(extra);
+    Cli::try_parse_from(argv).expect("parse").serve
+}
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+/// Issue 15, break 11: a background task that dies (here: panics) must turn `/healthz`
+/// and gRPC health to NOT_SERVING, and the process must still shut down cleanly.
+#[tokio::test(start_paused = true)]
+async fn a_task_that_dies_makes_the_process_unhealthy_and_shutdown_still_works() {
+    let (reporter, _service) = tonic_health::server::health_reporter();
+    reporter
+        .set_serving::<RateLimitServiceServer<RateLimiter>>()
+        .await;
+    let health = Health {
+        serving: Arc::new(AtomicBool::new(true)),
+        reporter: reporter.clone(),
+        upstream: None,
+    };
+    let mut supervisor = Supervisor::new();
+    supervisor.spawn(Stage::Background, "replay and reaping", async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        panic!("replay interval of zero");
+    });
+    let finish = supervisor.stop_signal(Stage::Background);
+    supervisor.spawn(Stage::Background, "global counters", async move {
+        finish.cancelled().await;
+        Ok(())
+    });
+    supervisor
+        .until(tokio::time::sleep(Duration::from_secs(1)), |_| {
+            health.not_serving()
+        })
+        .await;
+
+    assert!(
+        !health.serving.load(Ordering::Acquire),
+        "/healthz must fail"
+    );
+    let name = <RateLimitServiceServer<RateLimiter> as tonic::server::NamedService>::NAME;
+    let status = HealthService::from_health_reporter(reporter)
+        .check(tonic::Request::new(HealthCheckRequest {
+            service: name.to_owned(),
+        }))
+        .await
+        .map(|r| r.into_inner().status);
+    assert_eq!(status.ok(), Some(ServingStatus::NotServing as i32));
+    let report = supervisor.shutdown(Duration::from_secs(1)).await;
+    assert!(
+        report.failed.is_empty() && report.aborted.is_empty(),
+        "{report:?}"
+    );
+}
+
+/// The flags' defaults are the transport's documented defaults (they are written twice).
+#[test]
+fn transport_flag_defaults_match_the_transport_defaults() {
+    let settings = ServeSettings::from_args(args(&[]), &no_env).expect("valid");
+    assert_eq!(
+        format!("{:?}", settings.transport),
+        format!("{:?}", TransportSettings::default())
+    );
+}
+
+#[test]
+fn a_zero_transport_bound_is_refused_at_start() {
+    let error = ServeSettings::from_args(args(&["--max-connections", "0"]), &no_env)
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("--max-connections"), "{error}");
+}
+
+#[test]
+fn zero_or_absurd_counts_are_refused_at_start() {
+    for (flag, value) in [
+        ("--max-cells", "0"),
+        ("--max-cells", "1000000000000"),
+        ("--max-pending-replay", "0"),
+        ("--max-pending-replay", "1000000000000"),
+    ] {
+        let error = ServeSettings::from_args(args(&[flag, value]), &no_env)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains(flag), "{flag} {value}: {error}");
+    }
+}
+
+#[test]
+fn the_region_is_checked_once_into_its_type() {
+    let local = ServeSettings::from_args(args(&[]), &no_env).expect("valid");
+    assert_eq!(local.region, Region::local());
+    assert!(matches!(local.regional, Regional::InProcess));
+    assert!(local.global.is_none());
+    let named = ServeSettings::from_args(args(&["--region", "eu-west"]), &no_env).expect("valid");
+    assert_eq!(named.region.as_str(), "eu-west");
+    let long = "r".repeat(MAX_REGION_BYTES + 1);
+    for bad in ["", long.as_str()] {
+        let error = ServeSettings::from_args(args(&["--region", bad]), &no_env)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains("--region"), "{error}");
+    }
+    let error = ServeSettings::from_args(args(&["--database-url", "sqlite::memory:"]), &no_env)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("--region (RLS_REGION) is required"),
+        "{error}"
+    );
+    assert!(NonZeroDuration::new(Duration::ZERO).is_none());
+}
+
+/// The embedded default in process: `run` on port-0 listeners, one ShouldRateLimit call
+/// through tonic's client, then the shutdown future resolves and `run` returns.
+#[tokio::test]
+async fn run_serves_on_given_listeners_and_returns_on_shutdown() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("limits.yaml");
+    std::fs::write(
+        &config,
+        "domain: embedded\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n",
+    )
+    .expect("write config");
+    let config = config.to_str().expect("utf-8 path");
+    let argv = ["serve", "--config", config, "--drain-timeout", "2s"];
+    let args = Cli::try_parse_from(argv).expect("parse").serve;
+    let settings = ServeSettings::from_args(args, &no_env).expect("valid");
+    let loopback = |_| TcpListener::bind("127.0.0.1:0");
+    let listeners = Listeners {
+        grpc: loopback(()).await.expect("bind gRPC"),
+        http: loopback(()).await.expect("bind HTTP"),
+        metrics: None,
+        debug: None,
+    };
+    let grpc_addr = listeners.grpc.local_addr().expect("gRPC address");
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(run(settings, listeners, stop.clone().cancelled_owned()));
+
+    let mut client = RateLimitServiceClient::connect(format!("http://{grpc_addr}"))
+        .await
+        .expect("connect");
+    let request = || RateLimitRequest {
+        domain: "embedded".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "user".to_owned(),
+                value: "alice".to_owned(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    };
+    let first = client.should_rate_limit(request()).await.expect("call");
+    assert_eq!(first.into_inner().overall_code, Code::Ok as i32);
+    let second = client.should_rate_limit(request()).await.expect("call");
+    assert_eq!(second.into_inner().overall_code, Code::OverLimit as i32);
+    drop(client);
+
+    stop.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("run returns after the shutdown future resolves")
+        .expect("run did not panic");
+    outcome.expect("run succeeded");
+}
