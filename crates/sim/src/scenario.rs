@@ -19,15 +19,16 @@ pub struct Fleet {
 }
 
 impl Default for Fleet {
-    /// The measurement set-up: flush and sync every second, the service's defaults
-    /// otherwise, and a database 50 ms away for writes and reads.
+    /// The measurement set-up: flush and sync every second (the service's default is
+    /// 10 s), the service's publish floor and jitter, and a database 50 ms away for writes
+    /// and reads.
     fn default() -> Self {
         Self {
             processes: vec![1],
             flush_ms: 1_000,
             sync_ms: 1_000,
             jitter: 0.2,
-            publish_floor: 0.5,
+            publish_floor: gcounter_engine::global::DEFAULT_PUBLISH_FLOOR,
             write_latency_ms: 50,
             read_latency_ms: 50,
             replay_ms: 100,

@@ -490,10 +490,18 @@ mod tests {
 
     #[test]
     fn below_the_floor_regions_count_alone() {
-        // The finding, reproduced: 10 regions at 0.2× each never publish.
-        let report = run(&short("even-10x2", 2), 7);
+        // The finding, reproduced with the RFC's floor: 10 regions at 0.2× each
+        // never publish, and admit twice the limit.
+        let mut scenario = short("even-10x2", 2);
+        scenario.fleet.publish_floor = 0.5;
+        let report = run(&scenario, 7);
         assert_eq!(report.load.rows_written, 0);
         assert!(report.per_window.median > 1.9, "{report:?}");
+        // the default floor publishes them
+        let report = run(&short("even-10x2", 2), 7);
+        assert!(report.load.rows_written > 0);
+        assert!(report.per_window.median <= 1.2, "{report:?}");
+        assert_eq!(report.false_denials, 0);
     }
 
     #[test]
