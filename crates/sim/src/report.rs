@@ -2,11 +2,11 @@
 
 use crate::sim::Report;
 
-pub const MARKDOWN_HEADER: &str = "| scenario | regions × processes | floor | flush / sync | per window min / median / max | worst sliding | denied | false denials | upserts/s | rows written/s | syncs/s | rows read/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+pub const MARKDOWN_HEADER: &str = "| scenario | regions / processes | floor | flush / sync | per window min / median / max | worst sliding | denied | false denials | upserts/s | rows written/s | syncs/s | rows read/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 pub fn markdown_row(r: &Report) -> String {
     format!(
-        "| {} | {} × {} | {} | {} / {} s | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} % | {} | {:.1} | {:.0} | {:.1} | {:.0} |",
+        "| {} | {} / {} | {} | {} / {} s | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} % | {} | {:.1} | {:.0} | {:.1} | {:.0} |",
         r.scenario,
         r.regions,
         r.processes,

@@ -119,8 +119,10 @@ pub struct Report {
     /// Requests denied although the fleet's true counts (every region's admits, no lag)
     /// had room for them: must be 0 ("never below").
     pub false_denials: u64,
-    /// Requests admitted although the fleet's true counts were full: what the lags let
-    /// through (0 when one process is the whole fleet: the engine alone is exact).
+    /// Requests admitted although the fleet's true counts were full at that instant: decisions
+    /// the lags changed (0 when one process is the whole fleet: the engine alone is exact).
+    /// Under overload most admits are borderline, so this counts disagreements, not excess:
+    /// the excess is `per_window` and `worst_sliding`.
     pub over_admissions: u64,
     pub upserts_per_s: f64,
     pub rows_written_per_s: f64,
