@@ -4,12 +4,20 @@
 //! limit that is never reached, so each one takes the full accept path (compare-and-swap,
 //! replay bookkeeping), not the cheaper denial.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a benchmark: a panic is how it reports a broken set-up"
+)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::FutureExt;
+use gcounter_engine::cell_key::CounterKeyRef;
 use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
@@ -47,10 +55,7 @@ impl Ids {
 
     fn hit<'a>(&'a self, identifier: &'a str) -> Hit<'a> {
         Hit {
-            workspace: &self.workspace,
-            namespace: &self.namespace,
-            identifier,
-            duration_ms: MINUTE_MS,
+            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, MINUTE_MS),
             limit: LIMIT,
             cost: 1,
         }

@@ -2,20 +2,28 @@
 //! reaping a full table costs a warm decision.
 //!
 //! `cargo bench --bench memory` (not criterion: it measures bytes, once, in a fresh process).
-//! The engine is the embedded default's: in-process origin, replay flushed as the background
+//! The engine is the embedded default's: in-process origin, replay run as the background
 //! task would. RSS comes from /proc/self/statm, so the figure includes the allocator's
 //! overhead and fragmentation, which is what an operator pays.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a benchmark: a panic is how it reports a broken set-up"
+)]
 
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use gcounter_engine::cell_key::CounterKeyRef;
 use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock};
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
 
 const MINUTE_MS: u64 = 60_000;
-/// Decisions between two replay flushes (the service flushes every 100 ms).
-const FLUSH_EVERY: u64 = 10_000;
+/// Decisions between two replays (the service replays every 100 ms).
+const REPLAY_EVERY: u64 = 10_000;
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
@@ -41,7 +49,7 @@ fn engine(max_cells: usize, max_cell_bytes: u64) -> Engine {
     )
 }
 
-/// Decide once on each of `keys` (identifiers like client addresses), flushing replay.
+/// Decide once on each of `keys` (identifiers like client addresses), replaying as the service does.
 fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) {
     let workspace: Arc<str> = "bench".into();
     let namespace: Arc<str> = "14:remote_address/".into();
@@ -51,10 +59,7 @@ fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) 
         identifier.clear();
         let _ = write!(identifier, "10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
         let hit = Hit {
-            workspace: &workspace,
-            namespace: &namespace,
-            identifier: &identifier,
-            duration_ms: MINUTE_MS,
+            counter: CounterKeyRef::new(&workspace, &namespace, &identifier, MINUTE_MS),
             limit: 1_000,
             cost: 1,
         };
@@ -62,16 +67,16 @@ fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) 
             .check(hit)
             .now_or_never()
             .expect("the embedded engine decides without waiting");
-        if i % FLUSH_EVERY == FLUSH_EVERY - 1 {
+        if i % REPLAY_EVERY == REPLAY_EVERY - 1 {
             engine
-                .flush_replay()
+                .replay_now()
                 .now_or_never()
                 .expect("in-process replay is immediate");
             each(i + 1);
         }
     }
     engine
-        .flush_replay()
+        .replay_now()
         .now_or_never()
         .expect("in-process replay is immediate");
 }
@@ -152,10 +157,7 @@ fn reap() {
         let workspace: Arc<str> = "bench".into();
         let namespace: Arc<str> = "14:remote_address/".into();
         let hot = Hit {
-            workspace: &workspace,
-            namespace: &namespace,
-            identifier: "hot",
-            duration_ms: MINUTE_MS,
+            counter: CounterKeyRef::new(&workspace, &namespace, "hot", MINUTE_MS),
             limit: u64::MAX / 2,
             cost: 1,
         };

@@ -4,6 +4,13 @@
 //! `cargo bench --bench rls`. Allocations are counted by a wrapping global allocator and
 //! printed once per case before timing (what the profile of BENCHMARKS.md refers to).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a benchmark: a panic is how it reports a broken set-up"
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Arc;

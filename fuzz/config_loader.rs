@@ -10,6 +10,13 @@
 //! Runs in the README's test command with a bounded case count; `FUZZ_CASES=100000` for a
 //! longer run.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a test: a panic is how it reports a broken set-up"
+)]
+
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;

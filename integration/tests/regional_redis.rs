@@ -719,7 +719,7 @@ async fn redis_cluster_works_as_the_origin() {
 ///
 /// Parameters: limit 1,000 per day, K = 25 requests on two keys (15 + 10).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_flushes_pending_replay() {
+async fn sigterm_replays_pending_cells() {
     const LIMIT: u64 = 1_000;
     const WORK: [(&str, u64); 2] = [("alice", 15), ("bob", 10)];
     redis_admin::require_local_redis();

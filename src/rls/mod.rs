@@ -32,6 +32,7 @@ pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
+use gcounter_engine::cell_key::CounterKeyRef;
 use gcounter_engine::engine::{Engine, Hit};
 use overall::{Role, Tally};
 use plan::Plan;
@@ -151,10 +152,12 @@ impl RateLimiter {
                     let verdict = self
                         .engine
                         .check(Hit {
-                            workspace: domain.name(),
-                            namespace: &limited.namespace,
-                            identifier: &limited.identifier,
-                            duration_ms: limited.duration_ms,
+                            counter: CounterKeyRef::new(
+                                domain.name(),
+                                &limited.namespace,
+                                &limited.identifier,
+                                limited.duration_ms,
+                            ),
                             limit: u64::from(limited.requests_per_unit),
                             cost: limited.cost,
                         })

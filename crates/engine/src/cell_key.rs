@@ -1,4 +1,5 @@
-//! The identity of a counter cell: the vocabulary shared by the engine, the regional origin
+//! The identity of a counter (`CounterKey`) and of one of its window cells (`CellKey`: the
+//! counter and a window sequence): the vocabulary shared by the engine, the regional origin
 //! and the global counters, so none of them has to know the others.
 
 use std::hash::{Hash, Hasher};
@@ -6,7 +7,8 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-/// The identity of a counter cell, the same in memory, Redis and SQL (DESIGN.md).
+/// The identity of a counter cell, the same in memory, Redis and SQL (DESIGN.md): its
+/// counter ([`CellKey::counter`], a [`CounterKey`]) and the window's `sequence`.
 ///
 /// `namespace` and `identifier` come from the limits layer already encoded injectively
 /// (length-prefixed), so two different descriptors never share a key whatever bytes they carry.
@@ -37,40 +39,141 @@ impl CellKey {
     /// paths): the bound stays conservative, and a request override's namespace, built per
     /// request, is exactly the case it must not miss.
     pub fn heap_bytes(&self) -> usize {
-        let identifier = if self.identifier.is_heap_allocated() {
-            self.identifier.capacity()
-        } else {
-            0
-        };
-        self.workspace.len() + self.namespace.len() + identifier
+        strings_heap_bytes(&self.workspace, &self.namespace, &self.identifier)
     }
 
-    /// The borrowed form; hashing goes through it so both forms agree.
-    pub fn borrowed(&self) -> CellKeyRef<'_> {
-        CellKeyRef::new(
+    /// The counter this cell belongs to.
+    pub fn counter(&self) -> CounterKeyRef<'_> {
+        CounterKeyRef::new(
             &self.workspace,
             &self.namespace,
             &self.identifier,
             self.duration_ms,
-            self.sequence,
         )
+    }
+
+    /// The borrowed form; hashing goes through it so both forms agree.
+    pub fn borrowed(&self) -> CellKeyRef<'_> {
+        self.counter().cell(self.sequence)
+    }
+}
+
+/// A counter's identity: a [`CellKey`] without its window sequence. Strict mode is keyed by
+/// it (it outlives a window); a decision derives the current and the previous cell from it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CounterKey {
+    pub workspace: Arc<str>,
+    pub namespace: Arc<str>,
+    pub identifier: compact_str::CompactString,
+    pub duration_ms: u64,
+}
+
+impl Hash for CounterKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.borrowed().hash(state);
+    }
+}
+
+impl CounterKey {
+    /// Bytes this key makes a structure hold beyond its own `size_of` (as
+    /// [`CellKey::heap_bytes`]).
+    pub fn heap_bytes(&self) -> usize {
+        strings_heap_bytes(&self.workspace, &self.namespace, &self.identifier)
+    }
+
+    /// The borrowed form; hashing goes through it so both forms agree.
+    pub fn borrowed(&self) -> CounterKeyRef<'_> {
+        CounterKeyRef::new(
+            &self.workspace,
+            &self.namespace,
+            &self.identifier,
+            self.duration_ms,
+        )
+    }
+}
+
+/// A borrowed [`CounterKey`]: what a request names, without allocating an owned key.
+///
+/// Its hash (of every field) is computed once, when the key is made: a decision looks up two
+/// cells of one counter (the current and the previous window) and strict mode's counter, and
+/// hashing the strings for each was a visible share of a warm decision.
+#[derive(Debug, Clone, Copy)]
+pub struct CounterKeyRef<'a> {
+    pub workspace: &'a Arc<str>,
+    pub namespace: &'a Arc<str>,
+    pub identifier: &'a str,
+    pub duration_ms: u64,
+    hash: u64,
+}
+
+impl<'a> CounterKeyRef<'a> {
+    pub fn new(
+        workspace: &'a Arc<str>,
+        namespace: &'a Arc<str>,
+        identifier: &'a str,
+        duration_ms: u64,
+    ) -> Self {
+        Self {
+            workspace,
+            namespace,
+            identifier,
+            duration_ms,
+            hash: counter_hash(workspace, namespace, identifier, duration_ms),
+        }
+    }
+
+    /// This counter's cell `sequence` (the counter's hash is reused).
+    pub fn cell(self, sequence: u64) -> CellKeyRef<'a> {
+        CellKeyRef {
+            counter: self,
+            sequence,
+        }
+    }
+
+    pub fn to_owned_key(&self) -> CounterKey {
+        CounterKey {
+            workspace: Arc::clone(self.workspace),
+            namespace: Arc::clone(self.namespace),
+            identifier: self.identifier.into(),
+            duration_ms: self.duration_ms,
+        }
+    }
+}
+
+impl PartialEq for CounterKeyRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.duration_ms == other.duration_ms
+            && self.identifier == other.identifier
+            && self.namespace == other.namespace
+            && self.workspace == other.workspace
+    }
+}
+
+impl Eq for CounterKeyRef<'_> {}
+
+impl Hash for CounterKeyRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl quick_cache::Equivalent<CounterKey> for CounterKeyRef<'_> {
+    fn equivalent(&self, key: &CounterKey) -> bool {
+        self.duration_ms == key.duration_ms
+            && self.identifier == &*key.identifier
+            // The config's own `Arc`s, unless a reload made new ones: compare pointers first.
+            && (Arc::ptr_eq(self.namespace, &key.namespace) || **self.namespace == *key.namespace)
+            && (Arc::ptr_eq(self.workspace, &key.workspace) || **self.workspace == *key.workspace)
     }
 }
 
 /// A borrowed [`CellKey`]: looks a warm cell up without allocating an owned key.
 /// It hashes exactly like the owned key (both hash through this type).
-///
-/// The counter's part of the hash (everything but the sequence) is computed once, when the
-/// key is made: a decision looks up two cells of one counter (the current and the previous
-/// window), and hashing the strings twice was a visible share of a warm decision.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CellKeyRef<'a> {
-    pub workspace: &'a Arc<str>,
-    pub namespace: &'a Arc<str>,
-    pub identifier: &'a str,
-    pub duration_ms: u64,
+    pub counter: CounterKeyRef<'a>,
     pub sequence: u64,
-    counter_hash: u64,
 }
 
 impl<'a> CellKeyRef<'a> {
@@ -81,30 +184,36 @@ impl<'a> CellKeyRef<'a> {
         duration_ms: u64,
         sequence: u64,
     ) -> Self {
-        Self {
-            workspace,
-            namespace,
-            identifier,
-            duration_ms,
-            sequence,
-            counter_hash: counter_hash(workspace, namespace, identifier, duration_ms),
-        }
+        CounterKeyRef::new(workspace, namespace, identifier, duration_ms).cell(sequence)
     }
 
     /// The same counter's cell `sequence` (its hash is reused).
     pub fn with_sequence(self, sequence: u64) -> Self {
-        Self { sequence, ..self }
+        self.counter.cell(sequence)
     }
 
     pub fn to_owned_key(&self) -> CellKey {
         CellKey {
-            workspace: Arc::clone(self.workspace),
-            namespace: Arc::clone(self.namespace),
-            identifier: self.identifier.into(),
-            duration_ms: self.duration_ms,
+            workspace: Arc::clone(self.counter.workspace),
+            namespace: Arc::clone(self.counter.namespace),
+            identifier: self.counter.identifier.into(),
+            duration_ms: self.counter.duration_ms,
             sequence: self.sequence,
         }
     }
+}
+
+fn strings_heap_bytes(
+    workspace: &str,
+    namespace: &str,
+    identifier: &compact_str::CompactString,
+) -> usize {
+    let identifier = if identifier.is_heap_allocated() {
+        identifier.capacity()
+    } else {
+        0
+    };
+    workspace.len() + namespace.len() + identifier
 }
 
 /// Identifiers come from requests: a per-process random seed keeps anyone from choosing
@@ -118,34 +227,22 @@ fn counter_hash(workspace: &str, namespace: &str, identifier: &str, duration_ms:
     xxh3_64_with_seed(&duration_ms.to_le_bytes(), h)
 }
 
-impl PartialEq for CellKeyRef<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.counter_hash == other.counter_hash
-            && self.sequence == other.sequence
-            && self.duration_ms == other.duration_ms
-            && self.identifier == other.identifier
-            && self.namespace == other.namespace
-            && self.workspace == other.workspace
-    }
-}
-
-impl Eq for CellKeyRef<'_> {}
-
 impl Hash for CellKeyRef<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.counter_hash);
+        self.counter.hash(state);
         state.write_u64(self.sequence);
     }
 }
 
 impl quick_cache::Equivalent<CellKey> for CellKeyRef<'_> {
     fn equivalent(&self, key: &CellKey) -> bool {
+        let counter = self.counter;
         self.sequence == key.sequence
-            && self.duration_ms == key.duration_ms
-            && self.identifier == &*key.identifier
+            && counter.duration_ms == key.duration_ms
+            && counter.identifier == &*key.identifier
             // The config's own `Arc`s, unless a reload made new ones: compare pointers first.
-            && (Arc::ptr_eq(self.namespace, &key.namespace) || **self.namespace == *key.namespace)
-            && (Arc::ptr_eq(self.workspace, &key.workspace) || **self.workspace == *key.workspace)
+            && (Arc::ptr_eq(counter.namespace, &key.namespace) || **counter.namespace == *key.namespace)
+            && (Arc::ptr_eq(counter.workspace, &key.workspace) || **counter.workspace == *key.workspace)
     }
 }
 
@@ -166,5 +263,8 @@ mod tests {
         let s = std::collections::hash_map::RandomState::new();
         assert_eq!(s.hash_one(&key), s.hash_one(key.borrowed()));
         assert_eq!(key.borrowed().to_owned_key(), key);
+        let counter = key.counter().to_owned_key();
+        assert_eq!(s.hash_one(&counter), s.hash_one(key.counter()));
+        assert_eq!(counter.borrowed().cell(7).to_owned_key(), key);
     }
 }

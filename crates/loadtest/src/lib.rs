@@ -220,6 +220,10 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
 }
 
 /// Microseconds, 3 significant digits.
+#[expect(
+    clippy::expect_used,
+    reason = "a constant precision within hdrhistogram's 0..=5 cannot fail"
+)]
 fn new_histogram() -> Histogram<u64> {
     Histogram::new(3).expect("3 significant digits is a valid histogram precision")
 }

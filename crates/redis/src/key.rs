@@ -48,7 +48,7 @@ pub fn redis_key(prefix: &str, key: &CellKey) -> String {
         key.identifier,
         key.duration_ms,
     );
-    let tag = xxh3_64(&out.as_bytes()[identity_at..]);
+    let tag = xxh3_64(out.as_bytes().get(identity_at..).unwrap_or_default());
     out.replace_range(
         tag_at..tag_at + TAG_PLACEHOLDER.len(),
         &format!("{tag:016x}"),

@@ -14,6 +14,14 @@ pub const HOW_TO_START_REDIS: &str = "install it (apt-get install redis-server) 
      with `redis-server --daemonize yes --port 6379 --save '' --appendonly no` \
      (or run `bash .ci/services.sh`)";
 
+/// One port as [`free_ports`] finds them.
+pub fn one_free_port() -> Result<u16, String> {
+    free_ports(1)?
+        .first()
+        .copied()
+        .ok_or_else(|| "no free port".to_owned())
+}
+
 /// Ports free on 127.0.0.1 whose cluster-bus port (+10000) is free too.
 pub fn free_ports(count: usize) -> Result<Vec<u16>, String> {
     let mut held = Vec::new();
@@ -131,7 +139,7 @@ pub struct PlainRedis {
 
 impl PlainRedis {
     pub fn start() -> Result<Self, String> {
-        let port = free_ports(1)?[0];
+        let port = one_free_port()?;
         Self::start_on(port)
     }
 
@@ -326,7 +334,7 @@ impl TlsRedis {
         )?;
         let ca_pem = std::fs::read(path.join("ca.crt"))
             .map_err(|e| format!("cannot read the CA certificate: {e}"))?;
-        let port = free_ports(1)?[0];
+        let port = one_free_port()?;
         let file = |name: &str| path.join(name).to_string_lossy().into_owned();
         let args = [
             "--port".to_owned(),

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::testing::{HOW_TO_START_REDIS, PlainRedis, RedisCluster, TlsRedis, free_ports};
 use super::*;
+use redis::cluster_routing::Slot;
 
 const LOCAL_REDIS: &str = "redis://127.0.0.1:6379";
 

@@ -1,28 +1,30 @@
 //! The store on a SQL database through sea-orm: MySQL/MariaDB, PostgreSQL or SQLite.
 //!
-//! The three statements that matter are hand-written per backend (placeholders, quoting,
-//! `GREATEST` vs `MAX`, `DELETE … LIMIT` vs a sub-select differ); sea-orm provides the pool,
-//! binding, decoding and the migrations.
+//! The three statements that matter are hand-written per backend ([`dialect`]: placeholders,
+//! quoting, `GREATEST` vs `MAX`, `DELETE … LIMIT` vs a sub-select differ); this module runs
+//! them (timeouts, retries, chunks, decoding); sea-orm provides the pool, binding, decoding and
+//! the migrations.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use migration::{Migrator, MigratorTrait, TABLE};
+use migration::{Migrator, MigratorTrait};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, QueryResult,
-    RuntimeErr, Statement, Value,
+    RuntimeErr, Statement,
 };
 
+use dialect::{Dialect, PARAMS_PER_ROW};
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    DEFAULT_CHUNK_ROWS, GlobalStore, PreparedRow, PublishReport, RowOutcome, StoreError,
-    StoreFuture, SyncedCell, check_region, clamp, prepare_rows,
+    DEFAULT_CHUNK_ROWS, GlobalStore, PublishReport, RowOutcome, StoreError, StoreFuture,
+    SyncedCell, check_region, prepare_rows,
 };
 use gcounter_engine::redact::{redact_in, redact_url};
 
+mod dialect;
 pub mod entity;
 #[cfg(test)]
 mod tests;
@@ -34,9 +36,6 @@ const _: () = assert!(
         && gcounter_engine::global::IDENTIFIER_MAX_BYTES == migration::IDENTIFIER_MAX_BYTES
         && gcounter_engine::global::REGION_MAX_BYTES == migration::REGION_MAX_BYTES
 );
-
-/// Bound values per upserted row (the nine columns other than `pk`).
-const PARAMS_PER_ROW: usize = 9;
 
 /// Placeholders per statement: MySQL and PostgreSQL count them in 16 bits; SQLite allows
 /// 32,766 since 3.32 and 999 before.
@@ -220,102 +219,13 @@ impl SqlStore {
         }
     }
 
+    /// The statements in this store's SQL dialect.
+    fn dialect(&self) -> Dialect {
+        Dialect(self.backend)
+    }
+
     async fn query_one(&self, stmt: Statement) -> Result<Option<QueryResult>, StoreError> {
         self.run(|| self.db.query_one_raw(stmt.clone())).await
-    }
-
-    fn quote(&self, name: &str) -> String {
-        match self.backend {
-            DbBackend::MySql => format!("`{name}`"),
-            _ => format!("\"{name}\""),
-        }
-    }
-
-    /// Writes the `n`th placeholder (1-based).
-    fn placeholder(&self, sql: &mut String, n: usize) {
-        match self.backend {
-            DbBackend::Postgres => {
-                let _ = write!(sql, "${n}");
-            }
-            _ => sql.push('?'),
-        }
-    }
-
-    fn upsert_sql(&self, rows: usize) -> String {
-        const COLUMNS: [&str; PARAMS_PER_ROW] = [
-            "workspace_id",
-            "namespace",
-            "identifier",
-            "duration_ms",
-            "sequence",
-            "region",
-            "count",
-            "expires_at",
-            "updated_at",
-        ];
-        let q = |c: &str| self.quote(c);
-        let table = q(TABLE);
-        let columns: Vec<String> = COLUMNS.iter().map(|c| q(c)).collect();
-        let mut sql = String::with_capacity(200 + rows * PARAMS_PER_ROW * 5);
-        let _ = write!(sql, "INSERT INTO {table} ({}) VALUES ", columns.join(", "));
-        let mut n = 0;
-        for r in 0..rows {
-            sql.push_str(if r == 0 { "(" } else { ", (" });
-            for c in 0..PARAMS_PER_ROW {
-                if c > 0 {
-                    sql.push_str(", ");
-                }
-                n += 1;
-                self.placeholder(&mut sql, n);
-            }
-            sql.push(')');
-        }
-        let (count, updated_at) = (q("count"), q("updated_at"));
-        match self.backend {
-            DbBackend::MySql => {
-                let _ = write!(
-                    sql,
-                    " ON DUPLICATE KEY UPDATE \
-                     {count} = GREATEST({count}, VALUES({count})), \
-                     {updated_at} = GREATEST({updated_at}, VALUES({updated_at}))"
-                );
-            }
-            _ => {
-                let greatest = if self.backend == DbBackend::Postgres {
-                    "GREATEST"
-                } else {
-                    "MAX"
-                };
-                let key = columns[..6].join(", ");
-                let _ = write!(
-                    sql,
-                    " ON CONFLICT ({key}) DO UPDATE SET \
-                     {count} = {greatest}({table}.{count}, excluded.{count}), \
-                     {updated_at} = {greatest}({table}.{updated_at}, excluded.{updated_at})"
-                );
-            }
-        }
-        sql
-    }
-
-    fn upsert_statement(&self, region: &str, rows: &[PreparedRow<'_>], now_ms: u64) -> Statement {
-        let updated_at = clamp(now_ms);
-        let mut values: Vec<Value> = Vec::with_capacity(rows.len() * PARAMS_PER_ROW);
-        for row in rows {
-            let key = row.key;
-            values.extend([
-                Value::from(key.workspace.as_bytes().to_vec()),
-                Value::from(key.namespace.as_bytes().to_vec()),
-                Value::from(key.identifier.as_bytes().to_vec()),
-                Value::from(clamp(key.duration_ms)),
-                Value::from(clamp(key.sequence)),
-                Value::from(region.as_bytes().to_vec()),
-                Value::from(row.count),
-                Value::from(row.expires_at),
-                Value::from(updated_at),
-            ]);
-        }
-        Statement::from_sql_and_values(self.backend, self.upsert_sql(rows.len()), values)
     }
 
     async fn publish_now(
@@ -336,12 +246,14 @@ impl SqlStore {
                 )));
                 continue;
             }
-            let stmt = self.upsert_statement(region, chunk, now_ms);
+            let stmt = self.dialect().upsert(region, chunk, now_ms);
             let result = self.run(|| self.db.execute_raw(stmt.clone())).await;
             match result {
                 Ok(_) => {
                     for i in chunk.iter().flat_map(|row| &row.inputs) {
-                        outcomes[*i] = RowOutcome::Published;
+                        if let Some(outcome) = outcomes.get_mut(*i) {
+                            *outcome = RowOutcome::Published;
+                        }
                     }
                     chunks.push(Ok(chunk.len()));
                 }
@@ -354,55 +266,9 @@ impl SqlStore {
         Ok(PublishReport { outcomes, chunks })
     }
 
-    fn sync_sql(&self) -> String {
-        let q = |c: &str| self.quote(c);
-        let (region, count) = (q("region"), q("count"));
-        let key = [
-            "workspace_id",
-            "namespace",
-            "identifier",
-            "duration_ms",
-            "sequence",
-        ]
-        .map(q)
-        .join(", ");
-        let (mut p1, mut p2, mut p3) = (String::new(), String::new(), String::new());
-        self.placeholder(&mut p1, 1);
-        self.placeholder(&mut p2, 2);
-        self.placeholder(&mut p3, 3);
-        let foreign = format!("COALESCE(SUM(CASE WHEN {region} <> {p1} THEN {count} END), 0)");
-        let own = format!("COALESCE(MAX(CASE WHEN {region} = {p2} THEN {count} END), 0)");
-        // SUM of BIGINT is DECIMAL/NUMERIC on MySQL and PostgreSQL: cap it, back to BIGINT.
-        // SQLite's SUM is already an integer (and errors rather than overflow).
-        let (foreign, own) = match self.backend {
-            DbBackend::MySql => (
-                format!("CAST(LEAST({foreign}, {}) AS SIGNED)", i64::MAX),
-                format!("CAST({own} AS SIGNED)"),
-            ),
-            DbBackend::Postgres => (
-                format!("CAST(LEAST({foreign}, {}) AS BIGINT)", i64::MAX),
-                format!("CAST({own} AS BIGINT)"),
-            ),
-            _ => (foreign, own),
-        };
-        format!(
-            "SELECT {key}, {foreign}, {own} FROM {} WHERE {} > {p3} GROUP BY {key}",
-            q(TABLE),
-            q("expires_at"),
-        )
-    }
-
     async fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
         check_region(region)?;
-        let stmt = Statement::from_sql_and_values(
-            self.backend,
-            self.sync_sql(),
-            [
-                Value::from(region.as_bytes().to_vec()),
-                Value::from(region.as_bytes().to_vec()),
-                Value::from(clamp(now_ms)),
-            ],
-        );
+        let stmt = self.dialect().sync(region, now_ms);
         let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
         let mut interned = Interner::default();
         let mut cells = Vec::with_capacity(rows.len());
@@ -427,30 +293,7 @@ impl SqlStore {
         now_ms: u64,
         batch: u64,
     ) -> Result<u64, StoreError> {
-        let q = |c: &str| self.quote(c);
-        let (table, expires_at) = (q(TABLE), q("expires_at"));
-        let sql = match self.backend {
-            // MySQL refuses LIMIT inside an IN sub-select, but has DELETE … LIMIT.
-            DbBackend::MySql => {
-                format!("DELETE FROM {table} WHERE {expires_at} <= ? ORDER BY {expires_at} LIMIT ?")
-            }
-            // PostgreSQL has no DELETE … LIMIT; SQLite only when compiled with it.
-            _ => {
-                let (mut p1, mut p2) = (String::new(), String::new());
-                self.placeholder(&mut p1, 1);
-                self.placeholder(&mut p2, 2);
-                let pk = q("pk");
-                format!(
-                    "DELETE FROM {table} WHERE {pk} IN (SELECT {pk} FROM {table} \
-                     WHERE {expires_at} <= {p1} ORDER BY {expires_at} LIMIT {p2})"
-                )
-            }
-        };
-        let stmt = Statement::from_sql_and_values(
-            self.backend,
-            sql,
-            [Value::from(clamp(now_ms)), Value::from(clamp(batch.max(1)))],
-        );
+        let stmt = self.dialect().delete_expired(now_ms, batch);
         let result = self.run(|| self.db.execute_raw(stmt.clone())).await?;
         Ok(result.rows_affected())
     }

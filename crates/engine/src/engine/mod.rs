@@ -24,7 +24,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, decide};
 pub use window::WindowPosition;
 
-use crate::cell_key::{CellKey, CellKeyRef};
+use crate::cell_key::{CellKey, CellKeyRef, CounterKeyRef};
 use crate::recorder::{DecisionSource, OriginOp, Recorder};
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
@@ -95,10 +95,7 @@ impl Default for EngineSettings {
 /// engine derives from the clock), its limit and its cost.
 #[derive(Debug, Clone, Copy)]
 pub struct Hit<'a> {
-    pub workspace: &'a Arc<str>,
-    pub namespace: &'a Arc<str>,
-    pub identifier: &'a str,
-    pub duration_ms: u64,
+    pub counter: CounterKeyRef<'a>,
     pub limit: u64,
     /// 0 checks without consuming.
     pub cost: u64,
@@ -167,14 +164,19 @@ impl Engine {
     /// Decide one hit. Never fails: an origin that cannot be read degrades to local counts.
     pub async fn check(&self, hit: Hit<'_>) -> Verdict {
         let now_ms = self.clock.now_ms();
-        let position = WindowPosition::at(now_ms, hit.duration_ms);
-        let key = CellKeyRef::new(
-            hit.workspace,
-            hit.namespace,
-            hit.identifier,
-            position.duration_ms,
-            position.sequence,
-        );
+        let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
+        let key = if hit.counter.duration_ms == position.duration_ms {
+            hit.counter.cell(position.sequence)
+        } else {
+            // A duration of 0 (never from a validated config) counts as 1 ms.
+            CellKeyRef::new(
+                hit.counter.workspace,
+                hit.counter.namespace,
+                hit.counter.identifier,
+                position.duration_ms,
+                position.sequence,
+            )
+        };
         // The warm path: both cells in memory, nothing to refresh. It awaits nothing.
         let previous = match position.previous_sequence() {
             Some(sequence) => self.table.get(&key.with_sequence(sequence)).map(Some),
@@ -232,7 +234,7 @@ impl Engine {
         now_ms: u64,
     ) -> Option<OriginOp> {
         self.settings.freshness?;
-        if self.strict.is_strict(key, now_ms) {
+        if self.strict.is_strict(&key.counter, now_ms) {
             Some(OriginOp::Strict)
         } else if cell.is_stale(now_ms) {
             Some(OriginOp::Stale)
@@ -266,7 +268,7 @@ impl Engine {
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict
-                .enter(key, now_ms.saturating_add(position.duration_ms));
+                .enter(&key.counter, now_ms.saturating_add(position.duration_ms));
         }
         self.metrics.decision_source(source);
         Verdict {
@@ -359,22 +361,25 @@ impl Engine {
     }
 
     /// Replay everything pending now.
-    pub async fn flush_replay(&self) {
-        self.flush_replay_to(self.origin.as_ref()).await;
+    pub async fn replay_now(&self) {
+        self.replay_to(self.origin.as_ref()).await;
     }
 
-    async fn flush_replay_to(&self, origin: &dyn RegionalOrigin) {
+    async fn replay_to(&self, origin: &dyn RegionalOrigin) {
         let started = std::time::Instant::now();
         let now_ms = self.clock.now_ms();
-        let flushed = self.replay.flush(origin, self.fresh_until(now_ms)).await;
-        for &cells in &flushed.batches {
+        let replayed = self.replay.replay(origin, self.fresh_until(now_ms)).await;
+        for &cells in &replayed.batches {
             self.metrics.replay_batch(cells);
         }
-        if !flushed.batches.is_empty() || flushed.error.is_some() {
-            self.metrics
-                .origin_call(OriginOp::Replay, flushed.error.is_none(), started.elapsed());
+        if !replayed.batches.is_empty() || replayed.error.is_some() {
+            self.metrics.origin_call(
+                OriginOp::Replay,
+                replayed.error.is_none(),
+                started.elapsed(),
+            );
         }
-        if let Some(error) = flushed.error
+        if let Some(error) = replayed.error
             && let Some(suppressed) = self.replay_warnings.allow()
         {
             tracing::warn!(%error, origin = self.origin.name(), suppressed, "replay failed; work kept for the next cycle");
@@ -392,7 +397,7 @@ impl Engine {
         };
         let mut pause = Duration::from_millis(50);
         loop {
-            self.flush_replay_to(&last_chance).await;
+            self.replay_to(&last_chance).await;
             let left = self.pending_replay_cells();
             if left == 0 {
                 // The queue is empty: bring back the cells that overflowed it, and go again.
@@ -510,10 +515,10 @@ impl Engine {
         loop {
             tokio::select! {
                 _ = replay.tick() => {
-                    self.flush_replay().await;
+                    self.replay_now().await;
                     self.recover_overflowed().await;
                 }
-                _ = self.replay.batch_ready() => self.flush_replay().await,
+                _ = self.replay.batch_ready() => self.replay_now().await,
                 _ = reap.tick() => {
                     let reaped = self.reap().await;
                     tracing::trace!(reaped, live = self.live_cells(), "reaped old cells");

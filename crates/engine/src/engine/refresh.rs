@@ -53,6 +53,10 @@ impl Default for RefreshGate {
 }
 
 impl RefreshGate {
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "`% SLOTS` on an array of SLOTS slots is always in bounds"
+    )]
     fn slot(&self, cell: &WindowCell) -> &Notify {
         // Cells are heap-allocated and aligned: drop the low bits that never vary.
         let address = std::ptr::from_ref(cell) as usize;

@@ -34,7 +34,7 @@ pub struct ReplayQueue {
 
 /// A replay cycle's outcome.
 #[derive(Debug, Default)]
-pub struct Flushed {
+pub struct Replayed {
     /// Cells sent per successful round trip.
     pub batches: Vec<usize>,
     pub error: Option<OriginError>,
@@ -127,9 +127,9 @@ impl ReplayQueue {
     ///
     /// The cells of a failed batch are queued again: their cumulative counts go with a later
     /// cycle, and a batch that did land before failing is harmless to send again.
-    pub async fn flush(&self, origin: &dyn RegionalOrigin, fresh_until_ms: u64) -> Flushed {
+    pub async fn replay(&self, origin: &dyn RegionalOrigin, fresh_until_ms: u64) -> Replayed {
         let drained = std::mem::take(&mut *self.lock()).cells;
-        let mut flushed = Flushed::default();
+        let mut replayed = Replayed::default();
         for chunk in drained.chunks(self.batch_size) {
             let batch: Vec<(CellKey, u64)> = chunk
                 .iter()
@@ -151,7 +151,7 @@ impl ReplayQueue {
                         cell.merge_regional(total);
                         cell.mark_fresh_until(fresh_until_ms);
                     }
-                    flushed.batches.push(chunk.len());
+                    replayed.batches.push(chunk.len());
                 }
                 Err(error) => {
                     let mut requeue = self.lock();
@@ -162,10 +162,10 @@ impl ReplayQueue {
                             requeue.push(key.clone(), Arc::clone(cell));
                         }
                     }
-                    flushed.error.get_or_insert(error);
+                    replayed.error.get_or_insert(error);
                 }
             }
         }
-        flushed
+        replayed
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::*;
+use crate::cell_key::CounterKeyRef;
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::{CellRead, InProcessOrigin, OriginError, OriginFuture};
 
@@ -70,12 +71,19 @@ impl Names {
         }
     }
 
-    fn hit(&self, identifier: &'static str, cost: u64, limit: u64) -> Hit<'_> {
+    fn hit<'a>(&'a self, identifier: &'a str, cost: u64, limit: u64) -> Hit<'a> {
+        self.hit_for(identifier, 1_000, cost, limit)
+    }
+
+    fn hit_for<'a>(
+        &'a self,
+        identifier: &'a str,
+        duration_ms: u64,
+        cost: u64,
+        limit: u64,
+    ) -> Hit<'a> {
         Hit {
-            workspace: &self.workspace,
-            namespace: &self.namespace,
-            identifier,
-            duration_ms: 1_000,
+            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, duration_ms),
             limit,
             cost,
         }
@@ -152,7 +160,7 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
         engine.check(names.hit("a", 2, 10)).await;
     }
     assert_eq!(engine.pending_replay_cells(), 1);
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
 
     // a second engine of the same region starts cold and reads the total
@@ -164,10 +172,10 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     );
     let v = other.check(names.hit("a", 1, 10)).await;
     assert_eq!(v.remaining, 3);
-    other.flush_replay().await;
+    other.replay_now().await;
     // the first engine catches up when its own replay merges the origin's total
     engine.check(names.hit("a", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 2);
 }
 
@@ -231,7 +239,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     for _ in 0..4 {
         assert!(engine.check(names.hit("a", 1, 5)).await.allowed);
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(
         engine.pending_replay_cells(),
         1,
@@ -241,7 +249,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     assert!(!engine.check(names.hit("a", 1, 5)).await.allowed);
 
     origin.down.store(false, Ordering::SeqCst);
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
     let key = names.cell_key("a", 10);
     assert_eq!(origin.inner.read(&key).await.ok().map(|r| r.total), Some(5));
@@ -266,10 +274,7 @@ async fn the_cell_cap_holds() {
         let identifier = i.to_string();
         engine
             .check(Hit {
-                workspace: &workspace,
-                namespace: &namespace,
-                identifier: &identifier,
-                duration_ms: 1_000,
+                counter: CounterKeyRef::new(&workspace, &namespace, &identifier, 1_000),
                 limit: 10,
                 cost: 1,
             })
@@ -301,10 +306,7 @@ fn shared_region(freshness_ms: u64) -> (Engine, Engine, Arc<ManualClock>, Arc<Sw
 }
 
 fn minute_hit<'a>(names: &'a Names, cost: u64, limit: u64) -> Hit<'a> {
-    Hit {
-        duration_ms: 60_000,
-        ..names.hit("a", cost, limit)
-    }
+    names.hit_for("a", 60_000, cost, limit)
 }
 
 #[tokio::test]
@@ -314,7 +316,7 @@ async fn a_stale_cell_reads_the_origin_before_deciding() {
     for _ in 0..5 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     assert_eq!(
         b.check(minute_hit(&names, 0, 10)).await.remaining,
         5,
@@ -323,7 +325,7 @@ async fn a_stale_cell_reads_the_origin_before_deciding() {
     for _ in 0..3 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     let reads = origin.reads();
     clock.advance(500);
     assert_eq!(
@@ -358,7 +360,7 @@ async fn a_failed_read_never_makes_a_cell_fresh() {
     for _ in 0..6 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     clock.advance(10);
     // b's cell was never fresh: this decision reads the origin and sees a's 6
     assert_eq!(b.check(minute_hit(&names, 0, 10)).await.remaining, 4);
@@ -371,7 +373,7 @@ async fn after_a_denial_strict_mode_reads_the_origin_on_each_decision() {
     for _ in 0..5 {
         assert!(a.check(minute_hit(&names, 1, 5)).await.allowed);
     }
-    a.flush_replay().await;
+    a.replay_now().await;
     assert!(
         !b.check(minute_hit(&names, 1, 5)).await.allowed,
         "b saw a's 5 cold"
@@ -406,10 +408,10 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
     engine.check(names.hit("b", 2, 10)).await;
     assert_eq!(engine.pending_replay_cells(), 1);
     assert_eq!(overflows.0.load(Ordering::Relaxed), 1);
-    engine.flush_replay().await;
+    engine.replay_now().await;
     // b's next accept queues it again, with the earlier work
     engine.check(names.hit("b", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     let key = names.cell_key("b", 10);
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(3));
 }
@@ -421,12 +423,12 @@ async fn a_replay_sent_twice_counts_once() {
     for _ in 0..4 {
         engine.check(names.hit("a", 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     // the same cumulative value again, as after a timeout whose command did land
     let key = names.cell_key("a", 10);
     assert_eq!(origin.replay(&[(key.clone(), 4)]).await.ok(), Some(vec![4]));
     engine.check(names.hit("a", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(5));
 }
 
@@ -443,14 +445,14 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     for _ in 0..3 {
         engine.check(names.hit("a", 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     // push "a" out of the table (eight evictable cells)
     for id in ["b", "c", "d", "e", "f", "g", "h"] {
         engine.check(names.hit(id, 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     engine.check(names.hit("a", 1, 10)).await;
-    engine.flush_replay().await;
+    engine.replay_now().await;
     let key = names.cell_key("a", 10);
     assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(4));
 }
@@ -497,23 +499,18 @@ async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     let names = Names::new();
     let ids: Vec<String> = (0..40).map(|i| format!("one-shot-{i}")).collect();
     for id in &ids {
-        engine
-            .check(Hit {
-                identifier: id,
-                ..names.hit("", 1, 10)
-            })
-            .await;
+        engine.check(names.hit(id, 1, 10)).await;
     }
-    engine.flush_replay().await;
+    engine.replay_now().await;
     assert_eq!(
         engine.pending_replay_cells(),
         4,
         "the outage: 36 overflowed"
     );
     origin.down.store(false, Ordering::SeqCst);
-    // the background loop's replay tick: flush, then recover; bounded by the cell count
+    // the background loop's replay tick: replay, then recover; bounded by the cell count
     for _ in 0..ids.len() {
-        engine.flush_replay().await;
+        engine.replay_now().await;
         engine.recover_overflowed().await;
         if engine.pending_replay_cells() == 0 {
             break;
@@ -534,12 +531,7 @@ async fn reaping_a_large_table_lets_decisions_run_meanwhile() {
     let names = Names::new();
     let ids: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
     for id in &ids {
-        engine
-            .check(Hit {
-                identifier: id,
-                ..names.hit("", 1, 10)
-            })
-            .await;
+        engine.check(names.hit(id, 1, 10)).await;
     }
     // two windows later every one of those cells is past its sliding window
     clock.set(12_500);
@@ -582,12 +574,7 @@ async fn the_final_replay_includes_overflowed_cells() {
     let names = Names::new();
     let ids: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
     for id in &ids {
-        engine
-            .check(Hit {
-                identifier: id,
-                ..names.hit("", 1, 10)
-            })
-            .await;
+        engine.check(names.hit(id, 1, 10)).await;
     }
     Arc::clone(&engine)
         .run_background(std::future::ready(()))

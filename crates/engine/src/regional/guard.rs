@@ -13,16 +13,15 @@
 //! `max_open_cooldown`), not two. The final replay at shutdown bypasses the breaker
 //! ([`RegionalOrigin::replay_final`]): it is the last chance for its cells.
 //!
-//! The breaker is a few atomics rather than the `failsafe` crate: failsafe's half-open state
-//! lets every call through (not one probe), its state cannot be read for a gauge, and its clock
-//! cannot be driven by Tokio's test clock.
+//! The breaker's state machine is in [`super::breaker`]; this module holds the timeouts and
+//! what counts as a failure.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::breaker::{Breaker, CircuitState};
 use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
 
@@ -57,36 +56,6 @@ impl Default for GuardSettings {
     }
 }
 
-/// The breaker's state, for a metrics gauge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CircuitState {
-    /// Calls go through.
-    Closed,
-    /// Calls fail at once until the cool-down ends.
-    Open,
-    /// The cool-down ended: the next call is a probe (others keep failing until it answers).
-    HalfOpen,
-}
-
-impl CircuitState {
-    /// 0 closed, 1 half-open, 2 open: higher is worse, for a gauge.
-    pub fn as_gauge(self) -> i64 {
-        match self {
-            CircuitState::Closed => 0,
-            CircuitState::HalfOpen => 1,
-            CircuitState::Open => 2,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CircuitState::Closed => "closed",
-            CircuitState::HalfOpen => "half_open",
-            CircuitState::Open => "open",
-        }
-    }
-}
-
 /// Any origin behind timeouts and a circuit breaker; itself a [`RegionalOrigin`].
 ///
 /// `O` may be unsized: `GuardedOrigin<dyn RegionalOrigin>` wraps an `Arc<dyn RegionalOrigin>`.
@@ -105,7 +74,11 @@ impl<O: RegionalOrigin + ?Sized> GuardedOrigin<O> {
             read_timeout: settings.read_timeout,
             replay_timeout: settings.replay_timeout,
             slow_call: settings.slow_call.unwrap_or(settings.read_timeout),
-            breaker: Breaker::new(&settings),
+            breaker: Breaker::new(
+                settings.failure_threshold,
+                settings.open_cooldown,
+                settings.max_open_cooldown,
+            ),
         }
     }
 
@@ -190,148 +163,10 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
     }
 }
 
-/// A consecutive-failures breaker in atomics: it sits on every origin call from many tasks.
-struct Breaker {
-    threshold: u32,
-    base_cooldown_ms: u64,
-    max_cooldown_ms: u64,
-    epoch: Instant,
-    /// Consecutive failures while closed.
-    failures: AtomicU32,
-    /// Milliseconds since `epoch` when the open circuit turns half-open; 0 while closed.
-    open_until_ms: AtomicU64,
-    /// Openings since the circuit last closed, to grow the cool-down.
-    trips: AtomicU32,
-    /// A half-open probe is in flight.
-    probing: AtomicBool,
-}
-
-impl Breaker {
-    fn new(settings: &GuardSettings) -> Self {
-        let base = millis(settings.open_cooldown);
-        Self {
-            threshold: settings.failure_threshold.max(1),
-            base_cooldown_ms: base,
-            max_cooldown_ms: millis(settings.max_open_cooldown).max(base),
-            epoch: Instant::now(),
-            failures: AtomicU32::new(0),
-            open_until_ms: AtomicU64::new(0),
-            trips: AtomicU32::new(0),
-            probing: AtomicBool::new(false),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        millis(self.epoch.elapsed())
-    }
-
-    /// When a circuit opened now for the `trips`-th time in a row turns half-open (never 0).
-    fn deadline(&self, trips: u32) -> u64 {
-        let doublings = trips.saturating_sub(1).min(32);
-        let cooldown = self
-            .base_cooldown_ms
-            .saturating_mul(1 << doublings)
-            .min(self.max_cooldown_ms);
-        self.now_ms().saturating_add(cooldown).max(1)
-    }
-
-    fn state(&self) -> CircuitState {
-        match self.open_until_ms.load(Ordering::Acquire) {
-            0 => CircuitState::Closed,
-            until if self.now_ms() < until => CircuitState::Open,
-            _ => CircuitState::HalfOpen,
-        }
-    }
-
-    fn admit(&self) -> Option<Permit<'_>> {
-        match self.state() {
-            CircuitState::Closed => Some(Permit::new(self, false)),
-            CircuitState::Open => None,
-            CircuitState::HalfOpen => {
-                self.probing
-                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                    .ok()?;
-                // A probe that failed meanwhile may have reopened the circuit.
-                if self.state() == CircuitState::Open {
-                    self.probing.store(false, Ordering::Release);
-                    return None;
-                }
-                Some(Permit::new(self, true))
-            }
-        }
-    }
-
-    fn on_success(&self) {
-        // The origin answered: whatever opened the circuit is over.
-        self.failures.store(0, Ordering::Release);
-        if self.open_until_ms.swap(0, Ordering::AcqRel) != 0 {
-            self.trips.store(0, Ordering::Release);
-        }
-    }
-
-    fn on_failure(&self, probe: bool) {
-        if probe {
-            let trips = self.trips.fetch_add(1, Ordering::AcqRel).saturating_add(1);
-            self.open_until_ms
-                .store(self.deadline(trips), Ordering::Release);
-            return;
-        }
-        let failures = self
-            .failures
-            .fetch_add(1, Ordering::AcqRel)
-            .saturating_add(1);
-        // Late failures of calls admitted before the circuit opened do not extend it.
-        if failures >= self.threshold && self.open_until_ms.load(Ordering::Acquire) == 0 {
-            let trips = self.trips.load(Ordering::Acquire).saturating_add(1);
-            if self
-                .open_until_ms
-                .compare_exchange(0, self.deadline(trips), Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                self.trips.store(trips, Ordering::Release);
-            }
-        }
-    }
-}
-
-/// One admitted call. Dropping it unsettled (the caller gave up) frees the probe slot, so a
-/// cancelled probe cannot leave the circuit half-open forever.
-struct Permit<'b> {
-    breaker: &'b Breaker,
-    probe: bool,
-}
-
-impl<'b> Permit<'b> {
-    fn new(breaker: &'b Breaker, probe: bool) -> Self {
-        Self { breaker, probe }
-    }
-
-    /// Records the outcome; `slow` turns an answer into a failure (see the module doc).
-    fn settle<T>(self, outcome: &Result<T, OriginError>, slow: bool) {
-        match outcome {
-            // A bad value is an answer: the origin is up.
-            Ok(_) | Err(OriginError::InvalidValue(_)) if !slow => self.breaker.on_success(),
-            _ => self.breaker.on_failure(self.probe),
-        }
-    }
-}
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        if self.probe {
-            self.breaker.probing.store(false, Ordering::Release);
-        }
-    }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
 

@@ -7,13 +7,15 @@
 //! or a cluster, in its own crate).
 //! [`GuardedOrigin`] wraps any of them with timeouts and a circuit breaker.
 
+mod breaker;
 mod guard;
 mod in_process;
 
 use std::future::Future;
 use std::pin::Pin;
 
-pub use guard::{CircuitState, GuardSettings, GuardedOrigin};
+pub use breaker::CircuitState;
+pub use guard::{GuardSettings, GuardedOrigin};
 pub use in_process::InProcessOrigin;
 
 use crate::cell_key::CellKey;

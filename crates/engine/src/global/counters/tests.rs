@@ -1,6 +1,7 @@
 //! Regions converging through a `MemoryStore`, with a manual clock.
 
 use super::*;
+use crate::cell_key::CounterKeyRef;
 use crate::engine::{EngineSettings, Hit, ManualClock};
 use crate::global::MemoryStore;
 use crate::recorder::{FlushRecord, NoRecorder};
@@ -41,10 +42,7 @@ struct Names {
 impl Names {
     fn hit(&self, cost: u64) -> Hit<'_> {
         Hit {
-            workspace: &self.workspace,
-            namespace: &self.namespace,
-            identifier: "1:u",
-            duration_ms: 3_600_000,
+            counter: CounterKeyRef::new(&self.workspace, &self.namespace, "1:u", 3_600_000),
             limit: 100,
             cost,
         }

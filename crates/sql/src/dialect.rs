@@ -1,0 +1,199 @@
+//! The statements of each backend's SQL dialect (MySQL/MariaDB, PostgreSQL, SQLite): the
+//! upsert of own components, the sync of foreign sums, the bounded delete of expired rows.
+//! Building them only; [`crate::SqlStore`] runs them.
+
+use std::fmt::Write as _;
+
+use migration::TABLE;
+use sea_orm::{DbBackend, Statement, Value};
+
+use gcounter_engine::global::{PreparedRow, clamp};
+
+/// Bound values per upserted row (the nine columns other than `pk`).
+pub(crate) const PARAMS_PER_ROW: usize = 9;
+
+/// A backend's way of writing the store's statements.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dialect(pub(crate) DbBackend);
+
+impl Dialect {
+    fn quote(self, name: &str) -> String {
+        match self.0 {
+            DbBackend::MySql => format!("`{name}`"),
+            _ => format!("\"{name}\""),
+        }
+    }
+
+    /// Writes the `n`th placeholder (1-based).
+    fn placeholder(self, sql: &mut String, n: usize) {
+        match self.0 {
+            DbBackend::Postgres => {
+                let _ = write!(sql, "${n}");
+            }
+            _ => sql.push('?'),
+        }
+    }
+
+    fn upsert_sql(self, rows: usize) -> String {
+        const COLUMNS: [&str; PARAMS_PER_ROW] = [
+            "workspace_id",
+            "namespace",
+            "identifier",
+            "duration_ms",
+            "sequence",
+            "region",
+            "count",
+            "expires_at",
+            "updated_at",
+        ];
+        let q = |c: &str| self.quote(c);
+        let table = q(TABLE);
+        let columns: Vec<String> = COLUMNS.iter().map(|c| q(c)).collect();
+        let mut sql = String::with_capacity(200 + rows * PARAMS_PER_ROW * 5);
+        let _ = write!(sql, "INSERT INTO {table} ({}) VALUES ", columns.join(", "));
+        let mut n = 0;
+        for r in 0..rows {
+            sql.push_str(if r == 0 { "(" } else { ", (" });
+            for c in 0..PARAMS_PER_ROW {
+                if c > 0 {
+                    sql.push_str(", ");
+                }
+                n += 1;
+                self.placeholder(&mut sql, n);
+            }
+            sql.push(')');
+        }
+        let (count, updated_at) = (q("count"), q("updated_at"));
+        match self.0 {
+            DbBackend::MySql => {
+                let _ = write!(
+                    sql,
+                    " ON DUPLICATE KEY UPDATE \
+                     {count} = GREATEST({count}, VALUES({count})), \
+                     {updated_at} = GREATEST({updated_at}, VALUES({updated_at}))"
+                );
+            }
+            _ => {
+                let greatest = if self.0 == DbBackend::Postgres {
+                    "GREATEST"
+                } else {
+                    "MAX"
+                };
+                // The unique key: the first six columns.
+                let key = columns
+                    .iter()
+                    .take(6)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let _ = write!(
+                    sql,
+                    " ON CONFLICT ({key}) DO UPDATE SET \
+                     {count} = {greatest}({table}.{count}, excluded.{count}), \
+                     {updated_at} = {greatest}({table}.{updated_at}, excluded.{updated_at})"
+                );
+            }
+        }
+        sql
+    }
+
+    /// The upsert of `rows` (this region's own components), keeping the greater count.
+    pub(crate) fn upsert(self, region: &str, rows: &[PreparedRow<'_>], now_ms: u64) -> Statement {
+        let updated_at = clamp(now_ms);
+        let mut values: Vec<Value> = Vec::with_capacity(rows.len() * PARAMS_PER_ROW);
+        for row in rows {
+            let key = row.key;
+            values.extend([
+                Value::from(key.workspace.as_bytes().to_vec()),
+                Value::from(key.namespace.as_bytes().to_vec()),
+                Value::from(key.identifier.as_bytes().to_vec()),
+                Value::from(clamp(key.duration_ms)),
+                Value::from(clamp(key.sequence)),
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(row.count),
+                Value::from(row.expires_at),
+                Value::from(updated_at),
+            ]);
+        }
+        Statement::from_sql_and_values(self.0, self.upsert_sql(rows.len()), values)
+    }
+
+    fn sync_sql(self) -> String {
+        let q = |c: &str| self.quote(c);
+        let (region, count) = (q("region"), q("count"));
+        let key = [
+            "workspace_id",
+            "namespace",
+            "identifier",
+            "duration_ms",
+            "sequence",
+        ]
+        .map(q)
+        .join(", ");
+        let (mut p1, mut p2, mut p3) = (String::new(), String::new(), String::new());
+        self.placeholder(&mut p1, 1);
+        self.placeholder(&mut p2, 2);
+        self.placeholder(&mut p3, 3);
+        let foreign = format!("COALESCE(SUM(CASE WHEN {region} <> {p1} THEN {count} END), 0)");
+        let own = format!("COALESCE(MAX(CASE WHEN {region} = {p2} THEN {count} END), 0)");
+        // SUM of BIGINT is DECIMAL/NUMERIC on MySQL and PostgreSQL: cap it, back to BIGINT.
+        // SQLite's SUM is already an integer (and errors rather than overflow).
+        let (foreign, own) = match self.0 {
+            DbBackend::MySql => (
+                format!("CAST(LEAST({foreign}, {}) AS SIGNED)", i64::MAX),
+                format!("CAST({own} AS SIGNED)"),
+            ),
+            DbBackend::Postgres => (
+                format!("CAST(LEAST({foreign}, {}) AS BIGINT)", i64::MAX),
+                format!("CAST({own} AS BIGINT)"),
+            ),
+            _ => (foreign, own),
+        };
+        format!(
+            "SELECT {key}, {foreign}, {own} FROM {} WHERE {} > {p3} GROUP BY {key}",
+            q(TABLE),
+            q("expires_at"),
+        )
+    }
+
+    /// This region's view: per cell, the sum of the other regions' counts and its own.
+    pub(crate) fn sync(self, region: &str, now_ms: u64) -> Statement {
+        Statement::from_sql_and_values(
+            self.0,
+            self.sync_sql(),
+            [
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(clamp(now_ms)),
+            ],
+        )
+    }
+
+    /// One bounded `DELETE` of expired rows.
+    pub(crate) fn delete_expired(self, now_ms: u64, batch: u64) -> Statement {
+        let q = |c: &str| self.quote(c);
+        let (table, expires_at) = (q(TABLE), q("expires_at"));
+        let sql = match self.0 {
+            // MySQL refuses LIMIT inside an IN sub-select, but has DELETE … LIMIT.
+            DbBackend::MySql => {
+                format!("DELETE FROM {table} WHERE {expires_at} <= ? ORDER BY {expires_at} LIMIT ?")
+            }
+            // PostgreSQL has no DELETE … LIMIT; SQLite only when compiled with it.
+            _ => {
+                let (mut p1, mut p2) = (String::new(), String::new());
+                self.placeholder(&mut p1, 1);
+                self.placeholder(&mut p2, 2);
+                let pk = q("pk");
+                format!(
+                    "DELETE FROM {table} WHERE {pk} IN (SELECT {pk} FROM {table} \
+                     WHERE {expires_at} <= {p1} ORDER BY {expires_at} LIMIT {p2})"
+                )
+            }
+        };
+        Statement::from_sql_and_values(
+            self.0,
+            sql,
+            [Value::from(clamp(now_ms)), Value::from(clamp(batch.max(1)))],
+        )
+    }
+}

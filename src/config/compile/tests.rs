@@ -1,0 +1,529 @@
+use super::super::load::load_str;
+use super::super::{ConfigError, LimitsConfig, RuleLimit, Unit};
+
+fn load(yaml: &str) -> LimitsConfig {
+    match load_str("test.yaml", yaml) {
+        Ok(config) => config,
+        Err(e) => panic!("config rejected:\n{e}"),
+    }
+}
+
+fn errors(yaml: &str) -> Vec<ConfigError> {
+    match load_str("bad.yaml", yaml) {
+        Ok(_) => panic!("config accepted:\n{yaml}"),
+        Err(e) => e.into_vec(),
+    }
+}
+
+/// The only error, rendered.
+fn error(yaml: &str) -> String {
+    let errors = errors(yaml);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    errors[0].to_string()
+}
+
+fn find<'c>(
+    config: &'c LimitsConfig,
+    domain: &str,
+    entries: &[(&str, &str)],
+) -> Option<&'c super::Rule> {
+    config
+        .domain(domain)
+        .and_then(|d| d.find(entries.iter().copied()))
+        .map(|r| &**r)
+}
+
+fn per(config: &LimitsConfig, domain: &str, entries: &[(&str, &str)]) -> Option<(u32, Unit)> {
+    match find(config, domain, entries)?.limit {
+        RuleLimit::Limited {
+            requests_per_unit,
+            unit,
+            ..
+        } => Some((requests_per_unit, unit)),
+        RuleLimit::Unlimited => None,
+    }
+}
+
+// README examples of envoyproxy/ratelimit, unchanged: config/upstream-examples/.
+
+#[test]
+fn share_threshold_needs_a_wildcard_value() {
+    assert_eq!(
+        error("domain: d\ndescriptors:\n  - key: k\n    value: exact\n    share_threshold: true\n"),
+        "bad.yaml:5: descriptors[0].share_threshold: `share_threshold` needs a wildcard \
+             `value` (containing `*`)"
+    );
+    let config = load(
+        "domain: d\ndescriptors:\n  - key: k\n    value: a*\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    let found = config
+        .domain("d")
+        .and_then(|d| d.find_shared([("k", "abc")].into_iter()));
+    assert_eq!(found.map(|f| f.shared), Some(1));
+}
+
+#[test]
+fn readme_example_1_mongo_cps() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/01-mongo-cps.yaml"
+    ));
+    assert_eq!(
+        per(&c, "mongo_cps", &[("database", "users")]),
+        Some((500, Unit::Second))
+    );
+    assert_eq!(
+        per(&c, "mongo_cps", &[("database", "default")]),
+        Some((500, Unit::Second))
+    );
+    assert!(find(&c, "mongo_cps", &[("database", "other")]).is_none());
+    assert_eq!(
+        c.dump(),
+        "mongo_cps.database_default: unit=SECOND requests_per_unit=500, shadow_mode: false\n\
+             mongo_cps.database_users: unit=SECOND requests_per_unit=500, shadow_mode: false\n"
+    );
+}
+
+#[test]
+fn readme_example_2_messaging() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/02-messaging.yaml"
+    ));
+    let marketing = [("message_type", "marketing"), ("to_number", "2061111111")];
+    assert_eq!(per(&c, "messaging", &marketing), Some((5, Unit::Day)));
+    assert_eq!(
+        per(&c, "messaging", &[("to_number", "2061111111")]),
+        Some((100, Unit::Day))
+    );
+    assert!(find(&c, "messaging", &[("message_type", "marketing")]).is_none());
+    let rule = find(&c, "messaging", &marketing).map(|r| (&*r.path, &*r.namespace));
+    assert_eq!(
+        rule,
+        Some((
+            "messaging.message_type_marketing.to_number",
+            "12:message_type=9:marketing/9:to_number/"
+        ))
+    );
+}
+
+#[test]
+fn readme_example_3_remote_address() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/03-remote-address.yaml"
+    ));
+    let d = "edge_proxy_per_ip";
+    assert_eq!(
+        per(&c, d, &[("remote_address", "50.0.0.1")]),
+        Some((10, Unit::Second))
+    );
+    assert_eq!(
+        per(&c, d, &[("remote_address", "50.0.0.5")]),
+        Some((0, Unit::Second))
+    );
+}
+
+#[test]
+fn readme_example_4_nested_path() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/04-nested.yaml"
+    ));
+    let entries = [("key", "value"), ("subkey", "subvalue")];
+    assert_eq!(per(&c, "example4", &entries), Some((300, Unit::Second)));
+    assert!(find(&c, "example4", &[("key", "value")]).is_none());
+}
+
+/// Not one of upstream's examples (so it stays inline): example 4's nesting with keys only.
+#[test]
+fn remote_address_with_nested_path() {
+    let c = load(
+        "domain: per_ip_path
+descriptors:
+  - key: remote_address
+    descriptors:
+      - key: path
+        rate_limit:
+          requests_per_unit: 5
+          unit: second
+",
+    );
+    let entries = [("remote_address", "10.0.0.1"), ("path", "/login")];
+    assert_eq!(per(&c, "per_ip_path", &entries), Some((5, Unit::Second)));
+    assert!(find(&c, "per_ip_path", &[("remote_address", "10.0.0.1")]).is_none());
+}
+
+#[test]
+fn readme_example_5_unlimited() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/05-unlimited.yaml"
+    ));
+    let ldap = find(&c, "internal", &[("ldap", "x")]);
+    assert_eq!(ldap.map(|r| r.limit), Some(RuleLimit::Unlimited));
+    assert_eq!(ldap.and_then(|r| r.duration_ms()), None);
+    assert_eq!(
+        per(&c, "internal", &[("azure", "x")]),
+        Some((100, Unit::Minute))
+    );
+}
+
+#[test]
+fn readme_example_6_shadow_mode() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/06-shadow-mode.yaml"
+    ));
+    let a = find(
+        &c,
+        "example6",
+        &[("service", "auth-service"), ("user", "user-a")],
+    );
+    let b = find(
+        &c,
+        "example6",
+        &[("service", "auth-service"), ("user", "user-b")],
+    );
+    assert_eq!(a.map(|r| r.shadow_mode), Some(true));
+    assert_eq!(b.map(|r| r.shadow_mode), Some(false));
+}
+
+#[test]
+fn readme_example_7_replaces() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/07-replaces.yaml"
+    ));
+    let first = find(
+        &c,
+        "example7",
+        &[("key_1", "value_1"), ("user", "bkthomps")],
+    );
+    let second = find(
+        &c,
+        "example7",
+        &[("key_2", "value_2"), ("user", "bkthomps")],
+    );
+    assert_eq!(
+        first.and_then(|r| r.name.as_deref()),
+        Some("specific_limit")
+    );
+    assert_eq!(
+        second.map(|r| r.replaces.iter().map(|n| &**n).collect::<Vec<_>>()),
+        Some(vec!["specific_limit"])
+    );
+}
+
+#[test]
+fn readme_example_8_detailed_metric() {
+    let c = load(include_str!(
+        "../../../config/upstream-examples/08-detailed-metric.yaml"
+    ));
+    let any = find(&c, "example8", &[("key1", "unspecified_value")]);
+    assert_eq!(
+        any.map(|r| (r.detailed_metric, &*r.path)),
+        Some((true, "example8.key1"))
+    );
+    assert_eq!(
+        per(&c, "example8", &[("key1", "value1")]),
+        Some((20, Unit::Minute))
+    );
+}
+
+#[test]
+fn readme_example_9_and_more_wildcards() {
+    // Upstream's example 9, with two more wildcard rules appended to its descriptors.
+    let c = load(concat!(
+        include_str!("../../../config/upstream-examples/09-wildcard.yaml"),
+        r#"  - key: path
+    value: "/foo/*"
+    rate_limit:
+      unit: minute
+      requests_per_unit: 30
+  - key: path
+    value: "/api/*/users"
+    rate_limit:
+      unit: minute
+      requests_per_unit: 40
+"#,
+    ));
+    let d = "example9";
+    assert_eq!(per(&c, d, &[("key1", "value_1")]), Some((20, Unit::Minute)));
+    assert_eq!(per(&c, d, &[("key1", "value_2")]), Some((20, Unit::Minute)));
+    assert_eq!(
+        per(&c, d, &[("path", "/foo/bar/baz")]),
+        Some((30, Unit::Minute))
+    );
+    assert_eq!(
+        per(&c, d, &[("path", "/api/v1/users")]),
+        Some((40, Unit::Minute))
+    );
+    assert!(find(&c, d, &[("path", "/api/v1/groups")]).is_none());
+    // All values matched by one wildcard share its counter namespace.
+    let a = find(&c, d, &[("key1", "value_1")]).map(|r| r.namespace.clone());
+    let b = find(&c, d, &[("key1", "value_2")]).map(|r| r.namespace.clone());
+    assert_eq!(a.as_deref(), Some("4:key1=6:value*/"));
+    assert_eq!(a, b);
+}
+
+#[test]
+fn our_extensions_and_defaults() {
+    let c = load(
+        "domain: ext
+descriptors:
+  - key: a
+    rate_limit:
+      unit: MINUTE
+      requests_per_unit: 7
+      unit_multiplier: 5
+  - key: b
+    value: ''
+    rate_limit: {unit: Hour, requests_per_unit: 1, name: ''}
+    descriptors:
+",
+    );
+    let a = find(&c, "ext", &[("a", "x")]);
+    assert_eq!(a.and_then(|r| r.duration_ms()), Some(300_000));
+    // An empty value or name counts as none, as upstream.
+    let b = find(&c, "ext", &[("b", "anything")]);
+    assert_eq!(
+        b.map(|r| (&*r.path, r.name.is_none())),
+        Some(("ext.b", true))
+    );
+    assert_eq!(c.rule_count(), 2);
+}
+
+#[test]
+fn domain_without_descriptors() {
+    let c = load("domain: empty\n");
+    assert_eq!(c.rule_count(), 0);
+    assert!(c.domain("empty").is_some());
+}
+
+// Every rejected case names the file, the line, the place and the problem.
+
+#[test]
+fn unknown_unit() {
+    let e = error(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+",
+    );
+    assert_eq!(
+        e,
+        "bad.yaml:5: descriptors[0].rate_limit.unit: unknown unit `fortnight`; \
+             expected second, minute, hour, day, week, month or year"
+    );
+}
+
+#[test]
+fn missing_unit() {
+    let e =
+        error("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requests_per_unit: 1\n");
+    assert!(
+        e.starts_with("bad.yaml:5: descriptors[0].rate_limit: missing `unit`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unlimited_with_unit() {
+    let e = error(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unlimited: true
+      unit: second
+",
+    );
+    assert_eq!(
+        e,
+        "bad.yaml:6: descriptors[0].rate_limit.unit: \
+             `unlimited: true` must not be combined with `unit`"
+    );
+}
+
+#[test]
+fn unlimited_with_unit_multiplier() {
+    let e = error(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit_multiplier: 2}\n",
+    );
+    assert!(
+        e.starts_with("bad.yaml:4: descriptors[0].rate_limit.unit_multiplier: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_requests_per_unit() {
+    let e = error("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n");
+    assert_eq!(
+        e,
+        "bad.yaml:5: descriptors[0].rate_limit: missing `requests_per_unit`; \
+             write `requests_per_unit: 0` explicitly for a limit that is always over"
+    );
+}
+
+#[test]
+fn empty_key_and_missing_key() {
+    let e = error("domain: d\ndescriptors:\n  - key: ''\n");
+    assert_eq!(e, "bad.yaml:3: descriptors[0].key: `key` is empty");
+    let e = error("domain: d\ndescriptors:\n  - value: v\n");
+    assert_eq!(e, "bad.yaml:3: descriptors[0]: descriptor has no `key`");
+}
+
+#[test]
+fn empty_and_missing_domain() {
+    let e = error("domain: ''\n");
+    assert_eq!(e, "bad.yaml:1: domain: `domain` is empty");
+    let e = error("descriptors: []\n");
+    assert_eq!(e, "bad.yaml: domain: missing `domain`");
+}
+
+#[test]
+fn duplicate_descriptors() {
+    let e = error(
+        "domain: d
+descriptors:
+  - key: k
+    value: v
+  - key: k
+  - key: k
+    value: v
+",
+    );
+    assert_eq!(
+        e,
+        "bad.yaml:6: descriptors[2]: duplicate descriptor: key `k` with value `v` \
+             is already declared at descriptors[0] (line 3)"
+    );
+    let e = error(
+        "domain: d
+descriptors:
+  - key: top
+    descriptors:
+      - key: k
+      - key: k
+",
+    );
+    assert_eq!(
+        e,
+        "bad.yaml:6: descriptors[0].descriptors[1]: duplicate descriptor: key `k` \
+             without value is already declared at descriptors[0].descriptors[0] (line 5)"
+    );
+    // Same key and value at different levels or under different parents is fine.
+    load(
+        "domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: k\n  - key: j\n    descriptors:\n      - key: k\n",
+    );
+}
+
+#[test]
+fn replaces_problems() {
+    let e = error(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      name: mine
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: mine
+",
+    );
+    assert_eq!(
+        e,
+        "bad.yaml:9: descriptors[0].rate_limit.replaces[0].name: \
+             a rule cannot replace itself: `mine` is this rule's own `name`"
+    );
+    let e = error(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: ''
+",
+    );
+    assert_eq!(
+        e,
+        "bad.yaml:8: descriptors[0].rate_limit.replaces[0].name: empty `name` in `replaces`"
+    );
+}
+
+#[test]
+fn unit_multiplier_zero_and_overflow() {
+    let e = error(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+      unit_multiplier: 0
+",
+    );
+    assert_eq!(
+        e,
+        "bad.yaml:7: descriptors[0].rate_limit.unit_multiplier: `unit_multiplier` must be at least 1"
+    );
+    let e = error(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1, unit_multiplier: 4000000000}\n",
+    );
+    assert!(
+        e.starts_with("bad.yaml:4: descriptors[0].rate_limit.unit_multiplier: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn all_errors_are_collected_in_document_order() {
+    let errors = errors(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+  - key: b
+    descriptors:
+      - key: ''
+      - key: c
+        rate_limit:
+          unit: second
+  - key: a
+",
+    );
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "bad.yaml:5: descriptors[0].rate_limit.unit: unknown unit `fortnight`; \
+                 expected second, minute, hour, day, week, month or year",
+            "bad.yaml:9: descriptors[1].descriptors[0].key: `key` is empty",
+            "bad.yaml:12: descriptors[1].descriptors[1].rate_limit: missing `requests_per_unit`; \
+                 write `requests_per_unit: 0` explicitly for a limit that is always over",
+            "bad.yaml:13: descriptors[2]: duplicate descriptor: key `a` without value \
+                 is already declared at descriptors[0] (line 3)",
+        ]
+    );
+}
+
+#[test]
+fn errors_of_a_file_are_sorted_by_line() {
+    let errors = errors(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit:
+      name: self
+      unit: minute
+      requests_per_unit: 1
+      replaces: [{name: self}]
+      unit_multiplier: 0
+",
+    );
+    let lines: Vec<Option<usize>> = errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, [Some(8), Some(9)]);
+}
