@@ -8,6 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use gcounter_engine::cell_key::CounterKeyRef;
 use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, decide};
 use gcounter_engine::global::{GlobalCounters, GlobalSettings, GlobalStore};
 use gcounter_engine::recorder::{NoRecorder, Recorder};
@@ -86,7 +87,10 @@ impl Spread {
             return Self::default();
         }
         values.sort_by(f64::total_cmp);
-        let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+        let at = |q: f64| {
+            let index = ((values.len() - 1) as f64 * q).round() as usize;
+            values.get(index).copied().unwrap_or_default()
+        };
         Self {
             windows: values.len(),
             min: at(0.0),
@@ -154,6 +158,14 @@ fn zipf_cdf(keys: usize, s: f64) -> Vec<f64> {
             acc
         })
         .collect()
+}
+
+/// One of `items`, uniformly (`None` when empty).
+fn pick<T: Copy>(rng: &mut fastrand::Rng, items: &[T]) -> Option<T> {
+    if items.is_empty() {
+        return None;
+    }
+    items.get(rng.usize(..items.len())).copied()
 }
 
 fn exponential(rng: &mut fastrand::Rng, rate_per_s: f64) -> u64 {
@@ -299,7 +311,9 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
         clock.set(at);
         match event {
             Event::Arrival(i) => {
-                let source = &scenario.sources[i];
+                let Some(source) = scenario.sources.get(i) else {
+                    continue;
+                };
                 let next = at + exponential(&mut rng, source.rate);
                 push(&mut events, next, Event::Arrival(i));
                 if !active(source.shape, at - T0_MS, window) {
@@ -314,9 +328,13 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                     }
                 }
                 .min(scenario.keys - 1);
-                let region = source.regions[rng.usize(..source.regions.len())];
-                let members = &by_region[region];
-                let process = &processes[members[rng.usize(..members.len())]];
+                let process = pick(&mut rng, &source.regions)
+                    .and_then(|region| by_region.get(region))
+                    .and_then(|members| pick(&mut rng, members))
+                    .and_then(|p| processes.get(p));
+                let (Some(process), Some(identifier)) = (process, identifiers.get(key)) else {
+                    continue;
+                };
                 let sequence = at / window;
                 let truth = |seq: u64| cells.get(&(key, seq)).map_or(0, |c| c.1);
                 let fair = decide(
@@ -331,10 +349,7 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                 let verdict = process
                     .engine
                     .check(Hit {
-                        workspace: &workspace,
-                        namespace: &namespace,
-                        identifier: &identifiers[key],
-                        duration_ms: window,
+                        counter: CounterKeyRef::new(&workspace, &namespace, identifier, window),
                         limit: scenario.limit,
                         cost: 1,
                     })
@@ -344,7 +359,9 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                 cell.0 += 1;
                 if verdict.allowed {
                     cell.1 += 1;
-                    admits[key].push(at);
+                    if let Some(admits) = admits.get_mut(key) {
+                        admits.push(at);
+                    }
                     if !fair {
                         over_admissions += 1;
                     }
@@ -356,22 +373,30 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                 }
             }
             Event::Replay(p) => {
-                processes[p].engine.flush_replay().await;
-                push(&mut events, at + fleet.replay_ms.max(1), Event::Replay(p));
+                if let Some(process) = processes.get(p) {
+                    process.engine.replay_now().await;
+                    push(&mut events, at + fleet.replay_ms.max(1), Event::Replay(p));
+                }
             }
             Event::Flush(p) => {
-                processes[p].counters.flush().await;
-                let next = processes[p].flush.next(at + 1, rng.f64());
-                push(&mut events, next, Event::Flush(p));
+                if let Some(process) = processes.get_mut(p) {
+                    process.counters.flush().await;
+                    let next = process.flush.next(at + 1, rng.f64());
+                    push(&mut events, next, Event::Flush(p));
+                }
             }
             Event::Sync(p) => {
-                processes[p].counters.sync().await;
-                let next = processes[p].sync.next(at + 1, rng.f64());
-                push(&mut events, next, Event::Sync(p));
+                if let Some(process) = processes.get_mut(p) {
+                    process.counters.sync().await;
+                    let next = process.sync.next(at + 1, rng.f64());
+                    push(&mut events, next, Event::Sync(p));
+                }
             }
             Event::Reap(p) => {
-                processes[p].engine.reap().await;
-                push(&mut events, at + REAP_MS, Event::Reap(p));
+                if let Some(process) = processes.get(p) {
+                    process.engine.reap().await;
+                    push(&mut events, at + REAP_MS, Event::Reap(p));
+                }
             }
             Event::Cleanup => {
                 let _ = store.cleanup(at, 1_000).await;
@@ -404,7 +429,7 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                 .collect();
             let mut tail = 0;
             for (head, &t) in times.iter().enumerate() {
-                while tail < times.len() && times[tail] < t + window {
+                while times.get(tail).is_some_and(|&u| u < t + window) {
                     tail += 1;
                 }
                 worst = worst.max((tail - head) as f64 / scenario.limit as f64);
