@@ -18,14 +18,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use futures_util::FutureExt;
 use gcounter_engine::engine::{Engine, EngineSettings, SystemClock};
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::rls::{RateLimiter, RlsSettings};
 use gcounter_rls::telemetry::Metrics;
+use gcounter_rls_integration::grpc::{descriptor, request};
 
 struct Counting;
 
@@ -82,27 +81,6 @@ fn limiter() -> RateLimiter {
     )
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: (*k).into(),
-                value: (*v).into(),
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "bench".into(),
-        descriptors,
-        hits_addend: 1,
-    }
-}
-
 fn decide(limiter: &RateLimiter, request: &RateLimitRequest) {
     let answer = limiter
         .should_rate_limit(request)
@@ -117,14 +95,17 @@ fn bench(c: &mut Criterion) {
     let cases = [
         (
             "one descriptor",
-            request(vec![descriptor(&[("remote_address", "10.0.0.1")])]),
+            request("bench", vec![descriptor(&[("remote_address", "10.0.0.1")])]),
         ),
         (
             "two descriptors, nested",
-            request(vec![
-                descriptor(&[("tenant", "acme")]),
-                descriptor(&[("tenant", "acme"), ("path", "/api/users")]),
-            ]),
+            request(
+                "bench",
+                vec![
+                    descriptor(&[("tenant", "acme")]),
+                    descriptor(&[("tenant", "acme"), ("path", "/api/users")]),
+                ],
+            ),
         ),
     ];
     let mut group = c.benchmark_group("rls request, warm");

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
-    Entry, RateLimitOverride,
-};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
 use gcounter_engine::regional::InProcessOrigin;
+
+use gcounter_rls_integration::grpc::{code, descriptor, overall, request};
 
 use super::{HeaderNames, RateLimiter, RlsSettings};
 use crate::telemetry::Metrics;
@@ -66,12 +66,11 @@ impl Harness {
         domain: &str,
         descriptors: Vec<RateLimitDescriptor>,
     ) -> RateLimitResponse {
-        let request = RateLimitRequest {
-            domain: domain.into(),
-            descriptors,
-            hits_addend: 0,
-        };
-        match self.limiter.should_rate_limit(&request).await {
+        match self
+            .limiter
+            .should_rate_limit(&request(domain, descriptors))
+            .await
+        {
             Ok(response) => response,
             Err(status) => panic!("a valid request was refused: {status:?}"),
         }
@@ -93,27 +92,6 @@ impl Harness {
             .find_map(|line| line.strip_prefix(prefix.as_str()))
             .and_then(|value| value.trim().parse().ok())
     }
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(key, value)| Entry {
-                key: (*key).into(),
-                value: (*value).into(),
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-fn code(status: &DescriptorStatus) -> Code {
-    Code::try_from(status.code).unwrap_or(Code::Unknown)
-}
-
-fn overall(response: &RateLimitResponse) -> Code {
-    Code::try_from(response.overall_code).unwrap_or(Code::Unknown)
 }
 
 fn reset_secs(status: &DescriptorStatus) -> Option<i64> {

@@ -34,6 +34,22 @@ impl Hash for CellKey {
 }
 
 impl CellKey {
+    pub fn new(
+        workspace: &str,
+        namespace: &str,
+        identifier: &str,
+        duration_ms: u64,
+        sequence: u64,
+    ) -> Self {
+        Self {
+            workspace: workspace.into(),
+            namespace: namespace.into(),
+            identifier: identifier.into(),
+            duration_ms,
+            sequence,
+        }
+    }
+
     /// Bytes this key makes a structure hold beyond its own `size_of`: the strings behind
     /// it. Counted in full even when the `Arc`s are shared with the config (interned rule
     /// paths): the bound stays conservative, and a request override's namespace, built per

@@ -62,22 +62,6 @@ mod tests {
     use super::*;
     use redis::cluster_routing::Slot;
 
-    fn cell(
-        workspace: &str,
-        namespace: &str,
-        identifier: &str,
-        duration_ms: u64,
-        sequence: u64,
-    ) -> CellKey {
-        CellKey {
-            workspace: workspace.into(),
-            namespace: namespace.into(),
-            identifier: identifier.into(),
-            duration_ms,
-            sequence,
-        }
-    }
-
     /// Reads a key back into its cell; `None` if it is not a well-formed key of `prefix`.
     fn parse(prefix: &str, text: &str) -> Option<CellKey> {
         fn field<'t>(rest: &mut &'t str) -> Option<&'t str> {
@@ -97,7 +81,7 @@ mod tests {
         let namespace = field(&mut rest)?;
         let identifier = field(&mut rest)?;
         let (duration, sequence) = rest.strip_prefix(':')?.split_once(':')?;
-        let key = cell(
+        let key = CellKey::new(
             workspace,
             namespace,
             identifier,
@@ -141,7 +125,13 @@ mod tests {
                 for namespace in NASTY {
                     for identifier in NASTY {
                         for (duration_ms, sequence) in [(0, 0), (1, 11), (11, 1), (1_000, 7)] {
-                            let key = cell(workspace, namespace, identifier, duration_ms, sequence);
+                            let key = CellKey::new(
+                                workspace,
+                                namespace,
+                                identifier,
+                                duration_ms,
+                                sequence,
+                            );
                             let text = redis_key(prefix, &key);
                             assert_eq!(parse(prefix, &text).as_ref(), Some(&key), "{text:?}");
                             if let Some(other) = seen.insert(text.clone(), (prefix, key.clone())) {
@@ -156,11 +146,11 @@ mod tests {
 
     #[test]
     fn field_boundaries_cannot_be_shifted() {
-        let a = redis_key("p:", &cell("ab", "c", "", 1, 1));
-        let b = redis_key("p:", &cell("a", "bc", "", 1, 1));
-        let c = redis_key("p:", &cell("a", "b", "c", 1, 1));
-        let d = redis_key("p:", &cell("a", "b", "c:1", 1, 1));
-        let e = redis_key("p:", &cell("a", "b", "c", 11, 1));
+        let a = redis_key("p:", &CellKey::new("ab", "c", "", 1, 1));
+        let b = redis_key("p:", &CellKey::new("a", "bc", "", 1, 1));
+        let c = redis_key("p:", &CellKey::new("a", "b", "c", 1, 1));
+        let d = redis_key("p:", &CellKey::new("a", "b", "c:1", 1, 1));
+        let e = redis_key("p:", &CellKey::new("a", "b", "c", 11, 1));
         let all = [&a, &b, &c, &d, &e];
         for (i, x) in all.iter().enumerate() {
             for y in &all[i + 1..] {
@@ -173,7 +163,7 @@ mod tests {
     fn the_layout_is_stable() {
         // Pinned: every process and version of the service must compute this exact key. The
         // tag agrees with the reference tool: `printf '1:d4:1:k/3:1:v:60000' | xxhsum -H3`.
-        let key = cell("d", "1:k/", "1:v", 60_000, 28_000_000);
+        let key = CellKey::new("d", "1:k/", "1:v", 60_000, 28_000_000);
         let text = redis_key("rl:", &key);
         let tag = format!("{:016x}", xxh3_64(b"1:d4:1:k/3:1:v:60000"));
         assert_eq!(text, format!("rl:{{{tag}}}:1:d4:1:k/3:1:v:60000:28000000"));
@@ -182,7 +172,7 @@ mod tests {
 
     #[test]
     fn redis_cluster_hashes_on_the_tag_so_a_counter_stays_in_one_slot() {
-        let key = cell("d", "{ns}", "{id}", 1_000, 1);
+        let key = CellKey::new("d", "{ns}", "{id}", 1_000, 1);
         let text = redis_key("rl:", &key);
         let open = text.find('{').unwrap_or(usize::MAX);
         let close = text.find('}').unwrap_or(usize::MAX);

@@ -26,22 +26,6 @@ const POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 /// an hour are dropped by later runs.
 const PREFIX: &str = "gcrls_test_";
 
-fn key(
-    workspace: &str,
-    namespace: &str,
-    identifier: &str,
-    duration_ms: u64,
-    sequence: u64,
-) -> CellKey {
-    CellKey {
-        workspace: workspace.into(),
-        namespace: namespace.into(),
-        identifier: identifier.into(),
-        duration_ms,
-        sequence,
-    }
-}
-
 /// splitmix64: fixed seeds, reproducible sequences, no dependency.
 struct Rng(u64);
 
@@ -306,8 +290,8 @@ const MINUTE: u64 = 60_000;
 
 async fn publish_then_sync_sees_foreign_sums(store: &dyn GlobalStore) {
     let (a, b) = (
-        key("w", "1:k/", "1:a", MINUTE, 7),
-        key("w", "1:k/", "1:b", MINUTE, 7),
+        CellKey::new("w", "1:k/", "1:a", MINUTE, 7),
+        CellKey::new("w", "1:k/", "1:b", MINUTE, 7),
     );
     let report = publish(store, "eu", &[(a.clone(), 5), (b.clone(), 7)], 1).await;
     assert_eq!(
@@ -332,7 +316,7 @@ async fn publish_then_sync_sees_foreign_sums(store: &dyn GlobalStore) {
 }
 
 async fn lower_or_equal_counts_change_nothing(store: &dyn GlobalStore) {
-    let k = key("w", "1:k/", "1:a", MINUTE, 7);
+    let k = CellKey::new("w", "1:k/", "1:a", MINUTE, 7);
     publish(store, "eu", &[(k.clone(), 10)], 1).await;
     for lower in [10, 4, 0] {
         let report = publish(store, "eu", &[(k.clone(), lower)], 2).await;
@@ -345,8 +329,8 @@ async fn lower_or_equal_counts_change_nothing(store: &dyn GlobalStore) {
 }
 
 async fn own_and_foreign_stay_separate(store: &dyn GlobalStore) {
-    let k = key("w", "1:k/", "1:a", MINUTE, 7);
-    let only_own = key("w", "1:k/", "1:z", MINUTE, 7);
+    let k = CellKey::new("w", "1:k/", "1:a", MINUTE, 7);
+    let only_own = CellKey::new("w", "1:k/", "1:z", MINUTE, 7);
     publish(store, "eu", &[(k.clone(), 100), (only_own.clone(), 9)], 1).await;
     publish(store, "us", &[(k.clone(), 20)], 1).await;
     publish(store, "ap", &[(k.clone(), 3)], 1).await;
@@ -372,10 +356,10 @@ async fn expired_rows_are_excluded_and_cleaned_up(store: &dyn GlobalStore) {
     // expires_at = (sequence + 2) × 1000: sequences 0..=3 expire by now = 5000 (3 exactly at it).
     let mut rows = Vec::new();
     for i in 0..25u64 {
-        rows.push((key("w", "1:k/", &format!("e{i}"), d, i % 4), 1));
+        rows.push((CellKey::new("w", "1:k/", &format!("e{i}"), d, i % 4), 1));
     }
     for i in 0..5u64 {
-        rows.push((key("w", "1:k/", &format!("l{i}"), d, 4 + i % 2), 1));
+        rows.push((CellKey::new("w", "1:k/", &format!("l{i}"), d, 4 + i % 2), 1));
     }
     publish(store, "eu", &rows, 1).await;
     let now = 5_000;
@@ -403,7 +387,7 @@ async fn expired_rows_are_excluded_and_cleaned_up(store: &dyn GlobalStore) {
 async fn too_long_strings_are_skipped_and_counted(store: &dyn GlobalStore) {
     let long = |n: usize| "x".repeat(n);
     // At the limits exactly, in multi-byte characters: limits are bytes.
-    let at_limit = key(
+    let at_limit = CellKey::new(
         &format!("{}x", "é".repeat(127)),
         &"é".repeat(512),
         &format!("{}x", "€".repeat(341)),
@@ -416,11 +400,11 @@ async fn too_long_strings_are_skipped_and_counted(store: &dyn GlobalStore) {
     let mut full = at_limit.clone();
     full.workspace = long(WORKSPACE_ID_MAX_BYTES as usize).into();
     full.identifier = long(IDENTIFIER_MAX_BYTES as usize).into();
-    let ok = key("w", "1:k/", "1:a", MINUTE, 1);
+    let ok = CellKey::new("w", "1:k/", "1:a", MINUTE, 1);
     let rows = vec![
         (ok.clone(), 1),
         (
-            key(
+            CellKey::new(
                 &long(WORKSPACE_ID_MAX_BYTES as usize + 1),
                 "n",
                 "i",
@@ -430,11 +414,11 @@ async fn too_long_strings_are_skipped_and_counted(store: &dyn GlobalStore) {
             1,
         ),
         (
-            key("w", &long(NAMESPACE_MAX_BYTES as usize + 1), "i", MINUTE, 1),
+            CellKey::new("w", &long(NAMESPACE_MAX_BYTES as usize + 1), "i", MINUTE, 1),
             1,
         ),
         (
-            key(
+            CellKey::new(
                 "w",
                 "n",
                 &long(IDENTIFIER_MAX_BYTES as usize + 1),
@@ -443,8 +427,8 @@ async fn too_long_strings_are_skipped_and_counted(store: &dyn GlobalStore) {
             ),
             1,
         ),
-        (key("w", "n", "i", u64::MAX, 1), 1),
-        (key("w", "n", "i", MINUTE, u64::MAX), 1),
+        (CellKey::new("w", "n", "i", u64::MAX, 1), 1),
+        (CellKey::new("w", "n", "i", MINUTE, u64::MAX), 1),
         (at_limit.clone(), 2),
         (full.clone(), 3),
     ];
@@ -468,14 +452,14 @@ async fn keys_compare_as_bytes(store: &dyn GlobalStore) {
     let rows: Vec<_> = ids
         .iter()
         .enumerate()
-        .map(|(n, id)| (key("w", "1:k/", id, MINUTE, 1), n as u64 + 1))
+        .map(|(n, id)| (CellKey::new("w", "1:k/", id, MINUTE, 1), n as u64 + 1))
         .collect();
     publish(store, "eu", &rows, 1).await;
     let mut workspaces = vec![
-        (key("W", "1:k/", "a", MINUTE, 1), 50),
-        (key("W ", "1:k/", "a", MINUTE, 1), 60),
+        (CellKey::new("W", "1:k/", "a", MINUTE, 1), 50),
+        (CellKey::new("W ", "1:k/", "a", MINUTE, 1), 60),
     ];
-    workspaces.push((key("w", "1:K/", "a", MINUTE, 1), 70));
+    workspaces.push((CellKey::new("w", "1:K/", "a", MINUTE, 1), 70));
     publish(store, "eu", &workspaces, 1).await;
     let seen = sync(store, "us", 0).await;
     let expected: BTreeMap<_, _> = rows
@@ -485,16 +469,22 @@ async fn keys_compare_as_bytes(store: &dyn GlobalStore) {
         .collect();
     assert_eq!(seen, expected);
     // A region differing only in case is another region too.
-    publish(store, "EU", &[(key("w", "1:k/", "a", MINUTE, 1), 100)], 1).await;
+    publish(
+        store,
+        "EU",
+        &[(CellKey::new("w", "1:k/", "a", MINUTE, 1), 100)],
+        1,
+    )
+    .await;
     assert_eq!(
-        sync(store, "eu", 0).await[&key("w", "1:k/", "a", MINUTE, 1)],
+        sync(store, "eu", 0).await[&CellKey::new("w", "1:k/", "a", MINUTE, 1)],
         (100, 1)
     );
 }
 
 async fn duplicates_in_one_publish_merge_with_max(store: &dyn GlobalStore) {
-    let k = key("w", "1:k/", "1:a", MINUTE, 1);
-    let other = key("w", "1:k/", "1:b", MINUTE, 1);
+    let k = CellKey::new("w", "1:k/", "1:a", MINUTE, 1);
+    let other = CellKey::new("w", "1:k/", "1:b", MINUTE, 1);
     let rows = [
         (k.clone(), 3),
         (other.clone(), 1),
@@ -518,7 +508,7 @@ async fn duplicates_in_one_publish_merge_with_max(store: &dyn GlobalStore) {
 }
 
 async fn invalid_regions_are_refused(store: &dyn GlobalStore) {
-    let rows = [(key("w", "n", "i", MINUTE, 1), 1)];
+    let rows = [(CellKey::new("w", "n", "i", MINUTE, 1), 1)];
     let long = "r".repeat(REGION_MAX_BYTES as usize + 1);
     for region in ["", long.as_str()] {
         assert!(matches!(
@@ -588,7 +578,7 @@ async fn publish_state(
             .filter(|((_, rr), _)| *rr == r)
             .map(|((c, _), v)| {
                 let (ns, id, d, s) = &cells[*c];
-                (key(workspace, ns, id, *d, *s), *v)
+                (CellKey::new(workspace, ns, id, *d, *s), *v)
             })
             .collect();
         publish(store, region, &rows, 1).await;
@@ -744,7 +734,7 @@ mod memory {
     async fn chunks_and_injected_failures() {
         let store = MemoryStore::with_chunk_rows(2);
         let rows: Vec<_> = (0..5)
-            .map(|i| (key("w", "n", &i.to_string(), MINUTE, 1), 1))
+            .map(|i| (CellKey::new("w", "n", &i.to_string(), MINUTE, 1), 1))
             .collect();
         store.fail_next_chunks(1);
         let report = match store.publish("eu", &rows, 1).await {
@@ -904,7 +894,7 @@ async fn migration_is_idempotent_and_creates_the_indexes(kind: Kind) {
 async fn stored_columns_follow_the_design(kind: Kind) {
     let fixture = Fixture::new(kind).await;
     let store = fixture.store();
-    let k = key("w", "1:k/", "1:a", MINUTE, 100);
+    let k = CellKey::new("w", "1:k/", "1:a", MINUTE, 100);
     publish(store, "eu", &[(k.clone(), u64::MAX)], 1_000).await;
     publish(store, "eu", &[(k.clone(), 1)], 2_000).await;
     publish(store, "eu", &[(k.clone(), 1)], 1_500).await;
@@ -938,13 +928,13 @@ async fn stored_columns_follow_the_design(kind: Kind) {
 async fn cleanup_deletes_in_bounded_batches(kind: Kind) {
     let fixture = Fixture::new(kind).await;
     let rows: Vec<_> = (0..25)
-        .map(|i| (key("w", "n", &i.to_string(), 1_000, 0), 1))
+        .map(|i| (CellKey::new("w", "n", &i.to_string(), 1_000, 0), 1))
         .collect();
     publish(fixture.store(), "eu", &rows, 1).await;
     publish(
         fixture.store(),
         "eu",
-        &[(key("w", "n", "live", 1_000, 9), 1)],
+        &[(CellKey::new("w", "n", "live", 1_000, 9), 1)],
         1,
     )
     .await;
@@ -981,7 +971,12 @@ async fn chunks_stay_below_the_placeholder_limit(kind: Kind) {
     assert_eq!(chunk_rows, expected);
     // 8,000 rows are 72,000 placeholders: over every backend's limit in one statement.
     let rows: Vec<_> = (0..8_000u64)
-        .map(|i| (key("w", "1:k/", &format!("{i:05}"), MINUTE, 1), i + 1))
+        .map(|i| {
+            (
+                CellKey::new("w", "1:k/", &format!("{i:05}"), MINUTE, 1),
+                i + 1,
+            )
+        })
         .collect();
     let report = publish(fixture.store(), "eu", &rows, 1).await;
     assert_eq!(report.chunks.len(), 8_000_usize.div_ceil(chunk_rows));
@@ -1028,7 +1023,7 @@ async fn concurrent_publishers_do_not_deadlock(kind: Kind) {
                     let mut rows: Vec<_> = (0..1_000u64)
                         .map(|i| {
                             (
-                                key("w", "n", &format!("{i:04}"), MINUTE, 1),
+                                CellKey::new("w", "n", &format!("{i:04}"), MINUTE, 1),
                                 i * 40 + round * 4 + t as u64,
                             )
                         })
@@ -1054,8 +1049,9 @@ async fn concurrent_publishers_do_not_deadlock(kind: Kind) {
     let seen = sync(fixture.store(), "us", 0).await;
     assert_eq!(seen.len(), 1_000);
     assert!(
-        (0..1_000u64)
-            .all(|i| seen[&key("w", "n", &format!("{i:04}"), MINUTE, 1)] == (i * 40 + 39, 0))
+        (0..1_000u64).all(
+            |i| seen[&CellKey::new("w", "n", &format!("{i:04}"), MINUTE, 1)] == (i * 40 + 39, 0)
+        )
     );
     fixture.finish().await;
 }
@@ -1096,7 +1092,7 @@ mod sqlite {
             "sqlite://{}?mode=rwc",
             dir.path().join("counts.db").display()
         );
-        let k = key("w", "n", "i", MINUTE, 1);
+        let k = CellKey::new("w", "n", "i", MINUTE, 1);
         {
             let store = match SqlStore::connect(&url).await {
                 Ok(s) => s,
