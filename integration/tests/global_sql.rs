@@ -92,15 +92,15 @@ fn accepted(sent: &[Sent]) -> u64 {
 /// Three regions a, b, c share one database; limit 100 per hour on `tenant`.
 ///
 /// Parameters: `--global-flush-interval 300ms --global-sync-interval 300ms` (± 20 % jitter);
-/// regions a and c keep the default `--publish-floor 0.5` (a cell is published from 50);
-/// region b runs with `--publish-floor 0` so its 40 (below 50) is published too.
+/// regions a and c run with `--publish-floor 0.5` (a cell is published from 50: the RFC's
+/// floor); region b runs with `--publish-floor 0` so its 40 (below 50) is published too.
 ///
 /// 1. a consumes 60 (one request with `hits_addend` 60: ≥ the floor, so published);
 /// 2. within 5 s (≈ 2 flush + sync intervals plus margins) b's peek shows remaining 40;
 /// 3. in b a cost of 41 is denied, a cost of 40 passes (remaining 0);
 /// 4. c then sees remaining 0 (a's 60 + b's 40 imported), and denies a cost of 1.
 ///
-/// With the default floor in b, its 40 would never be published and c would go on seeing
+/// With a floor of 0.5 in b, its 40 would never be published and c would go on seeing
 /// 40 remaining: the floor trades accuracy below half the limit for fewer writes.
 async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     const LIMIT: u64 = 100;
@@ -114,11 +114,13 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
         "--global-sync-interval",
         "300ms",
     ];
-    let a = Service::start(&path, &region_args("a", &url, &intervals));
+    let mut half = intervals.to_vec();
+    half.extend(["--publish-floor", "0.5"]);
+    let a = Service::start(&path, &region_args("a", &url, &half));
     let mut b_extra = intervals.to_vec();
     b_extra.extend(["--publish-floor", "0"]);
     let b = Service::start(&path, &region_args("b", &url, &b_extra));
-    let c = Service::start(&path, &region_args("c", &url, &intervals));
+    let c = Service::start(&path, &region_args("c", &url, &half));
     let mut ca = grpc::rls_client(a.grpc_addr).await;
     let mut cb = grpc::rls_client(b.grpc_addr).await;
     let mut cc = grpc::rls_client(c.grpc_addr).await;

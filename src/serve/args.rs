@@ -59,8 +59,9 @@ pub struct ServeArgs {
     /// How often other regions' sums are read from the global table (±20 % jitter).
     #[arg(long, env = "RLS_GLOBAL_SYNC_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(24)).parser())]
     pub global_sync_interval: Duration,
-    /// A cell is published once its count reaches this fraction of its limit.
-    #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = 0.5)]
+    /// A cell is published once its count reaches this fraction of its limit (with R regions
+    /// a limit can be exceeded by up to R × floor of it before regions hear of each other).
+    #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = gcounter_engine::global::DEFAULT_PUBLISH_FLOOR)]
     pub publish_floor: f64,
     /// Bound on one global flush, sync or cleanup.
     #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]

@@ -7,5 +7,5 @@ mod cadence;
 mod counters;
 mod store;
 
-pub use counters::{Flushed, GlobalCounters, GlobalSettings};
+pub use counters::{DEFAULT_PUBLISH_FLOOR, Flushed, GlobalCounters, GlobalSettings};
 pub use store::*;

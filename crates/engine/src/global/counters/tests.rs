@@ -24,7 +24,11 @@ fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Reg
         store.clone(),
         engine.clone(),
         name.into(),
-        GlobalSettings::default(),
+        // The floor these tests reason with: half the limit (50 of 100).
+        GlobalSettings {
+            publish_floor: 0.5,
+            ..GlobalSettings::default()
+        },
         metrics,
     );
     Region { engine, counters }

@@ -1,0 +1,15 @@
+//! gcounter-sim: how accurate are the global counters across regions, and what do they cost
+//! the database? N regions × M processes, each the real `gcounter_engine` engine and global
+//! counters, on a virtual clock, against an in-memory global store with a lag.
+//!
+//! `scenario` says who sends what where; `sim` runs it and measures admitted ÷ limit per
+//! window and over the worst sliding interval, and the rows and statements per second the
+//! store saw; `store` is the lagged, counted store.
+
+pub mod report;
+pub mod scenario;
+pub mod sim;
+pub mod store;
+
+pub use scenario::{Scenario, named};
+pub use sim::{Report, run};

@@ -1,0 +1,31 @@
+//! The simulator's output: one JSON line per scenario, or a markdown table.
+
+use crate::sim::Report;
+
+pub const MARKDOWN_HEADER: &str = "| scenario | regions / processes | floor | flush / sync | per window min / median / max | worst sliding | denied | false denials | upserts/s | rows written/s | syncs/s | rows read/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+pub fn markdown_row(r: &Report) -> String {
+    format!(
+        "| {} | {} / {} | {} | {} / {} s | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} % | {} | {:.1} | {:.0} | {:.1} | {:.0} |",
+        r.scenario,
+        r.regions,
+        r.processes,
+        r.publish_floor,
+        r.flush_ms as f64 / 1_000.0,
+        r.sync_ms as f64 / 1_000.0,
+        r.per_window.min,
+        r.per_window.median,
+        r.per_window.max,
+        r.worst_sliding,
+        r.denied_fraction * 100.0,
+        r.false_denials,
+        r.upserts_per_s,
+        r.rows_written_per_s,
+        r.syncs_per_s,
+        r.rows_read_per_s,
+    )
+}
+
+pub fn json_line(r: &Report) -> String {
+    serde_json::to_string(r).unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"))
+}

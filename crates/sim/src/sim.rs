@@ -1,0 +1,543 @@
+//! The discrete-event loop: every process of every region is a real `Engine` with its real
+//! `GlobalCounters`, all on one `ManualClock`; the loop moves the clock from event to event
+//! (a request, a replay to the region, a flush, a sync, a reap) and calls the engine and the
+//! global counters as the service's background tasks would.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gcounter_engine::cell_key::CounterKeyRef;
+use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, decide};
+use gcounter_engine::global::{GlobalCounters, GlobalSettings, GlobalStore};
+use gcounter_engine::recorder::{NoRecorder, Recorder};
+use gcounter_engine::regional::InProcessOrigin;
+use serde::Serialize;
+
+use crate::scenario::{Pick, Scenario, Shape};
+use crate::store::{LaggedStore, Load};
+
+/// Virtual time starts here: a multiple of every window, so windows start with the run.
+const T0_MS: u64 = 1_800_000_000_000;
+const REAP_MS: u64 = 5_000;
+const CLEANUP_MS: u64 = 60_000;
+
+/// Jittered ticks around fixed targets, as the service's `global::cadence` draws them.
+struct Tick {
+    interval: u64,
+    jitter: f64,
+    target: u64,
+}
+
+impl Tick {
+    fn new(interval: u64, jitter: f64, first_target: u64) -> Self {
+        Self {
+            interval: interval.max(1),
+            jitter: jitter.clamp(0.0, 0.5),
+            target: first_target,
+        }
+    }
+
+    fn next(&mut self, now: u64, unit: f64) -> u64 {
+        let spread = (self.interval as f64 * self.jitter) as u64;
+        while self.target + spread < now {
+            self.target += self.interval;
+        }
+        let offset = (self.interval as f64 * self.jitter * (2.0 * unit - 1.0).abs()) as u64;
+        let fire = if unit < 0.5 {
+            self.target.saturating_sub(offset)
+        } else {
+            self.target + offset
+        };
+        self.target += self.interval;
+        fire.max(now)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Arrival(usize),
+    Replay(usize),
+    Flush(usize),
+    Sync(usize),
+    Reap(usize),
+    Cleanup,
+}
+
+struct Process {
+    engine: Arc<Engine>,
+    counters: GlobalCounters,
+    flush: Tick,
+    sync: Tick,
+}
+
+/// min / median / max of per-window ratios.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub windows: usize,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(mut values: Vec<f64>) -> Self {
+        if values.is_empty() {
+            return Self::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let index = ((values.len() - 1) as f64 * q).round() as usize;
+            values.get(index).copied().unwrap_or_default()
+        };
+        Self {
+            windows: values.len(),
+            min: at(0.0),
+            median: at(0.5),
+            max: at(1.0),
+        }
+    }
+}
+
+/// One scenario's result. Deterministic for a seed (no wall-clock figures in it).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub regions: usize,
+    pub processes: usize,
+    pub publish_floor: f64,
+    pub flush_ms: u64,
+    pub sync_ms: u64,
+    pub write_latency_ms: u64,
+    pub read_latency_ms: u64,
+    pub virtual_s: u64,
+    /// Admitted ÷ limit per fixed window, over the (key, window)s whose offered load exceeded
+    /// the limit (the first window, with no previous one, is left out).
+    pub per_window: Spread,
+    /// The most admitted in any interval of one window's length, ÷ limit (same keys).
+    pub worst_sliding: f64,
+    pub requests: u64,
+    pub denied_fraction: f64,
+    /// Requests denied although the fleet's true counts (every region's admits, no lag)
+    /// had room for them: must be 0 ("never below").
+    pub false_denials: u64,
+    /// Requests admitted although the fleet's true counts were full at that instant: decisions
+    /// the lags changed (0 when one process is the whole fleet: the engine alone is exact).
+    /// Under overload most admits are borderline, so this counts disagreements, not excess:
+    /// the excess is `per_window` and `worst_sliding`.
+    pub over_admissions: u64,
+    pub upserts_per_s: f64,
+    pub rows_written_per_s: f64,
+    pub syncs_per_s: f64,
+    pub rows_read_per_s: f64,
+    pub load: Load,
+}
+
+/// Run one scenario to the end.
+pub fn run(scenario: &Scenario, seed: u64) -> Report {
+    // Every store and origin call is a ready future; the runtime is there for the engine's
+    // yields and the global counters' timeouts.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap_or_else(|error| panic!("a current-thread runtime: {error}"));
+    runtime.block_on(simulate(scenario, seed))
+}
+
+/// The cumulative distribution of Zipf(s) over `keys` keys.
+fn zipf_cdf(keys: usize, s: f64) -> Vec<f64> {
+    let weights: Vec<f64> = (0..keys).map(|i| 1.0 / ((i + 1) as f64).powf(s)).collect();
+    let total: f64 = weights.iter().sum();
+    let mut acc = 0.0;
+    weights
+        .iter()
+        .map(|w| {
+            acc += w / total;
+            acc
+        })
+        .collect()
+}
+
+/// One of `items`, uniformly (`None` when empty).
+fn pick<T: Copy>(rng: &mut fastrand::Rng, items: &[T]) -> Option<T> {
+    if items.is_empty() {
+        return None;
+    }
+    items.get(rng.usize(..items.len())).copied()
+}
+
+fn exponential(rng: &mut fastrand::Rng, rate_per_s: f64) -> u64 {
+    let gap_s = -(1.0 - rng.f64()).ln() / rate_per_s;
+    (gap_s * 1_000.0).round().max(1.0) as u64
+}
+
+fn active(shape: Shape, t_ms: u64, window_ms: u64) -> bool {
+    match shape {
+        Shape::Constant => true,
+        Shape::From(start) => t_ms >= start,
+        Shape::Boundaries { width_ms } => {
+            let into = t_ms % window_ms;
+            into < width_ms || into >= window_ms.saturating_sub(width_ms)
+        }
+    }
+}
+
+async fn simulate(scenario: &Scenario, seed: u64) -> Report {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let fleet = &scenario.fleet;
+    let clock = Arc::new(ManualClock::new(T0_MS));
+    let store = Arc::new(LaggedStore::new(
+        fleet.write_latency_ms,
+        fleet.read_latency_ms,
+    ));
+    let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
+    let settings = GlobalSettings {
+        flush_interval: Duration::from_millis(fleet.flush_ms),
+        sync_interval: Duration::from_millis(fleet.sync_ms),
+        jitter: fleet.jitter,
+        publish_floor: fleet.publish_floor,
+        ..GlobalSettings::default()
+    };
+    let max_cells = 200_000;
+    let mut processes = Vec::new();
+    let mut by_region: Vec<Vec<usize>> = Vec::new();
+    for (region, &count) in fleet.processes.iter().enumerate() {
+        let first = InProcessOrigin::new(max_cells);
+        let mut members = Vec::new();
+        for p in 0..count.max(1) {
+            // The first process is the origin's own ("local"); the others are its siblings.
+            let name = if p == 0 {
+                "local".to_owned()
+            } else {
+                format!("p{p}")
+            };
+            let origin = first
+                .sibling(&name)
+                .unwrap_or_else(|| panic!("at most 65,535 processes per region"));
+            let engine = Arc::new(Engine::new(
+                EngineSettings {
+                    max_cells,
+                    ..EngineSettings::default()
+                },
+                Arc::new(origin),
+                clock.clone(),
+                metrics.clone(),
+            ));
+            let counters = GlobalCounters::new(
+                store.clone() as Arc<dyn GlobalStore>,
+                engine.clone(),
+                format!("r{region}"),
+                settings.clone(),
+                metrics.clone(),
+            );
+            members.push(processes.len());
+            processes.push(Process {
+                engine,
+                counters,
+                flush: Tick::new(
+                    fleet.flush_ms,
+                    fleet.jitter,
+                    T0_MS + rng.u64(..fleet.flush_ms.max(1)),
+                ),
+                sync: Tick::new(
+                    fleet.sync_ms,
+                    fleet.jitter,
+                    T0_MS + rng.u64(..fleet.sync_ms.max(1)),
+                ),
+            });
+        }
+        by_region.push(members);
+    }
+
+    let end = T0_MS + scenario.run_ms;
+    let mut events = BinaryHeap::new();
+    let mut order = 0u64;
+    let mut push = |events: &mut BinaryHeap<Reverse<(u64, u64, Event)>>, at: u64, event: Event| {
+        order += 1;
+        events.push(Reverse((at, order, event)));
+    };
+    for (i, source) in scenario.sources.iter().enumerate() {
+        if source.rate > 0.0 {
+            let start = match source.shape {
+                Shape::From(start) => T0_MS + start,
+                _ => T0_MS,
+            };
+            push(
+                &mut events,
+                start + exponential(&mut rng, source.rate),
+                Event::Arrival(i),
+            );
+        }
+    }
+    for (p, process) in processes.iter_mut().enumerate() {
+        let flush = process.flush.next(T0_MS, rng.f64());
+        let sync = process.sync.next(T0_MS, rng.f64());
+        push(&mut events, flush, Event::Flush(p));
+        push(&mut events, sync, Event::Sync(p));
+        push(
+            &mut events,
+            T0_MS + rng.u64(..fleet.replay_ms.max(1)),
+            Event::Replay(p),
+        );
+        push(&mut events, T0_MS + rng.u64(..REAP_MS), Event::Reap(p));
+    }
+    push(&mut events, T0_MS + CLEANUP_MS, Event::Cleanup);
+
+    let zipf: HashMap<usize, Vec<f64>> = scenario
+        .sources
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s.pick {
+            Pick::Zipf { keys, s } => Some((i, zipf_cdf(keys, s))),
+            Pick::Key(_) => None,
+        })
+        .collect();
+    let workspace: Arc<str> = "sim".into();
+    let namespace: Arc<str> = "3:key/".into();
+    let identifiers: Vec<String> = (0..scenario.keys).map(|k| format!("k{k}")).collect();
+    let window = scenario.window_ms;
+    // (key, sequence) → (offered, admitted), and each key's admit instants.
+    let mut cells: HashMap<(usize, u64), (u64, u64)> = HashMap::new();
+    let mut admits: Vec<Vec<u64>> = vec![Vec::new(); scenario.keys];
+    let (mut requests, mut denied, mut false_denials, mut over_admissions) =
+        (0u64, 0u64, 0u64, 0u64);
+
+    while let Some(Reverse((at, _, event))) = events.pop() {
+        if at >= end {
+            break;
+        }
+        clock.set(at);
+        match event {
+            Event::Arrival(i) => {
+                let Some(source) = scenario.sources.get(i) else {
+                    continue;
+                };
+                let next = at + exponential(&mut rng, source.rate);
+                push(&mut events, next, Event::Arrival(i));
+                if !active(source.shape, at - T0_MS, window) {
+                    continue;
+                }
+                let key = match source.pick {
+                    Pick::Key(key) => key,
+                    Pick::Zipf { .. } => {
+                        let u = rng.f64();
+                        zipf.get(&i)
+                            .map_or(0, |cdf| cdf.partition_point(|&c| c < u))
+                    }
+                }
+                .min(scenario.keys - 1);
+                let process = pick(&mut rng, &source.regions)
+                    .and_then(|region| by_region.get(region))
+                    .and_then(|members| pick(&mut rng, members))
+                    .and_then(|p| processes.get(p));
+                let (Some(process), Some(identifier)) = (process, identifiers.get(key)) else {
+                    continue;
+                };
+                let sequence = at / window;
+                let truth = |seq: u64| cells.get(&(key, seq)).map_or(0, |c| c.1);
+                let fair = decide(
+                    truth(sequence),
+                    truth(sequence.wrapping_sub(1)),
+                    at % window,
+                    window,
+                    1,
+                    scenario.limit,
+                )
+                .allowed;
+                let verdict = process
+                    .engine
+                    .check(Hit {
+                        counter: CounterKeyRef::new(&workspace, &namespace, identifier, window),
+                        limit: scenario.limit,
+                        cost: 1,
+                    })
+                    .await;
+                requests += 1;
+                let cell = cells.entry((key, sequence)).or_default();
+                cell.0 += 1;
+                if verdict.allowed {
+                    cell.1 += 1;
+                    if let Some(admits) = admits.get_mut(key) {
+                        admits.push(at);
+                    }
+                    if !fair {
+                        over_admissions += 1;
+                    }
+                } else {
+                    denied += 1;
+                    if fair {
+                        false_denials += 1;
+                    }
+                }
+            }
+            Event::Replay(p) => {
+                if let Some(process) = processes.get(p) {
+                    process.engine.replay_now().await;
+                    push(&mut events, at + fleet.replay_ms.max(1), Event::Replay(p));
+                }
+            }
+            Event::Flush(p) => {
+                if let Some(process) = processes.get_mut(p) {
+                    process.counters.flush().await;
+                    let next = process.flush.next(at + 1, rng.f64());
+                    push(&mut events, next, Event::Flush(p));
+                }
+            }
+            Event::Sync(p) => {
+                if let Some(process) = processes.get_mut(p) {
+                    process.counters.sync().await;
+                    let next = process.sync.next(at + 1, rng.f64());
+                    push(&mut events, next, Event::Sync(p));
+                }
+            }
+            Event::Reap(p) => {
+                if let Some(process) = processes.get(p) {
+                    process.engine.reap().await;
+                    push(&mut events, at + REAP_MS, Event::Reap(p));
+                }
+            }
+            Event::Cleanup => {
+                let _ = store.cleanup(at, 1_000).await;
+                push(&mut events, at + CLEANUP_MS, Event::Cleanup);
+            }
+        }
+    }
+
+    // Measured: whole windows after the first (which has no previous window to slide over).
+    let first = T0_MS / window + 1;
+    let last = end / window; // exclusive: the window `end` falls in is partial or empty
+    let mut ratios = Vec::new();
+    let mut worst = 0.0f64;
+    for (key, times) in admits.iter().enumerate() {
+        let mut over = false;
+        for sequence in first..last {
+            if let Some(&(offered, admitted)) = cells.get(&(key, sequence))
+                && offered > scenario.limit
+            {
+                over = true;
+                ratios.push(admitted as f64 / scenario.limit as f64);
+            }
+        }
+        if over {
+            let from = first * window;
+            let times: Vec<u64> = times
+                .iter()
+                .copied()
+                .filter(|&t| t >= from && t < last * window)
+                .collect();
+            let mut tail = 0;
+            for (head, &t) in times.iter().enumerate() {
+                while times.get(tail).is_some_and(|&u| u < t + window) {
+                    tail += 1;
+                }
+                worst = worst.max((tail - head) as f64 / scenario.limit as f64);
+            }
+        }
+    }
+
+    let load = store.load();
+    let seconds = scenario.run_ms as f64 / 1_000.0;
+    let round = |x: f64| (x * 1_000.0).round() / 1_000.0;
+    let per_window = Spread::of(ratios);
+    Report {
+        scenario: scenario.name.clone(),
+        seed,
+        regions: fleet.processes.len(),
+        processes: processes.len(),
+        publish_floor: fleet.publish_floor,
+        flush_ms: fleet.flush_ms,
+        sync_ms: fleet.sync_ms,
+        write_latency_ms: fleet.write_latency_ms,
+        read_latency_ms: fleet.read_latency_ms,
+        virtual_s: scenario.run_ms / 1_000,
+        per_window: Spread {
+            windows: per_window.windows,
+            min: round(per_window.min),
+            median: round(per_window.median),
+            max: round(per_window.max),
+        },
+        worst_sliding: round(worst),
+        requests,
+        denied_fraction: round(denied as f64 / requests.max(1) as f64),
+        false_denials,
+        over_admissions,
+        upserts_per_s: round(load.upsert_statements as f64 / seconds),
+        rows_written_per_s: round(load.rows_written as f64 / seconds),
+        syncs_per_s: round(load.sync_statements as f64 / seconds),
+        rows_read_per_s: round(load.rows_read as f64 / seconds),
+        load,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::named;
+
+    fn short(name: &str, minutes: u64) -> Scenario {
+        let Some(mut scenario) = named(name, 7) else {
+            panic!("{name} is a scenario")
+        };
+        scenario.run_ms = minutes * 60_000;
+        scenario
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_report() {
+        let scenario = short("three-x5", 2);
+        let a = serde_json::to_string(&run(&scenario, 7)).ok();
+        let b = serde_json::to_string(&run(&scenario, 7)).ok();
+        let c = serde_json::to_string(&run(&scenario, 8)).ok();
+        assert!(a.is_some());
+        assert_eq!(a, b);
+        assert_ne!(a, c, "another seed draws other arrivals");
+    }
+
+    #[test]
+    fn one_process_is_exact() {
+        let mut scenario = short("single", 2);
+        scenario.fleet.processes = vec![1];
+        let report = run(&scenario, 7);
+        assert!(report.requests > 5_000 && report.denied_fraction > 0.4);
+        assert_eq!((report.false_denials, report.over_admissions), (0, 0));
+        assert!(report.per_window.max <= 1.0, "{report:?}");
+    }
+
+    #[test]
+    fn a_region_of_three_processes_stays_near_the_limit() {
+        let report = run(&short("single", 2), 7);
+        assert_eq!(report.false_denials, 0);
+        assert!(
+            report.per_window.min >= 0.95 && report.per_window.max <= 1.05,
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn below_the_floor_regions_count_alone() {
+        // The finding, reproduced with the RFC's floor: 10 regions at 0.2× each
+        // never publish, and admit twice the limit.
+        let mut scenario = short("even-10x2", 2);
+        scenario.fleet.publish_floor = 0.5;
+        let report = run(&scenario, 7);
+        assert_eq!(report.load.rows_written, 0);
+        assert!(report.per_window.median > 1.9, "{report:?}");
+        // the default floor publishes them
+        let report = run(&short("even-10x2", 2), 7);
+        assert!(report.load.rows_written > 0);
+        assert!(report.per_window.median <= 1.2, "{report:?}");
+        assert_eq!(report.false_denials, 0);
+    }
+
+    #[test]
+    fn ticks_stay_within_the_jitter_of_fixed_targets() {
+        let mut tick = Tick::new(1_000, 0.2, 10_000);
+        assert_eq!(tick.next(0, 0.0), 9_800);
+        assert_eq!(tick.next(9_800, 0.5), 11_000);
+        // a late caller skips the missed targets instead of bunching them
+        assert_eq!(tick.next(20_000, 0.5), 20_000);
+        assert_eq!(tick.next(20_000, 0.5), 21_000);
+    }
+}

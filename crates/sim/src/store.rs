@@ -1,0 +1,178 @@
+//! The global store as the simulated fleet sees it: [`MemoryStore`] behind a lag, and counted.
+//!
+//! A publish becomes visible to syncs `write_latency_ms` after it was issued; a sync sees the
+//! store as it was `read_latency_ms` ago (a replica behind the primary). Every call is counted
+//! as the SQL store would run it: one upsert statement per chunk of distinct rows, one
+//! `SELECT … GROUP BY` per sync, one row read per cell it returns.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+
+use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::global::{
+    DEFAULT_CHUNK_ROWS, GlobalStore, MemoryStore, PublishReport, RowOutcome, StoreFuture,
+    SyncedCell, prepare_rows,
+};
+use serde::Serialize;
+
+/// What the fleet asked of the database.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Load {
+    pub upsert_statements: u64,
+    pub rows_written: u64,
+    pub sync_statements: u64,
+    pub rows_read: u64,
+}
+
+struct Pending {
+    visible_at: u64,
+    region: String,
+    rows: Vec<(CellKey, u64)>,
+    now_ms: u64,
+}
+
+pub struct LaggedStore {
+    inner: MemoryStore,
+    write_latency_ms: u64,
+    read_latency_ms: u64,
+    /// Publishes not visible yet, in issue order (= visibility order: one constant lag).
+    pending: Mutex<VecDeque<Pending>>,
+    load: Mutex<Load>,
+}
+
+impl LaggedStore {
+    pub fn new(write_latency_ms: u64, read_latency_ms: u64) -> Self {
+        Self {
+            inner: MemoryStore::new(),
+            write_latency_ms,
+            read_latency_ms,
+            pending: Mutex::new(VecDeque::new()),
+            load: Mutex::new(Load::default()),
+        }
+    }
+
+    pub fn load(&self) -> Load {
+        *self.load.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Rows currently held (visible or not).
+    pub fn rows(&self) -> usize {
+        self.inner.rows().len()
+    }
+
+    /// Apply the publishes visible at `cutoff_ms` to the inner store.
+    async fn apply_due(&self, cutoff_ms: u64) {
+        loop {
+            let due = {
+                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                match pending.front() {
+                    Some(p) if p.visible_at <= cutoff_ms => pending.pop_front(),
+                    _ => None,
+                }
+            };
+            let Some(due) = due else { return };
+            // MemoryStore never fails unless told to.
+            let _ = self.inner.publish(&due.region, &due.rows, due.now_ms).await;
+        }
+    }
+}
+
+impl GlobalStore for LaggedStore {
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+
+    fn publish<'a>(
+        &'a self,
+        region: &'a str,
+        rows: &'a [(CellKey, u64)],
+        now_ms: u64,
+    ) -> StoreFuture<'a, PublishReport> {
+        Box::pin(async move {
+            let (prepared, outcomes) = prepare_rows(rows);
+            let chunks: Vec<_> = prepared
+                .chunks(DEFAULT_CHUNK_ROWS)
+                .map(|chunk| Ok(chunk.len()))
+                .collect();
+            {
+                let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
+                load.upsert_statements += chunks.len() as u64;
+                load.rows_written += prepared.len() as u64;
+            }
+            self.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_back(Pending {
+                    visible_at: now_ms + self.write_latency_ms,
+                    region: region.to_owned(),
+                    rows: rows.to_vec(),
+                    now_ms,
+                });
+            if self.write_latency_ms == 0 {
+                self.apply_due(now_ms).await;
+            }
+            let outcomes = outcomes
+                .into_iter()
+                .map(|o| match o {
+                    RowOutcome::Failed => RowOutcome::Published,
+                    other => other,
+                })
+                .collect();
+            Ok(PublishReport { outcomes, chunks })
+        })
+    }
+
+    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(async move {
+            self.apply_due(now_ms.saturating_sub(self.read_latency_ms))
+                .await;
+            let cells = self.inner.sync(region, now_ms).await?;
+            let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
+            load.sync_statements += 1;
+            load.rows_read += cells.len() as u64;
+            Ok(cells)
+        })
+    }
+
+    fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            self.apply_due(now_ms.saturating_sub(self.read_latency_ms))
+                .await;
+            self.inner.cleanup(now_ms, batch).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> CellKey {
+        CellKey {
+            workspace: "w".into(),
+            namespace: "n".into(),
+            identifier: "i".into(),
+            duration_ms: 1_000,
+            sequence: 5,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_is_seen_only_after_both_lags() {
+        let store = LaggedStore::new(100, 50);
+        let report = store.publish("a", &[(key(), 7)], 5_000).await;
+        assert_eq!(report.map(|r| r.published()).ok(), Some(1));
+        let foreign = |cells: Vec<SyncedCell>| cells.first().map_or(0, |c| c.foreign);
+        assert_eq!(store.sync("b", 5_149).await.map(foreign).ok(), Some(0));
+        assert_eq!(store.sync("b", 5_150).await.map(foreign).ok(), Some(7));
+        assert_eq!(
+            store.load(),
+            Load {
+                upsert_statements: 1,
+                rows_written: 1,
+                sync_statements: 2,
+                rows_read: 1,
+            }
+        );
+    }
+}
