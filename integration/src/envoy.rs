@@ -4,9 +4,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{free_port, http_get, local_addr, log_tail, new_log_file, repo_path, spawn_logged};
+use super::{
+    StartFailure, free_port, http_get, local_addr, log_tail, new_log_file, repo_path, spawn_logged,
+    wait_ready,
+};
 
 /// Generous: several Envoys may start at once on a 2-core machine.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -31,11 +34,6 @@ pub struct Envoy {
     child: Child,
 }
 
-/// Why a start failed, and whether other ports could help.
-struct StartFailure {
-    port_taken: bool,
-    message: String,
-}
 /// Absolute path of the Envoy binary, installing it on first use (once per
 /// test process; the script itself serialises installs across processes).
 pub fn envoy_binary() -> &'static Path {
@@ -131,38 +129,27 @@ impl Envoy {
     }
 
     fn wait_live(&mut self) -> Result<(), StartFailure> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let tail = self.log_tail(60);
-                return Err(StartFailure {
-                    port_taken: tail.contains("Address already in use"),
-                    message: format!(
-                        "Envoy exited during startup ({status}), config {}\n--- {} (tail) ---\n{tail}",
-                        self.config_path.display(),
-                        self.log_path.display(),
-                    ),
-                });
-            }
-            let last = match http_get(self.admin_addr, "/ready", &[]) {
-                Ok(r) if r.status == 200 && r.body_text().trim() == "LIVE" => return Ok(()),
-                Ok(r) => format!("status {} body {:?}", r.status, r.body_text()),
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() >= deadline {
-                return Err(StartFailure {
-                    port_taken: false,
-                    message: format!(
-                        "Envoy not LIVE after {STARTUP_TIMEOUT:?} on admin {} (last /ready: {last}), config {}\n--- {} (tail) ---\n{}",
-                        self.admin_addr,
-                        self.config_path.display(),
-                        self.log_path.display(),
-                        self.log_tail(60)
-                    ),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let what = format!(
+            "Envoy (admin {}, config {})",
+            self.admin_addr,
+            self.config_path.display()
+        );
+        let admin_addr = self.admin_addr;
+        wait_ready(
+            &mut self.child,
+            &self.log_path,
+            &what,
+            STARTUP_TIMEOUT,
+            || match http_get(admin_addr, "/ready", &[]) {
+                Ok(r) if r.status == 200 && r.body_text().trim() == "LIVE" => Ok(()),
+                Ok(r) => Err(format!(
+                    "/ready: status {} body {:?}",
+                    r.status,
+                    r.body_text()
+                )),
+                Err(e) => Err(format!("/ready: {e}")),
+            },
+        )
     }
 
     /// Value of one stat from the admin `/stats`, e.g.

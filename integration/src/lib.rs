@@ -165,6 +165,51 @@ fn new_log_file(name: &str) -> (PathBuf, File) {
     (path, file)
 }
 
+/// Why a start failed, and whether other ports could help.
+struct StartFailure {
+    port_taken: bool,
+    message: String,
+}
+
+/// Polls `probe` every 50 ms until it answers `Ok`, `child` exits, or `timeout` passes.
+/// `what` names the process and its config in the failure, which ends with the log's tail.
+fn wait_ready(
+    child: &mut Child,
+    log_path: &Path,
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Result<(), String>,
+) -> Result<(), StartFailure> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = log_tail(log_path, 60);
+            return Err(StartFailure {
+                port_taken: tail.contains("Address already in use"),
+                message: format!(
+                    "{what} exited during startup ({status})\n--- {} (tail) ---\n{tail}",
+                    log_path.display(),
+                ),
+            });
+        }
+        let last = match probe() {
+            Ok(()) => return Ok(()),
+            Err(last) => last,
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(StartFailure {
+                port_taken: false,
+                message: format!(
+                    "{what} not ready after {timeout:?} ({last})\n--- {} (tail) ---\n{}",
+                    log_path.display(),
+                    log_tail(log_path, 60)
+                ),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Spawns `command` with no stdin and both outputs into `log`; panics naming the program.
 fn spawn_logged(command: &mut Command, log: File) -> Child {
     let log_err = log.try_clone().expect("clone log file handle");

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use super::{HttpResponse, free_port, http_get, local_addr, log_tail, new_log_file, spawn_logged};
+use super::{
+    HttpResponse, StartFailure, free_port, http_get, local_addr, log_tail, new_log_file,
+    spawn_logged, wait_ready,
+};
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -16,12 +19,6 @@ pub struct Service {
     /// Combined stdout and stderr of the process.
     pub log_path: PathBuf,
     child: Child,
-}
-
-/// Why a start failed, and whether other ports could help.
-struct StartFailure {
-    port_taken: bool,
-    message: String,
 }
 
 impl Service {
@@ -156,37 +153,27 @@ impl Service {
     }
 
     fn wait_healthy(&mut self, config: &Path) -> Result<(), StartFailure> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let tail = self.log_tail(60);
-                return Err(StartFailure {
-                    port_taken: tail.contains("Address already in use"),
-                    message: format!(
-                        "gcounter-rls exited during startup ({status}) with --config {}\n--- {} (tail) ---\n{tail}",
-                        config.display(),
-                        self.log_path.display(),
-                    ),
-                });
-            }
-            let last = match http_get(self.http_addr, "/healthz", &[]) {
-                Ok(r) if r.status == 200 => return Ok(()),
-                Ok(r) => format!("status {} body {:?}", r.status, r.body_text()),
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() >= deadline {
-                return Err(StartFailure {
-                    port_taken: false,
-                    message: format!(
-                        "gcounter-rls not healthy after {STARTUP_TIMEOUT:?} on http {} (last /healthz: {last})\n--- {} (tail) ---\n{}",
-                        self.http_addr,
-                        self.log_path.display(),
-                        self.log_tail(60)
-                    ),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let what = format!(
+            "gcounter-rls (http {}, --config {})",
+            self.http_addr,
+            config.display()
+        );
+        let http_addr = self.http_addr;
+        wait_ready(
+            &mut self.child,
+            &self.log_path,
+            &what,
+            STARTUP_TIMEOUT,
+            || match http_get(http_addr, "/healthz", &[]) {
+                Ok(r) if r.status == 200 => Ok(()),
+                Ok(r) => Err(format!(
+                    "/healthz: status {} body {:?}",
+                    r.status,
+                    r.body_text()
+                )),
+                Err(e) => Err(format!("/healthz: {e}")),
+            },
+        )
     }
 
     /// The last `lines` lines of the service's output, for assertion messages.
