@@ -269,6 +269,16 @@ pub struct Launch<'a> {
     pub nofile: Option<u64>,
 }
 
+impl<'a> Launch<'a> {
+    /// Launched with these environment variables, nothing else changed.
+    pub fn env(env: &'a [(&'a str, &'a str)]) -> Self {
+        Launch {
+            env,
+            ..Launch::default()
+        }
+    }
+}
+
 impl Drop for Service {
     fn drop(&mut self) {
         // Already-exited children make kill() fail; nothing to do then.

@@ -50,10 +50,7 @@ fn healthcheck_with_upstreams_config_loaded_variable() {
     let service = Service::start_with(
         &limits,
         &[],
-        Launch {
-            env: &[("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")],
-            ..Launch::default()
-        },
+        Launch::env(&[("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")]),
     );
     let response = service.admin_get("/healthcheck");
     assert_eq!(response.status, 200, "{}", response.body_text());

@@ -134,15 +134,7 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
         (&["--quota-mode"][..], &[][..]),
         (&[][..], &[("QUOTA_MODE", "true")][..]),
     ] {
-        let mut rls = Rls::start_with(
-            PLAIN_YAML,
-            args,
-            Launch {
-                env,
-                ..Launch::default()
-            },
-        )
-        .await;
+        let mut rls = Rls::start_with(PLAIN_YAML, args, Launch::env(env)).await;
         support::stay_in_one_minute(WORK);
         let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
         rls.check("plain", both()).await;
@@ -161,15 +153,7 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
         );
     }
     // Without the switch the same requests are denied.
-    let mut rls = Rls::start_with(
-        PLAIN_YAML,
-        &[],
-        Launch {
-            env: &[("QUOTA_MODE", "false")],
-            ..Launch::default()
-        },
-    )
-    .await;
+    let mut rls = Rls::start_with(PLAIN_YAML, &[], Launch::env(&[("QUOTA_MODE", "false")])).await;
     support::stay_in_one_minute(WORK);
     let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
     rls.check("plain", both()).await;
@@ -193,15 +177,7 @@ async fn global_shadow_mode_keeps_descriptor_statuses_and_turns_only_the_overall
         (&["--shadow-mode", "--response-headers"][..], &[][..]),
         (&["--response-headers"][..], &[("SHADOW_MODE", "1")][..]),
     ] {
-        let mut rls = Rls::start_with(
-            SHADOW_YAML,
-            args,
-            Launch {
-                env,
-                ..Launch::default()
-            },
-        )
-        .await;
+        let mut rls = Rls::start_with(SHADOW_YAML, args, Launch::env(env)).await;
         support::stay_in_one_minute(WORK);
         let first = rls
             .check("shadow", vec![descriptor(&[("user", "u")])])
@@ -404,14 +380,7 @@ async fn a_directory_tree_loads_like_upstreams_runtime() {
         (&["--ignore-dot-files"][..], &[][..]),
         (&[][..], &[("RUNTIME_IGNOREDOTFILES", "true")][..]),
     ] {
-        let service = Service::start_with(
-            root,
-            args,
-            Launch {
-                env,
-                ..Launch::default()
-            },
-        );
+        let service = Service::start_with(root, args, Launch::env(env));
         assert_eq!(
             served_domains(&service),
             ["alpha", "beta", "gamma"],
@@ -477,14 +446,7 @@ async fn merged_domains_serve_the_rules_of_every_file() {
         (&["--merge-domain-config"][..], &[][..]),
         (&[][..], &[("MERGE_DOMAIN_CONFIG", "true")][..]),
     ] {
-        let service = Service::start_with(
-            root,
-            args,
-            Launch {
-                env,
-                ..Launch::default()
-            },
-        );
+        let service = Service::start_with(root, args, Launch::env(env));
         let mut client = grpc::rls_client(service.grpc_addr).await;
         let r = grpc::should_rate_limit(
             &mut client,
@@ -637,15 +599,7 @@ async fn dynamic_metadata_carries_the_passed_descriptors_metadata() {
         (&["--response-dynamic-metadata"][..], &[][..]),
         (&[][..], &[("RESPONSE_DYNAMIC_METADATA", "true")][..]),
     ] {
-        let mut rls = Rls::start_with(
-            METADATA_YAML,
-            args,
-            Launch {
-                env,
-                ..Launch::default()
-            },
-        )
-        .await;
+        let mut rls = Rls::start_with(METADATA_YAML, args, Launch::env(env)).await;
         support::stay_in_one_minute(WORK);
         let mut first = request("meta", descriptors());
         first.hits_addend = 1;

@@ -210,14 +210,7 @@ async fn rotated_certificates_are_picked_up_without_dropping_connections() {
 async fn upstreams_variables_alone_turn_on_mtls() {
     let mtls = UpstreamMtls::new();
     let (_dir, limits) = support::limits_file(LIMITS);
-    let service = Service::start_with(
-        &limits,
-        &[],
-        Launch {
-            env: &mtls.env(),
-            ..Launch::default()
-        },
-    );
+    let service = Service::start_with(&limits, &[], Launch::env(&mtls.env()));
     call(service.grpc_addr, mtls.client(Some(&[UpstreamMtls::SAN])))
         .await
         .unwrap_or_else(|e| panic!("mTLS call failed: {e}\n{}", service.log_tail(30)));
