@@ -14,6 +14,7 @@ use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
 use gcounter_engine::regional::InProcessOrigin;
 
 use gcounter_rls_integration::grpc::{code, descriptor, overall, request};
+use gcounter_rls_integration::metrics::sample;
 
 use super::{HeaderNames, RateLimiter, RlsSettings};
 use crate::telemetry::Metrics;
@@ -82,15 +83,13 @@ impl Harness {
         response.statuses.remove(0)
     }
 
-    /// Whether `/metrics` holds the decision counter at `value`.
-    fn decisions(&self, domain: &str, rule: &str, outcome: &str) -> Option<u64> {
-        let prefix = format!(
-            "rls_descriptor_decisions_total{{domain=\"{domain}\",rule=\"{rule}\",outcome=\"{outcome}\"}} "
-        );
-        let text = self.metrics.encode();
-        text.lines()
-            .find_map(|line| line.strip_prefix(prefix.as_str()))
-            .and_then(|value| value.trim().parse().ok())
+    /// `rls_descriptor_decisions_total{domain, rule, outcome}`, if the series exists.
+    fn decisions(&self, domain: &str, rule: &str, outcome: &str) -> Option<f64> {
+        sample(
+            &self.metrics.encode(),
+            "rls_descriptor_decisions_total",
+            &[("domain", domain), ("rule", rule), ("outcome", outcome)],
+        )
     }
 }
 
@@ -189,15 +188,15 @@ async fn a_shadow_rule_answers_ok_over_its_limit_and_counts_it() {
         let s = h.one("s", &[("user", "a")]).await;
         assert_eq!(code(&s), Code::Ok, "{s:?}");
     }
-    assert_eq!(h.decisions("s", "s.user_a", "within_limit"), Some(2));
-    assert_eq!(h.decisions("s", "s.user_a", "shadow_over_limit"), Some(2));
+    assert_eq!(h.decisions("s", "s.user_a", "within_limit"), Some(2.0));
+    assert_eq!(h.decisions("s", "s.user_a", "shadow_over_limit"), Some(2.0));
     let codes = [
         code(&h.one("s", &[("user", "b")]).await),
         code(&h.one("s", &[("user", "b")]).await),
         code(&h.one("s", &[("user", "b")]).await),
     ];
     assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
-    assert_eq!(h.decisions("s", "s.user_b", "over_limit"), Some(1));
+    assert_eq!(h.decisions("s", "s.user_b", "over_limit"), Some(1.0));
 }
 
 #[tokio::test]
@@ -219,7 +218,7 @@ async fn global_shadow_mode_turns_only_the_overall_code_ok() {
         let got: Vec<Code> = r.statuses.iter().map(code).collect();
         assert_eq!(got, [want_b, Code::Ok], "call {call}: {r:?}");
     }
-    assert_eq!(h.decisions("s", "s.user_b", "shadow_over_limit"), Some(2));
+    assert_eq!(h.decisions("s", "s.user_b", "shadow_over_limit"), Some(2.0));
 }
 
 #[tokio::test]
