@@ -377,32 +377,20 @@ fn passwords_stay_out_of_help_and_errors() {
     let (_dir, path) = support::limits_file(&support::one_rule("secret", "user", "day", 1, LIMIT));
     let config = path.to_string_lossy().into_owned();
     let bad_url = "mysql://root:db-s3cret@127.0.0.1:99999/x";
+    let serve = [
+        "serve",
+        "--config",
+        &config,
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+    ];
+    let with = |extra: &[&'static str]| [&serve[..], extra].concat();
     for args in [
-        vec![
-            "serve",
-            "--config",
-            &config,
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--region",
-            "a",
-            "--database-url",
-            bad_url,
-        ],
+        with(&["--region", "a", "--database-url", bad_url]),
         vec!["migrate", "--database-url", bad_url],
-        vec![
-            "serve",
-            "--config",
-            &config,
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--redis-url",
-            "redis://:db-s3cret@127.0.0.1:99999999",
-        ],
+        with(&["--redis-url", "redis://:db-s3cret@127.0.0.1:99999999"]),
     ] {
         let (code, output) = run_binary(&args, &[]);
         assert_eq!(code, Some(1), "{args:?}: {output}");

@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use crate::admin;
 use crate::config::{LoadOptions, ReadLimits};
 use crate::rls::{HeaderNames, RequestLimits, RlsSettings};
@@ -298,6 +300,9 @@ impl ServeSettings {
                 freshness: NonZeroDuration::flag("freshness", args.freshness)?,
             })
         };
+        if let Some(url) = &args.database_url {
+            gcounter_sql::check_url(url).context("invalid --database-url")?;
+        }
         let global = args.database_url.clone().map(|database_url| GlobalGroup {
             database_url,
             settings: GlobalSettings {

@@ -475,6 +475,34 @@ async fn eventually_read(origin: &RedisOrigin, key: &CellKey) -> Result<CellRead
     }
 }
 
+/// Replays the same cumulative count twice: the G-Counter keeps the `max`, so the resend
+/// counts once.
+async fn assert_a_resend_counts_once(origin: &RedisOrigin, key: &CellKey) {
+    for _ in 0..2 {
+        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
+    }
+    assert_eq!(origin.read(key).await.ok(), Some(total_own(2, 2)));
+}
+
+/// An origin made before its server runs fails its calls (start-up does not need Redis);
+/// once `start` brings the server up the origin uses it, loading the replay script on the
+/// new server. Returns the server, to keep it running.
+async fn assert_used_once_up<S>(origin: &RedisOrigin, start: impl FnOnce() -> S) -> S {
+    let key = cell("1:late", 60_000, 1);
+    assert!(matches!(
+        origin.read(&key).await,
+        Err(OriginError::Unavailable(_))
+    ));
+    assert!(origin.replay(&[(key.clone(), 2)]).await.is_err());
+    let server = start();
+    assert_eq!(
+        eventually_read(origin, &key).await.ok(),
+        Some(total_own(0, 0))
+    );
+    assert_a_resend_counts_once(origin, &key).await;
+    server
+}
+
 /// Replays until one succeeds (a cluster may need a moment to agree on its slots).
 async fn eventually_replay(
     origin: &RedisOrigin,
@@ -495,19 +523,10 @@ async fn a_redis_that_comes_up_late_is_used_once_it_answers() {
     let port = free_ports(1).expect("a free port")[0];
     let origin = RedisOrigin::connect(settings(&[format!("redis://127.0.0.1:{port}")], false))
         .expect("start-up does not need Redis");
-    let key = cell("1:late", 60_000, 1);
-    assert!(origin.read(&key).await.is_err());
-    assert!(origin.replay(&[(key.clone(), 2)]).await.is_err());
-    let _redis = PlainRedis::start_on(port).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        eventually_read(&origin, &key).await.ok(),
-        Some(total_own(0, 0))
-    );
-    // The new server has no script yet: the replay loads it.
-    for _ in 0..2 {
-        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
-    }
-    assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
+    let _redis = assert_used_once_up(&origin, || {
+        PlainRedis::start_on(port).unwrap_or_else(|e| panic!("{e}"))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -779,22 +798,10 @@ async fn a_cluster_down_at_start_up_is_connected_once_it_answers() {
         .map(|p| format!("redis://127.0.0.1:{p}"))
         .collect();
     let origin = RedisOrigin::connect(settings(&urls, true)).expect("start-up does not need Redis");
-    let key = cell("1:late", 60_000, 1);
-    assert!(matches!(
-        origin.read(&key).await,
-        Err(OriginError::Unavailable(_))
-    ));
-    assert!(origin.replay(&[(key.clone(), 1)]).await.is_err());
-
-    let _cluster = RedisCluster::start_on(&ports).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        eventually_read(&origin, &key).await.ok(),
-        Some(total_own(0, 0))
-    );
-    for _ in 0..2 {
-        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
-    }
-    assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
+    let _cluster = assert_used_once_up(&origin, || {
+        RedisCluster::start_on(&ports).unwrap_or_else(|e| panic!("{e}"))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -806,10 +813,7 @@ async fn rediss_works_with_a_private_ca() {
         RedisOrigin::connect_with_ca(settings(&[tls.url()], false), Some(tls.ca_pem.clone()))
             .expect("valid settings");
     let key = cell("1:tls", 60_000, 1);
-    for _ in 0..2 {
-        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
-    }
-    assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
+    assert_a_resend_counts_once(&origin, &key).await;
 
     // Without the CA the server's certificate is not trusted: an error, not a panic.
     let untrusting = RedisOrigin::connect(settings(&[tls.url()], false)).expect("valid settings");

@@ -12,6 +12,15 @@ use gcounter_engine::global::{PreparedRow, clamp};
 /// Bound values per upserted row (the nine columns other than `pk`).
 pub(crate) const PARAMS_PER_ROW: usize = 9;
 
+/// A window cell's key columns: the unique index is these and then `region`.
+pub(crate) const CELL_KEY_COLUMNS: [&str; 5] = [
+    "workspace_id",
+    "namespace",
+    "identifier",
+    "duration_ms",
+    "sequence",
+];
+
 /// A backend's way of writing the store's statements.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Dialect(pub(crate) DbBackend);
@@ -121,15 +130,7 @@ impl Dialect {
     fn sync_sql(self) -> String {
         let q = |c: &str| self.quote(c);
         let (region, count) = (q("region"), q("count"));
-        let key = [
-            "workspace_id",
-            "namespace",
-            "identifier",
-            "duration_ms",
-            "sequence",
-        ]
-        .map(q)
-        .join(", ");
+        let key = CELL_KEY_COLUMNS.map(q).join(", ");
         let (mut p1, mut p2, mut p3) = (String::new(), String::new(), String::new());
         self.placeholder(&mut p1, 1);
         self.placeholder(&mut p2, 2);

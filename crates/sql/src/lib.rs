@@ -81,6 +81,25 @@ pub struct SqlStore {
     chunk_rows: usize,
 }
 
+/// Checks that `url` names a database this store can use (its scheme), without connecting:
+/// what a server validates among its settings before it starts anything.
+pub fn check_url(url: &str) -> Result<(), StoreError> {
+    backend_of(url).map(|_| ())
+}
+
+/// The backend a URL's scheme names, and the URL sqlx takes for it.
+fn backend_of(url: &str) -> Result<(DbBackend, String), StoreError> {
+    let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
+    match scheme.to_ascii_lowercase().as_str() {
+        "mysql" => Ok((DbBackend::MySql, url.to_owned())),
+        // sqlx speaks MariaDB under the mysql scheme.
+        "mariadb" => Ok((DbBackend::MySql, format!("mysql:{rest}"))),
+        "postgres" | "postgresql" => Ok((DbBackend::Postgres, url.to_owned())),
+        "sqlite" => Ok((DbBackend::Sqlite, url.to_owned())),
+        _ => Err(StoreError::UnsupportedUrl(redact_url(scheme))),
+    }
+}
+
 impl SqlStore {
     /// Connect with [`SqlSettings::default`]. URLs: `mysql://` (or `mariadb://`),
     /// `postgres://` (or `postgresql://`), `sqlite:` (e.g. `sqlite::memory:`,
@@ -90,15 +109,7 @@ impl SqlStore {
     }
 
     pub async fn connect_with(url: &str, settings: SqlSettings) -> Result<Self, StoreError> {
-        let scheme = url.split_once(':').map_or(url, |(s, _)| s);
-        let (backend, url) = match scheme.to_ascii_lowercase().as_str() {
-            "mysql" => (DbBackend::MySql, url.to_owned()),
-            // sqlx speaks MariaDB under the mysql scheme.
-            "mariadb" => (DbBackend::MySql, format!("mysql{}", &url[scheme.len()..])),
-            "postgres" | "postgresql" => (DbBackend::Postgres, url.to_owned()),
-            "sqlite" => (DbBackend::Sqlite, url.to_owned()),
-            _ => return Err(StoreError::UnsupportedUrl(redact_url(scheme))),
-        };
+        let (backend, url) = backend_of(url)?;
         let mut options = ConnectOptions::new(url.clone());
         // The database may be down at start: the pool connects on first use, and every flush
         // and sync retries, so the service starts and decides locally meanwhile.

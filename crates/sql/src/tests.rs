@@ -849,19 +849,15 @@ async fn migration_is_idempotent_and_creates_the_indexes(kind: Kind) {
     drop(second);
 
     let found = indexes(first.sql()).await;
-    let key = [
-        "workspace_id",
-        "namespace",
-        "identifier",
-        "duration_ms",
-        "sequence",
-    ];
-    let unique: Vec<String> = key
+    let unique: Vec<String> = crate::dialect::CELL_KEY_COLUMNS
         .iter()
         .chain(&["region"])
         .map(|s| s.to_string())
         .collect();
-    let lookup: Vec<String> = key.iter().map(|s| s.to_string()).collect();
+    let lookup: Vec<String> = crate::dialect::CELL_KEY_COLUMNS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     assert!(
         found.values().any(|v| *v == (true, unique.clone())),
         "a unique index on {unique:?}: {found:?}"
@@ -1209,6 +1205,19 @@ async fn unreachable_or_unknown_databases_fail_cleanly() {
         SqlStore::connect("redis://127.0.0.1/").await,
         Err(StoreError::UnsupportedUrl(s)) if s == "redis"
     ));
+    // The same check without connecting, for a server validating its settings.
+    assert!(matches!(
+        crate::check_url("redis://u:s3cret@127.0.0.1/"),
+        Err(StoreError::UnsupportedUrl(s)) if s == "redis"
+    ));
+    for url in [
+        "mysql://h/db",
+        "MariaDB://h/db",
+        "postgresql://h/db",
+        "sqlite::memory:",
+    ] {
+        assert!(crate::check_url(url).is_ok(), "{url}");
+    }
 }
 
 /// Issue 15, break 14: a URL that does not parse is quoted whole by sqlx; the error must not
