@@ -14,6 +14,21 @@ pub const HOW_TO_START_REDIS: &str = "install it (apt-get install redis-server) 
      with `redis-server --daemonize yes --port 6379 --save '' --appendonly no` \
      (or run `bash .ci/services.sh`)";
 
+/// A key prefix no other test, process or earlier run uses (no `{` or `}`, so any Redis
+/// and any cluster slot takes it): `test` names the test in what it leaves behind.
+pub fn unique_prefix(test: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "it:{test}:{}:{nanos}:{}:",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// One port as [`free_ports`] finds them.
 pub fn one_free_port() -> Result<u16, String> {
     free_ports(1)?

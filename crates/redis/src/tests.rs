@@ -7,7 +7,6 @@
 //! an older) cumulative count again changes nothing, so no resend can count work twice.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::testing::{HOW_TO_START_REDIS, PlainRedis, RedisCluster, TlsRedis, free_ports};
@@ -16,24 +15,11 @@ use redis::cluster_routing::Slot;
 
 const LOCAL_REDIS: &str = "redis://127.0.0.1:6379";
 
-/// A key prefix no other test (or earlier run) uses.
-fn unique_prefix() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "gcrls-test:{}:{nanos}:{}:",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 fn settings(urls: &[String], cluster: bool) -> RedisSettings {
     RedisSettings {
         urls: urls.to_vec(),
         cluster,
-        key_prefix: unique_prefix(),
+        key_prefix: crate::testing::unique_prefix("origin"),
     }
 }
 
