@@ -16,7 +16,7 @@ use crate::upstream_env::{self, Lookup};
 use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, EngineSettings};
 use gcounter_engine::global::GlobalSettings;
 use gcounter_engine::regional::GuardSettings;
-use gcounter_redis::RedisSettings;
+use gcounter_redis::{RedisSettings, RedisTls, SentinelMaster};
 
 use super::args::ServeArgs;
 
@@ -289,6 +289,8 @@ impl ServeSettings {
                     urls: args.redis_url.clone(),
                     cluster: args.redis_cluster,
                     key_prefix: args.redis_prefix.clone(),
+                    sentinel: sentinel_master(&args),
+                    tls: redis_tls(&args)?,
                 },
                 read_timeout: NonZeroDuration::flag("redis-read-timeout", args.redis_read_timeout)?,
                 replay_timeout: NonZeroDuration::flag(
@@ -447,3 +449,48 @@ fn rls_settings(args: &ServeArgs) -> RlsSettings {
         }),
     }
 }
+
+/// `--redis-sentinel-master` with the master's `[user:]password` (`--redis-sentinel-master-auth`).
+fn sentinel_master(args: &ServeArgs) -> Option<SentinelMaster> {
+    let name = args.redis_sentinel_master.clone()?;
+    let (username, password) = match args.redis_sentinel_master_auth.as_deref() {
+        None | Some("") => (None, None),
+        Some(auth) => match auth.split_once(':') {
+            Some((user, password)) => (Some(user.to_owned()), Some(password.to_owned())),
+            None => (None, Some(auth.to_owned())),
+        },
+    };
+    Some(SentinelMaster {
+        name,
+        username,
+        password,
+    })
+}
+
+/// The Redis TLS files, read now so a missing or unreadable one stops start-up naming it.
+fn redis_tls(args: &ServeArgs) -> anyhow::Result<RedisTls> {
+    let read = |flag: &str, path: &Option<PathBuf>| -> anyhow::Result<Option<Vec<u8>>> {
+        let Some(path) = path else { return Ok(None) };
+        let pem = crate::config::read_text(path, MAX_PEM_BYTES).map_err(|e| match e {
+            crate::config::ReadError::TooLarge { .. } => anyhow::anyhow!(
+                "--{flag} {}: larger than {MAX_PEM_BYTES} bytes, not a PEM file",
+                path.display()
+            ),
+            other => anyhow::anyhow!("--{flag} {}: {other}", path.display()),
+        })?;
+        if !pem.contains("-----BEGIN ") {
+            anyhow::bail!("--{flag} {}: not a PEM file", path.display());
+        }
+        Ok(Some(pem.into_bytes()))
+    };
+    Ok(RedisTls {
+        root_ca_pem: read("redis-tls-ca", &args.redis_tls_ca)?,
+        client_cert_pem: read("redis-tls-cert", &args.redis_tls_cert)?,
+        client_key_pem: read("redis-tls-key", &args.redis_tls_key)?,
+        skip_hostname_verification: args.redis_tls_skip_hostname_verification,
+    })
+}
+
+/// A CA bundle or a certificate chain is a few KiB; this only keeps a wrong path (a log, a
+/// device) from being read whole.
+const MAX_PEM_BYTES: u64 = 1 << 20;

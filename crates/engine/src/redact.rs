@@ -10,7 +10,13 @@ pub fn redact_url(url: &str) -> String {
         Some((head, query)) if query.split('&').any(|p| p.starts_with("pass=")) => {
             let query: Vec<&str> = query
                 .split('&')
-                .map(|p| if p.starts_with("pass=") { "pass=***" } else { p })
+                .map(|p| {
+                    if p.starts_with("pass=") {
+                        "pass=***"
+                    } else {
+                        p
+                    }
+                })
                 .collect();
             format!("{head}?{}", query.join("&"))
         }
@@ -77,7 +83,10 @@ mod tests {
             "redis+unix:///run/redis.sock?user=u&pass=***"
         );
         assert_eq!(
-            redact_in("cannot open redis+unix:///s?pass=s3cret (s3cret)", "redis+unix:///s?pass=s3cret"),
+            redact_in(
+                "cannot open redis+unix:///s?pass=s3cret (s3cret)",
+                "redis+unix:///s?pass=s3cret"
+            ),
             "cannot open redis+unix:///s?pass=*** (***)"
         );
     }

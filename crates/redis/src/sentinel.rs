@@ -287,5 +287,7 @@ pub(crate) fn is_replica_answer(error: &RedisError) -> bool {
         error.kind(),
         ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
     ) || error.code() == Some("READONLY")
-        || error.detail().is_some_and(|detail| detail.contains("READONLY"))
+        || error
+            .detail()
+            .is_some_and(|detail| detail.contains("READONLY"))
 }

@@ -609,7 +609,8 @@ impl SentinelSet {
         let deadline = Instant::now() + Duration::from_secs(30);
         for sentinel in &self.sentinels {
             loop {
-                let replicas = self.sentinel_cli(sentinel, &["SENTINEL", "REPLICAS", &self.name])?;
+                let replicas =
+                    self.sentinel_cli(sentinel, &["SENTINEL", "REPLICAS", &self.name])?;
                 let others = self.sentinel_cli(sentinel, &["SENTINEL", "SENTINELS", &self.name])?;
                 let replica_port = self.nodes[1].port.to_string();
                 let known_sentinels = self
@@ -656,8 +657,10 @@ impl SentinelSet {
     /// The port the sentinels name as master now (the first sentinel that answers).
     pub fn master_port(&self) -> Result<u16, String> {
         for sentinel in &self.sentinels {
-            let reply =
-                self.sentinel_cli(sentinel, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &self.name])?;
+            let reply = self.sentinel_cli(
+                sentinel,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &self.name],
+            )?;
             if let Some(port) = reply.lines().nth(1).and_then(|p| p.trim().parse().ok()) {
                 return Ok(port);
             }
@@ -692,7 +695,10 @@ impl SentinelSet {
             if Instant::now() > deadline {
                 return Err(format!(
                     "no new master after {within:?}:\n{}",
-                    self.sentinels.first().map(RedisServer::log).unwrap_or_default()
+                    self.sentinels
+                        .first()
+                        .map(RedisServer::log)
+                        .unwrap_or_default()
                 ));
             }
             std::thread::sleep(Duration::from_millis(50));

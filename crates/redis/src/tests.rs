@@ -864,7 +864,10 @@ async fn sentinel_names_the_master_and_a_failover_moves_the_origin() {
         RedisOrigin::connect(sentinel_settings(&set, Some("n0de"))).expect("valid settings");
     assert!(origin.is_sentinel());
     let key = cell("1:sentinel", 600_000, 1);
-    assert_eq!(replayed_within_30s(&origin, &[(key.clone(), 5)]).await, vec![5]);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 5)]).await,
+        vec![5]
+    );
     let old = set.master_port().expect("a master");
     assert_eq!(old, set.nodes[0].port);
 
@@ -882,7 +885,10 @@ async fn sentinel_names_the_master_and_a_failover_moves_the_origin() {
     assert_eq!(origin.epoch(), 1);
     // A replay lands on the new master: it holds the cumulative count (7), whatever
     // replication had carried before.
-    assert_eq!(replayed_within_30s(&origin, &[(key.clone(), 7)]).await, vec![7]);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 7)]).await,
+        vec![7]
+    );
     let on_new = set
         .node_cli(new, &["HGET", &origin.redis_key(&key), origin.process_id()])
         .expect("redis-cli");
@@ -942,7 +948,10 @@ async fn a_unix_socket_with_a_password() {
     );
     let origin = RedisOrigin::connect(settings(&[url.clone()], false)).expect("valid settings");
     let key = cell("1:unix", 60_000, 1);
-    assert_eq!(replayed_within_30s(&origin, &[(key.clone(), 3)]).await, vec![3]);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 3)]).await,
+        vec![3]
+    );
     assert_eq!(origin.read(&key).await.ok(), Some(total_own(3, 3)));
 
     let wrong = url.replace("s0cket%20pw", "wr0ng");
@@ -976,9 +985,15 @@ async fn rediss_with_a_client_certificate() {
     };
     let key = cell("1:mtls", 60_000, 1);
     let origin = with(true);
-    assert_eq!(replayed_within_30s(&origin, &[(key.clone(), 2)]).await, vec![2]);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 2)]).await,
+        vec![2]
+    );
     assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
-    assert!(with(false).read(&key).await.is_err(), "no client certificate");
+    assert!(
+        with(false).read(&key).await.is_err(),
+        "no client certificate"
+    );
 
     // A certificate without its key can never work.
     let half = RedisOrigin::connect(RedisSettings {
@@ -1014,9 +1029,15 @@ async fn skipping_the_hostname_check_still_checks_the_chain() {
         .expect("valid settings")
     };
     let key = cell("1:hostname", 60_000, 1);
-    assert!(with(&tls.ca_pem, false).read(&key).await.is_err(), "wrong name");
+    assert!(
+        with(&tls.ca_pem, false).read(&key).await.is_err(),
+        "wrong name"
+    );
     let origin = with(&tls.ca_pem, true);
-    assert_eq!(replayed_within_30s(&origin, &[(key.clone(), 4)]).await, vec![4]);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 4)]).await,
+        vec![4]
+    );
     assert!(
         with(&other_ca.ca_pem, true).read(&key).await.is_err(),
         "an unknown CA is refused even without the hostname check"

@@ -497,12 +497,17 @@ impl Engine {
         if self.origin_epoch.swap(epoch, Ordering::AcqRel) == epoch {
             return 0;
         }
-        let mut queued = 0;
+        let (mut queued, mut waiting) = (0, 0);
         for (visited, (key, cell)) in self.table.cells().enumerate() {
             if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
                 tokio::task::yield_now().await;
             }
-            if cell.own() == 0 || !cell.requeue() {
+            if cell.own() == 0 {
+                continue;
+            }
+            if !cell.requeue() {
+                // Already queued: its next replay publishes the cumulative count anyway.
+                waiting += 1;
                 continue;
             }
             if self.replay.push(key, Arc::clone(&cell)) {
@@ -514,7 +519,8 @@ impl Engine {
             }
         }
         tracing::info!(
-            cells = queued,
+            queued,
+            already_queued = waiting,
             origin = self.origin.name(),
             "the regional origin's store was replaced: republishing this process's counts"
         );

@@ -210,7 +210,10 @@ impl Drop for InFlight<'_> {
         }
         let taken = self.cells.get(self.done..self.taken).unwrap_or_default();
         self.queue.requeue_taken(taken);
-        let untaken = self.cells.get(self.taken.max(self.done)..).unwrap_or_default();
+        let untaken = self
+            .cells
+            .get(self.taken.max(self.done)..)
+            .unwrap_or_default();
         if untaken.is_empty() {
             return;
         }
@@ -278,7 +281,10 @@ mod tests {
             .collect();
         let dropped =
             tokio::time::timeout(Duration::from_millis(10), queue.replay(&Hangs, u64::MAX)).await;
-        assert!(dropped.is_err(), "the hanging replay was cut by the timeout");
+        assert!(
+            dropped.is_err(),
+            "the hanging replay was cut by the timeout"
+        );
         assert_eq!(queue.len(), 5, "all five cells are queued again");
 
         // Accepts meanwhile do not queue them twice.

@@ -636,7 +636,11 @@ async fn a_replaced_origin_gets_every_cell_republished() {
         assert!(engine.check(names.hit("quiet", 1, 100)).await.allowed);
     }
     assert!(engine.check(names.hit("busy", 1, 100)).await.allowed);
-    assert_eq!(engine.republish_after_origin_change().await, 0, "same store");
+    assert_eq!(
+        engine.republish_after_origin_change().await,
+        0,
+        "same store"
+    );
     engine.replay_now().await;
     let quiet = names.cell_key("quiet", 10);
     let on_old = origin.stores[0].read(&quiet).await.expect("read");
@@ -644,10 +648,20 @@ async fn a_replaced_origin_gets_every_cell_republished() {
 
     origin.current.store(1, Ordering::SeqCst);
     assert_eq!(engine.republish_after_origin_change().await, 2);
-    assert_eq!(engine.republish_after_origin_change().await, 0, "once per change");
+    assert_eq!(
+        engine.republish_after_origin_change().await,
+        0,
+        "once per change"
+    );
     engine.replay_now().await;
     let on_new = origin.stores[1].read(&quiet).await.expect("read");
-    assert_eq!(on_new.own, 3, "the quiet cell reached the new store without a new hit");
-    let busy = origin.stores[1].read(&names.cell_key("busy", 10)).await.expect("read");
+    assert_eq!(
+        on_new.own, 3,
+        "the quiet cell reached the new store without a new hit"
+    );
+    let busy = origin.stores[1]
+        .read(&names.cell_key("busy", 10))
+        .await
+        .expect("read");
     assert_eq!(busy.own, 1);
 }
