@@ -140,7 +140,8 @@ impl EngineGroup {
 pub enum Regional {
     /// The embedded default: this process is the whole region.
     InProcess,
-    Redis(RedisGroup),
+    /// Boxed: its settings (TLS files, Sentinel) are large and read once.
+    Redis(Box<RedisGroup>),
 }
 
 #[derive(Clone)]
@@ -284,7 +285,7 @@ impl ServeSettings {
         let regional = if args.redis_url.is_empty() {
             Regional::InProcess
         } else {
-            Regional::Redis(RedisGroup {
+            Regional::Redis(Box::new(RedisGroup {
                 redis: RedisSettings {
                     urls: args.redis_url.clone(),
                     cluster: args.redis_cluster,
@@ -298,7 +299,7 @@ impl ServeSettings {
                     args.redis_replay_timeout,
                 )?,
                 freshness: NonZeroDuration::flag("freshness", args.freshness)?,
-            })
+            }))
         };
         let global = args.database_url.clone().map(|database_url| GlobalGroup {
             database_url,

@@ -505,7 +505,10 @@ impl SentinelSet {
     ) -> Result<Self, String> {
         let dir = temp_dir()?;
         let ports = free_ports(5)?;
-        let (master, replica) = (ports[0], ports[1]);
+        let [master, replica, sentinel_ports @ ..] = ports.as_slice() else {
+            return Err("free_ports(5) gave fewer ports".into());
+        };
+        let (master, replica) = (*master, *replica);
         let auth = |args: &mut Vec<String>| {
             if let Some(password) = node_password {
                 args.extend([
@@ -529,7 +532,7 @@ impl SentinelSet {
         auth(&mut args);
         nodes.push(RedisServer::start(dir.path(), replica, &args)?);
         let mut sentinels = Vec::new();
-        for &port in &ports[2..] {
+        for &port in sentinel_ports {
             let mut config = format!(
                 "port {port}\nbind 127.0.0.1\ndir {}\n\
                  sentinel monitor {name} 127.0.0.1 {master} 2\n\
@@ -612,13 +615,14 @@ impl SentinelSet {
                 let replicas =
                     self.sentinel_cli(sentinel, &["SENTINEL", "REPLICAS", &self.name])?;
                 let others = self.sentinel_cli(sentinel, &["SENTINEL", "SENTINELS", &self.name])?;
-                let replica_port = self.nodes[1].port.to_string();
+                let replica_port = self.nodes.get(1).map(|n| n.port.to_string());
                 let known_sentinels = self
                     .sentinels
                     .iter()
                     .filter(|s| others.contains(&s.port.to_string()))
                     .count();
-                if replicas.contains(&replica_port) && known_sentinels == 2 {
+                if replica_port.is_some_and(|port| replicas.contains(&port)) && known_sentinels == 2
+                {
                     break;
                 }
                 if Instant::now() > deadline {

@@ -946,7 +946,8 @@ async fn a_unix_socket_with_a_password() {
         "redis+unix://{}?pass=s0cket%20pw",
         redis.socket.to_string_lossy()
     );
-    let origin = RedisOrigin::connect(settings(&[url.clone()], false)).expect("valid settings");
+    let origin =
+        RedisOrigin::connect(settings(std::slice::from_ref(&url), false)).expect("valid settings");
     let key = cell("1:unix", 60_000, 1);
     assert_eq!(
         replayed_within_30s(&origin, &[(key.clone(), 3)]).await,
