@@ -282,6 +282,24 @@ impl ServeSettings {
         let healthy_with_at_least_one_config_loaded = args.healthy_with_at_least_one_config_loaded
             || upstream_env::healthy_with_at_least_one_config_loaded(env)?;
 
+        if args.redis_url.is_empty()
+            && let Some(flag) = [
+                (
+                    "redis-sentinel-master",
+                    args.redis_sentinel_master.is_some(),
+                ),
+                ("redis-tls-ca", args.redis_tls_ca.is_some()),
+                ("redis-tls-cert", args.redis_tls_cert.is_some()),
+                (
+                    "redis-tls-skip-hostname-verification",
+                    args.redis_tls_skip_hostname_verification,
+                ),
+            ]
+            .into_iter()
+            .find_map(|(flag, set)| set.then_some(flag))
+        {
+            anyhow::bail!("--{flag} needs --redis-url (without it the region is this process)");
+        }
         let regional = if args.redis_url.is_empty() {
             Regional::InProcess
         } else {
