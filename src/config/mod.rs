@@ -18,7 +18,7 @@ mod watch;
 pub use error::{ConfigError, ConfigErrors};
 pub use limits::{DomainLimits, Found, LimitsConfig};
 pub use load::{LoadOptions, load_path, load_sources, load_str};
-pub use read::{ReadError, ReadLimits};
+pub use read::{ReadError, ReadLimits, read_text};
 pub use rule::{Rule, RuleLimit};
 pub use unit::Unit;
 pub use watch::watch;

@@ -118,6 +118,37 @@ pub struct ServeArgs {
     /// Treat --redis-url as a Redis Cluster even with a single seed node.
     #[arg(long, env = "RLS_REDIS_CLUSTER")]
     pub redis_cluster: bool,
+    /// Redis Sentinel: the name of the master set (`sentinel monitor <name> …`); --redis-url
+    /// then lists the sentinels (`redis://[user:password@]host:port`, their own credentials).
+    #[arg(
+        long,
+        env = "RLS_REDIS_SENTINEL_MASTER",
+        conflicts_with = "redis_cluster"
+    )]
+    pub redis_sentinel_master: Option<String>,
+    /// With --redis-sentinel-master: `password` or `user:password` of the master (and its
+    /// replicas), not of the sentinels.
+    #[arg(
+        long,
+        env = "RLS_REDIS_SENTINEL_MASTER_AUTH",
+        requires = "redis_sentinel_master",
+        hide_env_values = true
+    )]
+    pub redis_sentinel_master_auth: Option<String>,
+    /// PEM file of the CA(s) that signed Redis's certificate, trusted for `rediss://` instead of
+    /// the system's roots.
+    #[arg(long, env = "RLS_REDIS_TLS_CA")]
+    pub redis_tls_ca: Option<PathBuf>,
+    /// PEM client certificate (chain) for a Redis with `tls-auth-clients yes`.
+    #[arg(long, env = "RLS_REDIS_TLS_CERT", requires = "redis_tls_key")]
+    pub redis_tls_cert: Option<PathBuf>,
+    /// PEM private key of --redis-tls-cert.
+    #[arg(long, env = "RLS_REDIS_TLS_KEY", requires = "redis_tls_cert")]
+    pub redis_tls_key: Option<PathBuf>,
+    /// Check Redis's certificate chain but not that it names the host (a certificate issued
+    /// for another name, e.g. GCP Memorystore's). One node only.
+    #[arg(long, env = "RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")]
+    pub redis_tls_skip_hostname_verification: bool,
     /// Prefix of every Redis key, so deployments can share a Redis (no `{` or `}`).
     #[arg(long, env = "RLS_REDIS_PREFIX", default_value = "rls:")]
     pub redis_prefix: String,

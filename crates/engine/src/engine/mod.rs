@@ -16,6 +16,7 @@ mod table;
 mod window;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
@@ -134,6 +135,8 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     metrics: Arc<dyn Recorder>,
     replay_warnings: Throttle,
+    /// The origin's [`epoch`](RegionalOrigin::epoch) when its cells were last republished.
+    origin_epoch: AtomicU64,
 }
 
 impl Engine {
@@ -154,6 +157,7 @@ impl Engine {
             strict: StrictMode::new(budget.strict_bytes),
             refresh_gate: RefreshGate::default(),
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
+            origin_epoch: AtomicU64::new(origin.epoch()),
             settings,
             origin,
             clock,
@@ -483,6 +487,46 @@ impl Engine {
         recovered
     }
 
+    /// After the origin's store was replaced ([`RegionalOrigin::epoch`] changed): queue every
+    /// cell holding this process's work again, so the next replays republish the cumulative
+    /// counts the new store may lack. Walks the table a slice at a time like the reaper; a cell
+    /// the full queue refuses is marked overflowed and recovered later. Returns how many
+    /// cells were queued.
+    pub async fn republish_after_origin_change(&self) -> usize {
+        let epoch = self.origin.epoch();
+        if self.origin_epoch.swap(epoch, Ordering::AcqRel) == epoch {
+            return 0;
+        }
+        let (mut queued, mut waiting) = (0, 0);
+        for (visited, (key, cell)) in self.table.cells().enumerate() {
+            if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            if cell.own() == 0 {
+                continue;
+            }
+            if !cell.requeue() {
+                // Already queued: its next replay publishes the cumulative count anyway.
+                waiting += 1;
+                continue;
+            }
+            if self.replay.push(key, Arc::clone(&cell)) {
+                queued += 1;
+            } else {
+                cell.mark_overflowed();
+                self.replay.note_overflow();
+                self.metrics.replay_overflow();
+            }
+        }
+        tracing::info!(
+            queued,
+            already_queued = waiting,
+            origin = self.origin.name(),
+            "the regional origin's store was replaced: republishing this process's counts"
+        );
+        queued
+    }
+
     pub fn live_cells(&self) -> usize {
         self.table.len()
     }
@@ -515,6 +559,7 @@ impl Engine {
         loop {
             tokio::select! {
                 _ = replay.tick() => {
+                    self.republish_after_origin_change().await;
                     self.replay_now().await;
                     self.recover_overflowed().await;
                 }
@@ -555,6 +600,10 @@ impl RegionalOrigin for FinalAttempt {
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
         self.origin.replay_final(batch, self.deadline)
+    }
+
+    fn epoch(&self) -> u64 {
+        self.origin.epoch()
     }
 }
 

@@ -584,3 +584,84 @@ async fn the_final_replay_includes_overflowed_cells() {
         assert_eq!(read.map(|r| r.total), Some(1), "{id} was replayed");
     }
 }
+
+/// An origin whose store a test can replace (as a Sentinel failover replaces the master): the
+/// new store is empty, and the epoch says so.
+struct Replaceable {
+    stores: [InProcessOrigin; 2],
+    current: AtomicU64,
+}
+
+impl RegionalOrigin for Replaceable {
+    fn name(&self) -> &'static str {
+        "replaceable"
+    }
+
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        self.store().read(key)
+    }
+
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+        self.store().replay(batch)
+    }
+
+    fn epoch(&self) -> u64 {
+        self.current.load(Ordering::SeqCst)
+    }
+}
+
+impl Replaceable {
+    fn store(&self) -> &InProcessOrigin {
+        &self.stores[self.current.load(Ordering::SeqCst) as usize]
+    }
+}
+
+/// A replaced store lacks what was published to the old one; after the epoch changes, every
+/// cell holding work is republished, also one that gets no further hit.
+#[tokio::test]
+async fn a_replaced_origin_gets_every_cell_republished() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let origin = Arc::new(Replaceable {
+        stores: [InProcessOrigin::new(100), InProcessOrigin::new(100)],
+        current: AtomicU64::new(0),
+    });
+    let engine = Engine::new(
+        EngineSettings::default(),
+        origin.clone(),
+        clock.clone(),
+        metrics(),
+    );
+    let names = Names::new();
+    for _ in 0..3 {
+        assert!(engine.check(names.hit("quiet", 1, 100)).await.allowed);
+    }
+    assert!(engine.check(names.hit("busy", 1, 100)).await.allowed);
+    assert_eq!(
+        engine.republish_after_origin_change().await,
+        0,
+        "same store"
+    );
+    engine.replay_now().await;
+    let quiet = names.cell_key("quiet", 10);
+    let on_old = origin.stores[0].read(&quiet).await.expect("read");
+    assert_eq!(on_old.own, 3);
+
+    origin.current.store(1, Ordering::SeqCst);
+    assert_eq!(engine.republish_after_origin_change().await, 2);
+    assert_eq!(
+        engine.republish_after_origin_change().await,
+        0,
+        "once per change"
+    );
+    engine.replay_now().await;
+    let on_new = origin.stores[1].read(&quiet).await.expect("read");
+    assert_eq!(
+        on_new.own, 3,
+        "the quiet cell reached the new store without a new hit"
+    );
+    let busy = origin.stores[1]
+        .read(&names.cell_key("busy", 10))
+        .await
+        .expect("read");
+    assert_eq!(busy.own, 1);
+}
