@@ -134,6 +134,11 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     metrics: Arc<dyn Recorder>,
     replay_warnings: Throttle,
+    /// When this process last denied a hit on a cell another region also counts (0: never).
+    /// The global counters flush and sync faster while it is recent (`GlobalSettings::
+    /// contended_speedup`): that is when the delay before regions hear of each other is
+    /// what lets them over-admit (ACCURACY.md).
+    contended_at_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {
@@ -154,6 +159,7 @@ impl Engine {
             strict: StrictMode::new(budget.strict_bytes),
             refresh_gate: RefreshGate::default(),
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
+            contended_at_ms: std::sync::atomic::AtomicU64::new(0),
             settings,
             origin,
             clock,
@@ -265,6 +271,9 @@ impl Engine {
         {
             current.mark_overflowed();
             self.metrics.replay_overflow();
+        }
+        if !decision.allowed && current.global() > 0 {
+            self.note_contended(now_ms);
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict
@@ -442,6 +451,24 @@ impl Engine {
         cell.merge_global(foreign);
         cell.merge_regional(own);
         created
+    }
+
+    /// A denial on a cell with a foreign count. Written at most once per millisecond of
+    /// change, so denials at a high rate do not bounce the cache line between cores.
+    fn note_contended(&self, now_ms: u64) {
+        use std::sync::atomic::Ordering;
+        if self.contended_at_ms.load(Ordering::Relaxed) < now_ms {
+            self.contended_at_ms.fetch_max(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this process denied a hit on a cell that another region also counts at or
+    /// after `since_ms`: its limit is contended across regions right now.
+    pub fn contended_since(&self, since_ms: u64) -> bool {
+        let at = self
+            .contended_at_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        at != 0 && at >= since_ms
     }
 
     /// The engine's clock, for the layers that work beside it.
