@@ -177,6 +177,44 @@ impl Dialect {
         )
     }
 
+    /// This region's own live rows, shaped like a sync's (`foreign` 0), so one decoder reads
+    /// both: read once at start (see `GlobalStore::own_rows`).
+    pub(crate) fn own_rows(self, region: &str, now_ms: u64) -> Statement {
+        let q = |c: &str| self.quote(c);
+        let key = [
+            "workspace_id",
+            "namespace",
+            "identifier",
+            "duration_ms",
+            "sequence",
+        ]
+        .map(q)
+        .join(", ");
+        let zero = match self.0 {
+            DbBackend::MySql => "CAST(0 AS SIGNED)",
+            DbBackend::Postgres => "CAST(0 AS BIGINT)",
+            _ => "0",
+        };
+        let (mut p1, mut p2) = (String::new(), String::new());
+        self.placeholder(&mut p1, 1);
+        self.placeholder(&mut p2, 2);
+        let sql = format!(
+            "SELECT {key}, {zero}, {} FROM {} WHERE {} = {p1} AND {} > {p2}",
+            q("count"),
+            q(TABLE),
+            q("region"),
+            q("expires_at"),
+        );
+        Statement::from_sql_and_values(
+            self.0,
+            sql,
+            [
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(clamp(now_ms)),
+            ],
+        )
+    }
+
     /// One bounded `DELETE` of expired rows.
     pub(crate) fn delete_expired(self, now_ms: u64, batch: u64) -> Statement {
         let q = |c: &str| self.quote(c);

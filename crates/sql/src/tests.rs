@@ -393,6 +393,31 @@ async fn sync_returns_only_cells_another_region_wrote(store: &dyn GlobalStore) {
     assert_eq!(us[&mine], (5, 0));
     assert_eq!(us[&shared], (7, 2));
     assert!(!us.contains_key(&theirs));
+
+    // What a restarted process reads back once instead: its own live rows, and only those.
+    let own = |cells: Vec<SyncedCell>| -> BTreeMap<CellKey, (u64, u64)> {
+        cells
+            .into_iter()
+            .map(|c| (c.key, (c.foreign, c.own)))
+            .collect()
+    };
+    let eu_own = match store.own_rows("eu", 0).await {
+        Ok(cells) => own(cells),
+        Err(e) => panic!("{} own_rows: {e}", store.name()),
+    };
+    let expected: BTreeMap<_, _> = own_rows.iter().map(|(k, n)| (k.clone(), (0, *n))).collect();
+    assert_eq!(eu_own, expected);
+    match store.own_rows("us", 5_000).await {
+        Ok(cells) => assert_eq!(
+            own(cells),
+            BTreeMap::from([(shared, (0, 2)), (zero, (0, 0)), (theirs, (0, 4))])
+        ),
+        Err(e) => panic!("{} own_rows: {e}", store.name()),
+    }
+    assert!(matches!(
+        store.own_rows("", 0).await,
+        Err(StoreError::InvalidRegion(_))
+    ));
 }
 
 async fn expired_rows_are_excluded_and_cleaned_up(store: &dyn GlobalStore) {

@@ -191,12 +191,13 @@ impl Engine {
         if let (Some(previous), Some(current)) = (previous, self.table.get(&key))
             && self.refresh_needed(&current, &key, now_ms).is_none()
         {
-            let previous_total = previous.map_or(0, |cell| cell.total());
+            let previous_total = previous.as_ref().map_or(0, |cell| cell.total());
+            let previous_shared = previous.is_some_and(|cell| cell.global() > 0);
             return self.consume(
                 &hit,
                 &key,
                 &position,
-                previous_total,
+                (previous_total, previous_shared),
                 &current,
                 DecisionSource::Local,
             );
@@ -215,12 +216,14 @@ impl Engine {
         now_ms: u64,
     ) -> Verdict {
         let mut source = DecisionSource::Local;
-        let previous_total = match position.previous_sequence() {
+        let previous = match position.previous_sequence() {
             Some(sequence) => {
-                let previous = key.with_sequence(sequence);
-                self.cell(previous, now_ms, &mut source).await.total()
+                let previous = self
+                    .cell(key.with_sequence(sequence), now_ms, &mut source)
+                    .await;
+                (previous.total(), previous.global() > 0)
             }
-            None => 0,
+            None => (0, false),
         };
         let current = self.cell(key, now_ms, &mut source).await;
         if let Some(freshness) = self.settings.freshness
@@ -229,7 +232,7 @@ impl Engine {
         {
             source = DecisionSource::Origin;
         }
-        self.consume(&hit, &key, &position, previous_total, &current, source)
+        self.consume(&hit, &key, &position, previous, &current, source)
     }
 
     /// Why the cell must be read from the origin before deciding, if it must.
@@ -249,13 +252,14 @@ impl Engine {
         }
     }
 
-    /// Decide from memory, consume on accept, and queue the cell for replay.
+    /// Decide from memory, consume on accept, and queue the cell for replay. `previous` is
+    /// the previous cell's total and whether another region counts in it.
     fn consume(
         &self,
         hit: &Hit<'_>,
         key: &CellKeyRef<'_>,
         position: &WindowPosition,
-        previous_total: u64,
+        (previous_total, previous_shared): (u64, bool),
         current: &Arc<WindowCell>,
         source: DecisionSource,
     ) -> Verdict {
@@ -272,7 +276,9 @@ impl Engine {
             current.mark_overflowed();
             self.metrics.replay_overflow();
         }
-        if !decision.allowed && current.global() > 0 {
+        // Early in a window the current cell has no foreign count yet: the previous one's
+        // tells that the limit is shared.
+        if !decision.allowed && (current.global() > 0 || previous_shared) {
             self.note_contended(now_ms);
         }
         if !decision.allowed && self.settings.freshness.is_some() {

@@ -87,6 +87,8 @@ pub struct GlobalCounters {
     sync_warnings: Throttle,
     /// The schema is ready (migrated, or not ours to migrate).
     schema_ready: std::sync::atomic::AtomicBool,
+    /// This region's own rows were read back once (see [`GlobalStore::own_rows`]).
+    own_read: std::sync::atomic::AtomicBool,
 }
 
 impl GlobalCounters {
@@ -104,6 +106,7 @@ impl GlobalCounters {
             flush_warnings: Throttle::new(settings.repeated_warning_interval),
             sync_warnings: Throttle::new(settings.repeated_warning_interval),
             schema_ready: std::sync::atomic::AtomicBool::new(!settings.migrate),
+            own_read: std::sync::atomic::AtomicBool::new(false),
             settings,
             metrics,
         }
@@ -204,6 +207,9 @@ impl GlobalCounters {
     pub async fn sync(&self) -> Option<usize> {
         let started = Instant::now();
         let now_ms = self.engine.now_ms();
+        if !self.own_read.load(std::sync::atomic::Ordering::Acquire) {
+            self.read_own_rows(now_ms).await?;
+        }
         let sync = self.store.sync(&self.region, now_ms);
         let cells = match self.within(sync).await {
             Ok(cells) => cells,
@@ -242,6 +248,28 @@ impl GlobalCounters {
         } else {
             (flush, sync)
         }
+    }
+
+    /// The first sync of a process first reads back its region's own rows, as a lower bound
+    /// of `regional` (sync no longer returns cells only this region wrote). Fails like a sync.
+    async fn read_own_rows(&self, now_ms: u64) -> Option<()> {
+        let own = match self.within(self.store.own_rows(&self.region, now_ms)).await {
+            Ok(own) => own,
+            Err(error) => {
+                if let Some(suppressed) = self.sync_warnings.allow() {
+                    tracing::warn!(%error, store = self.store.name(), suppressed, "reading this region's own global rows failed; retrying on the next sync");
+                }
+                self.metrics.global_sync_failed();
+                return None;
+            }
+        };
+        for cell in &own {
+            self.engine.merge_synced(&cell.key, 0, cell.own);
+        }
+        tracing::debug!(cells = own.len(), "own global rows read back");
+        self.own_read
+            .store(true, std::sync::atomic::Ordering::Release);
+        Some(())
     }
 
     /// Delete expired rows; returns how many.

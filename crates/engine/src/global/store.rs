@@ -139,6 +139,12 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// published; ACCURACY.md).
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
 
+    /// This region's own components of the cells with `expires_at > now_ms` (as cells with
+    /// `foreign` 0). Read once when a process starts: sync leaves out cells only this region
+    /// wrote, and a restarted process whose regional origin is its own memory (or is down)
+    /// gets its region's counts back from here, as it used to from sync.
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
+
     /// Delete rows with `expires_at <= now_ms`, at most `batch` per statement, until none are
     /// left (short statements, so a big cleanup never holds locks for long). Returns the
     /// number of rows deleted.

@@ -84,6 +84,35 @@ async fn a_region_admits_only_what_another_left() {
 }
 
 #[tokio::test]
+async fn a_restarted_process_reads_its_regions_own_rows_back_once() {
+    let (store, a, _) = setup();
+    let names = names();
+    assert!(a.engine.check(names.hit(70)).await.allowed);
+    assert_eq!(a.counters.flush().await.published, 1);
+    // No other region wrote the cell: sync leaves it out.
+    assert_eq!(a.counters.sync().await, Some(0));
+    // The process restarts (its in-process origin and cells are gone); same store and clock.
+    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
+    let restarted = region("a", &store, &clock);
+    assert_eq!(restarted.engine.check(names.hit(0)).await.remaining, 100);
+    assert_eq!(restarted.counters.sync().await, Some(0));
+    assert_eq!(
+        restarted.engine.check(names.hit(0)).await.remaining,
+        30,
+        "the region's 70 are back from its own row"
+    );
+    // Read once: a later sync does not read the own rows again (a higher own row written
+    // meanwhile by a sibling stays with the regional origin).
+    store
+        .publish("a", &[(store.rows()[0].key.clone(), 90)], 2)
+        .await
+        .map(|report| assert_eq!(report.published(), 1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    restarted.counters.sync().await;
+    assert_eq!(restarted.engine.check(names.hit(0)).await.remaining, 30);
+}
+
+#[tokio::test]
 async fn below_the_floor_stays_local_and_unchanged_cells_are_not_rewritten() {
     let (store, a, _) = setup();
     let names = names();

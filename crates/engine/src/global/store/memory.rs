@@ -186,6 +186,23 @@ impl MemoryStore {
         Ok(cells)
     }
 
+    fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+        self.down()?;
+        check_region(region)?;
+        let now = clamp(now_ms);
+        Ok(self
+            .state()
+            .rows
+            .iter()
+            .filter(|((_, r), c)| &**r == region && c.expires_at > now)
+            .map(|((key, _), c)| SyncedCell {
+                key: key.clone(),
+                foreign: 0,
+                own: c.count.unsigned_abs(),
+            })
+            .collect())
+    }
+
     fn cleanup_now(&self, now_ms: u64, batch: u64) -> Result<u64, StoreError> {
         self.down()?;
         let now = clamp(now_ms);
@@ -227,6 +244,10 @@ impl GlobalStore for MemoryStore {
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
         Box::pin(std::future::ready(self.sync_now(region, now_ms)))
+    }
+
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(std::future::ready(self.own_rows_now(region, now_ms)))
     }
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {
