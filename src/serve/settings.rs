@@ -332,6 +332,7 @@ impl ServeSettings {
                 flush_interval: args.global_flush_interval,
                 sync_interval: args.global_sync_interval,
                 publish_floor: args.publish_floor,
+                contended_speedup: args.global_contended_speedup,
                 timeout: args.global_timeout,
                 cleanup_interval: args.global_cleanup_interval,
                 ..GlobalSettings::default()

@@ -279,7 +279,16 @@ impl SqlStore {
 
     async fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
         check_region(region)?;
-        let stmt = self.dialect().sync(region, now_ms);
+        self.synced(self.dialect().sync(region, now_ms)).await
+    }
+
+    async fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+        check_region(region)?;
+        self.synced(self.dialect().own_rows(region, now_ms)).await
+    }
+
+    /// Run a statement whose rows are cells as sync returns them, and decode them.
+    async fn synced(&self, stmt: Statement) -> Result<Vec<SyncedCell>, StoreError> {
         let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
         let mut interned = Interner::default();
         let mut cells = Vec::with_capacity(rows.len());
@@ -348,6 +357,10 @@ impl GlobalStore for SqlStore {
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
         Box::pin(self.sync_now(region, now_ms))
+    }
+
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(self.own_rows_now(region, now_ms))
     }
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {

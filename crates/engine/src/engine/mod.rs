@@ -137,6 +137,11 @@ pub struct Engine {
     replay_warnings: Throttle,
     /// The origin's [`epoch`](RegionalOrigin::epoch) when its cells were last republished.
     origin_epoch: AtomicU64,
+    /// When this process last denied a hit on a cell another region also counts (0: never).
+    /// The global counters flush and sync faster while it is recent (`GlobalSettings::
+    /// contended_speedup`): that is when the delay before regions hear of each other is
+    /// what lets them over-admit (ACCURACY.md).
+    contended_at_ms: AtomicU64,
 }
 
 impl Engine {
@@ -158,6 +163,7 @@ impl Engine {
             refresh_gate: RefreshGate::default(),
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
             origin_epoch: AtomicU64::new(origin.epoch()),
+            contended_at_ms: AtomicU64::new(0),
             settings,
             origin,
             clock,
@@ -189,12 +195,13 @@ impl Engine {
         if let (Some(previous), Some(current)) = (previous, self.table.get(&key))
             && self.refresh_needed(&current, &key, now_ms).is_none()
         {
-            let previous_total = previous.map_or(0, |cell| cell.total());
+            let previous_total = previous.as_ref().map_or(0, |cell| cell.total());
+            let previous_shared = previous.is_some_and(|cell| cell.global() > 0);
             return self.consume(
                 &hit,
                 &key,
                 &position,
-                previous_total,
+                (previous_total, previous_shared),
                 &current,
                 DecisionSource::Local,
             );
@@ -213,12 +220,14 @@ impl Engine {
         now_ms: u64,
     ) -> Verdict {
         let mut source = DecisionSource::Local;
-        let previous_total = match position.previous_sequence() {
+        let previous = match position.previous_sequence() {
             Some(sequence) => {
-                let previous = key.with_sequence(sequence);
-                self.cell(previous, now_ms, &mut source).await.total()
+                let previous = self
+                    .cell(key.with_sequence(sequence), now_ms, &mut source)
+                    .await;
+                (previous.total(), previous.global() > 0)
             }
-            None => 0,
+            None => (0, false),
         };
         let current = self.cell(key, now_ms, &mut source).await;
         if let Some(freshness) = self.settings.freshness
@@ -227,7 +236,7 @@ impl Engine {
         {
             source = DecisionSource::Origin;
         }
-        self.consume(&hit, &key, &position, previous_total, &current, source)
+        self.consume(&hit, &key, &position, previous, &current, source)
     }
 
     /// Why the cell must be read from the origin before deciding, if it must.
@@ -247,13 +256,14 @@ impl Engine {
         }
     }
 
-    /// Decide from memory, consume on accept, and queue the cell for replay.
+    /// Decide from memory, consume on accept, and queue the cell for replay. `previous` is
+    /// the previous cell's total and whether another region counts in it.
     fn consume(
         &self,
         hit: &Hit<'_>,
         key: &CellKeyRef<'_>,
         position: &WindowPosition,
-        previous_total: u64,
+        (previous_total, previous_shared): (u64, bool),
         current: &Arc<WindowCell>,
         source: DecisionSource,
     ) -> Verdict {
@@ -269,6 +279,11 @@ impl Engine {
         {
             current.mark_overflowed();
             self.metrics.replay_overflow();
+        }
+        // Early in a window the current cell has no foreign count yet: the previous one's
+        // tells that the limit is shared.
+        if !decision.allowed && (current.global() > 0 || previous_shared) {
+            self.note_contended(now_ms);
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict
@@ -446,6 +461,24 @@ impl Engine {
         cell.merge_global(foreign);
         cell.merge_regional(own);
         created
+    }
+
+    /// A denial on a cell with a foreign count. Written at most once per millisecond of
+    /// change, so denials at a high rate do not bounce the cache line between cores.
+    fn note_contended(&self, now_ms: u64) {
+        use std::sync::atomic::Ordering;
+        if self.contended_at_ms.load(Ordering::Relaxed) < now_ms {
+            self.contended_at_ms.fetch_max(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this process denied a hit on a cell that another region also counts at or
+    /// after `since_ms`: its limit is contended across regions right now.
+    pub fn contended_since(&self, since_ms: u64) -> bool {
+        let at = self
+            .contended_at_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        at != 0 && at >= since_ms
     }
 
     /// The engine's clock, for the layers that work beside it.
