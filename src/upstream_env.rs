@@ -371,25 +371,77 @@ fn xds_argv(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), UpstreamEnv
     let server = get(env, "CONFIG_GRPC_XDS_SERVER_URL").unwrap_or_else(|| "localhost:18000".into());
     push("RLS_CONFIG_XDS_SERVER", "--config-xds-server", server);
     for (variable, rls, flag) in [
-        ("CONFIG_GRPC_XDS_NODE_ID", "RLS_CONFIG_XDS_NODE_ID", "--config-xds-node-id"),
-        ("CONFIG_GRPC_XDS_NODE_METADATA", "RLS_CONFIG_XDS_NODE_METADATA", "--config-xds-node-metadata"),
-        ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "RLS_CONFIG_XDS_HEADERS", "--config-xds-headers"),
-        ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "RLS_CONFIG_XDS_CLIENT_CERT", "--config-xds-client-cert"),
-        ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "RLS_CONFIG_XDS_CLIENT_KEY", "--config-xds-client-key"),
-        ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "RLS_CONFIG_XDS_CA", "--config-xds-ca"),
-        ("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "RLS_CONFIG_XDS_SAN", "--config-xds-san"),
-        ("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "RLS_CONFIG_XDS_CONNECT_RETRY_INTERVAL", "--config-xds-connect-retry-interval"),
-        ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "RLS_CONFIG_XDS_BACKOFF_INITIAL", "--config-xds-backoff-initial"),
-        ("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "RLS_CONFIG_XDS_BACKOFF_MAX", "--config-xds-backoff-max"),
-        ("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "RLS_CONFIG_XDS_BACKOFF_FACTOR", "--config-xds-backoff-factor"),
-        ("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "RLS_CONFIG_XDS_MAX_MESSAGE_BYTES", "--config-xds-max-message-bytes"),
+        (
+            "CONFIG_GRPC_XDS_NODE_ID",
+            "RLS_CONFIG_XDS_NODE_ID",
+            "--config-xds-node-id",
+        ),
+        (
+            "CONFIG_GRPC_XDS_NODE_METADATA",
+            "RLS_CONFIG_XDS_NODE_METADATA",
+            "--config-xds-node-metadata",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+            "RLS_CONFIG_XDS_HEADERS",
+            "--config-xds-headers",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+            "RLS_CONFIG_XDS_CLIENT_CERT",
+            "--config-xds-client-cert",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+            "RLS_CONFIG_XDS_CLIENT_KEY",
+            "--config-xds-client-key",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+            "RLS_CONFIG_XDS_CA",
+            "--config-xds-ca",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+            "RLS_CONFIG_XDS_SAN",
+            "--config-xds-san",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+            "RLS_CONFIG_XDS_CONNECT_RETRY_INTERVAL",
+            "--config-xds-connect-retry-interval",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+            "RLS_CONFIG_XDS_BACKOFF_INITIAL",
+            "--config-xds-backoff-initial",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_MAX_INTERVAL",
+            "RLS_CONFIG_XDS_BACKOFF_MAX",
+            "--config-xds-backoff-max",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+            "RLS_CONFIG_XDS_BACKOFF_FACTOR",
+            "--config-xds-backoff-factor",
+        ),
+        (
+            "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+            "RLS_CONFIG_XDS_MAX_MESSAGE_BYTES",
+            "--config-xds-max-message-bytes",
+        ),
     ] {
         if let Some(value) = get(env, variable) {
             push(rls, flag, value);
         }
     }
     if let Some(jitter) = boolean(env, "XDS_CLIENT_BACKOFF_JITTER")? {
-        push("RLS_CONFIG_XDS_BACKOFF_JITTER", "--config-xds-backoff-jitter", jitter.to_string());
+        push(
+            "RLS_CONFIG_XDS_BACKOFF_JITTER",
+            "--config-xds-backoff-jitter",
+            jitter.to_string(),
+        );
     }
     if boolean(env, "CONFIG_GRPC_XDS_SERVER_USE_TLS")? == Some(true) && !ours("RLS_CONFIG_XDS_TLS")
     {
@@ -398,7 +450,8 @@ fn xds_argv(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), UpstreamEnv
     if boolean(env, "FORCE_START_WITHOUT_INITIAL_CONFIG")? == Some(true)
         && !ours("RLS_FORCE_START_WITHOUT_INITIAL_CONFIG")
     {
-        argv.args.push("--force-start-without-initial-config".into());
+        argv.args
+            .push("--force-start-without-initial-config".into());
     }
     Ok(())
 }
@@ -425,7 +478,9 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
     if get(env, "CONFIG_TYPE").is_some_and(|t| t != "FILE" && t != XDS_CONFIG_TYPE) {
         return Err(problem(
             "CONFIG_TYPE",
-            format!("FILE (limits from RUNTIME_ROOT) or {XDS_CONFIG_TYPE} (limits from an xDS server)"),
+            format!(
+                "FILE (limits from RUNTIME_ROOT) or {XDS_CONFIG_TYPE} (limits from an xDS server)"
+            ),
         ));
     }
     let refused_if_true: [(&'static str, &str); 4] = [

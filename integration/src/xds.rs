@@ -83,10 +83,12 @@ impl ServerTls {
                 roots
                     .add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).expect("CA PEM"))
                     .expect("add CA");
-                let verifier =
-                    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                        .build()
-                        .expect("client verifier");
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .expect("client verifier");
                 builder.with_client_cert_verifier(verifier)
             }
             None => builder.with_no_client_auth(),
@@ -95,7 +97,9 @@ impl ServerTls {
             .collect::<Result<Vec<_>, _>>()
             .expect("server cert PEM");
         let key = PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes()).expect("server key");
-        let mut config = builder.with_single_cert(certs, key).expect("server identity");
+        let mut config = builder
+            .with_single_cert(certs, key)
+            .expect("server identity");
         config.alpn_protocols = vec![b"h2".to_vec()];
         ServerTls {
             config: Arc::new(config),
@@ -113,7 +117,9 @@ impl AdsServer {
     pub fn start_with(port: u16, tls: Option<ServerTls>) -> AdsServer {
         let listener = std::net::TcpListener::bind(("127.0.0.1", port))
             .unwrap_or_else(|e| panic!("ADS server: bind 127.0.0.1:{port}: {e}"));
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let addr = listener.local_addr().expect("ADS server address");
         let (snapshot, _) = watch::channel(None);
         let shared = Arc::new(Shared {
@@ -130,30 +136,35 @@ impl AdsServer {
                 .build()
                 .expect("ADS server runtime");
             runtime.block_on(async move {
-                let listener =
-                    tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+                let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
                 let router = tonic::transport::Server::builder()
                     .add_service(AggregatedDiscoveryServiceServer::new(service));
-                let stopped = async {
-                    let _ = stopped.await;
-                };
-                let served = match tls {
-                    None => {
-                        router
-                            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped)
-                            .await
+                // Stopping drops the server and every stream at once (a graceful shutdown
+                // would wait for the client's stream, which never ends by itself).
+                let served = async {
+                    match tls {
+                        None => {
+                            router
+                                .serve_with_incoming(TcpListenerStream::new(listener))
+                                .await
+                        }
+                        Some(tls) => {
+                            router
+                                .serve_with_incoming(tls_incoming(listener, tls))
+                                .await
+                        }
                     }
-                    Some(tls) => {
-                        router
-                            .serve_with_incoming_shutdown(tls_incoming(listener, tls), stopped)
-                            .await
-                    }
                 };
-                if let Err(e) = served {
-                    eprintln!("ADS server stopped: {e}");
+                tokio::select! {
+                    result = served => {
+                        if let Err(e) = result {
+                            eprintln!("ADS server stopped: {e}");
+                        }
+                    }
+                    _ = stopped => {}
                 }
             });
-            // Dropping the runtime cancels the streams still open.
+            runtime.shutdown_background();
         });
         AdsServer {
             addr,
@@ -223,15 +234,23 @@ impl AdsServer {
 
     /// Waits for the ACK of `version` (a request with that version and no error detail).
     pub fn wait_ack(&self, version: &str) -> DiscoveryRequest {
-        self.wait_request(&format!("ACK of version {version:?}"), Duration::from_secs(10), |r| {
-            r.version_info == version && r.error_detail.is_none() && !r.response_nonce.is_empty()
-        })
+        self.wait_request(
+            &format!("ACK of version {version:?}"),
+            Duration::from_secs(10),
+            |r| {
+                r.version_info == version
+                    && r.error_detail.is_none()
+                    && !r.response_nonce.is_empty()
+            },
+        )
     }
 
     /// Waits for a NACK (a request with an error detail) answering version `version`'s
     /// nonce, and returns its message.
     pub fn wait_nack(&self) -> DiscoveryRequest {
-        self.wait_request("NACK", Duration::from_secs(10), |r| r.error_detail.is_some())
+        self.wait_request("NACK", Duration::from_secs(10), |r| {
+            r.error_detail.is_some()
+        })
     }
 
     /// Waits until `n` streams were opened (the client reconnected).
@@ -241,7 +260,10 @@ impl AdsServer {
         while recorded.streams < n {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                panic!("ADS server: {} streams opened, expected {n}", recorded.streams);
+                panic!(
+                    "ADS server: {} streams opened, expected {n}",
+                    recorded.streams
+                );
             }
             recorded = self
                 .shared
@@ -440,10 +462,7 @@ impl AsyncWrite for TlsConnection {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.0).poll_flush(cx)
     }
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }

@@ -89,7 +89,10 @@ async fn pushes_apply_bad_pushes_are_nacked_and_removed_resources_remove_their_d
     // A new version: a changed limit and a new domain.
     ads.push(
         "2",
-        &[domain("r-a", "a", &[("k", 5)]), domain("r-b", "b", &[("k", 7)])],
+        &[
+            domain("r-a", "a", &[("k", 5)]),
+            domain("r-b", "b", &[("k", 7)]),
+        ],
     );
     await_limit(&service, &client, "a", "k", Some(5)).await;
     await_limit(&service, &client, "b", "k", Some(7)).await;
@@ -128,7 +131,10 @@ async fn pushes_apply_bad_pushes_are_nacked_and_removed_resources_remove_their_d
     assert_eq!(limit_of(client.clone(), "a", "k").await, Some(9));
     ads.wait_ack("4");
     let dump = service.rlconfig();
-    assert!(dump.contains("a.k: unit=MINUTE requests_per_unit=9"), "{dump}");
+    assert!(
+        dump.contains("a.k: unit=MINUTE requests_per_unit=9"),
+        "{dump}"
+    );
     assert!(!dump.contains("b.k"), "{dump}");
 }
 
@@ -215,7 +221,13 @@ async fn tls_and_mtls_to_the_server() {
     ads.push("1", &[domain("r", "tls", &[("k", 8)])]);
     let service = start(
         &server_arg(&ads),
-        &["--config-xds-tls", "--config-xds-ca", ca, "--config-xds-san", "localhost"],
+        &[
+            "--config-xds-tls",
+            "--config-xds-ca",
+            ca,
+            "--config-xds-san",
+            "localhost",
+        ],
     );
     ads.wait_ack("1");
     let rls = grpc::rls_client(service.grpc_addr).await;
@@ -260,6 +272,7 @@ async fn upstreams_variables_configure_the_xds_client() {
         ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-tenant:acme"),
         ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "100ms"),
         ("USE_STATSD", "false"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
         ("REDIS_URL", "127.0.0.1:6379"),
     ]);
     ads.wait_ack("v1");

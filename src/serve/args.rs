@@ -15,7 +15,11 @@ pub struct ServeArgs {
     /// Limits config: a YAML file, or a directory whose every file (subdirectories too) is one
     /// (envoyproxy/ratelimit format, read as its runtime reads a directory).
     /// Required unless the limits come from an xDS server (--config-xds-server).
-    #[arg(long, env = "RLS_CONFIG", required_unless_present = "config_xds_server")]
+    #[arg(
+        long,
+        env = "RLS_CONFIG",
+        required_unless_present = "config_xds_server"
+    )]
     pub config: Option<PathBuf>,
     /// The xDS config source (instead of --config).
     #[command(flatten)]

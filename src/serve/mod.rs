@@ -33,8 +33,8 @@ use gcounter_engine::recorder::Recorder;
 
 pub use args::ServeArgs;
 pub use settings::{
-    Addresses, ConfigSource, EngineGroup, GlobalGroup, LimitsSettings, MAX_REGION_BYTES, NonZeroDuration,
-    RedisGroup, Region, Regional, ServeSettings, TlsGroup,
+    Addresses, ConfigSource, EngineGroup, GlobalGroup, LimitsSettings, MAX_REGION_BYTES,
+    NonZeroDuration, RedisGroup, Region, Regional, ServeSettings, TlsGroup,
 };
 
 use backends::{global_counters, regional_origin};

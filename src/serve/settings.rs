@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use crate::admin;
 use crate::config::{LoadOptions, ReadLimits};
-use crate::xds::XdsSettings;
 use crate::rls::{HeaderNames, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
 use crate::transport::{TlsFiles, TransportSettings};
 use crate::upstream_env::{self, Lookup};
+use crate::xds::XdsSettings;
 use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, EngineSettings};
 use gcounter_engine::global::GlobalSettings;
 use gcounter_engine::regional::GuardSettings;

@@ -24,7 +24,12 @@ pub struct XdsArgs {
     pub config_xds_node_metadata: String,
     /// Headers sent on the xDS stream: `name:value,name2:value2`, as upstream's
     /// CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS.
-    #[arg(long, env = "RLS_CONFIG_XDS_HEADERS", default_value = "", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "RLS_CONFIG_XDS_HEADERS",
+        default_value = "",
+        hide_env_values = true
+    )]
     pub config_xds_headers: String,
     /// TLS to the xDS server (needs --config-xds-ca).
     #[arg(long, env = "RLS_CONFIG_XDS_TLS")]

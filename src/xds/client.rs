@@ -67,7 +67,9 @@ pub async fn run(settings: XdsSettings, sink: Sink) {
         let mut established = false;
         match session(&settings, &sink, &mut established).await {
             Ok(()) => {}
-            Err(e) => tracing::warn!(server = %settings.server, error = %e, "xDS config stream ended; the running limits stay"),
+            Err(e) => {
+                tracing::warn!(server = %settings.server, error = %e, "xDS config stream ended; the running limits stay")
+            }
         }
         let delay = if established {
             let delay = settings.backoff.delay(attempt, fastrand::f64());

@@ -179,7 +179,10 @@ fn policy(policy: &RateLimitPolicy) -> RawRateLimit {
 }
 
 /// A `google.protobuf.Struct` as the JSON object the YAML loader reads `metadata` into.
-fn object(value: &Struct, depth: usize) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+fn object(
+    value: &Struct,
+    depth: usize,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     value
         .fields
         .iter()
@@ -339,7 +342,10 @@ mod tests {
         }]) else {
             panic!("accepted garbage")
         };
-        assert!(message.starts_with("resources[0]: cannot decode"), "{message}");
+        assert!(
+            message.starts_with("resources[0]: cannot decode"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -371,8 +377,7 @@ mod tests {
             max_files: 1,
             ..ReadLimits::default()
         };
-        let Err(Rejected(message)) = compile(&[any(&shallow), any(&shallow)], &few, false)
-        else {
+        let Err(Rejected(message)) = compile(&[any(&shallow), any(&shallow)], &few, false) else {
             panic!("accepted")
         };
         assert!(message.contains("at most 1"), "{message}");

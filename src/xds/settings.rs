@@ -95,7 +95,10 @@ impl XdsSettings {
         if server.path() != "/" {
             bail!("--config-xds-server: {server:?} must be host:port with no path");
         }
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
 
         let tls = if args.config_xds_tls || scheme_tls {
             let Some(ca) = args.config_xds_ca.clone() else {
@@ -120,12 +123,20 @@ impl XdsSettings {
         } else {
             for (set, flag) in [
                 (args.config_xds_ca.is_some(), "--config-xds-ca"),
-                (args.config_xds_client_cert.is_some(), "--config-xds-client-cert"),
-                (args.config_xds_client_key.is_some(), "--config-xds-client-key"),
+                (
+                    args.config_xds_client_cert.is_some(),
+                    "--config-xds-client-cert",
+                ),
+                (
+                    args.config_xds_client_key.is_some(),
+                    "--config-xds-client-key",
+                ),
                 (args.config_xds_san.is_some(), "--config-xds-san"),
             ] {
                 if set {
-                    bail!("{flag} needs TLS to the xDS server (--config-xds-tls, CONFIG_GRPC_XDS_SERVER_USE_TLS)");
+                    bail!(
+                        "{flag} needs TLS to the xDS server (--config-xds-tls, CONFIG_GRPC_XDS_SERVER_USE_TLS)"
+                    );
                 }
             }
             None
@@ -243,9 +254,9 @@ mod tests {
 
         let parsed = headers("X-Token: abc,y:2").map_err(|e| e.to_string());
         assert!(
-            parsed.as_ref().is_ok_and(|h| h.len() == 2
-                && h[0].0 == "x-token"
-                && h[0].1 == "abc"),
+            parsed
+                .as_ref()
+                .is_ok_and(|h| h.len() == 2 && h[0].0 == "x-token" && h[0].1 == "abc"),
             "{parsed:?}"
         );
         assert!(headers("bad name:1").is_err());

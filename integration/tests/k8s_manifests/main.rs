@@ -641,13 +641,10 @@ fn deployment_agrees_with_the_service_flags_configmap_and_filters() {
 
     // Hardened and sized: every container of every Deployment of ours (upstream's own, under
     // `upstream/`, stays as upstream wrote it but for the image).
-    for deployment in of_kind(&docs, "Deployment")
-        .into_iter()
-        .filter(|d| {
-            !d.file.starts_with(UPSTREAM_DEPLOYMENT_DIR)
-                && !d.file.starts_with(ENVOY_GATEWAY_DEPLOYMENT_DIR)
-        })
-    {
+    for deployment in of_kind(&docs, "Deployment").into_iter().filter(|d| {
+        !d.file.starts_with(UPSTREAM_DEPLOYMENT_DIR)
+            && !d.file.starts_with(ENVOY_GATEWAY_DEPLOYMENT_DIR)
+    }) {
         let spec = at(&deployment.value, "spec.template.spec").expect("a pod spec");
         assert_eq!(
             at(spec, "securityContext.runAsNonRoot"),
@@ -1056,7 +1053,14 @@ fn envoy_gateways_deployment_runs_our_image_fed_over_xds() {
     let health = service.admin_get("/healthcheck");
     assert_eq!(health.status, 200, "{}", health.body_text());
 
-    ads.push("1", &[domain("ratelimit-config", "envoy-gateway-test", &[("k", 3)])]);
+    ads.push(
+        "1",
+        &[domain(
+            "ratelimit-config",
+            "envoy-gateway-test",
+            &[("k", 3)],
+        )],
+    );
     ads.wait_ack("1");
     let node = ads.requests()[0].node.clone().unwrap_or_default();
     assert_eq!(node.id, "envoy-ratelimit");
