@@ -245,8 +245,7 @@ impl AdsServer {
         )
     }
 
-    /// Waits for a NACK (a request with an error detail) answering version `version`'s
-    /// nonce, and returns its message.
+    /// Waits for the first NACK (a request with an error detail) and returns it.
     pub fn wait_nack(&self) -> DiscoveryRequest {
         self.wait_request("NACK", Duration::from_secs(10), |r| {
             r.error_detail.is_some()
