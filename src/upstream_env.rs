@@ -139,6 +139,15 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     }
     flag(&mut argv, "RLS_LOG_FORMAT", "--log-format", format);
     argv.args.push("serve".into());
+    if let Some(mapper) = get(env, "PROMETHEUS_MAPPER_YAML") {
+        // Envoy Gateway always sets it, to a mapping with the default mapping's names and
+        // labels: refusing it would refuse every Envoy Gateway deployment.
+        argv.warnings.push(format!(
+            "PROMETHEUS_MAPPER_YAML={mapper} is not applied: upstream's stats are exported under \
+             its default mapping's names and labels (domain, key1, key2), which Envoy \
+             Gateway's mapping uses too"
+        ));
+    }
 
     // Listeners.
     let http = socket_addr(env, "HOST", "PORT", 8080)?;
@@ -161,12 +170,17 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         // directory is always watched.
         boolean(env, variable)?;
     }
-    flag(
-        &mut argv,
-        "RLS_CONFIG",
-        "--config",
-        config.to_string_lossy().into_owned(),
-    );
+    if get(env, "CONFIG_TYPE").as_deref() == Some(XDS_CONFIG_TYPE) {
+        xds_argv(env, &mut argv)?;
+    } else {
+        boolean(env, "FORCE_START_WITHOUT_INITIAL_CONFIG")?;
+        flag(
+            &mut argv,
+            "RLS_CONFIG",
+            "--config",
+            config.to_string_lossy().into_owned(),
+        );
+    }
 
     // The answer.
     if boolean(env, "SHADOW_MODE")? == Some(true) && !ours("RLS_SHADOW_MODE") {
@@ -359,6 +373,115 @@ fn socket_addr(
     Ok(std::net::SocketAddr::new(ip, port).to_string())
 }
 
+/// Upstream's `CONFIG_TYPE` for limits pushed by an xDS server.
+const XDS_CONFIG_TYPE: &str = "GRPC_XDS_SOTW";
+
+/// `CONFIG_TYPE=GRPC_XDS_SOTW`: the xDS flags from upstream's `CONFIG_GRPC_XDS_*`,
+/// `XDS_CLIENT_*` and `FORCE_START_WITHOUT_INITIAL_CONFIG` (with upstream's defaults where
+/// ours differ), unless our `RLS_*` variable is set. The limits then come from the server,
+/// not `RUNTIME_ROOT`.
+fn xds_argv(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), UpstreamEnvError> {
+    let ours = |variable: &str| env(variable).is_some();
+    if ours("RLS_CONFIG") {
+        return Err(problem(
+            "CONFIG_TYPE",
+            "GRPC_XDS_SOTW takes the limits from the xDS server: unset RLS_CONFIG",
+        ));
+    }
+    let mut push = |rls: &str, flag: &str, value: String| {
+        if !ours(rls) {
+            argv.args.push(flag.to_owned());
+            argv.args.push(value);
+        }
+    };
+    let server = get(env, "CONFIG_GRPC_XDS_SERVER_URL").unwrap_or_else(|| "localhost:18000".into());
+    push("RLS_CONFIG_XDS_SERVER", "--config-xds-server", server);
+    for (variable, rls, flag) in [
+        (
+            "CONFIG_GRPC_XDS_NODE_ID",
+            "RLS_CONFIG_XDS_NODE_ID",
+            "--config-xds-node-id",
+        ),
+        (
+            "CONFIG_GRPC_XDS_NODE_METADATA",
+            "RLS_CONFIG_XDS_NODE_METADATA",
+            "--config-xds-node-metadata",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+            "RLS_CONFIG_XDS_HEADERS",
+            "--config-xds-headers",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+            "RLS_CONFIG_XDS_CLIENT_CERT",
+            "--config-xds-client-cert",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+            "RLS_CONFIG_XDS_CLIENT_KEY",
+            "--config-xds-client-key",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+            "RLS_CONFIG_XDS_CA",
+            "--config-xds-ca",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+            "RLS_CONFIG_XDS_SAN",
+            "--config-xds-san",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+            "RLS_CONFIG_XDS_CONNECT_RETRY_INTERVAL",
+            "--config-xds-connect-retry-interval",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+            "RLS_CONFIG_XDS_BACKOFF_INITIAL",
+            "--config-xds-backoff-initial",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_MAX_INTERVAL",
+            "RLS_CONFIG_XDS_BACKOFF_MAX",
+            "--config-xds-backoff-max",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+            "RLS_CONFIG_XDS_BACKOFF_FACTOR",
+            "--config-xds-backoff-factor",
+        ),
+        (
+            "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+            "RLS_CONFIG_XDS_MAX_MESSAGE_BYTES",
+            "--config-xds-max-message-bytes",
+        ),
+    ] {
+        if let Some(value) = get(env, variable) {
+            push(rls, flag, value);
+        }
+    }
+    if let Some(jitter) = boolean(env, "XDS_CLIENT_BACKOFF_JITTER")? {
+        push(
+            "RLS_CONFIG_XDS_BACKOFF_JITTER",
+            "--config-xds-backoff-jitter",
+            jitter.to_string(),
+        );
+    }
+    if boolean(env, "CONFIG_GRPC_XDS_SERVER_USE_TLS")? == Some(true) && !ours("RLS_CONFIG_XDS_TLS")
+    {
+        argv.args.push("--config-xds-tls".into());
+    }
+    if boolean(env, "FORCE_START_WITHOUT_INITIAL_CONFIG")? == Some(true)
+        && !ours("RLS_FORCE_START_WITHOUT_INITIAL_CONFIG")
+    {
+        argv.args
+            .push("--force-start-without-initial-config".into());
+    }
+    Ok(())
+}
+
 /// Settings upstream has and we do not: refused, with what to use instead.
 fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
     if let Some(backend) = get(env, "BACKEND_TYPE") {
@@ -378,10 +501,12 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
             }
         }
     }
-    if get(env, "CONFIG_TYPE").is_some_and(|t| t != "FILE") {
+    if get(env, "CONFIG_TYPE").is_some_and(|t| t != "FILE" && t != XDS_CONFIG_TYPE) {
         return Err(problem(
             "CONFIG_TYPE",
-            "only FILE is supported: limits come from RUNTIME_ROOT",
+            format!(
+                "FILE (limits from RUNTIME_ROOT) or {XDS_CONFIG_TYPE} (limits from an xDS server)"
+            ),
         ));
     }
     let refused_if_true: [(&'static str, &str); 5] = [
@@ -410,12 +535,6 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
         if boolean(env, variable)? == Some(true) {
             return Err(problem(variable, instead));
         }
-    }
-    if get(env, "PROMETHEUS_MAPPER_YAML").is_some() {
-        return Err(problem(
-            "PROMETHEUS_MAPPER_YAML",
-            "a custom statsd-to-Prometheus mapping is not supported: upstream's stats are exported under its default mapping's names; unset it",
-        ));
     }
     if let Some(behavior) = get(env, "REDIS_POOL_ON_EMPTY_BEHAVIOR")
         && !behavior.eq_ignore_ascii_case("WAIT")
@@ -777,10 +896,6 @@ mod tests {
                 "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
             ),
             (
-                vec![("PROMETHEUS_MAPPER_YAML", "/m.yaml")],
-                "PROMETHEUS_MAPPER_YAML",
-            ),
-            (
                 vec![("REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE")],
                 "REDIS_POOL_ON_EMPTY_BEHAVIOR",
             ),
@@ -788,6 +903,22 @@ mod tests {
             let error = serve_argv(&env(&vars)).expect_err(variable);
             assert_eq!(error.variable, variable, "{vars:?}: {error}");
         }
+    }
+
+    #[test]
+    fn a_prometheus_mapping_is_not_applied_and_said_so() {
+        let argv = serve_argv(&env(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "r:1"),
+            ("PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"),
+        ]))
+        .expect("accepted");
+        assert_eq!(argv.warnings.len(), 1, "{argv:?}");
+        assert!(
+            argv.warnings[0]
+                .contains("PROMETHEUS_MAPPER_YAML=/etc/statsd-exporter/conf.yaml is not applied"),
+            "{argv:?}"
+        );
     }
 
     #[test]

@@ -14,8 +14,16 @@ use crate::telemetry::MetricsSettings;
 pub struct ServeArgs {
     /// Limits config: a YAML file, or a directory whose every file (subdirectories too) is one
     /// (envoyproxy/ratelimit format, read as its runtime reads a directory).
-    #[arg(long, env = "RLS_CONFIG")]
-    pub config: PathBuf,
+    /// Required unless the limits come from an xDS server (--config-xds-server).
+    #[arg(
+        long,
+        env = "RLS_CONFIG",
+        required_unless_present = "config_xds_server"
+    )]
+    pub config: Option<PathBuf>,
+    /// The xDS config source (instead of --config).
+    #[command(flatten)]
+    pub xds: crate::xds::XdsArgs,
     /// Bytes read from the limits config in one load, all files together; a bigger config is
     /// refused (at start, or on reload keeping the running one).
     #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]

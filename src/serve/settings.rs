@@ -15,6 +15,7 @@ use crate::rls::{HeaderNames, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
 use crate::transport::{TlsFiles, TransportSettings};
 use crate::upstream_env::{self, Lookup};
+use crate::xds::XdsSettings;
 use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, EngineSettings};
 use gcounter_engine::global::GlobalSettings;
 use gcounter_engine::regional::GuardSettings;
@@ -95,10 +96,18 @@ pub struct Addresses {
     pub debug: Option<SocketAddr>,
 }
 
+/// Where the limits come from: a file or directory (watched), or an xDS server (pushed).
+#[derive(Debug, Clone)]
+pub enum ConfigSource {
+    File(PathBuf),
+    Xds(Box<XdsSettings>),
+}
+
 /// The limits config and what reports on it.
 #[derive(Debug, Clone)]
 pub struct LimitsSettings {
-    pub config: PathBuf,
+    /// Where the limits come from.
+    pub source: ConfigSource,
     pub load: LoadOptions,
     pub metrics: MetricsSettings,
     /// In (0, 1].
@@ -261,6 +270,11 @@ impl ServeSettings {
                 bytesize::ByteSize::b(floor)
             );
         }
+        let source = match (XdsSettings::from_args(&args.xds)?, &args.config) {
+            (Some(xds), _) => ConfigSource::Xds(Box::new(xds)),
+            (None, Some(path)) => ConfigSource::File(path.clone()),
+            (None, None) => anyhow::bail!("--config (or --config-xds-server) is required"),
+        };
         let transport = transport_settings(&args);
         transport.validate()?;
         if !admin::valid_metrics_path(&args.metrics_path) {
@@ -346,7 +360,7 @@ impl ServeSettings {
                 debug: args.debug_addr,
             },
             limits: LimitsSettings {
-                config: args.config.clone(),
+                source,
                 load: LoadOptions {
                     limits: ReadLimits {
                         max_bytes: args.max_config_bytes,
