@@ -19,6 +19,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use limits::{DomainLimits, Found, LimitsConfig};
 pub use load::{LoadOptions, load_path, load_sources, load_str};
 pub use read::{ReadError, ReadLimits};
+pub(crate) use rule::window_ms;
 pub use rule::{Rule, RuleLimit};
 pub use unit::Unit;
 pub use watch::watch;

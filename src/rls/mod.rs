@@ -149,19 +149,7 @@ impl RateLimiter {
                     (response::unlimited(), Role::Unlimited)
                 }
                 Plan::Limited(limited) => {
-                    let verdict = self
-                        .engine
-                        .check(Hit {
-                            counter: CounterKeyRef::new(
-                                domain.name(),
-                                &limited.namespace,
-                                &limited.identifier,
-                                limited.duration_ms,
-                            ),
-                            limit: u64::from(limited.requests_per_unit),
-                            cost: limited.cost,
-                        })
-                        .await;
+                    let (verdict, window) = self.decide(domain.name(), limited).await;
                     // A rule's shadow mode answers its descriptor OK; the global switch
                     // keeps the descriptor's OVER_LIMIT and only turns the overall code OK
                     // (below), as upstream: Envoy reads the overall code.
@@ -186,7 +174,7 @@ impl RateLimiter {
                             rule_label
                         }
                     };
-                    let limit = u64::from(limited.requests_per_unit);
+                    let limit = u64::from(window.requests_per_unit);
                     self.metrics.upstream_decision(
                         domain.name(),
                         counted,
@@ -204,7 +192,7 @@ impl RateLimiter {
                     } else {
                         Role::Regular { over }
                     };
-                    (response::limited(limited, &verdict, code), role)
+                    (response::limited(limited, window, &verdict, code), role)
                 }
             };
             tally.add(role);
@@ -215,7 +203,10 @@ impl RateLimiter {
         let over_limit = tally.over_limit() && !self.settings.shadow_mode;
 
         let response_headers_to_add = match &self.settings.response_headers {
-            Some(names) => response::headers(names, &statuses, &roles, over_limit),
+            Some(names) => {
+                let policies = response::policies(&plans);
+                response::headers(names, &statuses, &roles, over_limit, policies.as_deref())
+            }
             None => Vec::new(),
         };
         let overall = if over_limit {
@@ -247,6 +238,75 @@ impl RateLimiter {
             response_headers_to_add,
             dynamic_metadata,
             ..Default::default()
+        })
+    }
+}
+
+impl RateLimiter {
+    /// The engine's answer for one limited descriptor and the limit it is about: for several
+    /// limits (`rate_limits`), the most constrained one.
+    ///
+    /// Several limits are all-or-nothing: they are consumed one by one in config order, and
+    /// when one denies, what the earlier ones consumed is refunded, so a denied request
+    /// consumes from none of them (as "denied consumes nothing" for one limit). The residual
+    /// race, documented: between a consume and its refund, another request may see the
+    /// earlier limits' counts higher by this request's cost and be denied by them (never
+    /// admitted past a limit: counts are only ever too high, for that moment).
+    ///
+    /// With `is_negative_hits`, every limit of the descriptor is refunded `cost` (each within
+    /// what this process consumed of it: `Engine::refund`).
+    async fn decide(
+        &self,
+        workspace: &Arc<str>,
+        limited: &plan::Limited,
+    ) -> (gcounter_engine::engine::Verdict, plan::LimitWindow) {
+        let hit = |window: plan::LimitWindow| Hit {
+            counter: CounterKeyRef::new(
+                workspace,
+                &limited.namespace,
+                &limited.identifier,
+                window.duration_ms,
+            ),
+            limit: u64::from(window.requests_per_unit),
+            cost: limited.cost,
+        };
+        let first = limited.window();
+        if !limited.has_more_limits() {
+            let verdict = if limited.refund {
+                self.engine.refund(hit(first)).await
+            } else {
+                self.engine.check(hit(first)).await
+            };
+            return (verdict, first);
+        }
+        let mut constrained: Option<(gcounter_engine::engine::Verdict, plan::LimitWindow)> = None;
+        for (consumed, window) in limited.windows().enumerate() {
+            let verdict = if limited.refund {
+                self.engine.refund(hit(window)).await
+            } else {
+                self.engine.check(hit(window)).await
+            };
+            if !verdict.allowed {
+                if limited.cost > 0 {
+                    for earlier in limited.windows().take(consumed) {
+                        self.engine.refund(hit(earlier)).await;
+                    }
+                }
+                return (verdict, window);
+            }
+            if constrained.is_none_or(|(least, _)| verdict.remaining < least.remaining) {
+                constrained = Some((verdict, window));
+            }
+        }
+        constrained.unwrap_or_else(|| {
+            (
+                gcounter_engine::engine::Verdict {
+                    allowed: true,
+                    remaining: u64::from(first.requests_per_unit),
+                    until_reset_ms: first.duration_ms,
+                },
+                first,
+            )
         })
     }
 }

@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use super::budget::QUEUE_ENTRY_BYTES;
 use super::cell::WindowCell;
 use crate::cell_key::CellKey;
+use crate::pn::PnCount;
 use crate::regional::{OriginError, RegionalOrigin};
 
 /// Cells with unreplayed work, each listed once per cycle, at most `capacity` of them and
@@ -131,7 +132,7 @@ impl ReplayQueue {
         let drained = std::mem::take(&mut *self.lock()).cells;
         let mut replayed = Replayed::default();
         for chunk in drained.chunks(self.batch_size) {
-            let batch: Vec<(CellKey, u64)> = chunk
+            let batch: Vec<(CellKey, PnCount)> = chunk
                 .iter()
                 .map(|(key, cell)| (key.clone(), cell.take_for_replay()))
                 .collect();
