@@ -183,8 +183,10 @@ async fn across_regions(backend: Backend) {
     let db = TestDb::create(backend, "multi");
     let url = db.url();
     let (_dir, path) = support::limits_file(LIMITS);
-    let a = Service::start(&path, &region_args("a", &url, &FAST_GLOBAL));
-    let b = Service::start(&path, &region_args("b", &url, &FAST_GLOBAL));
+    let mut extra = FAST_GLOBAL.to_vec();
+    extra.push("--response-headers");
+    let a = Service::start(&path, &region_args("a", &url, &extra));
+    let b = Service::start(&path, &region_args("b", &url, &extra));
     scenario(&a, &b).await;
     let (count, refunds) = match backend {
         Backend::MariaDb => ("CAST(count AS CHAR)", "CAST(refunds AS CHAR)"),
