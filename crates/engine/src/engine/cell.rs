@@ -1,6 +1,6 @@
 //! One counter cell: the counts of a fixed window of one limit.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use super::decision::{Decision, decide};
 use crate::pn::PnCount;
@@ -38,12 +38,21 @@ pub struct WindowCell {
     /// the replay queue had no room for. Set once, by the table, and never cleared: the cell
     /// leaves memory only when the reaper drops it at the end of its window.
     protected: AtomicBool,
-    /// The limit of the most recent decision: the global flush publishes a cell only once its
-    /// count reaches a fraction of it (counts far below a limit matter to no other region).
-    limit: AtomicU64,
-    /// The regional hits and refunds last written to the global counters successfully.
+    /// The limit of the most recent decision (limits are `u32`; larger ones saturate): the
+    /// global flush publishes a cell only once its count reaches a fraction of it (counts far
+    /// below a limit matter to no other region). 32 bits, beside the flags: the cell stays
+    /// within one allocator size class more.
+    limit: AtomicU32,
+    /// `hits + refunds` of the regional count last written to the global counters
+    /// successfully. Both halves only grow, so the sum grows whenever either does: one word
+    /// tells "changed since" for both.
     published: AtomicU64,
-    published_refunds: AtomicU64,
+}
+
+/// What `published` remembers of a count: `hits + refunds`, which grows whenever either half
+/// does (both only grow), so comparing it tells whether anything changed.
+fn published_mark(count: PnCount) -> u64 {
+    count.hits.saturating_add(count.refunds)
 }
 
 /// A cell's accepted work and the replay queue.
@@ -127,8 +136,9 @@ impl WindowCell {
         limit: u64,
     ) -> (Decision, ReplayNeed) {
         // Written only when it changes, so a hot cell's cache line is not dirtied per request.
-        if self.limit.load(Ordering::Relaxed) != limit {
-            self.limit.store(limit, Ordering::Relaxed);
+        let limit32 = u32::try_from(limit).unwrap_or(u32::MAX);
+        if self.limit.load(Ordering::Relaxed) != limit32 {
+            self.limit.store(limit32, Ordering::Relaxed);
         }
         let global = self.global_count().value();
         let mut regional = self.regional.load(Ordering::Acquire);
@@ -257,7 +267,7 @@ impl WindowCell {
     /// at or near its limit (forgetting it would let the same client through again in the
     /// same window), or it holds accepted work no replay carries.
     pub fn deserves_protection(&self) -> bool {
-        let limit = self.limit.load(Ordering::Relaxed);
+        let limit = u64::from(self.limit.load(Ordering::Relaxed));
         let near = limit.saturating_sub(limit / 4);
         (limit > 0 && self.total() >= near) || self.is_overflowed()
     }
@@ -308,17 +318,15 @@ impl WindowCell {
     pub fn to_publish(&self, floor: f64) -> Option<PnCount> {
         let regional = self.regional_count();
         let limit = self.limit.load(Ordering::Relaxed);
-        let threshold = (limit as f64 * floor).ceil() as u64;
-        let changed = regional.hits > self.published.load(Ordering::Acquire)
-            || regional.refunds > self.published_refunds.load(Ordering::Acquire);
+        let threshold = (f64::from(limit) * floor).ceil() as u64;
+        let changed = published_mark(regional) > self.published.load(Ordering::Acquire);
         (regional.hits > 0 && regional.hits >= threshold && changed).then_some(regional)
     }
 
     /// Record a successful publication (never moves back).
     pub fn mark_published(&self, count: PnCount) {
-        self.published.fetch_max(count.hits, Ordering::AcqRel);
-        self.published_refunds
-            .fetch_max(count.refunds, Ordering::AcqRel);
+        self.published
+            .fetch_max(published_mark(count), Ordering::AcqRel);
     }
 
     pub fn is_stale(&self, now_ms: u64) -> bool {
@@ -498,6 +506,13 @@ mod tests {
         // refunds beyond hits (another origin's view) never make a count negative
         cell.merge_global(PnCount::new(0, 50));
         assert_eq!(cell.total(), 4);
+    }
+
+    #[test]
+    fn a_cell_stays_small_with_both_halves() {
+        // The budget's CELL_OVERHEAD_BYTES counts on it (with the Arc's counts: 88 B; 72 B
+        // before refunds).
+        assert_eq!(std::mem::size_of::<WindowCell>(), 72);
     }
 
     #[test]
