@@ -30,7 +30,11 @@ type ComponentKey = (u128, u16);
 /// by a 128-bit hash; two live cells colliding is about as likely as a hardware fault
 /// (n² / 2¹²⁹: ~10⁻²⁷ for a million cells).
 pub struct InProcessOrigin {
-    components: Arc<Cache<ComponentKey, PnCount>>,
+    /// Each component's hits.
+    components: Arc<Cache<ComponentKey, u64>>,
+    /// Each component's refunds, for the components that have any: a cell nobody refunds
+    /// costs nothing more than it did before refunds existed. Bounded like `components`.
+    refunds: Arc<Cache<ComponentKey, u64>>,
     processes: Arc<Processes>,
     process: u16,
 }
@@ -47,6 +51,7 @@ impl InProcessOrigin {
     pub fn new(max_cells: usize) -> Self {
         Self {
             components: Arc::new(Cache::new(max_cells.max(1))),
+            refunds: Arc::new(Cache::new(max_cells.max(1))),
             processes: Arc::new(Processes {
                 names: Mutex::new(vec!["local".into()]),
                 count: AtomicU16::new(1),
@@ -75,6 +80,7 @@ impl InProcessOrigin {
         };
         Some(Self {
             components: Arc::clone(&self.components),
+            refunds: Arc::clone(&self.refunds),
             processes: Arc::clone(&self.processes),
             process: u16::try_from(index).ok()?,
         })
@@ -83,7 +89,7 @@ impl InProcessOrigin {
     fn read_now(&self, cell: u128) -> CellRead {
         let mut read = CellRead::default();
         for process in 0..self.processes.count.load(Ordering::Acquire) {
-            let count = self.components.get(&(cell, process)).unwrap_or_default();
+            let count = self.component(cell, process);
             read.total = read.total.plus(count);
             if process == self.process {
                 read.own = count;
@@ -92,15 +98,29 @@ impl InProcessOrigin {
         read
     }
 
+    /// One process's component of a cell, refunds capped at its hits (a refunds entry may
+    /// outlive an evicted hits entry).
+    fn component(&self, cell: u128, process: u16) -> PnCount {
+        let hits = self.components.get(&(cell, process)).unwrap_or(0);
+        if hits == 0 {
+            return PnCount::default();
+        }
+        let refunds = self.refunds.get(&(cell, process)).unwrap_or(0);
+        PnCount::new(hits, refunds).capped()
+    }
+
     /// Keep the larger of the stored and published cumulative counts, per half (refunds
     /// capped at hits). Only this process's replay task writes its components, one batch at a
     /// time, so read-then-write is safe.
     fn publish(&self, cell: u128, cumulative: PnCount) -> PnCount {
-        let component = (cell, self.process);
-        let stored = self.components.get(&component).unwrap_or_default();
+        let key = (cell, self.process);
+        let stored = self.component(cell, self.process);
         let merged = stored.merge(cumulative).capped();
-        if merged != stored {
-            self.components.insert(component, merged);
+        if merged.hits != stored.hits {
+            self.components.insert(key, merged.hits);
+        }
+        if merged.refunds != stored.refunds {
+            self.refunds.insert(key, merged.refunds);
         }
         self.read_now(cell).total
     }
