@@ -269,3 +269,54 @@ fn the_config_tools_know_rate_limits() {
         "{stderr}"
     );
 }
+
+/// `--all-or-nothing` through the real binary on Redis: a request denied by one descriptor
+/// gives back what its other descriptors consumed, in the region's counts too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_or_nothing_across_descriptors_on_redis() {
+    redis_admin::require_local_redis();
+    let prefix = redis_admin::unique_prefix("all-or-nothing");
+    let (_dir, path) = support::limits_file(
+        "domain: aon\ndescriptors:\n  - key: team\n    rate_limit: { unit: hour, requests_per_unit: 2 }\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n",
+    );
+    support::avoid_window_boundary(HOUR, Duration::from_secs(60));
+    let a = Service::start(
+        &path,
+        &redis_args(LOCAL_REDIS_URL, &prefix, &["--all-or-nothing"]),
+    );
+    let b = Service::start(&path, &redis_args(LOCAL_REDIS_URL, &prefix, &[]));
+    let mut ca = grpc::rls_client(a.grpc_addr).await;
+    let both = || {
+        request(
+            "aon",
+            vec![
+                grpc::descriptor(&[("team", "t")]),
+                grpc::descriptor(&[("user", "u")]),
+            ],
+        )
+    };
+    assert_eq!(
+        grpc::overall(&should_rate_limit(&mut ca, both()).await),
+        Code::Ok
+    );
+    let denied = should_rate_limit(&mut ca, both()).await;
+    let codes: Vec<Code> = denied.statuses.iter().map(code).collect();
+    assert_eq!(codes, [Code::Ok, Code::OverLimit], "{denied:?}");
+    // The team's cell in Redis: 2 hits, 1 refunded (the denied request's).
+    eventually("the team's cell (hits, refunds)", (2, 1), || {
+        redis_admin::pn_counts_under(LOCAL_REDIS_URL, &prefix)
+            .into_iter()
+            .filter(|(key, _, _)| key.contains("4:team"))
+            .map(|(_, hits, refunds)| (hits, refunds))
+            .fold((0, 0), |(h, r), (hits, refunds)| (h + hits, r + refunds))
+    });
+    // Another process (without the setting) sees the team's second unit free.
+    let mut cb = grpc::rls_client(b.grpc_addr).await;
+    let team = grpc::one_status(&mut cb, grpc::hit("aon", "team", "t")).await;
+    assert_eq!(
+        (code(&team), team.limit_remaining),
+        (Code::Ok, 0),
+        "{team:?}"
+    );
+    redis_admin::delete_under(LOCAL_REDIS_URL, &prefix);
+}

@@ -50,6 +50,10 @@ pub struct RlsSettings {
     pub response_dynamic_metadata: bool,
     /// `Some` turns the `RateLimit-*` response headers on.
     pub response_headers: Option<HeaderNames>,
+    /// All-or-nothing across the descriptors of a request: when the request is OVER_LIMIT,
+    /// what its passed descriptors consumed is refunded (Envoy would otherwise charge a
+    /// denied request to the descriptors it passed).
+    pub all_or_nothing: bool,
     pub request_limits: RequestLimits,
 }
 
@@ -128,6 +132,8 @@ impl RateLimiter {
 
         let mut statuses = Vec::with_capacity(plans.len());
         let mut roles = Vec::with_capacity(plans.len());
+        // Per plan: whether it consumed (accepted with a cost), for `all_or_nothing`.
+        let mut consumed = Vec::with_capacity(plans.len());
         let mut tally = Tally::default();
         let global_quota = self.settings.quota_mode;
         for plan in &plans {
@@ -150,6 +156,7 @@ impl RateLimiter {
                 }
                 Plan::Limited(limited) => {
                     let (verdict, window) = self.decide(domain.name(), limited).await;
+                    consumed.push(verdict.allowed && limited.cost > 0 && !limited.refund);
                     // A rule's shadow mode answers its descriptor OK; the global switch
                     // keeps the descriptor's OVER_LIMIT and only turns the overall code OK
                     // (below), as upstream: Envoy reads the overall code.
@@ -195,12 +202,22 @@ impl RateLimiter {
                     (response::limited(limited, window, &verdict, code), role)
                 }
             };
+            if !matches!(plan, Plan::Limited(_)) {
+                consumed.push(false);
+            }
             tally.add(role);
             statuses.push(status);
             roles.push(role);
         }
         // The global shadow switch answers OK what would have been denied.
         let over_limit = tally.over_limit() && !self.settings.shadow_mode;
+        if over_limit && self.settings.all_or_nothing {
+            for (plan, consumed) in plans.iter().zip(&consumed) {
+                if let (Plan::Limited(limited), true) = (plan, consumed) {
+                    self.give_back(domain.name(), limited).await;
+                }
+            }
+        }
 
         let response_headers_to_add = match &self.settings.response_headers {
             Some(names) => {
@@ -308,6 +325,26 @@ impl RateLimiter {
                 first,
             )
         })
+    }
+}
+
+impl RateLimiter {
+    /// Refunds what one accepted descriptor consumed, in every one of its limits.
+    async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited) {
+        for window in limited.windows() {
+            self.engine
+                .refund(Hit {
+                    counter: CounterKeyRef::new(
+                        workspace,
+                        &limited.namespace,
+                        &limited.identifier,
+                        window.duration_ms,
+                    ),
+                    limit: u64::from(window.requests_per_unit),
+                    cost: limited.cost,
+                })
+                .await;
+        }
     }
 }
 
