@@ -66,8 +66,18 @@ pub fn command_calls(url: &str) -> HashMap<String, u64> {
 }
 
 /// Every cell under `prefix` on the node at `url` with its region total: the sum of the
-/// per-process fields of its hash (SCAN + HGETALL).
+/// per-process hits fields of its hash minus the sum of its refund fields (`r:<process>`,
+/// each PN-counter component's second half). SCAN + HGETALL.
 pub fn counts_under(url: &str, prefix: &str) -> Vec<(String, u64)> {
+    pn_counts_under(url, prefix)
+        .into_iter()
+        .map(|(key, hits, refunds)| (key, hits.saturating_sub(refunds)))
+        .collect()
+}
+
+/// Every cell under `prefix` on the node at `url` with its region's hits and refunds (the
+/// sums of the `<process>` and of the `r:<process>` fields of its hash).
+pub fn pn_counts_under(url: &str, prefix: &str) -> Vec<(String, u64, u64)> {
     let mut conn = connect(url);
     let pattern = format!("{}*", glob_escape(prefix));
     let mut keys: Vec<String> = Vec::new();
@@ -95,17 +105,20 @@ pub fn counts_under(url: &str, prefix: &str) -> Vec<(String, u64)> {
                 .arg(&key)
                 .query(&mut conn)
                 .unwrap_or_else(|e| panic!("HGETALL {key:?} on {url}: {e}"));
-            let count = fields.iter().map(|(_, n)| n).sum();
-            (key, count)
+            let (refunds, hits): (Vec<_>, Vec<_>) = fields
+                .iter()
+                .partition(|(field, _)| field.starts_with("r:"));
+            let sum = |fields: Vec<&(String, u64)>| fields.iter().map(|(_, n)| n).sum();
+            (key, sum(hits), sum(refunds))
         })
         .collect()
 }
 
 /// Deletes every key under `prefix` on the node at `url` (tidying the shared Redis).
 pub fn delete_under(url: &str, prefix: &str) {
-    let keys: Vec<String> = counts_under(url, prefix)
+    let keys: Vec<String> = pn_counts_under(url, prefix)
         .into_iter()
-        .map(|(k, _)| k)
+        .map(|(k, _, _)| k)
         .collect();
     if keys.is_empty() {
         return;

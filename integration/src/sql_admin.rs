@@ -162,9 +162,13 @@ impl TestDb {
                 // psql -At separates columns with '|'.
                 postgres(&self.name, sql, "query PostgreSQL").replace('|', "\t")
             }
+            // A service writing at that moment holds the lock: wait for it (up to 5 s)
+            // instead of failing with "database is locked".
             Backend::Sqlite => run(
                 "sqlite3",
                 &[
+                    "-cmd",
+                    ".timeout 5000",
                     "-separator",
                     "\t",
                     &self

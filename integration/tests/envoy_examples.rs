@@ -252,3 +252,146 @@ fn hits_addend_from_a_header_and_a_number() {
     client.limited("/", &[("x-cost", "abc")], limit);
     assert_over_limit_stat(&client, 3);
 }
+
+/// `rate_limits` through Envoy, on a Redis origin: a request passes only if every limit has
+/// room, a denied one takes from none (the hour keeps room for exactly what passed), the
+/// status names the most constrained limit (Envoy's `x-ratelimit-limit` shows that one) and
+/// the service's `RateLimit-Limit` lists every policy.
+#[test]
+fn multi_limits_through_envoy_with_redis() {
+    use support::redis_admin::{self, LOCAL_REDIS_URL};
+    redis_admin::require_local_redis();
+    let prefix = redis_admin::unique_prefix("multi-envoy");
+    let example = Example::load("multi-limits");
+    assert_eq!(example.serve_flags, ["--response-headers"]);
+    let stack = Stack::start(
+        &example,
+        &["--redis-url", LOCAL_REDIS_URL, "--redis-prefix", &prefix],
+    );
+    support::avoid_window_boundary(Duration::from_secs(3_600), WORK);
+    let client = stack.client();
+    let key = |cost: &'static str| [("x-api-key", "k"), ("x-cost", cost)];
+    let headers = |r: &HttpResponse| {
+        (
+            r.status,
+            r.header("x-ratelimit-limit").map(str::to_owned),
+            r.header("x-ratelimit-remaining").map(str::to_owned),
+            r.header("ratelimit-limit").map(str::to_owned),
+        )
+    };
+    let owned = |s: &str| Some(s.to_owned());
+    let every_policy = owned("6, 10;w=3600, 6;w=1");
+    support::avoid_window_boundary(Duration::from_secs(1), Duration::from_millis(400));
+    let r = client.get("/", &key("5"));
+    assert_eq!(
+        headers(&r),
+        (200, owned("6, 6;w=1"), owned("1"), every_policy.clone()),
+        "cost 5: the second's limit is the most constrained{}",
+        client.context()
+    );
+    let r = client.get("/", &key("2"));
+    assert_eq!(
+        headers(&r),
+        (429, owned("6, 6;w=1"), owned("0"), every_policy.clone()),
+        "cost 2: over the second's limit{}",
+        client.context()
+    );
+    // Two seconds on, the second's window has slid out: the hour holds 5, not 7.
+    let next_next = (support::now_ms() / 1_000 + 2) * 1_000 + 50;
+    std::thread::sleep(Duration::from_millis(
+        next_next.saturating_sub(support::now_ms()),
+    ));
+    let r = client.get("/", &key("5"));
+    assert_eq!(
+        headers(&r),
+        (
+            200,
+            owned("10, 10;w=3600"),
+            owned("0"),
+            owned("10, 10;w=3600, 6;w=1")
+        ),
+        "cost 5 reaches the hour's limit exactly{}",
+        client.context()
+    );
+    let r = client.get("/", &key("1"));
+    assert_eq!(r.status, 429, "over the hour's limit{}", client.context());
+    assert_over_limit_stat(&client, 2);
+    redis_admin::delete_under(LOCAL_REDIS_URL, &prefix);
+}
+
+/// The AI gateway: Envoy reserves the estimate at the start of a request and, when its stream
+/// ends (`apply_on_stream_done`), gives back the unused tokens (`is_negative_hits`), on a
+/// Redis origin. The refund comes after the response, so the test awaits it.
+#[test]
+fn token_budget_refunds_unused_tokens_at_stream_end_through_envoy_with_redis() {
+    use support::redis_admin::{self, LOCAL_REDIS_URL};
+    redis_admin::require_local_redis();
+    let prefix = redis_admin::unique_prefix("tokens-envoy");
+    let stack = Stack::start(
+        &Example::load("token-budget"),
+        &["--redis-url", LOCAL_REDIS_URL, "--redis-prefix", &prefix],
+    );
+    support::avoid_window_boundary(Duration::from_secs(3_600), WORK);
+    let client = stack.client();
+    let limit = "1000, 1000;w=3600";
+    let call = |estimate: &'static str, unused: &'static str| {
+        let r = client.get(
+            "/",
+            &[
+                ("x-api-key", "k"),
+                ("x-token-estimate", estimate),
+                ("x-test-unused", unused),
+            ],
+        );
+        (
+            r.status,
+            r.header("x-ratelimit-limit").map(str::to_owned),
+            r.header("x-ratelimit-remaining").map(str::to_owned),
+            r.header("x-tokens-unused").map(str::to_owned),
+        )
+    };
+    let owned = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        call("600", "450"),
+        (200, owned(limit), owned("400"), owned("450")),
+        "600 reserved{}",
+        client.context()
+    );
+    // The refund of 450 arrives after the response: await it through the service itself.
+    let service = stack.service.grpc_addr;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the gRPC peek");
+    runtime.block_on(async {
+        let mut rls = support::grpc::rls_client(service).await;
+        let started = std::time::Instant::now();
+        loop {
+            let peek = support::grpc::request(
+                "token-budget",
+                vec![support::grpc::costing("api_key", "k", 0)],
+            );
+            let status = support::grpc::one_status(&mut rls, peek).await;
+            if status.limit_remaining == 850 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the stream-end refund never arrived: {status:?}{}",
+                client.context()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    assert_eq!(
+        call("850", "0"),
+        (200, owned(limit), owned("0"), owned("0")),
+        "the refunded 450 are spendable again{}",
+        client.context()
+    );
+    // Refunding 0 gave nothing back, and nothing beyond the budget passes.
+    let r = client.get("/", &[("x-api-key", "k"), ("x-token-estimate", "1")]);
+    assert_eq!(r.status, 429, "the budget is spent{}", client.context());
+    assert_over_limit_stat(&client, 1);
+    redis_admin::delete_under(LOCAL_REDIS_URL, &prefix);
+}

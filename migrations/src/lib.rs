@@ -1,11 +1,13 @@
 //! The schema of gcounter-rls's global counters: one table, `ratelimit_window_counts`, holding
-//! one row per (cell, region), the region's G-Counter component of that cell.
+//! one row per (cell, region), the region's PN-counter component of that cell (`count`, the
+//! hits, and `refunds`, each grow-only).
 //!
 //! Kept in its own crate because the `*` preludes of sea-orm and sea-orm-migration collide.
 
 use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_create_window_counts;
+mod m20261123_000002_add_refunds;
 
 pub use m20261121_000001_create_window_counts::{
     EXPIRES_AT_INDEX, IDENTIFIER_MAX_BYTES, LOOKUP_INDEX, NAMESPACE_MAX_BYTES, REGION_MAX_BYTES,
@@ -18,6 +20,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_create_window_counts::Migration)]
+        vec![
+            Box::new(m20261121_000001_create_window_counts::Migration),
+            Box::new(m20261123_000002_add_refunds::Migration),
+        ]
     }
 }

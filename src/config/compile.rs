@@ -15,6 +15,10 @@ use super::unit::Unit;
 
 const UNITS: &str = "second, minute, hour, day, week, month or year";
 
+/// The most limits one descriptor's `rate_limits` may hold: each is a counter every request
+/// of the descriptor reads and writes.
+pub(crate) const MAX_LIMITS_PER_DESCRIPTOR: usize = 8;
+
 /// The domain of a file and the line it is named on.
 pub(crate) struct CompiledDomain {
     pub limits: DomainLimits,
@@ -176,15 +180,26 @@ impl Compiler<'_> {
 
             let value_to_metric = descriptor.value_to_metric.unwrap_or(false);
             let value_to_metric_path = value_to_metric_above || value_to_metric;
-            let rule = descriptor.rate_limit.as_ref().and_then(|rate_limit| {
-                let at = RulePlace {
-                    descriptor_place: &place,
-                    namespace: &node_namespace,
-                    path: &node_path,
-                    value_to_metric: value_to_metric_path,
-                };
-                self.rule(rate_limit, descriptor, &at)
-            });
+            let at = RulePlace {
+                descriptor_place: &place,
+                namespace: &node_namespace,
+                path: &node_path,
+                value_to_metric: value_to_metric_path,
+            };
+            let rule = match (&descriptor.rate_limit, &descriptor.rate_limits) {
+                (Some(_), Some(list)) => {
+                    self.error(
+                        line_of(list),
+                        &format!("{place}.rate_limits"),
+                        "`rate_limit` and `rate_limits` on one descriptor: put every limit \
+                         in `rate_limits`",
+                    );
+                    None
+                }
+                (Some(rate_limit), None) => self.rule(rate_limit, descriptor, &at),
+                (None, Some(list)) => self.rule_list(list, descriptor, &at),
+                (None, None) => None,
+            };
             let children = match &descriptor.descriptors {
                 Some(children) => self.level(
                     children,
@@ -293,6 +308,7 @@ impl Compiler<'_> {
         let rule = Arc::new(Rule {
             namespace: namespace.into(),
             limit,
+            more_limits: Box::new([]),
             name: name.map(Arc::from),
             replaces: replaces.into_boxed_slice(),
             shadow_mode: descriptor.shadow_mode.unwrap_or(false),
@@ -305,6 +321,128 @@ impl Compiler<'_> {
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             value_to_metric: at.value_to_metric,
             path: path.into(),
+        });
+        self.rules.push(rule.clone());
+        Some(rule)
+    }
+
+    /// Checks a `rate_limits` list (our extension): 1 to [`MAX_LIMITS_PER_DESCRIPTOR`]
+    /// limits, each with `unit` and `requests_per_unit` (and optionally `unit_multiplier`),
+    /// no two with the same window (they would share a counter). `name`, `replaces` and
+    /// `unlimited` belong to the descriptor's rule, not to one of its limits: refused there.
+    fn rule_list(
+        &mut self,
+        list: &Spanned<Vec<Spanned<RawRateLimit>>>,
+        descriptor: &RawDescriptor,
+        at: &RulePlace<'_>,
+    ) -> Option<Arc<Rule>> {
+        let place = format!("{}.rate_limits", at.descriptor_place);
+        if list.value.is_empty() {
+            self.error(line_of(list), &place, "`rate_limits` is empty");
+            return None;
+        }
+        if list.value.len() > MAX_LIMITS_PER_DESCRIPTOR {
+            self.error(
+                line_of(list),
+                &place,
+                format!(
+                    "`rate_limits` holds {} limits; at most {MAX_LIMITS_PER_DESCRIPTOR}",
+                    list.value.len()
+                ),
+            );
+            return None;
+        }
+        let mut limits = Vec::with_capacity(list.value.len());
+        let mut windows: Vec<(u64, String, Option<usize>)> = Vec::new();
+        let mut ok = true;
+        for (j, spanned) in list.value.iter().enumerate() {
+            let entry_place = format!("{place}[{j}]");
+            let line = line_of(spanned);
+            let raw = &spanned.value;
+            let refused = [
+                (
+                    "unlimited",
+                    raw.unlimited.is_some(),
+                    raw.unlimited.as_ref().and_then(line_of),
+                ),
+                (
+                    "name",
+                    raw.name.is_some(),
+                    raw.name.as_ref().and_then(line_of),
+                ),
+                ("replaces", raw.replaces.is_some(), None),
+            ];
+            let mut entry_ok = true;
+            for (field, present, field_line) in refused {
+                if present {
+                    self.error(
+                        field_line.or(line),
+                        &format!("{entry_place}.{field}"),
+                        format!(
+                            "`{field}` is not supported in a `rate_limits` entry (it belongs \
+                             to the whole descriptor); use `rate_limit` for it"
+                        ),
+                    );
+                    entry_ok = false;
+                }
+            }
+            if !entry_ok {
+                ok = false;
+                continue;
+            }
+            let Some(limit) = self.limited(raw, &entry_place, line) else {
+                ok = false;
+                continue;
+            };
+            let RuleLimit::Limited {
+                unit,
+                unit_multiplier,
+                ..
+            } = limit
+            else {
+                continue;
+            };
+            let window = window_ms(unit, unit_multiplier).unwrap_or(u64::MAX);
+            if let Some((_, first_place, first_line)) = windows.iter().find(|w| w.0 == window) {
+                let at = match first_line {
+                    Some(l) => format!("{first_place} (line {l})"),
+                    None => first_place.clone(),
+                };
+                self.error(
+                    line,
+                    &entry_place,
+                    format!(
+                        "two limits with the same window ({unit_multiplier} × {unit}) in \
+                         `rate_limits`; the other is at {at}: keep one (the smaller)"
+                    ),
+                );
+                ok = false;
+                continue;
+            }
+            windows.push((window, entry_place, line));
+            limits.push(limit);
+        }
+        if !ok {
+            return None;
+        }
+        let mut limits = limits.into_iter();
+        let limit = limits.next()?;
+        let rule = Arc::new(Rule {
+            namespace: at.namespace.into(),
+            limit,
+            more_limits: limits.collect(),
+            name: None,
+            replaces: Box::new([]),
+            shadow_mode: descriptor.shadow_mode.unwrap_or(false),
+            quota_mode: descriptor.quota_mode.unwrap_or(false),
+            metadata: descriptor
+                .metadata
+                .as_ref()
+                .filter(|m| !m.is_empty())
+                .map(|m| Arc::new(m.clone())),
+            detailed_metric: descriptor.detailed_metric.unwrap_or(false),
+            value_to_metric: at.value_to_metric,
+            path: at.path.into(),
         });
         self.rules.push(rule.clone());
         Some(rule)

@@ -20,6 +20,7 @@ pub use limits::{DomainLimits, Found, LimitsConfig};
 pub(crate) use load::load_raw;
 pub use load::{LoadOptions, load_path, load_sources, load_str};
 pub use read::{MAX_YAML_DEPTH, ReadError, ReadLimits, read_text};
+pub(crate) use rule::window_ms;
 pub use rule::{Rule, RuleLimit};
 pub use unit::Unit;
 pub use watch::watch;

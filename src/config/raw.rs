@@ -25,6 +25,10 @@ pub(crate) struct RawDescriptor {
     pub value: Option<Spanned<String>>,
     #[serde(default)]
     pub rate_limit: Option<Spanned<RawRateLimit>>,
+    /// Our extension: several limits on one descriptor (each its own counter; a request passes
+    /// only if every one does). Exclusive with `rate_limit`.
+    #[serde(default)]
+    pub rate_limits: Option<Spanned<Vec<Spanned<RawRateLimit>>>>,
     #[serde(default)]
     pub descriptors: Option<Vec<Spanned<RawDescriptor>>>,
     #[serde(default)]

@@ -28,7 +28,12 @@ pub struct Rule {
     /// pattern, then `/` (lengths in bytes), e.g. `6:tenant=2:a*/4:path/`.
     /// Distinct rules never share a counter, whatever their keys hold.
     pub namespace: Arc<str>,
+    /// The limit (`rate_limit`), or the first of `rate_limits`.
     pub limit: RuleLimit,
+    /// The other limits of `rate_limits` (our extension), in config order; empty for
+    /// `rate_limit`. Each is `Limited` with a window of its own, so each counts on its own
+    /// counter (the duration is part of the counter identity).
+    pub more_limits: Box<[RuleLimit]>,
     pub name: Option<Arc<str>>,
     /// Names of the rules this one replaces.
     pub replaces: Box<[Arc<str>]>,
@@ -65,6 +70,11 @@ impl Rule {
         matches!(self.limit, RuleLimit::Unlimited)
     }
 
+    /// Every limit of the rule: `limit`, then `more_limits`.
+    pub fn limits(&self) -> impl Iterator<Item = &RuleLimit> {
+        std::iter::once(&self.limit).chain(self.more_limits.iter())
+    }
+
     /// One line of `/rlconfig`, in upstream's format plus our extras.
     pub(crate) fn dump_line(&self) -> String {
         let mut line = match self.limit {
@@ -90,6 +100,22 @@ impl Rule {
                 line
             }
         };
+        for limit in &self.more_limits {
+            if let RuleLimit::Limited {
+                requests_per_unit,
+                unit,
+                unit_multiplier,
+            } = limit
+            {
+                line.push_str(&format!(
+                    ", and unit={} requests_per_unit={requests_per_unit}",
+                    unit.as_proto_name()
+                ));
+                if *unit_multiplier != 1 {
+                    line.push_str(&format!(" unit_multiplier: {unit_multiplier}"));
+                }
+            }
+        }
         if let Some(name) = &self.name {
             line.push_str(&format!(", name: {name}"));
         }
@@ -142,6 +168,7 @@ mod tests {
         Rule {
             namespace: "".into(),
             limit,
+            more_limits: Box::new([]),
             name: None,
             replaces: Box::new([]),
             shadow_mode: false,

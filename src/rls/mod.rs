@@ -50,6 +50,10 @@ pub struct RlsSettings {
     pub response_dynamic_metadata: bool,
     /// `Some` turns the `RateLimit-*` response headers on.
     pub response_headers: Option<HeaderNames>,
+    /// All-or-nothing across the descriptors of a request: when the request is OVER_LIMIT,
+    /// what its passed descriptors consumed is refunded (Envoy would otherwise charge a
+    /// denied request to the descriptors it passed).
+    pub all_or_nothing: bool,
     pub request_limits: RequestLimits,
 }
 
@@ -128,6 +132,8 @@ impl RateLimiter {
 
         let mut statuses = Vec::with_capacity(plans.len());
         let mut roles = Vec::with_capacity(plans.len());
+        // Per plan: whether it consumed (accepted with a cost), for `all_or_nothing`.
+        let mut consumed = Vec::with_capacity(plans.len());
         let mut tally = Tally::default();
         let global_quota = self.settings.quota_mode;
         for plan in &plans {
@@ -149,19 +155,8 @@ impl RateLimiter {
                     (response::unlimited(), Role::Unlimited)
                 }
                 Plan::Limited(limited) => {
-                    let verdict = self
-                        .engine
-                        .check(Hit {
-                            counter: CounterKeyRef::new(
-                                domain.name(),
-                                &limited.namespace,
-                                &limited.identifier,
-                                limited.duration_ms,
-                            ),
-                            limit: u64::from(limited.requests_per_unit),
-                            cost: limited.cost,
-                        })
-                        .await;
+                    let (verdict, window) = self.decide(domain.name(), limited).await;
+                    consumed.push(verdict.allowed && limited.cost > 0 && !limited.refund);
                     // A rule's shadow mode answers its descriptor OK; the global switch
                     // keeps the descriptor's OVER_LIMIT and only turns the overall code OK
                     // (below), as upstream: Envoy reads the overall code.
@@ -186,7 +181,7 @@ impl RateLimiter {
                             rule_label
                         }
                     };
-                    let limit = u64::from(limited.requests_per_unit);
+                    let limit = u64::from(window.requests_per_unit);
                     self.metrics.upstream_decision(
                         domain.name(),
                         counted,
@@ -204,18 +199,31 @@ impl RateLimiter {
                     } else {
                         Role::Regular { over }
                     };
-                    (response::limited(limited, &verdict, code), role)
+                    (response::limited(limited, window, &verdict, code), role)
                 }
             };
+            if !matches!(plan, Plan::Limited(_)) {
+                consumed.push(false);
+            }
             tally.add(role);
             statuses.push(status);
             roles.push(role);
         }
         // The global shadow switch answers OK what would have been denied.
         let over_limit = tally.over_limit() && !self.settings.shadow_mode;
+        if over_limit && self.settings.all_or_nothing {
+            for (plan, consumed) in plans.iter().zip(&consumed) {
+                if let (Plan::Limited(limited), true) = (plan, consumed) {
+                    self.give_back(domain.name(), limited).await;
+                }
+            }
+        }
 
         let response_headers_to_add = match &self.settings.response_headers {
-            Some(names) => response::headers(names, &statuses, &roles, over_limit),
+            Some(names) => {
+                let policies = response::policies(&plans);
+                response::headers(names, &statuses, &roles, over_limit, policies.as_deref())
+            }
             None => Vec::new(),
         };
         let overall = if over_limit {
@@ -248,6 +256,95 @@ impl RateLimiter {
             dynamic_metadata,
             ..Default::default()
         })
+    }
+}
+
+impl RateLimiter {
+    /// The engine's answer for one limited descriptor and the limit it is about: for several
+    /// limits (`rate_limits`), the most constrained one.
+    ///
+    /// Several limits are all-or-nothing: they are consumed one by one in config order, and
+    /// when one denies, what the earlier ones consumed is refunded, so a denied request
+    /// consumes from none of them (as "denied consumes nothing" for one limit). The residual
+    /// race, documented: between a consume and its refund, another request may see the
+    /// earlier limits' counts higher by this request's cost and be denied by them (never
+    /// admitted past a limit: counts are only ever too high, for that moment).
+    ///
+    /// With `is_negative_hits`, every limit of the descriptor is refunded `cost` (each within
+    /// what this process consumed of it: `Engine::refund`).
+    async fn decide(
+        &self,
+        workspace: &Arc<str>,
+        limited: &plan::Limited,
+    ) -> (gcounter_engine::engine::Verdict, plan::LimitWindow) {
+        let hit = |window: plan::LimitWindow| Hit {
+            counter: CounterKeyRef::new(
+                workspace,
+                &limited.namespace,
+                &limited.identifier,
+                window.duration_ms,
+            ),
+            limit: u64::from(window.requests_per_unit),
+            cost: limited.cost,
+        };
+        let first = limited.window();
+        if !limited.has_more_limits() {
+            let verdict = if limited.refund {
+                self.engine.refund(hit(first)).await
+            } else {
+                self.engine.check(hit(first)).await
+            };
+            return (verdict, first);
+        }
+        let mut constrained: Option<(gcounter_engine::engine::Verdict, plan::LimitWindow)> = None;
+        for (consumed, window) in limited.windows().enumerate() {
+            let verdict = if limited.refund {
+                self.engine.refund(hit(window)).await
+            } else {
+                self.engine.check(hit(window)).await
+            };
+            if !verdict.allowed {
+                if limited.cost > 0 {
+                    for earlier in limited.windows().take(consumed) {
+                        self.engine.refund(hit(earlier)).await;
+                    }
+                }
+                return (verdict, window);
+            }
+            if constrained.is_none_or(|(least, _)| verdict.remaining < least.remaining) {
+                constrained = Some((verdict, window));
+            }
+        }
+        constrained.unwrap_or_else(|| {
+            (
+                gcounter_engine::engine::Verdict {
+                    allowed: true,
+                    remaining: u64::from(first.requests_per_unit),
+                    until_reset_ms: first.duration_ms,
+                },
+                first,
+            )
+        })
+    }
+}
+
+impl RateLimiter {
+    /// Refunds what one accepted descriptor consumed, in every one of its limits.
+    async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited) {
+        for window in limited.windows() {
+            self.engine
+                .refund(Hit {
+                    counter: CounterKeyRef::new(
+                        workspace,
+                        &limited.namespace,
+                        &limited.identifier,
+                        window.duration_ms,
+                    ),
+                    limit: u64::from(window.requests_per_unit),
+                    cost: limited.cost,
+                })
+                .await;
+        }
     }
 }
 

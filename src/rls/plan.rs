@@ -38,6 +38,52 @@ pub struct Limited {
     /// The matched rule; `None` for a request override.
     pub rule: Option<Arc<Rule>>,
     pub cost: u64,
+    /// Envoy's `is_negative_hits`: give `cost` back (a refund) instead of consuming it.
+    pub refund: bool,
+}
+
+/// One limit of a limited descriptor: its window and how many hits it allows in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitWindow {
+    pub duration_ms: u64,
+    pub requests_per_unit: u32,
+    pub unit: crate::config::Unit,
+}
+
+impl Limited {
+    /// The descriptor's first (or only) limit.
+    pub fn window(&self) -> LimitWindow {
+        LimitWindow {
+            duration_ms: self.duration_ms,
+            requests_per_unit: self.requests_per_unit,
+            unit: self.unit,
+        }
+    }
+
+    /// Whether the rule has several limits (`rate_limits`).
+    pub fn has_more_limits(&self) -> bool {
+        self.rule
+            .as_ref()
+            .is_some_and(|rule| !rule.more_limits.is_empty())
+    }
+
+    /// Every limit of the descriptor, the first one first, then the rule's other limits in
+    /// config order (the fixed order every request consumes them in).
+    pub fn windows(&self) -> impl Iterator<Item = LimitWindow> + '_ {
+        let more = self.rule.iter().flat_map(|rule| rule.more_limits.iter());
+        std::iter::once(self.window()).chain(more.filter_map(|limit| match *limit {
+            RuleLimit::Limited {
+                requests_per_unit,
+                unit,
+                unit_multiplier,
+            } => Some(LimitWindow {
+                duration_ms: crate::config::window_ms(unit, unit_multiplier)?,
+                requests_per_unit,
+                unit,
+            }),
+            RuleLimit::Unlimited => None,
+        }))
+    }
 }
 
 /// Namespaces of request overrides start with `!`, which no config namespace does (they
@@ -120,6 +166,7 @@ fn plan_one<'c>(
             rule_path: None,
             rule: None,
             cost,
+            refund: descriptor.is_negative_hits,
         });
     }
 
@@ -147,6 +194,7 @@ fn plan_one<'c>(
             rule_path: Some(metric_label(domain, rule, descriptor, found.shared)),
             rule: Some(Arc::clone(rule)),
             cost,
+            refund: descriptor.is_negative_hits,
         }),
         _ => Plan::Unlimited(rule),
     }
@@ -190,12 +238,9 @@ fn metric_label(
 }
 
 /// The per-descriptor `hits_addend` wins (0 checks without consuming); otherwise the
-/// request's, where 0 means 1. A refill (`is_negative_hits`) cannot shrink a grow-only
-/// counter, so it is answered as a check that consumes nothing.
+/// request's, where 0 means 1. With `is_negative_hits` it is the amount to refund (see
+/// [`Limited::refund`]).
 fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
-    if descriptor.is_negative_hits {
-        return 0;
-    }
     match &descriptor.hits_addend {
         Some(hits) => hits.value,
         None => u64::from(request_hits_addend.max(1)),
@@ -277,6 +322,6 @@ mod tests {
         d.hits_addend = Some(envoy_types::pb::google::protobuf::UInt64Value { value: 7 });
         assert_eq!(cost(&d, 5), 7);
         d.is_negative_hits = true;
-        assert_eq!(cost(&d, 5), 0);
+        assert_eq!(cost(&d, 5), 7, "the amount to refund");
     }
 }

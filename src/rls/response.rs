@@ -7,7 +7,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::google::protobuf::Duration;
 
 use super::overall::Role;
-use super::plan::Limited;
+use super::plan::{LimitWindow, Limited, Plan};
 use super::units;
 use gcounter_engine::engine::Verdict;
 
@@ -45,13 +45,20 @@ pub fn unlimited() -> DescriptorStatus {
     }
 }
 
-pub fn limited(limited: &Limited, verdict: &Verdict, code: Code) -> DescriptorStatus {
+/// The status of a limited descriptor; `window` is the limit the verdict is about (with
+/// several limits, the most constrained one, or the one that denied).
+pub fn limited(
+    limited: &Limited,
+    window: LimitWindow,
+    verdict: &Verdict,
+    code: Code,
+) -> DescriptorStatus {
     DescriptorStatus {
         code: code as i32,
         current_limit: Some(RateLimit {
             name: limited.name.as_deref().unwrap_or_default().to_owned(),
-            requests_per_unit: limited.requests_per_unit,
-            unit: units::to_proto(limited.unit) as i32,
+            requests_per_unit: window.requests_per_unit,
+            unit: units::to_proto(window.unit) as i32,
         }),
         limit_remaining: u32::try_from(verdict.remaining).unwrap_or(u32::MAX),
         duration_until_reset: Some(duration(verdict.until_reset_ms)),
@@ -67,15 +74,42 @@ fn duration(ms: u64) -> Duration {
     }
 }
 
+/// The quota policies of every limit of the request's limited descriptors, in the IETF draft-03
+/// form (`, 10;w=1, 10000;w=86400`: requests per window of `w` seconds), when a descriptor has
+/// several limits (`rate_limits`); `None` otherwise, so `RateLimit-Limit` stays upstream's
+/// single number for files without the extension.
+pub fn policies(plans: &[Plan<'_>]) -> Option<String> {
+    let limited = || {
+        plans.iter().filter_map(|plan| match plan {
+            Plan::Limited(limited) => Some(limited),
+            Plan::NoLimit | Plan::Unlimited(_) => None,
+        })
+    };
+    if !limited().any(Limited::has_more_limits) {
+        return None;
+    }
+    let mut out = String::new();
+    for window in limited().flat_map(Limited::windows) {
+        out.push_str(&format!(
+            ", {};w={}",
+            window.requests_per_unit,
+            window.duration_ms / 1_000
+        ));
+    }
+    Some(out)
+}
+
 /// `RateLimit-Limit/-Remaining/-Reset` for the most constrained limited descriptor, plus
 /// `Retry-After` when the request is over. As envoyproxy/ratelimit picks it: the first with
 /// the fewest remaining, unless a regular (not quota) descriptor is over its limit, which
-/// wins (the last such one) because it is what denies the request.
+/// wins (the last such one) because it is what denies the request. `policies` (see
+/// [`policies`]) follow the limit in `RateLimit-Limit`, as the draft-03 header lists them.
 pub fn headers(
     names: &HeaderNames,
     statuses: &[DescriptorStatus],
     roles: &[Role],
     over_limit: bool,
+    policies: Option<&str>,
 ) -> Vec<HeaderValue> {
     let mut constrained: Option<&DescriptorStatus> = None;
     let mut least = u32::MAX;
@@ -101,7 +135,10 @@ pub fn headers(
         .as_ref()
         .map_or(0, |l| l.requests_per_unit);
     let mut headers = vec![
-        header(&names.limit, limit.to_string()),
+        header(
+            &names.limit,
+            format!("{limit}{}", policies.unwrap_or_default()),
+        ),
         header(&names.remaining, status.limit_remaining.to_string()),
         header(&names.reset, reset_seconds.to_string()),
     ];
@@ -150,7 +187,7 @@ mod tests {
             Role::Regular { over: true },
             Role::Regular { over: false },
         ];
-        let headers = headers(&HeaderNames::default(), &statuses, &roles, true);
+        let headers = headers(&HeaderNames::default(), &statuses, &roles, true, None);
         let pairs: Vec<(&str, &str)> = headers
             .iter()
             .map(|h| (h.key.as_str(), h.value.as_str()))
@@ -167,10 +204,25 @@ mod tests {
     }
 
     #[test]
+    fn several_limits_list_every_policy_after_the_limit() {
+        let statuses = [status(Code::Ok, 3, 400)];
+        let roles = [Role::Regular { over: false }];
+        let headers = headers(
+            &HeaderNames::default(),
+            &statuses,
+            &roles,
+            false,
+            Some(", 10;w=1, 10000;w=86400"),
+        );
+        assert_eq!(headers[0].value, "10, 10;w=1, 10000;w=86400");
+        assert_eq!(headers[1].value, "3");
+    }
+
+    #[test]
     fn no_limited_descriptor_means_no_headers() {
         let roles = [Role::Regular { over: false }, Role::Unlimited];
         let statuses = [no_limit(), unlimited()];
-        assert!(headers(&HeaderNames::default(), &statuses, &roles, false).is_empty());
+        assert!(headers(&HeaderNames::default(), &statuses, &roles, false, None).is_empty());
     }
 
     #[test]
@@ -180,11 +232,11 @@ mod tests {
             status(Code::OverLimit, 0, 7_000),
         ];
         let roles = [Role::Quota { over: true }, Role::Regular { over: true }];
-        let picked = headers(&HeaderNames::default(), &statuses, &roles, true);
+        let picked = headers(&HeaderNames::default(), &statuses, &roles, true, None);
         assert_eq!(picked[2].value, "7");
         // Quotas alone: the first with the fewest remaining.
         let roles = [Role::Quota { over: true }, Role::Quota { over: true }];
-        let picked = headers(&HeaderNames::default(), &statuses, &roles, true);
+        let picked = headers(&HeaderNames::default(), &statuses, &roles, true, None);
         assert_eq!(picked[2].value, "1");
     }
 }

@@ -310,3 +310,42 @@ descriptors:
     h.clock.advance(2 * MINUTE_MS);
     assert_eq!(overall(&h.check("q", both()).await), Code::Ok);
 }
+
+const TEAM_AND_USER: &str = "\
+domain: aon
+descriptors:
+  - key: team
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+";
+
+/// `all_or_nothing`: an OVER_LIMIT request gives back what its passed descriptors consumed;
+/// without it (upstream's way) they keep it.
+#[tokio::test]
+async fn all_or_nothing_across_descriptors_refunds_the_passed_ones() {
+    for all_or_nothing in [false, true] {
+        let settings = RlsSettings {
+            all_or_nothing,
+            ..RlsSettings::default()
+        };
+        let h = Harness::new(TEAM_AND_USER, settings);
+        let both = || vec![descriptor(&[("team", "t")]), descriptor(&[("user", "u")])];
+        assert_eq!(overall(&h.check("aon", both()).await), Code::Ok);
+        let denied = h.check("aon", both()).await;
+        let codes: Vec<Code> = denied.statuses.iter().map(code).collect();
+        assert_eq!(codes, [Code::Ok, Code::OverLimit], "{denied:?}");
+        // The team's second unit: still there only if the denied request gave it back.
+        let team = h.one("aon", &[("team", "t")]).await;
+        let want = if all_or_nothing {
+            Code::Ok
+        } else {
+            Code::OverLimit
+        };
+        assert_eq!(
+            code(&team),
+            want,
+            "all_or_nothing {all_or_nothing}: {team:?}"
+        );
+    }
+}

@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// Add RateLimit-Limit/-Remaining/-Reset (and Retry-After when over) to responses.
     #[arg(long, env = "RLS_RESPONSE_HEADERS")]
     pub response_headers: bool,
+    /// All-or-nothing across the descriptors of a request: an OVER_LIMIT request gives back
+    /// what its passed descriptors consumed (an extension; upstream charges them).
+    #[arg(long, env = "RLS_ALL_OR_NOTHING")]
+    pub all_or_nothing: bool,
     #[arg(long, env = "RLS_LIMIT_HEADER", default_value = "RateLimit-Limit")]
     pub limit_header: String,
     #[arg(

@@ -481,6 +481,7 @@ fn rls_settings(args: &ServeArgs) -> RlsSettings {
         shadow_mode: args.shadow_mode,
         quota_mode: args.quota_mode,
         response_dynamic_metadata: args.response_dynamic_metadata,
+        all_or_nothing: args.all_or_nothing,
         response_headers: args.response_headers.then(|| HeaderNames {
             limit: args.limit_header.clone(),
             remaining: args.remaining_header.clone(),

@@ -155,6 +155,8 @@ pub struct Metrics {
     origin_latency: Family<OpLabels, Histogram, fn() -> Histogram>,
     replay_batch_cells: Histogram,
     replay_overflow: Counter,
+    refunded_hits: Counter,
+    refunds_dropped: Counter,
     /// Indexed by `DecisionSource as usize`, as `requests`.
     decisions_by_source: [ShardedCounter; 2],
     origin_circuit: Gauge,
@@ -250,6 +252,8 @@ impl Metrics {
         );
         let replay_batch_cells = Histogram::new(exponential_buckets(1.0, 4.0, 8));
         let replay_overflow = Counter::default();
+        let refunded_hits = Counter::default();
+        let refunds_dropped = Counter::default();
         let source_family = Family::<SourceLabels, ShardedCounter>::default();
         let decisions_by_source = [DecisionSource::Local, DecisionSource::Origin].map(|source| {
             source_family
@@ -331,6 +335,16 @@ impl Metrics {
             replay_overflow.clone(),
         );
         registry.register(
+            "refunded_hits",
+            "Hits given back by refunds (is_negative_hits)",
+            refunded_hits.clone(),
+        );
+        registry.register(
+            "refunds_dropped",
+            "Hits a refund asked for beyond what this process consumed in the cell (not given back)",
+            refunds_dropped.clone(),
+        );
+        registry.register(
             "decisions_by_source",
             "Limited decisions by where their counts came from (local memory or an origin read)",
             source_family,
@@ -403,6 +417,8 @@ impl Metrics {
             origin_latency,
             replay_batch_cells,
             replay_overflow,
+            refunded_hits,
+            refunds_dropped,
             decisions_by_source,
             origin_circuit,
             global_rows_written,
@@ -559,6 +575,11 @@ impl Recorder for Metrics {
 
     fn replay_overflow(&self) {
         self.replay_overflow.inc();
+    }
+
+    fn refund(&self, refunded: u64, dropped: u64) {
+        self.refunded_hits.inc_by(refunded);
+        self.refunds_dropped.inc_by(dropped);
     }
 
     fn global_flush(&self, flush: FlushRecord) {

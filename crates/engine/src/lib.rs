@@ -10,6 +10,7 @@
 pub mod cell_key;
 pub mod engine;
 pub mod global;
+pub mod pn;
 pub mod recorder;
 pub mod redact;
 pub mod regional;

@@ -76,6 +76,11 @@ pub trait Recorder: Send + Sync + 'static {
     fn replay_batch(&self, cells: usize);
     /// The replay queue was full: a cell was marked overflowed instead of queued.
     fn replay_overflow(&self);
+    /// A refund gave back `refunded` and could not give back `dropped` (more than this
+    /// process consumed in the current and previous cells: the refund rule). Default: ignored.
+    fn refund(&self, refunded: u64, dropped: u64) {
+        let _ = (refunded, dropped);
+    }
     /// One global flush ended.
     fn global_flush(&self, flush: FlushRecord);
     /// One global sync succeeded: rows applied, cells it created, how long it took.

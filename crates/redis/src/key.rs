@@ -1,5 +1,7 @@
-//! The Redis key of a cell: the name of the cell's hash, which holds one field per process
-//! (that process's cumulative count of the cell; see the parent module).
+//! The Redis key of a cell: the name of the cell's hash, which holds one PN-counter component
+//! per process: the field `<process>` (its cumulative hits of the cell, as before refunds
+//! existed, so older hashes read unchanged) and `r:<process>` (its cumulative refunds); see the
+//! parent module.
 //!
 //! `{prefix}{<tag>}:<len>:<workspace><len>:<namespace><len>:<identifier>:<duration_ms>:<sequence>`
 //!

@@ -1,9 +1,10 @@
 //! The regional origin of a region made of several processes: Redis, one node, a cluster, or
 //! the master Redis Sentinel names.
 //!
-//! A cell is one hash (layout in [`key`]): a G-Counter with one field per process, holding
-//! that process's cumulative count of the cell. Replay runs `replay.lua` per cell (keep
-//! the field's `max`, refresh the expiry, return the sum) in one pipelined round trip (one per
+//! A cell is one hash (layout in [`key`]): a PN-counter with one component per process, the
+//! field `<process>` holding that process's cumulative hits of the cell and `r:<process>` its
+//! cumulative refunds (never above its hits). Replay runs `replay.lua` per cell (keep each
+//! field's `max`, refresh the expiry, return the sums) in one pipelined round trip (one per
 //! hash slot on a cluster, sent together); read is `HGETALL`. Because a field only takes the
 //! max, a replay sent twice (a retry after a timeout whose command did land, a cluster
 //! redirect) counts once. Connections are made lazily and re-made by themselves: start-up
@@ -27,6 +28,7 @@ pub use connect::{
     RedisConfigError, RedisSettings, RedisTls, SentinelMaster, install_tls_provider,
 };
 use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::pn::PnCount;
 use gcounter_engine::regional::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use replay::REPLAY_SCRIPT;
 use reply::{cluster_error, components, origin_error, sentinel_error};
@@ -143,7 +145,7 @@ impl RegionalOrigin for RedisOrigin {
         Box::pin(async move { self.get(&self.redis_key(key)).await })
     }
 
-    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         Box::pin(self.add(batch))
     }
 

@@ -10,22 +10,27 @@ use redis::{ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
 
 use crate::RedisOrigin;
 use crate::connect::Backend;
-use crate::reply::{cluster_error, is_bad_value, origin_error, sentinel_error, total};
+use crate::reply::{cluster_error, is_bad_value, origin_error, pn_total, sentinel_error};
 use crate::sentinel::is_replica_answer;
 use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::pn::PnCount;
 use gcounter_engine::regional::OriginError;
 
 /// Keys outlive any real window; this only keeps `PEXPIRE` from overflowing in Redis.
 const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3_600 * 1_000;
 
-/// Publish one process's cumulative count of a cell and return the cell's total
-/// (`replay.lua`). KEYS[1] the cell; ARGV[1] the process's field, ARGV[2] its cumulative
-/// count, ARGV[3] TTL ms. Lua numbers are doubles: exact far beyond any count a window can
+/// Publish one process's cumulative hits and refunds of a cell and return the cell's total
+/// hits and refunds (`replay.lua`). KEYS[1] the cell; ARGV[1] the process's field, ARGV[2] its
+/// cumulative hits, ARGV[3] TTL ms, ARGV[4] its cumulative refunds (field `r:<process>`,
+/// capped at its hits). Lua numbers are doubles: exact far beyond any count a window can
 /// reach.
 pub(crate) const REPLAY_SCRIPT: &str = include_str!("replay.lua");
 
 impl RedisOrigin {
-    pub(crate) async fn add(&self, batch: &[(CellKey, u64)]) -> Result<Vec<u64>, OriginError> {
+    pub(crate) async fn add(
+        &self,
+        batch: &[(CellKey, PnCount)],
+    ) -> Result<Vec<PnCount>, OriginError> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -93,7 +98,7 @@ impl RedisOrigin {
     async fn send<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
-        batch: &[(CellKey, u64)],
+        batch: &[(CellKey, PnCount)],
         names: &[String],
         indices: &[usize],
     ) -> Result<Vec<Value>, RedisError> {
@@ -117,7 +122,7 @@ impl RedisOrigin {
     /// One reply per entry, in order: the cell's total after publishing this process's count.
     fn replay_pipeline(
         &self,
-        batch: &[(CellKey, u64)],
+        batch: &[(CellKey, PnCount)],
         names: &[String],
         indices: &[usize],
     ) -> Pipeline {
@@ -137,8 +142,9 @@ impl RedisOrigin {
                 .arg(1)
                 .arg(name)
                 .arg(&self.process)
-                .arg(*cumulative)
-                .arg(ttl);
+                .arg(cumulative.hits)
+                .arg(ttl)
+                .arg(cumulative.refunds);
         }
         pipe
     }
@@ -151,7 +157,7 @@ impl RedisOrigin {
 /// that is not one of our hashes answers 0 instead (the engine's `max` merge ignores it): a
 /// retry cannot cure that, and it must not block the other cells' replay forever.
 struct Replayed {
-    totals: Vec<u64>,
+    totals: Vec<PnCount>,
     /// The first failure that retrying could cure (the connection, the server's state).
     failure: Option<OriginError>,
     /// Entries whose key holds something that is not a cell hash.
@@ -163,7 +169,7 @@ struct Replayed {
 impl Replayed {
     fn new(len: usize) -> Self {
         Self {
-            totals: vec![0; len],
+            totals: vec![PnCount::default(); len],
             failure: None,
             bad_keys: 0,
             replica_answered: false,
@@ -190,22 +196,22 @@ impl Replayed {
         for (value, &index) in values.into_iter().zip(indices) {
             let outcome = match value {
                 Value::ServerError(error) => Err(RedisError::from(error)),
-                value => Ok(total(value, names.get(index).map_or("", String::as_str))),
+                value => Ok(pn_total(value, names.get(index).map_or("", String::as_str))),
             };
             let total = match outcome {
                 Ok(Ok(total)) => total,
                 Ok(Err(_)) => {
                     out.bad_keys += 1;
-                    0
+                    PnCount::default()
                 }
                 Err(error) if is_bad_value(&error) => {
                     out.bad_keys += 1;
-                    0
+                    PnCount::default()
                 }
                 Err(error) => {
                     out.replica_answered |= is_replica_answer(&error);
                     out.failure.get_or_insert_with(|| origin_error(error));
-                    0
+                    PnCount::default()
                 }
             };
             out.totals.push(total);
@@ -226,7 +232,7 @@ impl Replayed {
         }
     }
 
-    fn into_totals(self) -> Result<Vec<u64>, OriginError> {
+    fn into_totals(self) -> Result<Vec<PnCount>, OriginError> {
         if self.bad_keys > 0 {
             tracing::warn!(
                 keys = self.bad_keys,

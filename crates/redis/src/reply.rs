@@ -6,7 +6,12 @@ use redis::cluster_async::ClusterConnection;
 
 use crate::lazy::LazyConnection;
 use crate::sentinel::{SentinelBackend, lost_master};
+use gcounter_engine::pn::PnCount;
 use gcounter_engine::regional::{CellRead, OriginError};
+
+/// The field prefix of a process's refunds: `r:<process>` beside the process's hits field
+/// `<process>` (16 hex digits, so no hits field starts with it).
+pub(crate) const REFUND_FIELD_PREFIX: &str = "r:";
 
 /// A count from a reply: missing is 0; anything but a non-negative integer is an error.
 pub(crate) fn total(value: Value, name: &str) -> Result<u64, OriginError> {
@@ -24,7 +29,27 @@ pub(crate) fn total(value: Value, name: &str) -> Result<u64, OriginError> {
     })
 }
 
-/// A cell hash from `HGETALL`: the sum of its fields and this process's own.
+/// The reply of `replay.lua`: the cell's total hits and refunds (a bare count reads as hits).
+pub(crate) fn pn_total(value: Value, name: &str) -> Result<PnCount, OriginError> {
+    match value {
+        Value::Array(items) => {
+            let mut items = items.into_iter();
+            match (items.next(), items.next(), items.next()) {
+                (Some(hits), Some(refunds), None) => {
+                    Ok(PnCount::new(total(hits, name)?, total(refunds, name)?))
+                }
+                _ => Err(OriginError::InvalidValue(format!(
+                    "Redis answered a replay of {name:?} with a list that is not (hits, refunds)"
+                ))),
+            }
+        }
+        other => total(other, name).map(PnCount::hits),
+    }
+}
+
+/// A cell hash from `HGETALL`: the sum of its components (each `(hits, refunds)`, refunds
+/// capped at that component's hits) and this process's own. Fields without the refund prefix
+/// are hits, as every version wrote them, so a hash written before refunds reads unchanged.
 pub(crate) fn components(value: Value, name: &str, process: &str) -> Result<CellRead, OriginError> {
     let invalid = |what: &Value| {
         OriginError::InvalidValue(format!(
@@ -44,17 +69,26 @@ pub(crate) fn components(value: Value, name: &str, process: &str) -> Result<Cell
         }
         other => return Err(invalid(&other)),
     };
-    let mut read = CellRead::default();
+    let mut components: std::collections::HashMap<Vec<u8>, PnCount> =
+        std::collections::HashMap::with_capacity(pairs.len());
     for (field, count) in pairs {
         let count = total(count, name)?;
-        read.total = read.total.saturating_add(count);
-        let is_own = match &field {
-            Value::BulkString(bytes) => bytes.as_slice() == process.as_bytes(),
-            Value::SimpleString(text) => text == process,
-            _ => false,
+        let field = match field {
+            Value::BulkString(bytes) => bytes,
+            Value::SimpleString(text) => text.into_bytes(),
+            other => return Err(invalid(&other)),
         };
-        if is_own {
-            read.own = count;
+        match field.strip_prefix(REFUND_FIELD_PREFIX.as_bytes()) {
+            Some(process) => components.entry(process.to_vec()).or_default().refunds = count,
+            None => components.entry(field).or_default().hits = count,
+        }
+    }
+    let mut read = CellRead::default();
+    for (field, component) in components {
+        let component = component.capped();
+        read.total = read.total.plus(component);
+        if field == process.as_bytes() {
+            read.own = component;
         }
     }
     Ok(read)

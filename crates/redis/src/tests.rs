@@ -2,8 +2,9 @@
 //! these tests start (a cluster, a TLS node, a node that comes up late, a node whose scripts a
 //! test flushes).
 //!
-//! A cell is a hash with one field per process (its cumulative count); replay keeps each
-//! field's max and answers the sum. The property everything rests on: publishing the same (or
+//! A cell is a hash with one PN-counter component per process (fields `<process>`, its
+//! cumulative hits, and `r:<process>`, its cumulative refunds); replay keeps each field's max
+//! and answers the sums. The property everything rests on: publishing the same (or
 //! an older) cumulative count again changes nothing, so no resend can count work twice.
 
 use std::collections::HashMap;
@@ -17,6 +18,23 @@ use super::*;
 use redis::cluster_routing::Slot;
 
 const LOCAL_REDIS: &str = "redis://127.0.0.1:6379";
+
+/// Most tests below publish hits only (refunds have their own tests): replay through a
+/// G-Counter's view of the batch and of the totals.
+trait ReplayHits {
+    async fn replay_hits(&self, batch: &[(CellKey, u64)]) -> Result<Vec<u64>, OriginError>;
+}
+
+impl ReplayHits for RedisOrigin {
+    async fn replay_hits(&self, batch: &[(CellKey, u64)]) -> Result<Vec<u64>, OriginError> {
+        let batch: Vec<(CellKey, PnCount)> = batch
+            .iter()
+            .map(|(key, hits)| (key.clone(), PnCount::hits(*hits)))
+            .collect();
+        let totals = self.replay(&batch).await?;
+        Ok(totals.into_iter().map(|total| total.hits).collect())
+    }
+}
 
 fn settings(urls: &[String], cluster: bool) -> RedisSettings {
     RedisSettings {
@@ -89,7 +107,10 @@ fn cell(identifier: &str, duration_ms: u64, sequence: u64) -> CellKey {
 }
 
 fn total_own(total: u64, own: u64) -> CellRead {
-    CellRead { total, own }
+    CellRead {
+        total: PnCount::hits(total),
+        own: PnCount::hits(own),
+    }
 }
 
 #[test]
@@ -238,16 +259,16 @@ async fn replay_returns_region_totals_and_read_returns_total_and_own() {
     let origin = local_redis().await;
     let (a, b) = (cell("1:a", 60_000, 5), cell("1:b", 60_000, 5));
     assert_eq!(origin.read(&a).await.ok(), Some(total_own(0, 0)));
-    let totals = origin.replay(&[(a.clone(), 2), (b.clone(), 1)]).await;
+    let totals = origin.replay_hits(&[(a.clone(), 2), (b.clone(), 1)]).await;
     assert_eq!(totals.ok(), Some(vec![2, 1]));
     // Counts are cumulative: the next replay carries this process's whole count so far.
-    let totals = origin.replay(&[(b.clone(), 4), (a.clone(), 6)]).await;
+    let totals = origin.replay_hits(&[(b.clone(), 4), (a.clone(), 6)]).await;
     assert_eq!(totals.ok(), Some(vec![4, 6]));
     assert_eq!(origin.read(&a).await.ok(), Some(total_own(6, 6)));
     assert_eq!(origin.read(&b).await.ok(), Some(total_own(4, 4)));
     // One cell twice in a batch: entries apply in order, each answers the total after it.
     let totals = origin
-        .replay(&[(a.clone(), 9), (a.clone(), 7), (b.clone(), 4)])
+        .replay_hits(&[(a.clone(), 9), (a.clone(), 7), (b.clone(), 4)])
         .await;
     assert_eq!(totals.ok(), Some(vec![9, 9, 4]));
     // The hash holds one field, this process's, with its cumulative count.
@@ -261,7 +282,7 @@ async fn replay_returns_region_totals_and_read_returns_total_and_own() {
         origin.read(&cell("1:a", 60_000, 6)).await.ok(),
         Some(total_own(0, 0))
     );
-    assert_eq!(origin.replay(&[]).await.ok(), Some(vec![]));
+    assert_eq!(origin.replay_hits(&[]).await.ok(), Some(vec![]));
     assert_eq!(origin.name(), "redis");
 }
 
@@ -272,11 +293,11 @@ async fn publishing_the_same_or_an_older_count_again_changes_nothing() {
     let batch = [(a.clone(), 5), (b.clone(), 2)];
     for _ in 0..3 {
         // A resend (a retry after a timeout whose command did land) counts once.
-        assert_eq!(origin.replay(&batch).await.ok(), Some(vec![5, 2]));
+        assert_eq!(origin.replay_hits(&batch).await.ok(), Some(vec![5, 2]));
     }
     // An older count (a late, reordered send) cannot lower a component either.
     let older = [(a.clone(), 3), (b.clone(), 0)];
-    assert_eq!(origin.replay(&older).await.ok(), Some(vec![5, 2]));
+    assert_eq!(origin.replay_hits(&older).await.ok(), Some(vec![5, 2]));
     assert_eq!(origin.read(&a).await.ok(), Some(total_own(5, 5)));
     assert_eq!(origin.read(&b).await.ok(), Some(total_own(2, 2)));
     let hash = fields(LOCAL_REDIS, &origin.redis_key(&a)).await;
@@ -286,7 +307,10 @@ async fn publishing_the_same_or_an_older_count_again_changes_nothing() {
     );
     // Only a larger count moves it.
     assert_eq!(
-        origin.replay(&[(a.clone(), 8), (b.clone(), 2)]).await.ok(),
+        origin
+            .replay_hits(&[(a.clone(), 8), (b.clone(), 2)])
+            .await
+            .ok(),
         Some(vec![8, 2])
     );
 }
@@ -295,14 +319,23 @@ async fn publishing_the_same_or_an_older_count_again_changes_nothing() {
 async fn a_zero_count_reads_without_creating_a_key() {
     let origin = local_redis().await;
     let key = cell("1:zero", 20_000, 1);
-    assert_eq!(origin.replay(&[(key.clone(), 0)]).await.ok(), Some(vec![0]));
+    assert_eq!(
+        origin.replay_hits(&[(key.clone(), 0)]).await.ok(),
+        Some(vec![0])
+    );
     let exists: i64 = admin(LOCAL_REDIS, &["EXISTS", &origin.redis_key(&key)]).await;
     assert_eq!(exists, 0);
     assert_eq!(origin.read(&key).await.ok(), Some(total_own(0, 0)));
     // Another process's count shows through a zero of this one.
     let other = another_process(&origin, &[LOCAL_REDIS.into()]);
-    assert_eq!(other.replay(&[(key.clone(), 3)]).await.ok(), Some(vec![3]));
-    assert_eq!(origin.replay(&[(key.clone(), 0)]).await.ok(), Some(vec![3]));
+    assert_eq!(
+        other.replay_hits(&[(key.clone(), 3)]).await.ok(),
+        Some(vec![3])
+    );
+    assert_eq!(
+        origin.replay_hits(&[(key.clone(), 0)]).await.ok(),
+        Some(vec![3])
+    );
     assert_eq!(origin.read(&key).await.ok(), Some(total_own(3, 0)));
 }
 
@@ -312,12 +345,27 @@ async fn two_processes_sum_their_components_and_each_reads_its_own() {
     let second = another_process(&first, &[LOCAL_REDIS.into()]);
     assert_ne!(first.process_id(), second.process_id());
     let key = cell("1:shared", 60_000, 9);
-    assert_eq!(first.replay(&[(key.clone(), 4)]).await.ok(), Some(vec![4]));
-    assert_eq!(second.replay(&[(key.clone(), 1)]).await.ok(), Some(vec![5]));
+    assert_eq!(
+        first.replay_hits(&[(key.clone(), 4)]).await.ok(),
+        Some(vec![4])
+    );
+    assert_eq!(
+        second.replay_hits(&[(key.clone(), 1)]).await.ok(),
+        Some(vec![5])
+    );
     // Each resends its own count: nothing moves; each grows only its own component.
-    assert_eq!(first.replay(&[(key.clone(), 4)]).await.ok(), Some(vec![5]));
-    assert_eq!(second.replay(&[(key.clone(), 1)]).await.ok(), Some(vec![5]));
-    assert_eq!(second.replay(&[(key.clone(), 3)]).await.ok(), Some(vec![7]));
+    assert_eq!(
+        first.replay_hits(&[(key.clone(), 4)]).await.ok(),
+        Some(vec![5])
+    );
+    assert_eq!(
+        second.replay_hits(&[(key.clone(), 1)]).await.ok(),
+        Some(vec![5])
+    );
+    assert_eq!(
+        second.replay_hits(&[(key.clone(), 3)]).await.ok(),
+        Some(vec![7])
+    );
     assert_eq!(first.read(&key).await.ok(), Some(total_own(7, 4)));
     assert_eq!(second.read(&key).await.ok(), Some(total_own(7, 3)));
     let hash = fields(LOCAL_REDIS, &first.redis_key(&key)).await;
@@ -332,9 +380,60 @@ async fn two_processes_sum_their_components_and_each_reads_its_own() {
     let restarted = another_process(&first, &[LOCAL_REDIS.into()]);
     assert_eq!(restarted.read(&key).await.ok(), Some(total_own(7, 0)));
     assert_eq!(
-        restarted.replay(&[(key.clone(), 1)]).await.ok(),
+        restarted.replay_hits(&[(key.clone(), 1)]).await.ok(),
         Some(vec![8])
     );
+}
+
+#[tokio::test]
+async fn refunds_are_a_second_grow_only_field_per_process_capped_at_its_hits() {
+    let first = local_redis().await;
+    let second = another_process(&first, &[LOCAL_REDIS.into()]);
+    let key = cell("1:refunds", 60_000, 3);
+    let name = first.redis_key(&key);
+    let pn = PnCount::new;
+    // A hash written before refunds existed (hits fields only) reads unchanged.
+    let _: i64 = admin(LOCAL_REDIS, &["HSET", &name, "0123456789abcdef", "5"]).await;
+    assert_eq!(first.read(&key).await.ok().map(|r| r.total), Some(pn(5, 0)));
+    assert_eq!(
+        first.replay(&[(key.clone(), pn(8, 3))]).await.ok(),
+        Some(vec![pn(13, 3)])
+    );
+    // Resending, or an older refund, changes nothing: each half keeps its max.
+    let again = first
+        .replay(&[(key.clone(), pn(8, 3)), (key.clone(), pn(8, 1))])
+        .await;
+    assert_eq!(again.ok(), Some(vec![pn(13, 3); 2]));
+    // A process cannot refund more than it consumed itself (the refund rule).
+    assert_eq!(
+        second.replay(&[(key.clone(), pn(2, 9))]).await.ok(),
+        Some(vec![pn(15, 5)])
+    );
+    assert_eq!(
+        second.read(&key).await.ok(),
+        Some(CellRead {
+            total: pn(15, 5),
+            own: pn(2, 2)
+        })
+    );
+    assert_eq!(first.read(&key).await.ok().map(|r| r.own), Some(pn(8, 3)));
+    let hash = fields(LOCAL_REDIS, &name).await;
+    assert_eq!(
+        hash.get(&format!("r:{}", first.process_id())),
+        Some(&"3".to_owned())
+    );
+    assert_eq!(
+        hash.get(&format!("r:{}", second.process_id())),
+        Some(&"2".to_owned())
+    );
+    // A refund field written past its hits (by hand, or corrupted) is capped when read.
+    let _: i64 = admin(LOCAL_REDIS, &["HSET", &name, "r:0123456789abcdef", "50"]).await;
+    assert_eq!(
+        first.read(&key).await.ok().map(|r| r.total),
+        Some(pn(15, 10))
+    );
+    let replayed = first.replay(&[(key.clone(), pn(8, 3))]).await;
+    assert_eq!(replayed.ok(), Some(vec![pn(15, 10)]));
 }
 
 #[tokio::test]
@@ -342,14 +441,17 @@ async fn cells_are_hashes_that_live_about_three_windows() {
     let origin = local_redis().await;
     let key = cell("1:ttl", 20_000, 1);
     let name = origin.redis_key(&key);
-    assert!(origin.replay(&[(key.clone(), 1)]).await.is_ok());
+    assert!(origin.replay_hits(&[(key.clone(), 1)]).await.is_ok());
     let kind: String = admin(LOCAL_REDIS, &["TYPE", &name]).await;
     assert_eq!(kind, "hash");
     let ttl: i64 = admin(LOCAL_REDIS, &["PTTL", &name]).await;
     assert!((55_000..=60_000).contains(&ttl), "PTTL {ttl}");
     // Every publication refreshes the expiry, a resend of the same count too.
     let _: i64 = admin(LOCAL_REDIS, &["PEXPIRE", &name, "5000"]).await;
-    assert_eq!(origin.replay(&[(key.clone(), 1)]).await.ok(), Some(vec![1]));
+    assert_eq!(
+        origin.replay_hits(&[(key.clone(), 1)]).await.ok(),
+        Some(vec![1])
+    );
     let ttl: i64 = admin(LOCAL_REDIS, &["PTTL", &name]).await;
     assert!((55_000..=60_000).contains(&ttl), "PTTL {ttl}");
 }
@@ -364,7 +466,10 @@ async fn the_script_is_loaded_again_after_script_flush() {
     let (a, b) = (cell("1:flush-a", 60_000, 1), cell("1:flush-b", 60_000, 1));
     // A fresh server never saw the script: the first replay loads it.
     assert_eq!(
-        origin.replay(&[(a.clone(), 1), (b.clone(), 2)]).await.ok(),
+        origin
+            .replay_hits(&[(a.clone(), 1), (b.clone(), 2)])
+            .await
+            .ok(),
         Some(vec![1, 2])
     );
     for round in 1..=3 {
@@ -373,7 +478,7 @@ async fn the_script_is_loaded_again_after_script_flush() {
             admin(&url, &["SCRIPT", "EXISTS", origin.replay_script.get_hash()]).await;
         assert_eq!(loaded, vec![false]);
         let totals = origin
-            .replay(&[(a.clone(), 1 + round), (b.clone(), 2)])
+            .replay_hits(&[(a.clone(), 1 + round), (b.clone(), 2)])
             .await;
         assert_eq!(totals.ok(), Some(vec![1 + round, 2]), "round {round}");
         // The resend after the reload counted once.
@@ -423,7 +528,7 @@ async fn a_key_that_is_not_a_cell_hash_answers_0_and_the_rest_of_the_batch_its_t
         let mut batch = vec![(good.clone(), count)];
         batch.extend(garbage.iter().map(|k| (k.clone(), 1)));
         batch.push((garbage[0].clone(), 0));
-        let totals = origin.replay(&batch).await;
+        let totals = origin.replay_hits(&batch).await;
         let mut expected = vec![count];
         expected.extend(vec![0; garbage.len() + 1]);
         assert_eq!(totals.ok(), Some(expected), "round {round}");
@@ -445,7 +550,7 @@ async fn an_unreachable_redis_gives_errors_in_bounded_time() {
             let start = Instant::now();
             let read = origin.read(&cell("1:x", 1_000, 1)).await;
             assert!(matches!(read, Err(OriginError::Unavailable(_))), "{read:?}");
-            let replay = origin.replay(&[(cell("1:x", 1_000, 1), 1)]).await;
+            let replay = origin.replay_hits(&[(cell("1:x", 1_000, 1), 1)]).await;
             assert!(
                 matches!(replay, Err(OriginError::Unavailable(_))),
                 "{replay:?}"
@@ -475,7 +580,10 @@ async fn eventually_read(origin: &RedisOrigin, key: &CellKey) -> Result<CellRead
 /// counts once.
 async fn assert_a_resend_counts_once(origin: &RedisOrigin, key: &CellKey) {
     for _ in 0..2 {
-        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
+        assert_eq!(
+            origin.replay_hits(&[(key.clone(), 2)]).await.ok(),
+            Some(vec![2])
+        );
     }
     assert_eq!(origin.read(key).await.ok(), Some(total_own(2, 2)));
 }
@@ -489,7 +597,7 @@ async fn assert_used_once_up<S>(origin: &RedisOrigin, start: impl FnOnce() -> S)
         origin.read(&key).await,
         Err(OriginError::Unavailable(_))
     ));
-    assert!(origin.replay(&[(key.clone(), 2)]).await.is_err());
+    assert!(origin.replay_hits(&[(key.clone(), 2)]).await.is_err());
     let server = start();
     assert_eq!(
         eventually_read(origin, &key).await.ok(),
@@ -506,7 +614,7 @@ async fn eventually_replay(
 ) -> Result<Vec<u64>, OriginError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match origin.replay(batch).await {
+        match origin.replay_hits(batch).await {
             Ok(totals) => return Ok(totals),
             Err(error) if Instant::now() > deadline => return Err(error),
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
@@ -550,12 +658,12 @@ async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resen
             .enumerate()
             .map(|(i, k)| (k.clone(), 1 + i as u64)),
     );
-    let totals = origin.replay(&batch).await.expect("cluster replay");
+    let totals = origin.replay_hits(&batch).await.expect("cluster replay");
     let expected: Vec<u64> = (0..200).map(|_| 1).chain((0..200).map(|i| 1 + i)).collect();
     assert_eq!(totals, expected);
     // The same batch again: every entry now answers the max, nothing is added.
     for _ in 0..2 {
-        let totals = origin.replay(&batch).await.expect("cluster replay");
+        let totals = origin.replay_hits(&batch).await.expect("cluster replay");
         let expected: Vec<u64> = (0..2).flat_map(|_| 1..=200).collect();
         assert_eq!(totals, expected);
     }
@@ -579,7 +687,7 @@ async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resen
     }
     // The other process adds its own components.
     let its: Vec<(CellKey, u64)> = keys.iter().map(|k| (k.clone(), 2)).collect();
-    let totals = other.replay(&its).await.expect("cluster replay");
+    let totals = other.replay_hits(&its).await.expect("cluster replay");
     assert_eq!(totals, (3..=202).collect::<Vec<u64>>());
     for (i, key) in keys.iter().enumerate() {
         let n = 1 + i as u64;
@@ -612,19 +720,19 @@ async fn a_cluster_reloads_the_script_after_script_flush() {
     let batch =
         |count: u64| -> Vec<(CellKey, u64)> { keys.iter().map(|k| (k.clone(), count)).collect() };
     // New nodes never saw the script: the first replay loads it.
-    assert_eq!(origin.replay(&batch(1)).await.ok(), Some(vec![1; 30]));
+    assert_eq!(origin.replay_hits(&batch(1)).await.ok(), Some(vec![1; 30]));
     for count in [2, 3] {
         for url in &urls {
             let _: () = admin(url, &["SCRIPT", "FLUSH"]).await;
         }
         assert_eq!(
-            origin.replay(&batch(count)).await.ok(),
+            origin.replay_hits(&batch(count)).await.ok(),
             Some(vec![count; 30])
         );
     }
     // Only one node lost it.
     let _: () = admin(&urls[1], &["SCRIPT", "FLUSH"]).await;
-    assert_eq!(origin.replay(&batch(3)).await.ok(), Some(vec![3; 30]));
+    assert_eq!(origin.replay_hits(&batch(3)).await.ok(), Some(vec![3; 30]));
     for key in &keys {
         assert_eq!(
             origin.read(key).await.ok(),
@@ -642,7 +750,7 @@ async fn a_dead_cluster_node_fails_the_batch_in_bounded_time_and_the_resend_coun
     let keys: Vec<CellKey> = (0..60).map(|i| cell(&format!("{i}"), 60_000, 1)).collect();
     let batch =
         |count: u64| -> Vec<(CellKey, u64)> { keys.iter().map(|k| (k.clone(), count)).collect() };
-    assert_eq!(origin.replay(&batch(1)).await.ok(), Some(vec![1; 60]));
+    assert_eq!(origin.replay_hits(&batch(1)).await.ok(), Some(vec![1; 60]));
 
     // Which keys live on the node about to die.
     let mut doomed = raw(&urls[0]).await;
@@ -663,7 +771,7 @@ async fn a_dead_cluster_node_fails_the_batch_in_bounded_time_and_the_resend_coun
     // live slots took the new count anyway, and sending it again does not add it twice.
     for _ in 0..3 {
         let start = Instant::now();
-        let replay = origin.replay(&batch(2)).await;
+        let replay = origin.replay_hits(&batch(2)).await;
         assert!(replay.is_err(), "{replay:?}");
         assert!(
             start.elapsed() < Duration::from_secs(10),
@@ -691,7 +799,7 @@ async fn a_resend_during_and_after_a_slot_migration_counts_once() {
     let (moved, stays) = (cell("1:m", 60_000, 1), cell("1:m", 60_000, 2));
     let (moved_name, stays_name) = (origin.redis_key(&moved), origin.redis_key(&stays));
     let batch = |count: u64| [(moved.clone(), count), (stays.clone(), count)];
-    assert_eq!(origin.replay(&batch(1)).await.ok(), Some(vec![1, 1]));
+    assert_eq!(origin.replay_hits(&batch(1)).await.ok(), Some(vec![1, 1]));
 
     let slot: i64 = admin(&urls[0], &["CLUSTER", "KEYSLOT", &moved_name]).await;
     let slot = slot.to_string();
@@ -739,7 +847,7 @@ async fn a_resend_during_and_after_a_slot_migration_counts_once() {
     // the target after ASKING, which covers only its first command), each entry may have
     // landed and been sent again: its component is 1 or 2, never more.
     for _ in 0..3 {
-        let _ = origin.replay(&batch(2)).await;
+        let _ = origin.replay_hits(&batch(2)).await;
     }
     let on_source = fields(&source, &stays_name).await;
     let mut asking = raw(&target).await;
@@ -821,7 +929,7 @@ async fn rediss_works_with_a_private_ca() {
 async fn replayed_within_30s(origin: &RedisOrigin, batch: &[(CellKey, u64)]) -> Vec<u64> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match origin.replay(batch).await {
+        match origin.replay_hits(batch).await {
             Ok(totals) => return totals,
             Err(_) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -869,7 +977,7 @@ async fn sentinel_names_the_master_and_a_failover_moves_the_origin() {
     let deadline = Instant::now() + Duration::from_secs(15);
     while origin.epoch() == 0 {
         assert!(Instant::now() < deadline, "the origin never moved");
-        let _ = origin.replay(&[(key.clone(), 6)]).await;
+        let _ = origin.replay_hits(&[(key.clone(), 6)]).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(origin.epoch(), 1);
@@ -887,7 +995,8 @@ async fn sentinel_names_the_master_and_a_failover_moves_the_origin() {
 
     // Wrong credentials: an error, not a panic, and never a hang.
     let wrong = RedisOrigin::connect(sentinel_settings(&set, Some("wrong"))).expect("valid");
-    let failed = tokio::time::timeout(Duration::from_secs(10), wrong.replay(&[(key, 8)])).await;
+    let failed =
+        tokio::time::timeout(Duration::from_secs(10), wrong.replay_hits(&[(key, 8)])).await;
     assert!(matches!(failed, Ok(Err(_))), "{failed:?}");
 }
 

@@ -13,6 +13,7 @@ use gcounter_engine::global::{
     DEFAULT_CHUNK_ROWS, GlobalStore, MemoryStore, PublishReport, RowOutcome, StoreFuture,
     SyncedCell, prepare_rows,
 };
+use gcounter_engine::pn::PnCount;
 use serde::Serialize;
 
 /// What the fleet asked of the database.
@@ -27,7 +28,7 @@ pub struct Load {
 struct Pending {
     visible_at: u64,
     region: String,
-    rows: Vec<(CellKey, u64)>,
+    rows: Vec<(CellKey, PnCount)>,
     now_ms: u64,
 }
 
@@ -85,7 +86,7 @@ impl GlobalStore for LaggedStore {
     fn publish<'a>(
         &'a self,
         region: &'a str,
-        rows: &'a [(CellKey, u64)],
+        rows: &'a [(CellKey, PnCount)],
         now_ms: u64,
     ) -> StoreFuture<'a, PublishReport> {
         Box::pin(async move {
@@ -172,9 +173,11 @@ mod tests {
     #[tokio::test]
     async fn a_write_is_seen_only_after_both_lags() {
         let store = LaggedStore::new(100, 50);
-        let report = store.publish("a", &[(key(), 7)], 5_000).await;
+        let report = store
+            .publish("a", &[(key(), PnCount::hits(7))], 5_000)
+            .await;
         assert_eq!(report.map(|r| r.published()).ok(), Some(1));
-        let foreign = |cells: Vec<SyncedCell>| cells.first().map_or(0, |c| c.foreign);
+        let foreign = |cells: Vec<SyncedCell>| cells.first().map_or(0, |c| c.foreign.value());
         assert_eq!(store.sync("b", 5_149).await.map(foreign).ok(), Some(0));
         assert_eq!(store.sync("b", 5_150).await.map(foreign).ok(), Some(7));
         assert_eq!(

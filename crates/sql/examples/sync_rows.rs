@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::GlobalStore;
+use gcounter_engine::pn::PnCount;
 use gcounter_sql::SqlStore;
 
 const REGIONS: usize = 10;
@@ -34,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     store.migrate().await?;
 
     let mut rng = fastrand::Rng::with_seed(1);
-    let mut by_region: Vec<Vec<(CellKey, u64)>> = vec![Vec::new(); REGIONS];
+    let mut by_region: Vec<Vec<(CellKey, PnCount)>> = vec![Vec::new(); REGIONS];
     // The live window and one that has expired (cleanup has not run yet).
     for sequence in [LIVE, 10] {
         for k in 0..cells {
@@ -52,7 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let key = CellKey::new("w", "3:key/", &format!("k{k}"), MINUTE, sequence);
             for region in used {
                 if let Some(rows) = by_region.get_mut(region) {
-                    rows.push((key.clone(), 1 + rng.u64(..100)));
+                    rows.push((key.clone(), PnCount::hits(1 + rng.u64(..100))));
                 }
             }
         }

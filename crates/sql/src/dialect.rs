@@ -9,8 +9,8 @@ use sea_orm::{DbBackend, Statement, Value};
 
 use gcounter_engine::global::{PreparedRow, clamp};
 
-/// Bound values per upserted row (the nine columns other than `pk`).
-pub(crate) const PARAMS_PER_ROW: usize = 9;
+/// Bound values per upserted row (the ten columns other than `pk`).
+pub(crate) const PARAMS_PER_ROW: usize = 10;
 
 /// A window cell's key columns: the unique index is these and then `region`.
 pub(crate) const CELL_KEY_COLUMNS: [&str; 5] = [
@@ -30,6 +30,15 @@ impl Dialect {
         match self.0 {
             DbBackend::MySql => format!("`{name}`"),
             _ => format!("\"{name}\""),
+        }
+    }
+
+    /// The two-argument minimum: SQLite's scalar `MIN`, the others' `LEAST`.
+    fn least(self) -> &'static str {
+        if self.0 == DbBackend::Sqlite {
+            "MIN"
+        } else {
+            "LEAST"
         }
     }
 
@@ -54,6 +63,7 @@ impl Dialect {
             "count",
             "expires_at",
             "updated_at",
+            "refunds",
         ];
         let q = |c: &str| self.quote(c);
         let table = q(TABLE);
@@ -72,21 +82,27 @@ impl Dialect {
             }
             sql.push(')');
         }
-        let (count, updated_at) = (q("count"), q("updated_at"));
+        let (count, updated_at, refunds) = (q("count"), q("updated_at"), q("refunds"));
+        // Both halves of the PN-counter component keep their greatest value; refunds never
+        // above the row's hits (the refund rule, enforced here as well as by the engine).
         match self.0 {
             DbBackend::MySql => {
+                // MySQL assigns left to right: `refunds` is set before `count` moves, so it
+                // is capped by the greater of the old and the new hits, like the others do.
                 let _ = write!(
                     sql,
                     " ON DUPLICATE KEY UPDATE \
+                     {refunds} = LEAST(GREATEST({refunds}, VALUES({refunds})), \
+                     GREATEST({count}, VALUES({count}))), \
                      {count} = GREATEST({count}, VALUES({count})), \
                      {updated_at} = GREATEST({updated_at}, VALUES({updated_at}))"
                 );
             }
             _ => {
-                let greatest = if self.0 == DbBackend::Postgres {
-                    "GREATEST"
+                let (greatest, least) = if self.0 == DbBackend::Postgres {
+                    ("GREATEST", "LEAST")
                 } else {
-                    "MAX"
+                    ("MAX", "MIN")
                 };
                 // The unique key: the first six columns.
                 let key = columns
@@ -99,6 +115,8 @@ impl Dialect {
                     sql,
                     " ON CONFLICT ({key}) DO UPDATE SET \
                      {count} = {greatest}({table}.{count}, excluded.{count}), \
+                     {refunds} = {least}({greatest}({table}.{refunds}, excluded.{refunds}), \
+                     {greatest}({table}.{count}, excluded.{count})), \
                      {updated_at} = {greatest}({table}.{updated_at}, excluded.{updated_at})"
                 );
             }
@@ -106,7 +124,7 @@ impl Dialect {
         sql
     }
 
-    /// The upsert of `rows` (this region's own components), keeping the greater count.
+    /// The upsert of `rows` (this region's own components), keeping the greater of each half.
     pub(crate) fn upsert(self, region: &str, rows: &[PreparedRow<'_>], now_ms: u64) -> Statement {
         let updated_at = clamp(now_ms);
         let mut values: Vec<Value> = Vec::with_capacity(rows.len() * PARAMS_PER_ROW);
@@ -122,6 +140,7 @@ impl Dialect {
                 Value::from(row.count),
                 Value::from(row.expires_at),
                 Value::from(updated_at),
+                Value::from(row.refunds),
             ]);
         }
         Statement::from_sql_and_values(self.0, self.upsert_sql(rows.len()), values)
@@ -129,51 +148,61 @@ impl Dialect {
 
     fn sync_sql(self) -> String {
         let q = |c: &str| self.quote(c);
-        let (region, count) = (q("region"), q("count"));
+        let (region, count, refunds) = (q("region"), q("count"), q("refunds"));
         let key = CELL_KEY_COLUMNS.map(q).join(", ");
-        let (mut p1, mut p2, mut p3, mut p4) =
-            (String::new(), String::new(), String::new(), String::new());
-        self.placeholder(&mut p1, 1);
-        self.placeholder(&mut p2, 2);
-        self.placeholder(&mut p3, 3);
-        self.placeholder(&mut p4, 4);
+        let placeholder = |n| {
+            let mut p = String::new();
+            self.placeholder(&mut p, n);
+            p
+        };
+        let [p1, p2, p3, p4, p5, p6] = [1, 2, 3, 4, 5, 6].map(placeholder);
+        let least = self.least();
+        // A row's refunds count at most up to its hits (the refund rule), whoever wrote it.
+        let row_refunds = format!("{least}({refunds}, {count})");
         let foreign = format!("COALESCE(SUM(CASE WHEN {region} <> {p1} THEN {count} END), 0)");
         let own = format!("COALESCE(MAX(CASE WHEN {region} = {p2} THEN {count} END), 0)");
+        let foreign_refunds =
+            format!("COALESCE(SUM(CASE WHEN {region} <> {p3} THEN {row_refunds} END), 0)");
+        let own_refunds =
+            format!("COALESCE(MAX(CASE WHEN {region} = {p4} THEN {row_refunds} END), 0)");
         // SUM of BIGINT is DECIMAL/NUMERIC on MySQL and PostgreSQL: cap it, back to BIGINT.
         // SQLite's SUM is already an integer (and errors rather than overflow).
-        let (foreign, own) = match self.0 {
-            DbBackend::MySql => (
-                format!("CAST(LEAST({foreign}, {}) AS SIGNED)", i64::MAX),
-                format!("CAST({own} AS SIGNED)"),
-            ),
-            DbBackend::Postgres => (
-                format!("CAST(LEAST({foreign}, {}) AS BIGINT)", i64::MAX),
-                format!("CAST({own} AS BIGINT)"),
-            ),
-            _ => (foreign, own),
+        let cast = |sum: String, max: bool| match (self.0, max) {
+            (DbBackend::MySql, false) => format!("CAST(LEAST({sum}, {}) AS SIGNED)", i64::MAX),
+            (DbBackend::MySql, true) => format!("CAST({sum} AS SIGNED)"),
+            (DbBackend::Postgres, false) => format!("CAST(LEAST({sum}, {}) AS BIGINT)", i64::MAX),
+            (DbBackend::Postgres, true) => format!("CAST({sum} AS BIGINT)"),
+            _ => sum,
         };
         // Only cells another region wrote: a cell only this region wrote has nothing to
         // import (its own row is a copy of what the regional origin holds), and returning it
         // made every process read back every row its region published.
-        let has_foreign = format!("HAVING COUNT(CASE WHEN {region} <> {p4} THEN 1 END) > 0");
+        let has_foreign = format!("HAVING COUNT(CASE WHEN {region} <> {p6} THEN 1 END) > 0");
         format!(
-            "SELECT {key}, {foreign}, {own} FROM {} WHERE {} > {p3} GROUP BY {key} {has_foreign}",
+            "SELECT {key}, {}, {}, {}, {} FROM {} WHERE {} > {p5} GROUP BY {key} {has_foreign}",
+            cast(foreign, false),
+            cast(own, true),
+            cast(foreign_refunds, false),
+            cast(own_refunds, true),
             q(TABLE),
             q("expires_at"),
         )
     }
 
     /// This region's view: per cell that another region wrote, the sum of the other regions'
-    /// counts and this region's own.
+    /// components and this region's own, hits and refunds.
     pub(crate) fn sync(self, region: &str, now_ms: u64) -> Statement {
+        let region = || Value::from(region.as_bytes().to_vec());
         Statement::from_sql_and_values(
             self.0,
             self.sync_sql(),
             [
-                Value::from(region.as_bytes().to_vec()),
-                Value::from(region.as_bytes().to_vec()),
+                region(),
+                region(),
+                region(),
+                region(),
                 Value::from(clamp(now_ms)),
-                Value::from(region.as_bytes().to_vec()),
+                region(),
             ],
         )
     }
@@ -182,15 +211,9 @@ impl Dialect {
     /// both: read once at start (see `GlobalStore::own_rows`).
     pub(crate) fn own_rows(self, region: &str, now_ms: u64) -> Statement {
         let q = |c: &str| self.quote(c);
-        let key = [
-            "workspace_id",
-            "namespace",
-            "identifier",
-            "duration_ms",
-            "sequence",
-        ]
-        .map(q)
-        .join(", ");
+        let key = CELL_KEY_COLUMNS.map(q).join(", ");
+        let (count, refunds) = (q("count"), q("refunds"));
+        let least = self.least();
         let zero = match self.0 {
             DbBackend::MySql => "CAST(0 AS SIGNED)",
             DbBackend::Postgres => "CAST(0 AS BIGINT)",
@@ -200,8 +223,8 @@ impl Dialect {
         self.placeholder(&mut p1, 1);
         self.placeholder(&mut p2, 2);
         let sql = format!(
-            "SELECT {key}, {zero}, {} FROM {} WHERE {} = {p1} AND {} > {p2}",
-            q("count"),
+            "SELECT {key}, {zero}, {count}, {zero}, {least}({refunds}, {count}) FROM {} \
+             WHERE {} = {p1} AND {} > {p2}",
             q(TABLE),
             q("region"),
             q("expires_at"),

@@ -17,9 +17,12 @@ pub struct Model {
     pub duration_ms: i64,
     pub sequence: i64,
     pub region: Vec<u8>,
+    /// The hits half of the region's component.
     pub count: i64,
     pub expires_at: i64,
     pub updated_at: i64,
+    /// The refunds half (migration `m20261123_000002_add_refunds`), at most `count`.
+    pub refunds: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -22,6 +22,7 @@ use gcounter_engine::global::{
     DEFAULT_CHUNK_ROWS, GlobalStore, PublishReport, RowOutcome, StoreError, StoreFuture,
     SyncedCell, check_region, prepare_rows,
 };
+use gcounter_engine::pn::PnCount;
 use gcounter_engine::redact::{redact_in, redact_url};
 
 mod dialect;
@@ -242,7 +243,7 @@ impl SqlStore {
     async fn publish_now(
         &self,
         region: &str,
-        rows: &[(CellKey, u64)],
+        rows: &[(CellKey, PnCount)],
         now_ms: u64,
     ) -> Result<PublishReport, StoreError> {
         check_region(region)?;
@@ -349,7 +350,7 @@ impl GlobalStore for SqlStore {
     fn publish<'a>(
         &'a self,
         region: &'a str,
-        rows: &'a [(CellKey, u64)],
+        rows: &'a [(CellKey, PnCount)],
         now_ms: u64,
     ) -> StoreFuture<'a, PublishReport> {
         Box::pin(self.publish_now(region, rows, now_ms))
@@ -393,6 +394,9 @@ fn decode_synced(row: &QueryResult, interned: &mut Interner) -> Result<Option<Sy
     let sequence: i64 = row.try_get_by_index(4)?;
     let foreign: i64 = row.try_get_by_index(5)?;
     let own: i64 = row.try_get_by_index(6)?;
+    let foreign_refunds: i64 = row.try_get_by_index(7)?;
+    let own_refunds: i64 = row.try_get_by_index(8)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
     let (Some(workspace), Some(namespace), Ok(identifier), Ok(duration_ms), Ok(sequence)) = (
         interned.get(workspace),
         interned.get(namespace),
@@ -410,8 +414,8 @@ fn decode_synced(row: &QueryResult, interned: &mut Interner) -> Result<Option<Sy
             duration_ms,
             sequence,
         },
-        foreign: u64::try_from(foreign).unwrap_or(0),
-        own: u64::try_from(own).unwrap_or(0),
+        foreign: PnCount::new(count(foreign), count(foreign_refunds)),
+        own: PnCount::new(count(own), count(own_refunds)).capped(),
     }))
 }
 

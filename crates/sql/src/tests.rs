@@ -244,10 +244,26 @@ impl Fixture {
     }
 }
 
+/// Publish hits only (most tests; the PN-counter tests use [`publish_pn`]).
 async fn publish(
     store: &dyn GlobalStore,
     region: &str,
     rows: &[(CellKey, u64)],
+    now_ms: u64,
+) -> PublishReport {
+    publish_pn(store, region, &hits_only(rows), now_ms).await
+}
+
+fn hits_only(rows: &[(CellKey, u64)]) -> Vec<(CellKey, PnCount)> {
+    rows.iter()
+        .map(|(key, hits)| (key.clone(), PnCount::hits(*hits)))
+        .collect()
+}
+
+async fn publish_pn(
+    store: &dyn GlobalStore,
+    region: &str,
+    rows: &[(CellKey, PnCount)],
     now_ms: u64,
 ) -> PublishReport {
     match store.publish(region, rows, now_ms).await {
@@ -261,8 +277,21 @@ async fn publish(
     }
 }
 
-/// Sync as `region`, as a map from key to (foreign, own).
+/// Sync as `region`, as a map from key to (foreign, own) hits.
 async fn sync(store: &dyn GlobalStore, region: &str, now_ms: u64) -> BTreeMap<CellKey, (u64, u64)> {
+    sync_pn(store, region, now_ms)
+        .await
+        .into_iter()
+        .map(|(key, (foreign, own))| (key, (foreign.hits, own.hits)))
+        .collect()
+}
+
+/// Sync as `region`, as a map from key to (foreign, own), both halves.
+async fn sync_pn(
+    store: &dyn GlobalStore,
+    region: &str,
+    now_ms: u64,
+) -> BTreeMap<CellKey, (PnCount, PnCount)> {
     match store.sync(region, now_ms).await {
         Ok(cells) => {
             let n = cells.len();
@@ -398,7 +427,7 @@ async fn sync_returns_only_cells_another_region_wrote(store: &dyn GlobalStore) {
     let own = |cells: Vec<SyncedCell>| -> BTreeMap<CellKey, (u64, u64)> {
         cells
             .into_iter()
-            .map(|c| (c.key, (c.foreign, c.own)))
+            .map(|c| (c.key, (c.foreign.hits, c.own.hits)))
             .collect()
     };
     let eu_own = match store.own_rows("eu", 0).await {
@@ -576,8 +605,31 @@ async fn duplicates_in_one_publish_merge_with_max(store: &dyn GlobalStore) {
     );
 }
 
+/// Refunds are the second half of a region's component: each half keeps its max, refunds
+/// count at most up to the component's hits, and sync sums both halves across regions.
+async fn refunds_merge_per_half_capped_at_hits(store: &dyn GlobalStore) {
+    let k = CellKey::new("w", "1:k/", "1:r", MINUTE, 4);
+    let pn = PnCount::new;
+    publish_pn(store, "eu", &[(k.clone(), pn(10, 4))], 1).await;
+    publish_pn(store, "us", &[(k.clone(), pn(6, 6))], 1).await;
+    assert_eq!(sync_pn(store, "eu", 0).await[&k], (pn(6, 6), pn(10, 4)));
+    // An older refund or hit changes nothing; a newer refund alone moves only refunds.
+    publish_pn(store, "eu", &[(k.clone(), pn(9, 1))], 2).await;
+    assert_eq!(sync_pn(store, "us", 0).await[&k], (pn(10, 4), pn(6, 6)));
+    publish_pn(store, "eu", &[(k.clone(), pn(10, 7))], 3).await;
+    assert_eq!(sync_pn(store, "us", 0).await[&k], (pn(10, 7), pn(6, 6)));
+    // Refunds beyond the component's hits are stored capped.
+    publish_pn(store, "ap", &[(k.clone(), pn(2, 50))], 4).await;
+    assert_eq!(sync_pn(store, "eu", 0).await[&k], (pn(8, 8), pn(10, 7)));
+    assert_eq!(sync_pn(store, "eu", 0).await[&k].0.value(), 0);
+    // Duplicates in one publish merge per half.
+    let twice = [(k.clone(), pn(12, 2)), (k.clone(), pn(11, 9))];
+    publish_pn(store, "eu", &twice, 5).await;
+    assert_eq!(sync_pn(store, "us", 0).await[&k].0, pn(12 + 2, 9 + 2));
+}
+
 async fn invalid_regions_are_refused(store: &dyn GlobalStore) {
-    let rows = [(CellKey::new("w", "n", "i", MINUTE, 1), 1)];
+    let rows = [(CellKey::new("w", "n", "i", MINUTE, 1), PnCount::hits(1))];
     let long = "r".repeat(REGION_MAX_BYTES as usize + 1);
     for region in ["", long.as_str()] {
         assert!(matches!(
@@ -590,8 +642,8 @@ async fn invalid_regions_are_refused(store: &dyn GlobalStore) {
         ));
     }
     let longest = "r".repeat(REGION_MAX_BYTES as usize);
-    publish(store, &longest, &rows, 1).await;
-    publish(store, "eu", &rows, 1).await;
+    publish_pn(store, &longest, &rows, 1).await;
+    publish_pn(store, "eu", &rows, 1).await;
     let key = &rows[0].0;
     assert_eq!(sync(store, &longest, 0).await[key], (1, 1));
     assert_eq!(sync(store, "eu", 0).await[key], (1, 1));
@@ -604,13 +656,14 @@ async fn empty_publish_writes_nothing(store: &dyn GlobalStore) {
     assert_eq!(cleanup(store, u64::MAX, 100).await, 0);
 }
 
-/// The state seen through sync: per (viewing region, cell without workspace), (foreign, own).
-type Snapshot = BTreeMap<(String, String, String, u64, u64), (u64, u64)>;
+/// The state seen through sync: per (viewing region, cell without workspace), (foreign, own),
+/// both halves of the PN-counter.
+type Snapshot = BTreeMap<(String, String, String, u64, u64), (PnCount, PnCount)>;
 
 async fn snapshot(store: &dyn GlobalStore, workspace: &str, regions: &[&str]) -> Snapshot {
     let mut out = Snapshot::new();
     for region in regions {
-        for (k, v) in sync(store, region, 0).await {
+        for (k, v) in sync_pn(store, region, 0).await {
             if &*k.workspace == workspace {
                 let cell = (
                     k.namespace.to_string(),
@@ -625,14 +678,14 @@ async fn snapshot(store: &dyn GlobalStore, workspace: &str, regions: &[&str]) ->
     out
 }
 
-/// Components (cell index, region index) → count; a publish per region of a state.
-type State = BTreeMap<(usize, usize), u64>;
+/// Components (cell index, region index) → (hits, refunds); a publish per region of a state.
+type State = BTreeMap<(usize, usize), PnCount>;
 
 fn merge(a: &State, b: &State) -> State {
     let mut out = a.clone();
     for (k, v) in b {
-        let e = out.entry(*k).or_insert(0);
-        *e = (*e).max(*v);
+        let e = out.entry(*k).or_default();
+        *e = e.merge(*v);
     }
     out
 }
@@ -653,7 +706,7 @@ async fn publish_state(
                 (CellKey::new(workspace, ns, id, *d, *s), *v)
             })
             .collect();
-        publish(store, region, &rows, 1).await;
+        publish_pn(store, region, &rows, 1).await;
     }
 }
 
@@ -666,11 +719,11 @@ fn expected(state: &State, cells: &[(String, String, u64, u64)], regions: &[&str
             if !state.keys().any(|(cc, rr)| *cc == c && *rr != view) {
                 continue;
             }
-            let own = state.get(&(c, view)).copied().unwrap_or(0);
-            let foreign: u64 = (0..regions.len())
+            let own = state.get(&(c, view)).copied().unwrap_or_default();
+            let foreign = (0..regions.len())
                 .filter(|r| *r != view)
-                .map(|r| state.get(&(c, r)).copied().unwrap_or(0))
-                .sum();
+                .map(|r| state.get(&(c, r)).copied().unwrap_or_default())
+                .fold(PnCount::default(), PnCount::plus);
             out.insert(
                 (region.to_string(), ns.clone(), id.clone(), *d, *s),
                 (foreign, own),
@@ -680,8 +733,9 @@ fn expected(state: &State, cells: &[(String, String, u64, u64)], regions: &[&str
     out
 }
 
-/// G-Counter laws through the store, on a fixed-seed random sequence of publishes: merge is
-/// monotonic, idempotent, commutative and associative, and own/foreign never double count.
+/// G-Counter laws through the store, for both halves of the PN-counter (hits and refunds), on
+/// a fixed-seed random sequence of publishes: merge is monotonic, idempotent, commutative and
+/// associative, and own/foreign never double count.
 async fn gcounter_laws(store: &dyn GlobalStore) {
     let regions = ["r0", "r1", "r2", "r3"];
     let cells: Vec<(String, String, u64, u64)> = (0..10)
@@ -701,10 +755,11 @@ async fn gcounter_laws(store: &dyn GlobalStore) {
             let region = rng.below(regions.len() as u64) as usize;
             (0..1 + rng.below(4))
                 .map(|_| {
-                    (
-                        (rng.below(cells.len() as u64) as usize, region),
-                        rng.below(1_000),
-                    )
+                    let cell = rng.below(cells.len() as u64) as usize;
+                    let hits = rng.below(1_000);
+                    // As the engine publishes them: a component's refunds ≤ its hits.
+                    let refunds = rng.below(hits + 1);
+                    ((cell, region), PnCount::new(hits, refunds))
                 })
                 .collect()
         })
@@ -725,7 +780,10 @@ async fn gcounter_laws(store: &dyn GlobalStore) {
         for (k, (foreign, own)) in &previous {
             let (f, o) = now[k];
             assert!(
-                f >= *foreign && o >= *own,
+                f.hits >= foreign.hits
+                    && o.hits >= own.hits
+                    && f.refunds >= foreign.refunds
+                    && o.refunds >= own.refunds,
                 "monotonic: {k:?} went from {:?} to {:?}",
                 (foreign, own),
                 (f, o)
@@ -782,6 +840,7 @@ macro_rules! shared_tests {
             too_long_strings_are_skipped_and_counted,
             keys_compare_as_bytes,
             duplicates_in_one_publish_merge_with_max,
+            refunds_merge_per_half_capped_at_hits,
             invalid_regions_are_refused,
             empty_publish_writes_nothing,
             gcounter_laws,
@@ -808,7 +867,12 @@ mod memory {
     async fn chunks_and_injected_failures() {
         let store = MemoryStore::with_chunk_rows(2);
         let rows: Vec<_> = (0..5)
-            .map(|i| (CellKey::new("w", "n", &i.to_string(), MINUTE, 1), 1))
+            .map(|i| {
+                (
+                    CellKey::new("w", "n", &i.to_string(), MINUTE, 1),
+                    PnCount::hits(1),
+                )
+            })
             .collect();
         store.fail_next_chunks(1);
         let report = match store.publish("eu", &rows, 1).await {
@@ -895,6 +959,7 @@ fn row_model(identifier: &str) -> entity::ActiveModel {
         count: Set(1),
         expires_at: Set(3_000),
         updated_at: Set(0),
+        refunds: Set(0),
     }
 }
 
@@ -1034,12 +1099,12 @@ async fn chunks_stay_below_the_placeholder_limit(kind: Kind) {
     let fixture = Fixture::with_settings(kind, settings).await;
     let chunk_rows = fixture.sql().chunk_rows();
     let expected = if kind == Kind::Sqlite {
-        32_766 / 9
+        32_766 / PARAMS_PER_ROW
     } else {
-        65_535 / 9
+        65_535 / PARAMS_PER_ROW
     };
     assert_eq!(chunk_rows, expected);
-    // 8,000 rows are 72,000 placeholders: over every backend's limit in one statement.
+    // 8,000 rows are 80,000 placeholders: over every backend's limit in one statement.
     let rows: Vec<_> = (0..8_000u64)
         .map(|i| {
             (
@@ -1101,7 +1166,7 @@ async fn concurrent_publishers_do_not_deadlock(kind: Kind) {
                     if t % 2 == 1 {
                         rows.reverse();
                     }
-                    match store.publish("eu", &rows, 1).await {
+                    match store.publish("eu", &hits_only(&rows), 1).await {
                         Ok(report) => errors.extend(report.errors().map(|e| e.to_string())),
                         Err(e) => errors.push(e.to_string()),
                     }
@@ -1126,9 +1191,74 @@ async fn concurrent_publishers_do_not_deadlock(kind: Kind) {
     fixture.finish().await;
 }
 
+/// A database made before refunds existed (the first migration only, rows written without the
+/// column) is upgraded in place: its rows keep their counts as hits with no refunds, and an
+/// older binary that writes no `refunds` keeps working beside a newer one.
+async fn rows_from_before_refunds_keep_working(kind: Kind) {
+    let fixture = Fixture::unmigrated(kind, SqlSettings::default()).await;
+    let sql = fixture.sql();
+    let db = sql.connection();
+    if let Err(e) = migration::Migrator::up(db, Some(1)).await {
+        panic!("first migration: {e}");
+    }
+    let dialect = crate::dialect::Dialect(db.get_database_backend());
+    let q = |c: &str| match dialect.0 {
+        DbBackend::MySql => format!("`{c}`"),
+        _ => format!("\"{c}\""),
+    };
+    // A binary column's literal in each dialect.
+    let bytes = |text: &str| {
+        let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
+        match dialect.0 {
+            DbBackend::Postgres => format!("'\\x{hex}'::bytea"),
+            _ => format!("X'{hex}'"),
+        }
+    };
+    // What an older binary writes: no `refunds` column.
+    let old_insert = |region: &str, count: u64| {
+        format!(
+            "INSERT INTO {} ({}, {}, {}, {}, {}, {}, {}, {}, {}) VALUES \
+             ({}, {}, {}, {MINUTE}, 7, {}, {count}, {}, 1)",
+            q(TABLE),
+            q("workspace_id"),
+            q("namespace"),
+            q("identifier"),
+            q("duration_ms"),
+            q("sequence"),
+            q("region"),
+            q("count"),
+            q("expires_at"),
+            q("updated_at"),
+            bytes("w"),
+            bytes("1:k/"),
+            bytes("1:o"),
+            bytes(region),
+            9 * MINUTE,
+        )
+    };
+    exec(db, &old_insert("us", 5)).await;
+    if let Err(e) = sql.migrate().await {
+        panic!("upgrade: {e}");
+    }
+    let k = CellKey::new("w", "1:k/", "1:o", MINUTE, 7);
+    assert_eq!(
+        sync_pn(sql, "eu", 0).await[&k],
+        (PnCount::hits(5), PnCount::default())
+    );
+    // The old binary goes on writing beside the new one: its row's refunds stay 0.
+    exec(db, &old_insert("ap", 2)).await;
+    publish_pn(sql, "eu", &[(k.clone(), PnCount::new(4, 3))], 2).await;
+    assert_eq!(
+        sync_pn(sql, "us", 0).await[&k],
+        (PnCount::new(6, 3), PnCount::hits(5))
+    );
+    fixture.finish().await;
+}
+
 macro_rules! sql_tests {
     ($kind:ident) => {
         sql_tests!(@each $kind:
+            rows_from_before_refunds_keep_working,
             migration_is_idempotent_and_creates_the_indexes,
             stored_columns_follow_the_design,
             cleanup_deletes_in_bounded_batches,

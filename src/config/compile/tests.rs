@@ -527,3 +527,94 @@ descriptors:
     let lines: Vec<Option<usize>> = errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, [Some(8), Some(9)]);
 }
+
+// `rate_limits` (our extension): several limits on one descriptor.
+
+#[test]
+fn rate_limits_hold_every_limit_of_a_descriptor_in_config_order() {
+    let config = load(
+        "domain: d\ndescriptors:\n  - key: user\n    rate_limits:\n      - {unit: second, requests_per_unit: 10}\n      - {unit: day, requests_per_unit: 10000}\n      - {unit: second, requests_per_unit: 100, unit_multiplier: 60}\n",
+    );
+    let Some(rule) = find(&config, "d", &[("user", "u1")]) else {
+        panic!("rule found")
+    };
+    let limits: Vec<(u32, Unit, u32)> = rule
+        .limits()
+        .map(|l| match *l {
+            RuleLimit::Limited {
+                requests_per_unit,
+                unit,
+                unit_multiplier,
+            } => (requests_per_unit, unit, unit_multiplier),
+            RuleLimit::Unlimited => panic!("no unlimited in a list"),
+        })
+        .collect();
+    assert_eq!(
+        limits,
+        [
+            (10, Unit::Second, 1),
+            (10_000, Unit::Day, 1),
+            (100, Unit::Second, 60)
+        ]
+    );
+    assert_eq!(
+        per(&config, "d", &[("user", "u1")]),
+        Some((10, Unit::Second))
+    );
+    assert!(
+        config
+            .dump()
+            .contains("d.user: unit=SECOND requests_per_unit=10, shadow_mode: false, and unit=DAY requests_per_unit=10000, and unit=SECOND requests_per_unit=100 unit_multiplier: 60"),
+        "{}",
+        config.dump()
+    );
+}
+
+#[test]
+fn ambiguous_rate_limits_are_refused_with_their_place() {
+    assert_eq!(
+        error(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    rate_limits:\n      - {unit: day, requests_per_unit: 5}\n"
+        ),
+        "bad.yaml:6: descriptors[0].rate_limits: `rate_limit` and `rate_limits` on one \
+         descriptor: put every limit in `rate_limits`"
+    );
+    assert_eq!(
+        error(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: minute, requests_per_unit: 1}\n      - {unit: second, requests_per_unit: 9, unit_multiplier: 60}\n"
+        ),
+        "bad.yaml:6: descriptors[0].rate_limits[1]: two limits with the same window (60 × \
+         second) in `rate_limits`; the other is at descriptors[0].rate_limits[0] (line 5): \
+         keep one (the smaller)"
+    );
+    assert_eq!(
+        error("domain: d\ndescriptors:\n  - key: k\n    rate_limits: []\n"),
+        "bad.yaml:4: descriptors[0].rate_limits: `rate_limits` is empty"
+    );
+    let errors = errors(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: minute, requests_per_unit: 1, name: n}\n      - {unlimited: true}\n      - {unit: hour}\n",
+    );
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), 3, "{text:#?}");
+    assert!(
+        text[0].contains("rate_limits[0].name: `name` is not supported"),
+        "{text:#?}"
+    );
+    assert!(
+        text[1].contains("rate_limits[1].unlimited: `unlimited` is not supported"),
+        "{text:#?}"
+    );
+    assert!(
+        text[2].contains("rate_limits[2]: missing `requests_per_unit`"),
+        "{text:#?}"
+    );
+    let nine: String = (1..=9)
+        .map(|i| format!("      - {{unit: second, requests_per_unit: 1, unit_multiplier: {i}}}\n"))
+        .collect();
+    assert!(
+        error(&format!(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limits:\n{nine}"
+        ))
+        .contains("`rate_limits` holds 9 limits; at most 8")
+    );
+}

@@ -10,10 +10,12 @@ use crate::cell_key::CellKey;
 
 /// What a cell holds besides its key's strings: the key itself, the `Arc<WindowCell>` and
 /// its allocation, and quick_cache's slot, links, hash-table entry and ghost record.
-/// Sizes on x86-64: `CellKey` 72 B, the `Arc` 8 B, the cell's allocation 72 B (rounded up by
-/// the allocator), quick_cache ~40 B per resident entry with its share of ghosts. The memory
-/// bench measured 241 B per live cell with the in-process origin's ~50 B component included.
-pub const CELL_OVERHEAD_BYTES: u64 = 192;
+/// Sizes on x86-64: `CellKey` 72 B, the `Arc` 8 B, the cell's allocation 88 B (its counters,
+/// both halves of each PN-counter, with the `Arc`'s counts; 72 B before refunds), quick_cache ~40 B per resident entry with its share of ghosts. The memory
+/// bench measured 241 B per live cell with the in-process origin's ~50 B component included,
+/// before refunds added 16 B to the cell (the in-process origin keeps refunds in a map of
+/// their own, filled only by components that have some).
+pub const CELL_OVERHEAD_BYTES: u64 = 208;
 
 /// Bytes of one replay-queue entry besides its key's strings.
 pub const QUEUE_ENTRY_BYTES: u64 =

@@ -26,6 +26,7 @@ pub use decision::{Decision, decide};
 pub use window::WindowPosition;
 
 use crate::cell_key::{CellKey, CellKeyRef, CounterKeyRef};
+use crate::pn::PnCount;
 use crate::recorder::{DecisionSource, OriginOp, Recorder};
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
@@ -105,7 +106,8 @@ pub struct Hit<'a> {
 /// A cell's regional count on its way to the global counters.
 pub struct Publishable {
     pub key: CellKey,
-    pub count: u64,
+    /// The region's hits and refunds of the cell.
+    pub count: PnCount,
     cell: Arc<WindowCell>,
 }
 
@@ -175,18 +177,7 @@ impl Engine {
     pub async fn check(&self, hit: Hit<'_>) -> Verdict {
         let now_ms = self.clock.now_ms();
         let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
-        let key = if hit.counter.duration_ms == position.duration_ms {
-            hit.counter.cell(position.sequence)
-        } else {
-            // A duration of 0 (never from a validated config) counts as 1 ms.
-            CellKeyRef::new(
-                hit.counter.workspace,
-                hit.counter.namespace,
-                hit.counter.identifier,
-                position.duration_ms,
-                position.sequence,
-            )
-        };
+        let key = current_key(&hit, &position);
         // The warm path: both cells in memory, nothing to refresh. It awaits nothing.
         let previous = match position.previous_sequence() {
             Some(sequence) => self.table.get(&key.with_sequence(sequence)).map(Some),
@@ -209,6 +200,60 @@ impl Engine {
         // Boxed: the slow path's future is large, and inlined it would make every caller's
         // future (moved on each poll set-up) as large.
         Box::pin(self.check_slow(hit, key, position, now_ms)).await
+    }
+
+    /// Give back `hit.cost` of what this process consumed of the counter (a refund, e.g. the
+    /// unused part of a reservation), and answer with what is left of the limit after it.
+    ///
+    /// The refund rule ([`PnCount::capped`]): a process refunds at most what it consumed
+    /// itself in a cell. The current cell is refunded first, what is left from the previous
+    /// cell (a reservation made before the window rolled over), and anything beyond is not
+    /// refunded: a refund can give budget back, never create any. Never fails; a cold cell
+    /// is read from the origin first (to learn this process's component), as for a decision.
+    pub async fn refund(&self, hit: Hit<'_>) -> Verdict {
+        let now_ms = self.clock.now_ms();
+        let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
+        let key = current_key(&hit, &position);
+        let mut source = DecisionSource::Local;
+        let current = self.cell(key, now_ms, &mut source).await;
+        let (given, need) = current.refund(hit.cost);
+        self.queue_replay(need, &key, &current);
+        let mut left = hit.cost.saturating_sub(given);
+        let previous_total = match position.previous_sequence() {
+            Some(sequence) => {
+                let previous_key = key.with_sequence(sequence);
+                let previous = self.cell(previous_key, now_ms, &mut source).await;
+                if left > 0 {
+                    let (given, need) = previous.refund(left);
+                    self.queue_replay(need, &previous_key, &previous);
+                    left = left.saturating_sub(given);
+                }
+                previous.total()
+            }
+            None => 0,
+        };
+        self.metrics.refund(hit.cost.saturating_sub(left), left);
+        let decision = decide(
+            current.total(),
+            previous_total,
+            position.elapsed_ms,
+            position.duration_ms,
+            0,
+            hit.limit,
+        );
+        Verdict {
+            allowed: true,
+            remaining: decision.remaining,
+            until_reset_ms: position.until_reset_ms(),
+        }
+    }
+
+    /// Put a cell whose work waits for replay in the queue (or mark it overflowed).
+    fn queue_replay(&self, need: ReplayNeed, key: &CellKeyRef<'_>, cell: &Arc<WindowCell>) {
+        if need == ReplayNeed::Enqueue && !self.replay.push(key.to_owned_key(), Arc::clone(cell)) {
+            cell.mark_overflowed();
+            self.metrics.replay_overflow();
+        }
     }
 
     /// A cold cell (seeded from the origin) or a refresh before deciding.
@@ -275,11 +320,7 @@ impl Engine {
             hit.cost,
             hit.limit,
         );
-        if need == ReplayNeed::Enqueue && !self.replay.push(key.to_owned_key(), Arc::clone(current))
-        {
-            current.mark_overflowed();
-            self.metrics.replay_overflow();
-        }
+        self.queue_replay(need, key, current);
         // Early in a window the current cell has no foreign count yet: the previous one's
         // tells that the limit is shared.
         if !decision.allowed && (current.global() > 0 || previous_shared) {
@@ -456,7 +497,7 @@ impl Engine {
     /// and this region's own row as a lower bound of `regional` (it never makes the cell
     /// fresh: only the regional origin does). Creates the cell when missing; returns whether
     /// it did.
-    pub fn merge_synced(&self, key: &CellKey, foreign: u64, own: u64) -> bool {
+    pub fn merge_synced(&self, key: &CellKey, foreign: PnCount, own: PnCount) -> bool {
         let (cell, created) = self.table.get_or_insert_empty(key);
         cell.merge_global(foreign);
         cell.merge_regional(own);
@@ -615,6 +656,22 @@ impl Engine {
     }
 }
 
+/// The cell of `hit`'s counter at `position`. A duration of 0 (never from a validated
+/// config) counts as 1 ms.
+fn current_key<'a>(hit: &Hit<'a>, position: &WindowPosition) -> CellKeyRef<'a> {
+    if hit.counter.duration_ms == position.duration_ms {
+        hit.counter.cell(position.sequence)
+    } else {
+        CellKeyRef::new(
+            hit.counter.workspace,
+            hit.counter.namespace,
+            hit.counter.identifier,
+            position.duration_ms,
+            position.sequence,
+        )
+    }
+}
+
 /// The origin as the final replay sees it: every replay is a last chance
 /// ([`RegionalOrigin::replay_final`]), bounded by one deadline.
 struct FinalAttempt {
@@ -631,7 +688,7 @@ impl RegionalOrigin for FinalAttempt {
         self.origin.read(key)
     }
 
-    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         self.origin.replay_final(batch, self.deadline)
     }
 

@@ -106,7 +106,7 @@ mod tests {
             })
         };
         tokio::task::yield_now().await;
-        cell.merge_regional(42);
+        cell.merge_regional(crate::pn::PnCount::hits(42));
         leader.finish();
         assert!(
             follower.await.expect("follower task"),

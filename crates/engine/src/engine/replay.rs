@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use super::budget::QUEUE_ENTRY_BYTES;
 use super::cell::WindowCell;
 use crate::cell_key::CellKey;
+use crate::pn::PnCount;
 use crate::regional::{OriginError, RegionalOrigin};
 
 /// Cells with unreplayed work, each listed once per cycle, at most `capacity` of them and
@@ -147,7 +148,7 @@ impl ReplayQueue {
                 .saturating_add(self.batch_size)
                 .min(in_flight.cells.len());
             let chunk = in_flight.cells.get(start..end).unwrap_or_default();
-            let batch: Vec<(CellKey, u64)> = chunk
+            let batch: Vec<(CellKey, PnCount)> = chunk
                 .iter()
                 .map(|(key, cell)| (key.clone(), cell.take_for_replay()))
                 .collect();
@@ -244,7 +245,10 @@ mod tests {
             Box::pin(std::future::pending())
         }
 
-        fn replay<'a>(&'a self, _batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+        fn replay<'a>(
+            &'a self,
+            _batch: &'a [(CellKey, PnCount)],
+        ) -> OriginFuture<'a, Vec<PnCount>> {
             Box::pin(std::future::pending())
         }
     }
@@ -302,7 +306,11 @@ mod tests {
         assert_eq!(queue.len(), 0);
         for id in ["a", "b", "c", "d", "e"] {
             let read = origin.read(&key(id)).await.expect("in-process read");
-            assert_eq!(read.own, 4, "cell {id}: 3 + 1 accepted, all published");
+            assert_eq!(
+                read.own,
+                PnCount::new(4, 0),
+                "cell {id}: 3 + 1 accepted, all published"
+            );
         }
     }
 
@@ -319,7 +327,10 @@ mod tests {
             fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
                 self.0.read(key)
             }
-            fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+            fn replay<'a>(
+                &'a self,
+                batch: &'a [(CellKey, PnCount)],
+            ) -> OriginFuture<'a, Vec<PnCount>> {
                 if self.1.fetch_add(1, Ordering::SeqCst) == 0 {
                     self.0.replay(batch)
                 } else {

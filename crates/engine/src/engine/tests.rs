@@ -222,7 +222,7 @@ impl RegionalOrigin for SwitchableOrigin {
         self.inner.read(key)
     }
 
-    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         if self.down.load(Ordering::SeqCst) {
             return Box::pin(async { Err(OriginError::Unavailable("down".into())) });
         }
@@ -252,7 +252,10 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     engine.replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
     let key = names.cell_key("a", 10);
-    assert_eq!(origin.inner.read(&key).await.ok().map(|r| r.total), Some(5));
+    assert_eq!(
+        origin.inner.read(&key).await.ok().map(|r| r.total.value()),
+        Some(5)
+    );
 }
 
 #[tokio::test]
@@ -413,7 +416,10 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
     engine.check(names.hit("b", 1, 10)).await;
     engine.replay_now().await;
     let key = names.cell_key("b", 10);
-    assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(3));
+    assert_eq!(
+        origin.read(&key).await.ok().map(|r| r.total.value()),
+        Some(3)
+    );
 }
 
 #[tokio::test]
@@ -426,10 +432,16 @@ async fn a_replay_sent_twice_counts_once() {
     engine.replay_now().await;
     // the same cumulative value again, as after a timeout whose command did land
     let key = names.cell_key("a", 10);
-    assert_eq!(origin.replay(&[(key.clone(), 4)]).await.ok(), Some(vec![4]));
+    assert_eq!(
+        origin.replay(&[(key.clone(), PnCount::hits(4))]).await.ok(),
+        Some(vec![PnCount::hits(4)])
+    );
     engine.check(names.hit("a", 1, 10)).await;
     engine.replay_now().await;
-    assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(5));
+    assert_eq!(
+        origin.read(&key).await.ok().map(|r| r.total.value()),
+        Some(5)
+    );
 }
 
 #[tokio::test]
@@ -454,7 +466,10 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     engine.check(names.hit("a", 1, 10)).await;
     engine.replay_now().await;
     let key = names.cell_key("a", 10);
-    assert_eq!(origin.read(&key).await.ok().map(|r| r.total), Some(4));
+    assert_eq!(
+        origin.read(&key).await.ok().map(|r| r.total.value()),
+        Some(4)
+    );
 }
 
 #[tokio::test]
@@ -468,8 +483,12 @@ async fn publishable_cells_and_synced_counts() {
         engine.check(names.hit("high", 1, 10)).await;
     }
     let rows = engine.publishable(0.5).await;
-    let keys: Vec<(&str, u64)> = rows.iter().map(|r| (&*r.key.identifier, r.count)).collect();
-    assert_eq!(keys, [("high", 6)], "below the floor stays local");
+    let keys: Vec<(&str, PnCount)> = rows.iter().map(|r| (&*r.key.identifier, r.count)).collect();
+    assert_eq!(
+        keys,
+        [("high", PnCount::hits(6))],
+        "below the floor stays local"
+    );
     rows[0].mark_published();
     assert!(
         engine.publishable(0.5).await.is_empty(),
@@ -477,12 +496,20 @@ async fn publishable_cells_and_synced_counts() {
     );
 
     // foreign counts reach the decision; a new cell is created for them
-    assert!(engine.merge_synced(&names.cell_key("elsewhere", 10), 8, 0));
+    assert!(engine.merge_synced(
+        &names.cell_key("elsewhere", 10),
+        PnCount::hits(8),
+        PnCount::default()
+    ));
     assert_eq!(
         engine.check(names.hit("elsewhere", 0, 10)).await.remaining,
         2
     );
-    assert!(!engine.merge_synced(&names.cell_key("high", 10), 1, 2));
+    assert!(!engine.merge_synced(
+        &names.cell_key("high", 10),
+        PnCount::hits(1),
+        PnCount::hits(2)
+    ));
     assert_eq!(engine.check(names.hit("high", 0, 10)).await.remaining, 3);
 }
 
@@ -518,7 +545,11 @@ async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     }
     for id in &ids {
         let total = origin.inner.read(&names.cell_key(id, 10)).await.ok();
-        assert_eq!(total.map(|r| r.total), Some(1), "{id} reached the origin");
+        assert_eq!(
+            total.map(|r| r.total.value()),
+            Some(1),
+            "{id} reached the origin"
+        );
     }
 }
 
@@ -581,7 +612,7 @@ async fn the_final_replay_includes_overflowed_cells() {
         .await;
     for id in &ids {
         let read = origin.read(&names.cell_key(id, 10)).await.ok();
-        assert_eq!(read.map(|r| r.total), Some(1), "{id} was replayed");
+        assert_eq!(read.map(|r| r.total.value()), Some(1), "{id} was replayed");
     }
 }
 
@@ -601,7 +632,7 @@ impl RegionalOrigin for Replaceable {
         self.store().read(key)
     }
 
-    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         self.store().replay(batch)
     }
 
@@ -644,7 +675,7 @@ async fn a_replaced_origin_gets_every_cell_republished() {
     engine.replay_now().await;
     let quiet = names.cell_key("quiet", 10);
     let on_old = origin.stores[0].read(&quiet).await.expect("read");
-    assert_eq!(on_old.own, 3);
+    assert_eq!(on_old.own, PnCount::new(3, 0));
 
     origin.current.store(1, Ordering::SeqCst);
     assert_eq!(engine.republish_after_origin_change().await, 2);
@@ -656,12 +687,81 @@ async fn a_replaced_origin_gets_every_cell_republished() {
     engine.replay_now().await;
     let on_new = origin.stores[1].read(&quiet).await.expect("read");
     assert_eq!(
-        on_new.own, 3,
+        on_new.own,
+        PnCount::new(3, 0),
         "the quiet cell reached the new store without a new hit"
     );
     let busy = origin.stores[1]
         .read(&names.cell_key("busy", 10))
         .await
         .expect("read");
-    assert_eq!(busy.own, 1);
+    assert_eq!(busy.own, PnCount::new(1, 0));
+}
+
+#[tokio::test]
+async fn a_refund_gives_budget_back_and_its_replay_is_idempotent() {
+    let (engine, _, origin) = engine_at(10_000);
+    let names = Names::new();
+    assert_eq!(engine.check(names.hit("a", 60, 100)).await.remaining, 40);
+    assert_eq!(engine.refund(names.hit("a", 45, 100)).await.remaining, 85);
+    engine.replay_now().await;
+    let key = names.cell_key("a", 10);
+    let read = origin.read(&key).await.ok();
+    assert_eq!(read.map(|r| r.own), Some(PnCount::new(60, 45)));
+    // The same cumulative pair again (a resend), or an older one: nothing moves.
+    for resend in [
+        PnCount::new(60, 45),
+        PnCount::new(60, 10),
+        PnCount::new(20, 0),
+    ] {
+        assert_eq!(
+            origin.replay(&[(key.clone(), resend)]).await.ok(),
+            Some(vec![PnCount::new(60, 45)])
+        );
+    }
+    assert!(engine.check(names.hit("a", 85, 100)).await.allowed);
+    assert!(!engine.check(names.hit("a", 1, 100)).await.allowed);
+}
+
+#[tokio::test]
+async fn a_refund_never_creates_budget() {
+    let (engine, _, _) = engine_at(10_000);
+    let names = Names::new();
+    // nothing consumed: nothing to give back
+    assert_eq!(engine.refund(names.hit("a", 50, 10)).await.remaining, 10);
+    assert!(engine.check(names.hit("a", 10, 10)).await.allowed);
+    assert!(!engine.check(names.hit("a", 1, 10)).await.allowed);
+    // more than consumed: only what was consumed
+    assert_eq!(engine.refund(names.hit("a", 50, 10)).await.remaining, 10);
+    assert!(engine.check(names.hit("a", 10, 10)).await.allowed);
+    assert!(!engine.check(names.hit("a", 1, 10)).await.allowed);
+
+    // A reservation of the previous window: refunded there once the current one has none.
+    let (engine, clock, _) = engine_at(20_000);
+    assert!(engine.check(names.hit("b", 8, 10)).await.allowed);
+    clock.set(21_000);
+    // previous 8, no time elapsed in the new window: fully weighted
+    assert_eq!(engine.check(names.hit("b", 0, 10)).await.remaining, 2);
+    assert_eq!(engine.refund(names.hit("b", 5, 10)).await.remaining, 7);
+}
+
+#[tokio::test]
+async fn a_refund_rides_the_replay_queue_like_an_accept() {
+    let (engine, _, origin) = engine_at(10_000);
+    let names = Names::new();
+    engine.check(names.hit("a", 5, 10)).await;
+    engine.replay_now().await;
+    assert_eq!(engine.pending_replay_cells(), 0);
+    engine.refund(names.hit("a", 2, 10)).await;
+    assert_eq!(
+        engine.pending_replay_cells(),
+        1,
+        "the refund is queued for replay"
+    );
+    engine.replay_now().await;
+    let read = origin.read(&names.cell_key("a", 10)).await.ok();
+    assert_eq!(
+        read.map(|r| (r.total, r.total.value())),
+        Some((PnCount::new(5, 2), 3))
+    );
 }

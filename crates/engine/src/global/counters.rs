@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::cadence::Cadence;
 use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
 use crate::engine::Engine;
+use crate::pn::PnCount;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;
 
@@ -264,7 +265,8 @@ impl GlobalCounters {
             }
         };
         for cell in &own {
-            self.engine.merge_synced(&cell.key, 0, cell.own);
+            self.engine
+                .merge_synced(&cell.key, PnCount::default(), cell.own);
         }
         tracing::debug!(cells = own.len(), "own global rows read back");
         self.own_read

@@ -23,6 +23,7 @@ pub const IDENTIFIER_MAX_BYTES: u32 = 1024;
 pub const REGION_MAX_BYTES: u32 = 48;
 
 use crate::cell_key::CellKey;
+use crate::pn::PnCount;
 
 /// Rows per upsert statement unless a store's settings say otherwise: big enough to amortize
 /// the round trip, small enough that one statement holds its row locks briefly.
@@ -53,15 +54,15 @@ pub enum StoreError {
     InvalidRegion(String),
 }
 
-/// One cell as sync sees it.
+/// One cell as sync sees it, each count a PN-counter pair (hits, refunds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncedCell {
     pub key: CellKey,
     /// The sum of the other regions' components: what merges into `cell.global`.
-    pub foreign: u64,
-    /// This region's own component (0 when it has none): may only raise the regional count.
+    pub foreign: PnCount,
+    /// This region's own component (0s when it has none): may only raise the regional count.
     /// Only there for cells another region wrote too (see [`GlobalStore::sync`]).
-    pub own: u64,
+    pub own: PnCount,
 }
 
 /// What happened to one row of a publish.
@@ -111,13 +112,15 @@ impl PublishReport {
     }
 }
 
-/// The global counters' storage: per cell, one grow-only component per region.
+/// The global counters' storage: per cell, one PN-counter component per region (hits and
+/// refunds, each grow-only; refunds capped at the component's hits).
 pub trait GlobalStore: Send + Sync + 'static {
     /// A short name for logs and metrics ("mysql", "postgres", "sqlite", "memory").
     fn name(&self) -> &'static str;
 
-    /// Upsert this region's components, keeping the greatest count per row, so a resend or an
-    /// older value never moves a component back. Rows are sorted in unique-key order (two
+    /// Upsert this region's components, keeping the greatest hits and the greatest refunds per
+    /// row (refunds capped at the row's hits), so a resend or an older value never moves
+    /// either half back. Rows are sorted in unique-key order (two
     /// flushers lock rows in the same order: no deadlock between them), duplicates merged with
     /// `max`, and written in chunks below the database's placeholder limit; each chunk commits
     /// on its own. `expires_at = (sequence + 2) × duration_ms`, `updated_at = now_ms`; counts
@@ -127,16 +130,16 @@ pub trait GlobalStore: Send + Sync + 'static {
     fn publish<'a>(
         &'a self,
         region: &'a str,
-        rows: &'a [(CellKey, u64)],
+        rows: &'a [(CellKey, PnCount)],
         now_ms: u64,
     ) -> StoreFuture<'a, PublishReport>;
 
     /// Every cell with `expires_at > now_ms` that another region wrote (a live row with
     /// `region != region`): the sum of the other regions' components (`foreign`) and this
-    /// region's own (`own`), grouped by the store in one query. A cell only this region wrote
-    /// is not returned: it has nothing to import, and the region's count of it is held by
-    /// the regional origin (returning it made every process read back every row its region
-    /// published; ACCURACY.md).
+    /// region's own (`own`), per half, grouped by the store in one query. A cell only this
+    /// region wrote is not returned: it has nothing to import, and the region's count of it
+    /// is held by the regional origin (returning it made every process read back every row
+    /// its region published; ACCURACY.md).
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
 
     /// This region's own components of the cells with `expires_at > now_ms` (as cells with
@@ -161,7 +164,10 @@ pub trait GlobalStore: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct PreparedRow<'a> {
     pub key: &'a CellKey,
+    /// Hits.
     pub count: i64,
+    /// Refunds, at most `count`.
+    pub refunds: i64,
     pub expires_at: i64,
     /// The input rows merged into this one (the same key may come more than once).
     pub inputs: Vec<usize>,
@@ -169,7 +175,7 @@ pub struct PreparedRow<'a> {
 
 /// Validate, sort in unique-key order and merge duplicates. Returns the rows to write and the
 /// outcomes so far (skipped rows are final; the others are `Failed` until their chunk commits).
-pub fn prepare_rows(rows: &[(CellKey, u64)]) -> (Vec<PreparedRow<'_>>, Vec<RowOutcome>) {
+pub fn prepare_rows(rows: &[(CellKey, PnCount)]) -> (Vec<PreparedRow<'_>>, Vec<RowOutcome>) {
     let outcomes: Vec<RowOutcome> = rows
         .iter()
         .map(|(key, _)| {
@@ -180,7 +186,7 @@ pub fn prepare_rows(rows: &[(CellKey, u64)]) -> (Vec<PreparedRow<'_>>, Vec<RowOu
             }
         })
         .collect();
-    let mut order: Vec<(usize, &CellKey, u64)> = rows
+    let mut order: Vec<(usize, &CellKey, PnCount)> = rows
         .iter()
         .enumerate()
         .filter(|(_, (key, _))| fits(key))
@@ -191,15 +197,18 @@ pub fn prepare_rows(rows: &[(CellKey, u64)]) -> (Vec<PreparedRow<'_>>, Vec<RowOu
     order.sort_by(|a, b| a.1.cmp(b.1));
     let mut prepared: Vec<PreparedRow<'_>> = Vec::with_capacity(order.len());
     for (i, key, count) in order {
-        let count = clamp(count);
+        let count = count.capped();
+        let (hits, refunds) = (clamp(count.hits), clamp(count.refunds));
         match prepared.last_mut() {
             Some(last) if last.key == key => {
-                last.count = last.count.max(count);
+                last.count = last.count.max(hits);
+                last.refunds = last.refunds.max(refunds).min(last.count);
                 last.inputs.push(i);
             }
             _ => prepared.push(PreparedRow {
                 key,
-                count,
+                count: hits,
+                refunds,
                 expires_at: expires_at(key),
                 inputs: vec![i],
             }),

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use super::breaker::{Breaker, CircuitState};
 use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
+use crate::pn::PnCount;
 
 /// Timeouts and breaker tuning. The defaults are the production values.
 #[derive(Debug, Clone)]
@@ -144,7 +145,7 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
         Box::pin(self.guarded(self.read_timeout, move || self.inner.read(key)))
     }
 
-    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         Box::pin(self.guarded(self.replay_timeout, move || self.inner.replay(batch)))
     }
 
@@ -152,9 +153,9 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
     /// and `deadline`. A success still closes the circuit; a failure does not extend it.
     fn replay_final<'a>(
         &'a self,
-        batch: &'a [(CellKey, u64)],
+        batch: &'a [(CellKey, PnCount)],
         deadline: Instant,
-    ) -> OriginFuture<'a, Vec<u64>> {
+    ) -> OriginFuture<'a, Vec<PnCount>> {
         Box::pin(async move {
             let deadline = deadline.min(Instant::now() + self.replay_timeout);
             let outcome =
@@ -242,12 +243,15 @@ mod tests {
         }
 
         fn read<'a>(&'a self, _key: &'a CellKey) -> OriginFuture<'a, CellRead> {
-            self.run(|n| CellRead { total: n, own: 0 })
+            self.run(|n| CellRead {
+                total: PnCount::hits(n),
+                own: PnCount::default(),
+            })
         }
 
-        fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+        fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
             let len = batch.len();
-            self.run(move |n| vec![n; len])
+            self.run(move |n| vec![PnCount::hits(n); len])
         }
     }
 
@@ -289,7 +293,7 @@ mod tests {
         assert!(start.elapsed() < Duration::from_millis(60));
 
         let start = Instant::now();
-        let replay = guard.replay(&[(key(), 1)]).await;
+        let replay = guard.replay(&[(key(), PnCount::hits(1))]).await;
         assert!(matches!(replay, Err(OriginError::Timeout(d)) if d == Duration::from_secs(1)));
         assert!(start.elapsed() >= Duration::from_secs(1));
         assert!(start.elapsed() < Duration::from_millis(1_010));
@@ -298,10 +302,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn answers_pass_through() {
         let (_inner, guard) = guarded(Act::Answer(7));
-        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(7));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total.hits), Some(7));
         assert_eq!(
-            guard.replay(&[(key(), 1), (key(), 2)]).await.ok(),
-            Some(vec![7, 7])
+            guard
+                .replay(&[(key(), PnCount::hits(1)), (key(), PnCount::hits(2))])
+                .await
+                .ok(),
+            Some(vec![PnCount::hits(7); 2])
         );
         assert_eq!(guard.name(), "scripted");
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
@@ -314,7 +321,7 @@ mod tests {
             assert!(guard.read(&key()).await.is_err());
         }
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
-        assert!(guard.replay(&[(key(), 1)]).await.is_err());
+        assert!(guard.replay(&[(key(), PnCount::hits(1))]).await.is_err());
         assert_eq!(guard.circuit_state(), CircuitState::Open);
         assert_eq!(inner.calls(), 5);
 
@@ -325,7 +332,7 @@ mod tests {
                 Err(OriginError::CircuitOpen)
             ));
             assert!(matches!(
-                guard.replay(&[(key(), 1)]).await,
+                guard.replay(&[(key(), PnCount::hits(1))]).await,
                 Err(OriginError::CircuitOpen)
             ));
         }
@@ -389,7 +396,7 @@ mod tests {
             tokio::task::yield_now().await;
             guard.read(&key()).await
         });
-        assert_eq!(probe.ok().map(|r| r.total), Some(0));
+        assert_eq!(probe.ok().map(|r| r.total.hits), Some(0));
         assert!(matches!(other, Err(OriginError::CircuitOpen)));
         assert_eq!(inner.calls(), 6, "only the probe reached the origin");
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
@@ -397,7 +404,7 @@ mod tests {
         // Recovered: calls flow, and it takes a fresh run of failures to open again.
         inner.set(Act::Answer(3));
         for _ in 0..10 {
-            assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(3));
+            assert_eq!(guard.read(&key()).await.ok().map(|r| r.total.hits), Some(3));
         }
         inner.set(Act::Fail);
         for _ in 0..4 {
@@ -436,7 +443,7 @@ mod tests {
         // Once the cause is gone, the next probe closes the circuit.
         tokio::time::advance(Duration::from_secs(10)).await;
         inner.set(Act::Answer(1));
-        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(1));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total.hits), Some(1));
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
     }
 
@@ -451,7 +458,7 @@ mod tests {
         assert!(gave_up.is_err());
         assert_eq!(guard.circuit_state(), CircuitState::HalfOpen);
         inner.set(Act::Answer(2));
-        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(2));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total.hits), Some(2));
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
     }
 
@@ -473,7 +480,7 @@ mod tests {
         for _ in 0..100 {
             tokio::time::advance(Duration::from_millis(100)).await;
             // The replay loop: each replay answers, slowly.
-            let replay = guard.replay(&[(key(), 1)]).await;
+            let replay = guard.replay(&[(key(), PnCount::hits(1))]).await;
             assert!(
                 matches!(replay, Ok(_) | Err(OriginError::CircuitOpen)),
                 "{replay:?}"
@@ -531,19 +538,26 @@ mod tests {
         trip(&inner, &guard).await;
         inner.set(Act::Answer(9));
         assert!(matches!(
-            guard.replay(&[(key(), 1)]).await,
+            guard.replay(&[(key(), PnCount::hits(1))]).await,
             Err(OriginError::CircuitOpen)
         ));
         let deadline = Instant::now() + Duration::from_secs(5);
-        let last = guard.replay_final(&[(key(), 1)], deadline).await;
-        assert_eq!(last.ok(), Some(vec![9]));
+        let last = guard
+            .replay_final(&[(key(), PnCount::hits(1))], deadline)
+            .await;
+        assert_eq!(last.ok(), Some(vec![PnCount::hits(9)]));
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
 
         // A dead origin: the final replay gives up at its deadline, not later.
         inner.set(Act::Hang(Duration::from_secs(60)));
         let started = Instant::now();
         let deadline = started + Duration::from_millis(300);
-        assert!(guard.replay_final(&[(key(), 1)], deadline).await.is_err());
+        assert!(
+            guard
+                .replay_final(&[(key(), PnCount::hits(1))], deadline)
+                .await
+                .is_err()
+        );
         assert_eq!(started.elapsed(), Duration::from_millis(300));
     }
 
@@ -552,6 +566,6 @@ mod tests {
         let inner: Arc<dyn RegionalOrigin> = Scripted::new(Act::Answer(4));
         let guard: Arc<dyn RegionalOrigin> =
             Arc::new(GuardedOrigin::new(inner, GuardSettings::default()));
-        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total), Some(4));
+        assert_eq!(guard.read(&key()).await.ok().map(|r| r.total.hits), Some(4));
     }
 }

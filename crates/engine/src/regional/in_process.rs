@@ -8,8 +8,9 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::{CellRead, OriginFuture, RegionalOrigin};
 use crate::cell_key::CellKey;
+use crate::pn::PnCount;
 
-/// One G-Counter component: a cell (by the 128-bit hash of its key) and a process.
+/// One PN-counter component: a cell (by the 128-bit hash of its key) and a process.
 type ComponentKey = (u128, u16);
 
 /// The G-Counter cells of a region, bounded like the engine's cell table so memory stays
@@ -29,7 +30,11 @@ type ComponentKey = (u128, u16);
 /// by a 128-bit hash; two live cells colliding is about as likely as a hardware fault
 /// (n² / 2¹²⁹: ~10⁻²⁷ for a million cells).
 pub struct InProcessOrigin {
+    /// Each component's hits.
     components: Arc<Cache<ComponentKey, u64>>,
+    /// Each component's refunds, for the components that have any: a cell nobody refunds
+    /// costs nothing more than it did before refunds existed. Bounded like `components`.
+    refunds: Arc<Cache<ComponentKey, u64>>,
     processes: Arc<Processes>,
     process: u16,
 }
@@ -46,6 +51,7 @@ impl InProcessOrigin {
     pub fn new(max_cells: usize) -> Self {
         Self {
             components: Arc::new(Cache::new(max_cells.max(1))),
+            refunds: Arc::new(Cache::new(max_cells.max(1))),
             processes: Arc::new(Processes {
                 names: Mutex::new(vec!["local".into()]),
                 count: AtomicU16::new(1),
@@ -74,6 +80,7 @@ impl InProcessOrigin {
         };
         Some(Self {
             components: Arc::clone(&self.components),
+            refunds: Arc::clone(&self.refunds),
             processes: Arc::clone(&self.processes),
             process: u16::try_from(index).ok()?,
         })
@@ -82,8 +89,8 @@ impl InProcessOrigin {
     fn read_now(&self, cell: u128) -> CellRead {
         let mut read = CellRead::default();
         for process in 0..self.processes.count.load(Ordering::Acquire) {
-            let count = self.components.get(&(cell, process)).unwrap_or(0);
-            read.total = read.total.saturating_add(count);
+            let count = self.component(cell, process);
+            read.total = read.total.plus(count);
             if process == self.process {
                 read.own = count;
             }
@@ -91,13 +98,29 @@ impl InProcessOrigin {
         read
     }
 
-    /// Keep the larger of the stored and published cumulative counts. Only this process's
-    /// replay task writes its components, one batch at a time, so read-then-write is safe.
-    fn publish(&self, cell: u128, cumulative: u64) -> u64 {
-        let component = (cell, self.process);
-        let stored = self.components.get(&component).unwrap_or(0);
-        if cumulative > stored {
-            self.components.insert(component, cumulative);
+    /// One process's component of a cell, refunds capped at its hits (a refunds entry may
+    /// outlive an evicted hits entry).
+    fn component(&self, cell: u128, process: u16) -> PnCount {
+        let hits = self.components.get(&(cell, process)).unwrap_or(0);
+        if hits == 0 {
+            return PnCount::default();
+        }
+        let refunds = self.refunds.get(&(cell, process)).unwrap_or(0);
+        PnCount::new(hits, refunds).capped()
+    }
+
+    /// Keep the larger of the stored and published cumulative counts, per half (refunds
+    /// capped at hits). Only this process's replay task writes its components, one batch at a
+    /// time, so read-then-write is safe.
+    fn publish(&self, cell: u128, cumulative: PnCount) -> PnCount {
+        let key = (cell, self.process);
+        let stored = self.component(cell, self.process);
+        let merged = stored.merge(cumulative).capped();
+        if merged.hits != stored.hits {
+            self.components.insert(key, merged.hits);
+        }
+        if merged.refunds != stored.refunds {
+            self.refunds.insert(key, merged.refunds);
         }
         self.read_now(cell).total
     }
@@ -124,7 +147,7 @@ impl RegionalOrigin for InProcessOrigin {
         Box::pin(std::future::ready(Ok(self.read_now(cell_hash(key)))))
     }
 
-    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         let totals = batch
             .iter()
             .map(|(key, cumulative)| self.publish(cell_hash(key), *cumulative))
@@ -154,19 +177,50 @@ mod tests {
             panic!("a second process fits")
         };
         assert_eq!(a.read(&key("x")).await.ok(), Some(CellRead::default()));
+        let h = PnCount::hits;
         assert_eq!(
-            a.replay(&[(key("x"), 2), (key("y"), 1)]).await.ok(),
-            Some(vec![2, 1])
+            a.replay(&[(key("x"), h(2)), (key("y"), h(1))]).await.ok(),
+            Some(vec![h(2), h(1)])
         );
-        assert_eq!(b.replay(&[(key("x"), 5)]).await.ok(), Some(vec![7]));
+        assert_eq!(b.replay(&[(key("x"), h(5))]).await.ok(), Some(vec![h(7)]));
         // publishing the same or an older cumulative value changes nothing
         assert_eq!(
-            a.replay(&[(key("x"), 2), (key("x"), 1)]).await.ok(),
-            Some(vec![7, 7])
+            a.replay(&[(key("x"), h(2)), (key("x"), h(1))]).await.ok(),
+            Some(vec![h(7), h(7)])
         );
         assert_eq!(
             b.read(&key("x")).await.ok(),
-            Some(CellRead { total: 7, own: 5 })
+            Some(CellRead {
+                total: h(7),
+                own: h(5)
+            })
         );
+    }
+
+    #[tokio::test]
+    async fn refunds_merge_per_half_and_never_exceed_a_components_hits() {
+        let a = InProcessOrigin::new(100);
+        let Some(b) = a.sibling("b") else {
+            panic!("a second process fits")
+        };
+        let pn = PnCount::new;
+        assert_eq!(
+            a.replay(&[(key("x"), pn(5, 2))]).await.ok(),
+            Some(vec![pn(5, 2)])
+        );
+        // an older refund (or hit) changes nothing; a resend is harmless
+        assert_eq!(
+            a.replay(&[(key("x"), pn(5, 1)), (key("x"), pn(5, 2))])
+                .await
+                .ok(),
+            Some(vec![pn(5, 2); 2])
+        );
+        // refunds above the component's own hits are capped: b cannot refund a's hits
+        assert_eq!(
+            b.replay(&[(key("x"), pn(1, 4))]).await.ok(),
+            Some(vec![pn(6, 3)])
+        );
+        let read = a.read(&key("x")).await.ok();
+        assert_eq!(read.map(|r| (r.total.value(), r.own)), Some((3, pn(5, 2))));
     }
 }

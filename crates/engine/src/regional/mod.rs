@@ -19,6 +19,7 @@ pub use guard::{GuardSettings, GuardedOrigin};
 pub use in_process::InProcessOrigin;
 
 use crate::cell_key::CellKey;
+use crate::pn::PnCount;
 
 /// Boxed so the engine can hold any origin as `Arc<dyn RegionalOrigin>`: origin calls are off
 /// the warm path, so one allocation per call costs nothing that matters.
@@ -44,20 +45,23 @@ pub enum OriginError {
     CircuitOpen,
 }
 
-/// A cell as the origin holds it: a G-Counter with one component per process.
+/// A cell as the origin holds it: a PN-counter with one component (hits, refunds) per process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CellRead {
-    /// The sum of all processes' components: the region's count.
-    pub total: u64,
+    /// The sum of all processes' components, per half: the region's count.
+    pub total: PnCount,
     /// This process's own component (what it published before, e.g. before an eviction).
-    pub own: u64,
+    pub own: PnCount,
 }
 
-/// The regional layer as a grow-only counter per cell, one component per process.
+/// The regional layer as a PN-counter per cell, one component per process: a pair of
+/// grow-only counts (hits, refunds).
 ///
-/// Replay publishes a process's *cumulative* count of a cell and the origin keeps the `max`
-/// per component, so sending the same value twice (a retry after a timeout whose command did
-/// land) changes nothing: replay is idempotent, and a region never counts work twice.
+/// Replay publishes a process's *cumulative* hits and refunds of a cell and the origin keeps
+/// the `max` of each per component, so sending the same value twice (a retry after a timeout
+/// whose command did land) changes nothing: replay is idempotent, and a region never counts
+/// work (or a refund) twice. A component's refunds never exceed its hits (the refund rule,
+/// [`PnCount::capped`]); an origin enforces it on what it stores.
 pub trait RegionalOrigin: Send + Sync + 'static {
     /// A short name for logs and metrics ("in-process", "redis").
     fn name(&self) -> &'static str;
@@ -65,18 +69,19 @@ pub trait RegionalOrigin: Send + Sync + 'static {
     /// The cell's region total and this process's component (0s when never seen).
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead>;
 
-    /// Publish this process's cumulative count of each cell (merged with `max` into its
-    /// component) and return each cell's region total, in batch order, in one round trip.
-    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>>;
+    /// Publish this process's cumulative hits and refunds of each cell (merged with `max`
+    /// into its component, per half) and return each cell's region total, in batch order, in
+    /// one round trip.
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>>;
 
     /// The final replay at shutdown: as [`replay`](Self::replay), but it must be tried even
     /// when recent failures would hold regular calls back (a circuit breaker), and give up
     /// by `deadline`. Unguarded origins just replay.
     fn replay_final<'a>(
         &'a self,
-        batch: &'a [(CellKey, u64)],
+        batch: &'a [(CellKey, PnCount)],
         deadline: tokio::time::Instant,
-    ) -> OriginFuture<'a, Vec<u64>> {
+    ) -> OriginFuture<'a, Vec<PnCount>> {
         let _ = deadline;
         self.replay(batch)
     }

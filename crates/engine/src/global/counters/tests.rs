@@ -104,7 +104,7 @@ async fn a_restarted_process_reads_its_regions_own_rows_back_once() {
     // Read once: a later sync does not read the own rows again (a higher own row written
     // meanwhile by a sibling stays with the regional origin).
     store
-        .publish("a", &[(store.rows()[0].key.clone(), 90)], 2)
+        .publish("a", &[(store.rows()[0].key.clone(), PnCount::hits(90))], 2)
         .await
         .map(|report| assert_eq!(report.published(), 1))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -324,12 +324,12 @@ async fn a_contended_cell_speeds_flush_and_sync_up_while_it_lasts() {
         clock.now_ms() / 3_600_000,
     );
     store
-        .publish("b", &[(cell.clone(), 100)], clock.now_ms())
+        .publish("b", &[(cell.clone(), PnCount::hits(100))], clock.now_ms())
         .await
         .map(|report| assert_eq!(report.published(), 1))
         .unwrap_or_else(|e| panic!("{e}"));
     // As the next sync would merge it (so that every hit below is denied).
-    engine.merge_synced(&cell, 100, 0);
+    engine.merge_synced(&cell, PnCount::hits(100), PnCount::default());
     assert!(!engine.contended_since(clock.now_ms() - 1_000));
     phase(true).await;
     let contended = syncs() - quiet;

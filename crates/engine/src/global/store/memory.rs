@@ -9,13 +9,16 @@ use super::{
     clamp, prepare_rows,
 };
 use crate::cell_key::CellKey;
+use crate::pn::PnCount;
 
 /// One row of the table, as [`MemoryStore::rows`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRow {
     pub key: CellKey,
     pub region: String,
+    /// Hits.
     pub count: u64,
+    pub refunds: u64,
     pub expires_at: u64,
     pub updated_at: u64,
 }
@@ -23,6 +26,7 @@ pub struct StoredRow {
 #[derive(Debug, Clone, Copy)]
 struct Component {
     count: i64,
+    refunds: i64,
     expires_at: i64,
     updated_at: i64,
 }
@@ -83,6 +87,7 @@ impl MemoryStore {
                 key: key.clone(),
                 region: region.to_string(),
                 count: c.count.unsigned_abs(),
+                refunds: c.refunds.unsigned_abs(),
                 expires_at: c.expires_at.unsigned_abs(),
                 updated_at: c.updated_at.unsigned_abs(),
             })
@@ -99,7 +104,7 @@ impl MemoryStore {
     fn publish_now(
         &self,
         region: &str,
-        rows: &[(CellKey, u64)],
+        rows: &[(CellKey, PnCount)],
         now_ms: u64,
     ) -> Result<PublishReport, StoreError> {
         check_region(region)?;
@@ -125,10 +130,12 @@ impl MemoryStore {
                     .entry((row.key.clone(), region.into()))
                     .and_modify(|c| {
                         c.count = c.count.max(row.count);
+                        c.refunds = c.refunds.max(row.refunds).min(c.count);
                         c.updated_at = c.updated_at.max(updated_at);
                     })
                     .or_insert(Component {
                         count: row.count,
+                        refunds: row.refunds,
                         expires_at: row.expires_at,
                         updated_at,
                     });
@@ -164,20 +171,24 @@ impl MemoryStore {
                 has_foreign = false;
                 cells.push(SyncedCell {
                     key: key.clone(),
-                    foreign: 0,
-                    own: 0,
+                    foreign: PnCount::default(),
+                    own: PnCount::default(),
                 });
             }
             let Some(cell) = cells.last_mut() else {
                 continue;
             };
-            let count = c.count.unsigned_abs();
+            let count = PnCount::new(c.count.unsigned_abs(), c.refunds.unsigned_abs()).capped();
             if &**row_region == region {
                 cell.own = count;
             } else {
                 has_foreign = true;
-                // Capped like the SQL store's LEAST(SUM(count), i64::MAX).
-                cell.foreign = cell.foreign.saturating_add(count).min(i64::MAX as u64);
+                // Capped like the SQL store's LEAST(SUM(...), i64::MAX).
+                let sum = cell.foreign.plus(count);
+                cell.foreign = PnCount::new(
+                    sum.hits.min(i64::MAX as u64),
+                    sum.refunds.min(i64::MAX as u64),
+                );
             }
         }
         if !has_foreign {
@@ -197,8 +208,8 @@ impl MemoryStore {
             .filter(|((_, r), c)| &**r == region && c.expires_at > now)
             .map(|((key, _), c)| SyncedCell {
                 key: key.clone(),
-                foreign: 0,
-                own: c.count.unsigned_abs(),
+                foreign: PnCount::default(),
+                own: PnCount::new(c.count.unsigned_abs(), c.refunds.unsigned_abs()).capped(),
             })
             .collect())
     }
@@ -236,7 +247,7 @@ impl GlobalStore for MemoryStore {
     fn publish<'a>(
         &'a self,
         region: &'a str,
-        rows: &'a [(CellKey, u64)],
+        rows: &'a [(CellKey, PnCount)],
         now_ms: u64,
     ) -> StoreFuture<'a, PublishReport> {
         Box::pin(std::future::ready(self.publish_now(region, rows, now_ms)))
