@@ -509,11 +509,7 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
             ),
         ));
     }
-    let refused_if_true: [(&'static str, &str); 5] = [
-        (
-            "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
-            "not supported: each descriptor's counter takes a hit its own limit allows, whatever the request's other descriptors decide (upstream's default); unset it",
-        ),
+    let refused_if_true: [(&'static str, &str); 4] = [
         (
             "TRACING_ENABLED",
             "OpenTelemetry tracing is not supported: unset it (logs and /metrics instead)",
@@ -891,10 +887,6 @@ mod tests {
             (vec![("REDIS_URL", "r:1")], "REDIS_URL"),
             (vec![("LOG_LEVEL", "loud")], "LOG_LEVEL"),
             (vec![("TRACING_ENABLED", "true")], "TRACING_ENABLED"),
-            (
-                vec![("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")],
-                "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
-            ),
             (
                 vec![("REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE")],
                 "REDIS_POOL_ON_EMPTY_BEHAVIOR",

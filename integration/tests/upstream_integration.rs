@@ -87,10 +87,11 @@ impl RedisUnderTest {
     }
 }
 
-/// The binary on upstream's runtime `root` with `redis`'s variables.
-fn start(root: &Path, redis: &RedisUnderTest) -> Service {
+/// The binary on upstream's runtime `root` with `redis`'s variables and `extra` ones.
+fn start(root: &Path, redis: &RedisUnderTest, extra: &[(&str, &str)]) -> Service {
     let root = root.to_string_lossy().into_owned();
     let mut env = redis.env();
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     env.push(("RUNTIME_ROOT".into(), root));
     env.push(("RUNTIME_SUBDIRECTORY".into(), "ratelimit".into()));
     env.push(("RUNTIME_APPDIRECTORY".into(), "config".into()));
@@ -155,13 +156,18 @@ fn fresh_value() -> String {
     unique_prefix("v").replace(':', "-")
 }
 
-/// `testBasicBaseConfig`.
-async fn run_basic_config(redis: RedisUnderTest) {
+/// `testBasicBaseConfig`; `stop_increment`: with `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.
+async fn run_basic_config(redis: RedisUnderTest, stop_increment: bool) {
     let root = runtime_root();
     // key2 is per minute: the 40 requests below stay in one minute, as upstream's fixed
     // window assumes.
     support::avoid_window_boundary(MINUTE, Duration::from_secs(15));
-    let service = start(root.path(), &redis);
+    let stop = if stop_increment { "true" } else { "false" };
+    let service = start(
+        root.path(),
+        &redis,
+        &[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", stop)],
+    );
     let mut client = grpc::rls_client(service.grpc_addr).await;
 
     // An unknown domain: OK, one status without a limit.
@@ -206,8 +212,8 @@ async fn run_basic_config(redis: RedisUnderTest) {
     }
 
     // Two keys of one domain in one request: key3 (10 per hour) goes over; key2 (20 per
-    // minute) is still charged for every request (upstream's default, without
-    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT).
+    // minute) is still charged for every request (upstream's default), or, with
+    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, not once the request is over.
     let value = fresh_value();
     for i in 0..15u32 {
         let r = ask(
@@ -223,12 +229,17 @@ async fn run_basic_config(redis: RedisUnderTest) {
         };
         assert_eq!(r.overall_code, code as i32, "request {i}: {r:?}");
         assert_eq!(r.statuses.len(), 2, "{r:?}");
+        let remaining2 = if stop_increment && i >= 10 {
+            10
+        } else {
+            20 - (i + 1)
+        };
         expect_status(
             &r.statuses[0],
             Code::Ok,
             20,
             grpc::Unit::Minute,
-            20 - (i + 1),
+            remaining2,
             60,
         );
         expect_status(
@@ -276,21 +287,30 @@ async fn run_basic_config(redis: RedisUnderTest) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn basic_config() {
-    run_basic_config(RedisUnderTest::Single(PlainRedis::start_or_fail())).await;
+    run_basic_config(RedisUnderTest::Single(PlainRedis::start_or_fail()), false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn basic_config_with_cache_key_prefix() {
-    run_basic_config(RedisUnderTest::Prefixed(
-        PlainRedis::start_or_fail(),
-        "prefix:".into(),
-    ))
+    run_basic_config(
+        RedisUnderTest::Prefixed(PlainRedis::start_or_fail(), "prefix:".into()),
+        false,
+    )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn basic_config_with_redis_cluster() {
-    run_basic_config(RedisUnderTest::Cluster(RedisCluster::start_or_fail(3))).await;
+    run_basic_config(
+        RedisUnderTest::Cluster(RedisCluster::start_or_fail(3)),
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_config_with_stop_cache_key_increment_when_overlimit() {
+    run_basic_config(RedisUnderTest::Single(PlainRedis::start_or_fail()), true).await;
 }
 
 /// `testConfigReload`: a file added to the runtime directory is loaded, one removed is
@@ -299,7 +319,7 @@ async fn basic_config_with_redis_cluster() {
 async fn basic_reload_config() {
     let root = runtime_root();
     let redis = RedisUnderTest::Single(PlainRedis::start_or_fail());
-    let service = start(root.path(), &redis);
+    let service = start(root.path(), &redis, &[]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
 
     let r = ask(&mut client, "reload", &[&[("block", "foo")]]).await;
@@ -360,7 +380,7 @@ fn wait_for_config_reload(service: &Service, before: f64) -> f64 {
 async fn share_threshold() {
     let root = runtime_root();
     let redis = RedisUnderTest::Prefixed(PlainRedis::start_or_fail(), unique_prefix("share"));
-    let service = start(root.path(), &redis);
+    let service = start(root.path(), &redis, &[]);
     let mut client = grpc::rls_client(service.grpc_addr).await;
     let domain = "share-threshold-test";
 

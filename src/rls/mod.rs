@@ -212,9 +212,17 @@ impl RateLimiter {
         // The global shadow switch answers OK what would have been denied.
         let over_limit = tally.over_limit() && !self.settings.shadow_mode;
         if over_limit && self.settings.all_or_nothing {
-            for (plan, consumed) in plans.iter().zip(&consumed) {
+            for ((plan, consumed), status) in plans.iter().zip(&consumed).zip(&mut statuses) {
                 if let (Plan::Limited(limited), true) = (plan, consumed) {
                     self.give_back(domain.name(), limited).await;
+                    // As upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT answers: what is
+                    // left once this request is not counted.
+                    let cost = u32::try_from(limited.cost).unwrap_or(u32::MAX);
+                    let limit = status
+                        .current_limit
+                        .as_ref()
+                        .map_or(u32::MAX, |l| l.requests_per_unit);
+                    status.limit_remaining = status.limit_remaining.saturating_add(cost).min(limit);
                 }
             }
         }

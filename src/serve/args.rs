@@ -109,7 +109,8 @@ pub struct ServeArgs {
     #[arg(long, env = "RLS_RESPONSE_HEADERS")]
     pub response_headers: bool,
     /// All-or-nothing across the descriptors of a request: an OVER_LIMIT request gives back
-    /// what its passed descriptors consumed (an extension; upstream charges them).
+    /// what its passed descriptors consumed. Also read from upstream's
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.
     #[arg(long, env = "RLS_ALL_OR_NOTHING")]
     pub all_or_nothing: bool,
     #[arg(long, env = "RLS_LIMIT_HEADER", default_value = "RateLimit-Limit")]

@@ -406,6 +406,8 @@ impl ServeSettings {
 /// its deployments keep their environment (see `upstream_env`).
 fn apply_upstream_env(args: &mut ServeArgs) -> anyhow::Result<()> {
     args.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
+    // Upstream's "do not charge the other descriptors of a request that is over a limit".
+    args.all_or_nothing |= upstream_env::flag("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")?;
     args.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
     args.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
     args.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
