@@ -129,6 +129,27 @@ pub fn install_tool(what: &str, script: &str, by_hand: &str) -> PathBuf {
     PathBuf::from(path)
 }
 
+/// Polls `read` until it returns `want` (a condition awaited, not a fixed sleep); panics
+/// with the last value after 10 s.
+pub fn eventually<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    want: T,
+    mut read: impl FnMut() -> T,
+) {
+    let started = std::time::Instant::now();
+    loop {
+        let got = read();
+        if got == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{what}: {got:?}, {want:?} expected"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Sleeps, if needed, so that the next `work` of wall-clock time does not
 /// cross a multiple of `window` since the epoch.
 ///

@@ -133,22 +133,6 @@ async fn scenario(a: &Service, b: &Service) {
     );
 }
 
-/// Polls `read` until it returns `want`; panics with the last value after 10 s.
-fn eventually<T: PartialEq + std::fmt::Debug>(what: &str, want: T, mut read: impl FnMut() -> T) {
-    let started = Instant::now();
-    loop {
-        let got = read();
-        if got == want {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{what}: {got:?}, {want:?} expected"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_limits_are_all_or_nothing_across_processes_sharing_redis() {
     redis_admin::require_local_redis();
@@ -159,7 +143,7 @@ async fn several_limits_are_all_or_nothing_across_processes_sharing_redis() {
     let b = Service::start(&path, &args);
     scenario(&a, &b).await;
     // The hour's cell: a's 5 + 2 − 2 refunded, b's 5; every second's cell holds what passed.
-    eventually("the hour's cell in Redis (hits, refunds)", (12, 2), || {
+    support::eventually("the hour's cell in Redis (hits, refunds)", (12, 2), || {
         redis_admin::pn_counts_under(LOCAL_REDIS_URL, &prefix)
             .into_iter()
             .filter(|(key, _, _)| key.contains(":3600000:"))
@@ -202,7 +186,7 @@ async fn across_regions(backend: Backend) {
         "SELECT {region}, {count}, {refunds} FROM ratelimit_window_counts \
          WHERE duration_ms = 3600000 ORDER BY region"
     );
-    eventually(
+    support::eventually(
         "the hour's rows (region, hits, refunds)",
         vec![
             vec!["a".to_owned(), "7".to_owned(), "2".to_owned()],
@@ -303,7 +287,7 @@ async fn all_or_nothing_across_descriptors_on_redis() {
     let codes: Vec<Code> = denied.statuses.iter().map(code).collect();
     assert_eq!(codes, [Code::Ok, Code::OverLimit], "{denied:?}");
     // The team's cell in Redis: 2 hits, 1 refunded (the denied request's).
-    eventually("the team's cell (hits, refunds)", (2, 1), || {
+    support::eventually("the team's cell (hits, refunds)", (2, 1), || {
         redis_admin::pn_counts_under(LOCAL_REDIS_URL, &prefix)
             .into_iter()
             .filter(|(key, _, _)| key.contains("4:team"))

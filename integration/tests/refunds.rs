@@ -136,22 +136,6 @@ async fn scenario(a: &Service, b: &Service) {
     assert_eq!(reserve(&mut ca, "team-2", 1).await.0, Code::OverLimit);
 }
 
-/// Polls `read` until it returns `want`; panics with the last value after 10 s.
-fn eventually<T: PartialEq + std::fmt::Debug>(what: &str, want: T, mut read: impl FnMut() -> T) {
-    let started = Instant::now();
-    loop {
-        let got = read();
-        if got == want {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{what}: {got:?}, {want:?} expected"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reservations_and_refunds_across_processes_sharing_redis() {
     redis_admin::require_local_redis();
@@ -162,7 +146,7 @@ async fn reservations_and_refunds_across_processes_sharing_redis() {
     let b = Service::start(&path, &args);
     scenario(&a, &b).await;
     // team-1's cell: hits 60 + 80 + 100, refunds 45 + 80 + 15; team-2's: 100 hits.
-    eventually(
+    support::eventually(
         "the cells in Redis (hits, refunds)",
         vec![(240, 140), (100, 0)],
         || {
@@ -211,7 +195,7 @@ async fn across_regions(backend: Backend) {
         vec![region.to_owned(), hits.to_string(), refunds.to_string()]
     };
     // a: team-1 60 − (45 + 15), team-2 100; b: team-1 80 + 100 − 80.
-    eventually(
+    support::eventually(
         "each region's component (hits, refunds)",
         vec![row("a", 160, 60), row("b", 180, 80)],
         || db.query(&sql),

@@ -32,8 +32,7 @@ pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
-use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::{Engine, Hit};
+use gcounter_engine::engine::Engine;
 use overall::{Role, Tally};
 use plan::Plan;
 
@@ -285,16 +284,7 @@ impl RateLimiter {
         workspace: &Arc<str>,
         limited: &plan::Limited,
     ) -> (gcounter_engine::engine::Verdict, plan::LimitWindow) {
-        let hit = |window: plan::LimitWindow| Hit {
-            counter: CounterKeyRef::new(
-                workspace,
-                &limited.namespace,
-                &limited.identifier,
-                window.duration_ms,
-            ),
-            limit: u64::from(window.requests_per_unit),
-            cost: limited.cost,
-        };
+        let hit = |window: plan::LimitWindow| limited.hit(workspace, window);
         let first = limited.window();
         if !limited.has_more_limits() {
             let verdict = if limited.refund {
@@ -340,18 +330,7 @@ impl RateLimiter {
     /// Refunds what one accepted descriptor consumed, in every one of its limits.
     async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited) {
         for window in limited.windows() {
-            self.engine
-                .refund(Hit {
-                    counter: CounterKeyRef::new(
-                        workspace,
-                        &limited.namespace,
-                        &limited.identifier,
-                        window.duration_ms,
-                    ),
-                    limit: u64::from(window.requests_per_unit),
-                    cost: limited.cost,
-                })
-                .await;
+            self.engine.refund(limited.hit(workspace, window)).await;
         }
     }
 }

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use compact_str::{CompactString, ToCompactString};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 
+use gcounter_engine::cell_key::CounterKeyRef;
+use gcounter_engine::engine::Hit;
+
 use super::units;
 use crate::config::{DomainLimits, Rule, RuleLimit};
 
@@ -51,6 +54,20 @@ pub struct LimitWindow {
 }
 
 impl Limited {
+    /// The engine's hit of this descriptor on one of its limits, in `workspace` (the domain).
+    pub fn hit<'a>(&'a self, workspace: &'a Arc<str>, window: LimitWindow) -> Hit<'a> {
+        Hit {
+            counter: CounterKeyRef::new(
+                workspace,
+                &self.namespace,
+                &self.identifier,
+                window.duration_ms,
+            ),
+            limit: u64::from(window.requests_per_unit),
+            cost: self.cost,
+        }
+    }
+
     /// The descriptor's first (or only) limit.
     pub fn window(&self) -> LimitWindow {
         LimitWindow {
