@@ -286,7 +286,25 @@ impl Compiler<'_> {
             }
         }
 
-        let limit = limit?;
+        let penalty_ms = match &raw.penalty {
+            None => Some(0),
+            Some(penalty) if limit == Some(RuleLimit::Unlimited) => {
+                self.error(
+                    line_of(penalty),
+                    &format!("{place}.penalty"),
+                    "`unlimited: true` must not be combined with `penalty`",
+                );
+                None
+            }
+            Some(penalty) => match super::penalty::parse(&penalty.value) {
+                Ok(ms) => Some(ms),
+                Err(problem) => {
+                    self.error(line_of(penalty), &format!("{place}.penalty"), problem);
+                    None
+                }
+            },
+        };
+        let (limit, penalty_ms) = (limit?, penalty_ms?);
         if !replaces_ok {
             return None;
         }
@@ -304,6 +322,7 @@ impl Compiler<'_> {
                 .map(|m| Arc::new(m.clone())),
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             value_to_metric: at.value_to_metric,
+            penalty_ms,
             path: path.into(),
         });
         self.rules.push(rule.clone());

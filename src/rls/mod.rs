@@ -4,12 +4,14 @@
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
 
+mod inspect;
 mod json;
 mod metadata;
 mod overall;
 mod plan;
 mod response;
 mod route;
+mod structured;
 #[cfg(test)]
 mod tests;
 mod units;
@@ -25,9 +27,11 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+pub use inspect::{InspectedCounter, NotCounted};
 pub use json::{JsonReply, should_rate_limit_json};
 pub use response::HeaderNames;
 pub use route::RateLimitRoute;
+pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
@@ -50,6 +54,8 @@ pub struct RlsSettings {
     pub response_dynamic_metadata: bool,
     /// `Some` turns the `RateLimit-*` response headers on.
     pub response_headers: Option<HeaderNames>,
+    /// Which of the IETF draft's forms those headers take.
+    pub header_style: HeaderStyle,
     pub request_limits: RequestLimits,
 }
 
@@ -149,18 +155,23 @@ impl RateLimiter {
                     (response::unlimited(), Role::Unlimited)
                 }
                 Plan::Limited(limited) => {
+                    // `penalty` (our extension) lives on the rule; an override has none.
+                    let penalty_ms = limited.rule.as_ref().map_or(0, |rule| rule.penalty_ms);
                     let verdict = self
                         .engine
-                        .check(Hit {
-                            counter: CounterKeyRef::new(
-                                domain.name(),
-                                &limited.namespace,
-                                &limited.identifier,
-                                limited.duration_ms,
-                            ),
-                            limit: u64::from(limited.requests_per_unit),
-                            cost: limited.cost,
-                        })
+                        .check_with_penalty(
+                            Hit {
+                                counter: CounterKeyRef::new(
+                                    domain.name(),
+                                    &limited.namespace,
+                                    &limited.identifier,
+                                    limited.duration_ms,
+                                ),
+                                limit: u64::from(limited.requests_per_unit),
+                                cost: limited.cost,
+                            },
+                            penalty_ms,
+                        )
                         .await;
                     // A rule's shadow mode answers its descriptor OK; the global switch
                     // keeps the descriptor's OVER_LIMIT and only turns the overall code OK
@@ -214,10 +225,23 @@ impl RateLimiter {
         // The global shadow switch answers OK what would have been denied.
         let over_limit = tally.over_limit() && !self.settings.shadow_mode;
 
-        let response_headers_to_add = match &self.settings.response_headers {
-            Some(names) => response::headers(names, &statuses, &roles, over_limit),
-            None => Vec::new(),
-        };
+        let response_headers_to_add =
+            match (&self.settings.response_headers, self.settings.header_style) {
+                (Some(names), HeaderStyle::Draft03) => {
+                    response::headers(names, &statuses, &roles, over_limit)
+                }
+                (Some(_), HeaderStyle::Structured) => {
+                    let windows_s: Vec<u64> = plans
+                        .iter()
+                        .map(|plan| match plan {
+                            Plan::Limited(limited) => limited.duration_ms.div_ceil(1_000),
+                            Plan::NoLimit | Plan::Unlimited(_) => 0,
+                        })
+                        .collect();
+                    structured::headers(&statuses, &roles, &windows_s, over_limit)
+                }
+                (None, _) => Vec::new(),
+            };
         let overall = if over_limit {
             Code::OverLimit
         } else {

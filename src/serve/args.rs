@@ -96,6 +96,16 @@ pub struct ServeArgs {
     /// Add RateLimit-Limit/-Remaining/-Reset (and Retry-After when over) to responses.
     #[arg(long, env = "RLS_RESPONSE_HEADERS")]
     pub response_headers: bool,
+    /// The form of those headers: `draft03` (RateLimit-Limit/-Remaining/-Reset, named by the
+    /// three flags below, as upstream) or `structured` (the IETF draft's latest
+    /// `RateLimit-Policy` and `RateLimit`; an extension).
+    #[arg(
+        long,
+        env = "RLS_RESPONSE_HEADER_STYLE",
+        value_enum,
+        default_value = "draft03"
+    )]
+    pub response_header_style: HeaderStyleArg,
     #[arg(long, env = "RLS_LIMIT_HEADER", default_value = "RateLimit-Limit")]
     pub limit_header: String,
     #[arg(
@@ -232,4 +242,11 @@ pub struct ServeArgs {
     /// How often the TLS files are re-read; changed files apply to new connections.
     #[arg(long, env = "RLS_GRPC_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(1)).parser())]
     pub grpc_tls_reload_interval: Duration,
+}
+
+/// `--response-header-style`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HeaderStyleArg {
+    Draft03,
+    Structured,
 }

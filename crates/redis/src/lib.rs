@@ -11,6 +11,7 @@
 mod cluster;
 mod connect;
 mod key;
+mod penalty;
 mod replay;
 mod reply;
 #[cfg(any(test, feature = "testing"))]
@@ -22,7 +23,7 @@ use redis::Value;
 
 use connect::Backend;
 pub use connect::{RedisConfigError, RedisSettings, install_tls_provider};
-use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::regional::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use replay::REPLAY_SCRIPT;
 use reply::{cluster_error, components, origin_error};
@@ -129,5 +130,13 @@ impl RegionalOrigin for RedisOrigin {
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
         Box::pin(self.add(batch))
+    }
+
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        Box::pin(self.put_penalties(penalties))
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        Box::pin(self.read_penalty(counter))
     }
 }
