@@ -11,3 +11,4 @@ pub mod supervisor;
 pub mod telemetry;
 pub mod transport;
 pub mod upstream_env;
+pub mod xds;

@@ -139,6 +139,15 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     }
     flag(&mut argv, "RLS_LOG_FORMAT", "--log-format", format);
     argv.args.push("serve".into());
+    if let Some(mapper) = get(env, "PROMETHEUS_MAPPER_YAML") {
+        // Envoy Gateway always sets it, to a mapping with the default mapping's names and
+        // labels: refusing it would refuse every Envoy Gateway deployment.
+        argv.warnings.push(format!(
+            "PROMETHEUS_MAPPER_YAML={mapper} is not applied: upstream's stats are exported under \
+             its default mapping's names and labels (domain, key1, key2), which Envoy \
+             Gateway's mapping uses too"
+        ));
+    }
 
     // Listeners.
     let http = socket_addr(env, "HOST", "PORT", 8080)?;
@@ -161,12 +170,17 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         // directory is always watched.
         boolean(env, variable)?;
     }
-    flag(
-        &mut argv,
-        "RLS_CONFIG",
-        "--config",
-        config.to_string_lossy().into_owned(),
-    );
+    if get(env, "CONFIG_TYPE").as_deref() == Some(XDS_CONFIG_TYPE) {
+        xds_argv(env, &mut argv)?;
+    } else {
+        boolean(env, "FORCE_START_WITHOUT_INITIAL_CONFIG")?;
+        flag(
+            &mut argv,
+            "RLS_CONFIG",
+            "--config",
+            config.to_string_lossy().into_owned(),
+        );
+    }
 
     // The answer.
     if boolean(env, "SHADOW_MODE")? == Some(true) && !ours("RLS_SHADOW_MODE") {
@@ -222,13 +236,30 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         );
     }
     if !ours("RLS_REDIS_URL") {
-        let (urls, cluster) = redis_urls(env)?;
+        let redis = redis_urls(env)?;
         argv.args.push("--redis-url".into());
-        argv.args.push(urls.join(","));
-        if cluster && !ours("RLS_REDIS_CLUSTER") {
+        argv.args.push(redis.urls.join(","));
+        if redis.cluster && !ours("RLS_REDIS_CLUSTER") {
             argv.args.push("--redis-cluster".into());
         }
+        if let Some(master) = redis.sentinel_master {
+            flag(
+                &mut argv,
+                "RLS_REDIS_SENTINEL_MASTER",
+                "--redis-sentinel-master",
+                master,
+            );
+        }
+        if let Some(auth) = redis.master_auth {
+            flag(
+                &mut argv,
+                "RLS_REDIS_SENTINEL_MASTER_AUTH",
+                "--redis-sentinel-master-auth",
+                auth,
+            );
+        }
     }
+    redis_tls_files(env, &mut argv)?;
 
     if let Some(ratio) = get(env, "NEAR_LIMIT_RATIO") {
         match ratio.parse::<f64>() {
@@ -342,6 +373,115 @@ fn socket_addr(
     Ok(std::net::SocketAddr::new(ip, port).to_string())
 }
 
+/// Upstream's `CONFIG_TYPE` for limits pushed by an xDS server.
+const XDS_CONFIG_TYPE: &str = "GRPC_XDS_SOTW";
+
+/// `CONFIG_TYPE=GRPC_XDS_SOTW`: the xDS flags from upstream's `CONFIG_GRPC_XDS_*`,
+/// `XDS_CLIENT_*` and `FORCE_START_WITHOUT_INITIAL_CONFIG` (with upstream's defaults where
+/// ours differ), unless our `RLS_*` variable is set. The limits then come from the server,
+/// not `RUNTIME_ROOT`.
+fn xds_argv(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), UpstreamEnvError> {
+    let ours = |variable: &str| env(variable).is_some();
+    if ours("RLS_CONFIG") {
+        return Err(problem(
+            "CONFIG_TYPE",
+            "GRPC_XDS_SOTW takes the limits from the xDS server: unset RLS_CONFIG",
+        ));
+    }
+    let mut push = |rls: &str, flag: &str, value: String| {
+        if !ours(rls) {
+            argv.args.push(flag.to_owned());
+            argv.args.push(value);
+        }
+    };
+    let server = get(env, "CONFIG_GRPC_XDS_SERVER_URL").unwrap_or_else(|| "localhost:18000".into());
+    push("RLS_CONFIG_XDS_SERVER", "--config-xds-server", server);
+    for (variable, rls, flag) in [
+        (
+            "CONFIG_GRPC_XDS_NODE_ID",
+            "RLS_CONFIG_XDS_NODE_ID",
+            "--config-xds-node-id",
+        ),
+        (
+            "CONFIG_GRPC_XDS_NODE_METADATA",
+            "RLS_CONFIG_XDS_NODE_METADATA",
+            "--config-xds-node-metadata",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+            "RLS_CONFIG_XDS_HEADERS",
+            "--config-xds-headers",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+            "RLS_CONFIG_XDS_CLIENT_CERT",
+            "--config-xds-client-cert",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+            "RLS_CONFIG_XDS_CLIENT_KEY",
+            "--config-xds-client-key",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+            "RLS_CONFIG_XDS_CA",
+            "--config-xds-ca",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+            "RLS_CONFIG_XDS_SAN",
+            "--config-xds-san",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+            "RLS_CONFIG_XDS_CONNECT_RETRY_INTERVAL",
+            "--config-xds-connect-retry-interval",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+            "RLS_CONFIG_XDS_BACKOFF_INITIAL",
+            "--config-xds-backoff-initial",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_MAX_INTERVAL",
+            "RLS_CONFIG_XDS_BACKOFF_MAX",
+            "--config-xds-backoff-max",
+        ),
+        (
+            "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+            "RLS_CONFIG_XDS_BACKOFF_FACTOR",
+            "--config-xds-backoff-factor",
+        ),
+        (
+            "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+            "RLS_CONFIG_XDS_MAX_MESSAGE_BYTES",
+            "--config-xds-max-message-bytes",
+        ),
+    ] {
+        if let Some(value) = get(env, variable) {
+            push(rls, flag, value);
+        }
+    }
+    if let Some(jitter) = boolean(env, "XDS_CLIENT_BACKOFF_JITTER")? {
+        push(
+            "RLS_CONFIG_XDS_BACKOFF_JITTER",
+            "--config-xds-backoff-jitter",
+            jitter.to_string(),
+        );
+    }
+    if boolean(env, "CONFIG_GRPC_XDS_SERVER_USE_TLS")? == Some(true) && !ours("RLS_CONFIG_XDS_TLS")
+    {
+        argv.args.push("--config-xds-tls".into());
+    }
+    if boolean(env, "FORCE_START_WITHOUT_INITIAL_CONFIG")? == Some(true)
+        && !ours("RLS_FORCE_START_WITHOUT_INITIAL_CONFIG")
+    {
+        argv.args
+            .push("--force-start-without-initial-config".into());
+    }
+    Ok(())
+}
+
 /// Settings upstream has and we do not: refused, with what to use instead.
 fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
     if let Some(backend) = get(env, "BACKEND_TYPE") {
@@ -361,13 +501,23 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
             }
         }
     }
-    if get(env, "CONFIG_TYPE").is_some_and(|t| t != "FILE") {
+    if get(env, "CONFIG_TYPE").is_some_and(|t| t != "FILE" && t != XDS_CONFIG_TYPE) {
         return Err(problem(
             "CONFIG_TYPE",
-            "only FILE is supported: limits come from RUNTIME_ROOT",
+            format!(
+                "FILE (limits from RUNTIME_ROOT) or {XDS_CONFIG_TYPE} (limits from an xDS server)"
+            ),
         ));
     }
-    let refused_if_true: [(&'static str, &str); 4] = [
+    let refused_if_true: [(&'static str, &str); 5] = [
+        (
+            "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+            "not supported: each descriptor's counter takes a hit its own limit allows, whatever the request's other descriptors decide (upstream's default); unset it",
+        ),
+        (
+            "TRACING_ENABLED",
+            "OpenTelemetry tracing is not supported: unset it (logs and /metrics instead)",
+        ),
         (
             "REDIS_PERSECOND",
             "a second Redis for per-second limits is not supported: one Redis (REDIS_URL) serves every unit; unset it",
@@ -380,43 +530,48 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
             "USE_STATSD",
             "statsd is not supported: set USE_STATSD=false and scrape /metrics on the HTTP port",
         ),
-        (
-            "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-            "not supported: use a certificate valid for the REDIS_URL host",
-        ),
     ];
     for (variable, instead) in refused_if_true {
         if boolean(env, variable)? == Some(true) {
             return Err(problem(variable, instead));
         }
     }
-    for variable in [
-        "GRPC_UDS",
-        "REDIS_TLS_CACERT",
-        "REDIS_TLS_CLIENT_CERT",
-        "REDIS_TLS_CLIENT_KEY",
-        "REDIS_SENTINEL_AUTH",
-    ] {
-        if get(env, variable).is_some() {
-            let instead = match variable {
-                "GRPC_UDS" => "gRPC on a Unix socket is not supported: use GRPC_HOST and GRPC_PORT",
-                "REDIS_SENTINEL_AUTH" => {
-                    "Redis Sentinel is not supported yet: point REDIS_URL at the master, or use REDIS_TYPE=cluster"
-                }
-                _ => {
-                    "a private CA or client certificate for Redis is not supported yet: use REDIS_TLS=true with a certificate the system trusts"
-                }
-            };
-            return Err(problem(variable, instead));
-        }
+    if let Some(behavior) = get(env, "REDIS_POOL_ON_EMPTY_BEHAVIOR")
+        && !behavior.eq_ignore_ascii_case("WAIT")
+    {
+        // Upstream refuses CREATE and ERROR at start too (radix v4 has no such pool).
+        return Err(problem(
+            "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+            format!(
+                "{behavior:?} is not supported: unset it or set WAIT (there is no pool: one multiplexed connection)"
+            ),
+        ));
+    }
+    if get(env, "GRPC_UDS").is_some() {
+        return Err(problem(
+            "GRPC_UDS",
+            "gRPC on a Unix socket is not supported: use GRPC_HOST and GRPC_PORT",
+        ));
     }
     Ok(())
 }
 
-/// `REDIS_URL` is upstream's `host:port` (a comma-separated list for a cluster), with
-/// `REDIS_AUTH` (`password` or `user:password`), `REDIS_TLS`, `REDIS_TYPE` and
-/// `REDIS_SOCKET_TYPE` (upstream's defaults: unix, `/var/run/nutcracker/ratelimit.sock`).
-fn redis_urls(env: Lookup<'_>) -> Result<(Vec<String>, bool), UpstreamEnvError> {
+/// Redis as upstream's variables describe it, as `serve`'s flags take it.
+struct UpstreamRedis {
+    /// `--redis-url`'s list.
+    urls: Vec<String>,
+    cluster: bool,
+    /// `--redis-sentinel-master` and `--redis-sentinel-master-auth`.
+    sentinel_master: Option<String>,
+    master_auth: Option<String>,
+}
+
+/// `REDIS_URL` is upstream's `host:port` (a comma-separated list for a cluster; for Sentinel
+/// `master-name,sentinel-host:port,...`) or a socket's path, with `REDIS_AUTH` (`password` or
+/// `user:password`, the master's with Sentinel), `REDIS_SENTINEL_AUTH` (the sentinels'),
+/// `REDIS_TLS`, `REDIS_TYPE` and `REDIS_SOCKET_TYPE` (upstream's defaults: unix,
+/// `/var/run/nutcracker/ratelimit.sock`).
+fn redis_urls(env: Lookup<'_>) -> Result<UpstreamRedis, UpstreamEnvError> {
     let socket = get(env, "REDIS_SOCKET_TYPE").unwrap_or_else(|| "unix".into());
     let unix = match socket.to_ascii_lowercase().as_str() {
         "tcp" => false,
@@ -428,6 +583,20 @@ fn redis_urls(env: Lookup<'_>) -> Result<(Vec<String>, bool), UpstreamEnvError> 
             ));
         }
     };
+    let kind = get(env, "REDIS_TYPE").unwrap_or_else(|| "SINGLE".into());
+    let kind = kind.to_ascii_lowercase();
+    if !matches!(kind.as_str(), "single" | "cluster" | "sentinel") {
+        return Err(problem(
+            "REDIS_TYPE",
+            format!("{kind:?} is not one of single, cluster, sentinel"),
+        ));
+    }
+    if kind != "sentinel" && get(env, "REDIS_SENTINEL_AUTH").is_some() {
+        return Err(problem(
+            "REDIS_SENTINEL_AUTH",
+            "only used with REDIS_TYPE=sentinel: unset it (REDIS_AUTH is the Redis password)",
+        ));
+    }
     if unix {
         // Upstream's default: REDIS_URL is the socket's path.
         let path =
@@ -438,51 +607,40 @@ fn redis_urls(env: Lookup<'_>) -> Result<(Vec<String>, bool), UpstreamEnvError> 
                 format!("{path:?} is not an absolute socket path (REDIS_SOCKET_TYPE=unix)"),
             ));
         }
-        for (variable, reason) in [
-            (
-                "REDIS_AUTH",
-                "a password over a Unix socket is not supported yet: use REDIS_SOCKET_TYPE=tcp",
-            ),
-            (
+        if get(env, "REDIS_TLS").is_some_and(|v| v != "false") {
+            return Err(problem(
                 "REDIS_TLS",
                 "TLS over a Unix socket makes no sense: use REDIS_SOCKET_TYPE=tcp",
-            ),
-        ] {
-            if get(env, variable).is_some_and(|v| v != "false") {
-                return Err(problem(variable, reason));
-            }
+            ));
         }
-        if get(env, "REDIS_TYPE").is_some_and(|t| !t.eq_ignore_ascii_case("single")) {
+        if kind != "single" {
             return Err(problem(
                 "REDIS_TYPE",
                 "only single over a Unix socket (REDIS_SOCKET_TYPE=unix)",
             ));
         }
-        return Ok((vec![format!("redis+unix://{path}")], false));
+        let auth = match get(env, "REDIS_AUTH") {
+            None => String::new(),
+            Some(auth) => match auth.split_once(':') {
+                Some((user, password)) => {
+                    format!("?user={}&pass={}", encode(user), encode(password))
+                }
+                None => format!("?pass={}", encode(&auth)),
+            },
+        };
+        return Ok(UpstreamRedis {
+            urls: vec![format!("redis+unix://{path}{auth}")],
+            cluster: false,
+            sentinel_master: None,
+            master_auth: None,
+        });
     }
-    let kind = get(env, "REDIS_TYPE").unwrap_or_else(|| "SINGLE".into());
-    let cluster = match kind.to_ascii_lowercase().as_str() {
-        "single" => false,
-        "cluster" => true,
-        "sentinel" => {
-            return Err(problem(
-                "REDIS_TYPE",
-                "sentinel is not supported yet: point REDIS_URL at the master, or use REDIS_TYPE=cluster",
-            ));
-        }
-        _ => {
-            return Err(problem(
-                "REDIS_TYPE",
-                format!("{kind:?} is not one of single, cluster, sentinel"),
-            ));
-        }
-    };
     let scheme = if boolean(env, "REDIS_TLS")? == Some(true) {
         "rediss"
     } else {
         "redis"
     };
-    let auth = match get(env, "REDIS_AUTH") {
+    let userinfo = |auth: Option<String>| match auth {
         None => String::new(),
         Some(auth) => match auth.split_once(':') {
             Some((user, password)) => format!("{}:{}@", encode(user), encode(password)),
@@ -491,9 +649,35 @@ fn redis_urls(env: Lookup<'_>) -> Result<(Vec<String>, bool), UpstreamEnvError> 
     };
     let list = get(env, "REDIS_URL")
         .ok_or_else(|| problem("REDIS_URL", "required: host:port of Redis"))?;
+    let mut nodes: Vec<&str> = list.split(',').map(str::trim).collect();
+    let sentinel = kind == "sentinel";
+    let (auth, sentinel_master, master_auth) = if sentinel {
+        // Upstream: the master's name, then the sentinels.
+        if nodes.len() < 2 {
+            return Err(problem(
+                "REDIS_URL",
+                "REDIS_TYPE=sentinel needs <master name>,<sentinel host:port>,...",
+            ));
+        }
+        let master = nodes.remove(0).to_owned();
+        if master.is_empty() || master.contains(':') || master.contains(char::is_whitespace) {
+            return Err(problem(
+                "REDIS_URL",
+                format!(
+                    "{master:?} is not a master name (REDIS_TYPE=sentinel: <master name>,<sentinel host:port>,...)"
+                ),
+            ));
+        }
+        (
+            userinfo(get(env, "REDIS_SENTINEL_AUTH")),
+            Some(master),
+            get(env, "REDIS_AUTH"),
+        )
+    } else {
+        (userinfo(get(env, "REDIS_AUTH")), None, None)
+    };
     let mut urls = Vec::new();
-    for node in list.split(',') {
-        let node = node.trim();
+    for node in nodes {
         let valid = node.rsplit_once(':').is_some_and(|(host, port)| {
             !host.is_empty() && !host.contains(['/', '@', ' ']) && port.parse::<u16>().is_ok()
         });
@@ -502,13 +686,80 @@ fn redis_urls(env: Lookup<'_>) -> Result<(Vec<String>, bool), UpstreamEnvError> 
         }
         urls.push(format!("{scheme}://{auth}{node}"));
     }
-    if urls.len() > 1 && !cluster {
+    let cluster = kind == "cluster";
+    if urls.len() > 1 && !cluster && !sentinel {
         return Err(problem(
             "REDIS_URL",
             "several nodes need REDIS_TYPE=cluster",
         ));
     }
-    Ok((urls, cluster))
+    Ok(UpstreamRedis {
+        urls,
+        cluster,
+        sentinel_master,
+        master_auth,
+    })
+}
+
+/// `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT` + `REDIS_TLS_CLIENT_KEY` and
+/// `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`: applied with `REDIS_TLS=true` (as upstream) or with
+/// our own `rediss://` `RLS_REDIS_URL`; set without either, refused (upstream ignores them).
+fn redis_tls_files(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), UpstreamEnvError> {
+    let ca = get(env, "REDIS_TLS_CACERT");
+    let cert = get(env, "REDIS_TLS_CLIENT_CERT");
+    let key = get(env, "REDIS_TLS_CLIENT_KEY");
+    let skip = boolean(env, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")? == Some(true);
+    let first_set = [
+        ("REDIS_TLS_CACERT", ca.is_some()),
+        ("REDIS_TLS_CLIENT_CERT", cert.is_some()),
+        ("REDIS_TLS_CLIENT_KEY", key.is_some()),
+        ("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", skip),
+    ]
+    .into_iter()
+    .find_map(|(variable, set)| set.then_some(variable));
+    let Some(first_set) = first_set else {
+        return Ok(());
+    };
+    let tls = boolean(env, "REDIS_TLS")? == Some(true) || env("RLS_REDIS_URL").is_some();
+    if !tls {
+        return Err(problem(
+            first_set,
+            "applies to TLS only: set REDIS_TLS=true (or unset it)",
+        ));
+    }
+    match (&cert, &key) {
+        (Some(_), None) => {
+            return Err(problem(
+                "REDIS_TLS_CLIENT_KEY",
+                "required with REDIS_TLS_CLIENT_CERT (the client certificate's key)",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(problem(
+                "REDIS_TLS_CLIENT_CERT",
+                "required with REDIS_TLS_CLIENT_KEY (the key's certificate)",
+            ));
+        }
+        _ => {}
+    }
+    let ours = |variable: &str| env(variable).is_some();
+    for (value, rls, name) in [
+        (ca, "RLS_REDIS_TLS_CA", "--redis-tls-ca"),
+        (cert, "RLS_REDIS_TLS_CERT", "--redis-tls-cert"),
+        (key, "RLS_REDIS_TLS_KEY", "--redis-tls-key"),
+    ] {
+        if let Some(value) = value
+            && !ours(rls)
+        {
+            argv.args.push(name.to_owned());
+            argv.args.push(value);
+        }
+    }
+    if skip && !ours("RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFICATION") {
+        argv.args
+            .push("--redis-tls-skip-hostname-verification".to_owned());
+    }
+    Ok(())
 }
 
 /// Percent-encodes what may not appear in a URL's user information.
@@ -639,6 +890,116 @@ mod tests {
             ),
             (vec![("REDIS_URL", "r:1")], "REDIS_URL"),
             (vec![("LOG_LEVEL", "loud")], "LOG_LEVEL"),
+            (vec![("TRACING_ENABLED", "true")], "TRACING_ENABLED"),
+            (
+                vec![("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")],
+                "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+            ),
+            (
+                vec![("REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE")],
+                "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+            ),
+        ] {
+            let error = serve_argv(&env(&vars)).expect_err(variable);
+            assert_eq!(error.variable, variable, "{vars:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_prometheus_mapping_is_not_applied_and_said_so() {
+        let argv = serve_argv(&env(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "r:1"),
+            ("PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"),
+        ]))
+        .expect("accepted");
+        assert_eq!(argv.warnings.len(), 1, "{argv:?}");
+        assert!(
+            argv.warnings[0]
+                .contains("PROMETHEUS_MAPPER_YAML=/etc/statsd-exporter/conf.yaml is not applied"),
+            "{argv:?}"
+        );
+    }
+
+    #[test]
+    fn sentinel_unix_auth_and_tls_files_map_to_our_flags() {
+        let args = |vars: &[(&str, &str)]| serve_argv(&env(vars)).expect("valid").args.join(" ");
+        let sentinel = args(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", "mymaster, s1:26379 ,s2:26380"),
+            ("REDIS_AUTH", "app:m@ster"),
+            ("REDIS_SENTINEL_AUTH", "s3nt"),
+        ]);
+        assert!(
+            sentinel.contains(
+                "--redis-url redis://:s3nt@s1:26379,redis://:s3nt@s2:26380 \
+                 --redis-sentinel-master mymaster --redis-sentinel-master-auth app:m@ster"
+            ),
+            "{sentinel}"
+        );
+        let unix = args(&[("REDIS_URL", "/run/redis.sock"), ("REDIS_AUTH", "p w")]);
+        assert!(
+            unix.contains("--redis-url redis+unix:///run/redis.sock?pass=p%20w"),
+            "{unix}"
+        );
+        let unix = args(&[("REDIS_URL", "/run/redis.sock"), ("REDIS_AUTH", "u:p")]);
+        assert!(
+            unix.contains("redis+unix:///run/redis.sock?user=u&pass=p"),
+            "{unix}"
+        );
+        let tls = args(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "r:6380"),
+            ("REDIS_TLS", "true"),
+            ("REDIS_TLS_CACERT", "/tls/ca.pem"),
+            ("REDIS_TLS_CLIENT_CERT", "/tls/c.pem"),
+            ("REDIS_TLS_CLIENT_KEY", "/tls/k.pem"),
+            ("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true"),
+        ]);
+        assert!(
+            tls.contains(
+                "--redis-url rediss://r:6380 --redis-tls-ca /tls/ca.pem --redis-tls-cert \
+                 /tls/c.pem --redis-tls-key /tls/k.pem --redis-tls-skip-hostname-verification"
+            ),
+            "{tls}"
+        );
+    }
+
+    #[test]
+    fn bad_sentinel_and_tls_settings_name_the_variable() {
+        let tcp = |more: &[(&'static str, &'static str)]| {
+            let mut vars = vec![("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "r:1")];
+            vars.extend_from_slice(more);
+            vars
+        };
+        for (vars, variable) in [
+            (
+                vec![
+                    ("REDIS_SOCKET_TYPE", "tcp"),
+                    ("REDIS_TYPE", "sentinel"),
+                    ("REDIS_URL", "s1:26379"),
+                ],
+                "REDIS_URL",
+            ),
+            (
+                vec![
+                    ("REDIS_SOCKET_TYPE", "tcp"),
+                    ("REDIS_TYPE", "sentinel"),
+                    ("REDIS_URL", "s1:26379,s2:26379"),
+                ],
+                "REDIS_URL",
+            ),
+            (tcp(&[("REDIS_SENTINEL_AUTH", "x")]), "REDIS_SENTINEL_AUTH"),
+            (tcp(&[("REDIS_TLS_CACERT", "/ca.pem")]), "REDIS_TLS_CACERT"),
+            (
+                tcp(&[("REDIS_TLS", "true"), ("REDIS_TLS_CLIENT_CERT", "/c.pem")]),
+                "REDIS_TLS_CLIENT_KEY",
+            ),
+            (
+                tcp(&[("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "yes")]),
+                "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+            ),
         ] {
             let error = serve_argv(&env(&vars)).expect_err(variable);
             assert_eq!(error.variable, variable, "{vars:?}: {error}");

@@ -12,7 +12,7 @@ pub use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_de
 };
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus,
+    Code, DescriptorStatus, RateLimit,
 };
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 pub use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};

@@ -27,6 +27,7 @@ mod service;
 pub mod sql_admin;
 pub mod tls;
 pub mod windows;
+pub mod xds;
 
 pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;

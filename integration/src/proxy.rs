@@ -211,3 +211,13 @@ async fn delayed_copy(
     }
     let _ = to.shutdown().await;
 }
+
+/// A throwaway `redis-server` (failing the test with what is missing) behind a [`Proxy`], and
+/// a key prefix of the test's own (`test` names it): connect the service to
+/// `proxy.redis_url()`, cut or slow the link with the proxy, look at the server itself
+/// through the first.
+pub fn proxied_redis(test: &str) -> (gcounter_redis::testing::PlainRedis, Proxy, String) {
+    let redis = gcounter_redis::testing::PlainRedis::start_or_fail();
+    let proxy = Proxy::start(crate::local_addr(redis.server.port));
+    (redis, proxy, gcounter_redis::testing::unique_prefix(test))
+}

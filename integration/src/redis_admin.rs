@@ -41,18 +41,7 @@ pub fn require_local_redis() {
     );
 }
 
-/// A key prefix no other test, process or earlier run uses (no `{` or `}`).
-pub fn unique_prefix(test: &str) -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "it:{test}:{}:{nanos}:{}:",
-        std::process::id(),
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )
-}
+pub use gcounter_redis::testing::unique_prefix;
 
 /// Calls per command since the server started (`INFO commandstats`), by lower-case name
 /// (`get`, `incrby`, `exec`, ...).

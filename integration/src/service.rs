@@ -49,6 +49,12 @@ impl Service {
         unreachable!("the last attempt returns or panics")
     }
 
+    /// The service with no `--config`: `extra_args` name the limits' source (the xDS
+    /// server). Waits for `/healthz` like [`Service::start`].
+    pub fn start_without_config(extra_args: &[&str], launch: Launch<'_>) -> Service {
+        Self::start_with(Path::new(""), extra_args, launch)
+    }
+
     /// The binary started as upstream's image starts it: named `ratelimit` (a symlink), no
     /// arguments, configured by `env` (upstream's variables) plus `HOST`/`PORT`/`GRPC_HOST`/
     /// `GRPC_PORT` on free loopback ports. Waits for `/healthz` like [`Service::start`].
@@ -131,8 +137,12 @@ impl Service {
         let child = spawn_logged(
             command
                 .arg("serve")
-                .arg("--config")
-                .arg(config)
+                .args(
+                    (!config.as_os_str().is_empty())
+                        .then(|| [Path::new("--config"), config])
+                        .into_iter()
+                        .flatten(),
+                )
                 .args(["--grpc-addr", &grpc_addr.to_string()])
                 .args(["--http-addr", &http_addr.to_string()])
                 .args(["--log-level", "info"])

@@ -66,11 +66,27 @@ impl Ca {
         self.leaf(sans, ExtendedKeyUsagePurpose::ClientAuth)
     }
 
+    /// One certificate for `localhost` and 127.0.0.1 usable both ways, as Envoy Gateway's
+    /// rate-limit Secret (its gRPC server and its xDS client share it).
+    pub fn server_and_client(&self) -> Identity {
+        self.leaf_for(
+            &["localhost", "127.0.0.1"],
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        )
+    }
+
     fn leaf(&self, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> Identity {
+        self.leaf_for(sans, vec![usage])
+    }
+
+    fn leaf_for(&self, sans: &[&str], usages: Vec<ExtendedKeyUsagePurpose>) -> Identity {
         let sans: Vec<String> = sans.iter().map(|s| (*s).to_owned()).collect();
         let mut params = CertificateParams::new(sans).expect("leaf params");
         params.distinguished_name.push(DnType::CommonName, "leaf");
-        params.extended_key_usages = vec![usage];
+        params.extended_key_usages = usages;
         let key = KeyPair::generate().expect("leaf key");
         let cert = params.signed_by(&key, &self.issuer).expect("sign leaf");
         Identity {

@@ -249,20 +249,13 @@ async fn an_unlimited_rule_stays_unlimited_when_replaced_and_still_replaces() {
     assert_eq!(r.statuses[1].limit_remaining, u32::MAX, "{r:?}");
 }
 
-const OVERRIDE_YAML: &str = "\
-domain: ovr
-descriptors:
-  - key: api_key
-    rate_limit: { unit: minute, requests_per_unit: 3 }
-";
-
 /// A request-level override counts on the counter of the rule the descriptor matches (as
 /// upstream, whose counter is the descriptor's entries): hits counted under the config's
 /// limit still count once the limit comes from route metadata. Another unit is another
 /// window, so another counter.
 #[tokio::test]
 async fn a_request_override_counts_on_the_matched_rules_counter() {
-    let mut rls = Rls::start(OVERRIDE_YAML, &[]).await;
+    let mut rls = Rls::start(&support::one_rule("ovr", "api_key", "minute", 1, 3), &[]).await;
     support::stay_in_one_minute(WORK);
     for _ in 0..2 {
         let r = rls

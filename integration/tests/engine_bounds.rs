@@ -9,15 +9,13 @@
 
 use gcounter_rls_integration as support;
 
-use gcounter_redis::testing as redis_testing;
-
 use std::time::{Duration, Instant};
 
 use support::Service;
 use support::grpc::{
     self, Code, RateLimitDescriptor, RateLimitOverride, Unit, costing, descriptor, request,
 };
-use support::proxy::{Cut, Proxy};
+use support::proxy::{Cut, proxied_redis};
 use support::redis_admin;
 use support::redis_admin::redis_args;
 
@@ -167,9 +165,7 @@ async fn big_descriptors_fill_a_cap_in_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflowed_replay_reaches_redis_after_an_outage() {
     const KEYS: usize = 600;
-    let redis = redis_testing::PlainRedis::start_or_fail();
-    let proxy = Proxy::start(support::local_addr(redis.server.port));
-    let prefix = redis_admin::unique_prefix("overflow");
+    let (redis, proxy, prefix) = proxied_redis("overflow");
     let (_dir, path) = support::limits_file(&support::one_rule("overflow", "user", "day", 1, 10));
     support::avoid_window_boundary(Duration::from_secs(86_400), Duration::from_secs(60));
     let through_proxy = proxy.redis_url();

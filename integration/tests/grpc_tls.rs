@@ -43,6 +43,24 @@ fn args(owned: &[String]) -> Vec<&str> {
     owned.iter().map(String::as_str).collect()
 }
 
+/// The service on `LIMITS`, its gRPC listener on the server files in `tls`, with `extra`
+/// flags; keep the directory alive while the service runs.
+fn start_tls(tls: &TlsDir, extra: &[impl AsRef<str>]) -> (tempfile::TempDir, Service) {
+    let mut owned = tls.server_args();
+    owned.extend(extra.iter().map(|arg| arg.as_ref().to_owned()));
+    support::serve_limits(LIMITS, &args(&owned))
+}
+
+/// Client certificates required, signed by `tls`'s client CA and naming `envoy.internal`.
+fn mtls_args(tls: &TlsDir) -> Vec<String> {
+    vec![
+        "--grpc-tls-client-ca".into(),
+        tls.client_ca().to_string_lossy().into_owned(),
+        "--grpc-tls-client-san".into(),
+        "envoy.internal".into(),
+    ]
+}
+
 fn handshake_failures(service: &Service) -> f64 {
     sample(
         &service.metrics(),
@@ -57,8 +75,7 @@ async fn tls_serves_tls_clients_and_refuses_plaintext() {
     let ca = Ca::new("server CA");
     let tls = TlsDir::new();
     tls.write_server(&ca.server());
-    let (_dir, limits) = support::limits_file(LIMITS);
-    let service = Service::start(&limits, &args(&tls.server_args()));
+    let (_dir, service) = start_tls(&tls, &[] as &[&str]);
 
     let response = call(service.grpc_addr, client_config(&ca, None))
         .await
@@ -104,15 +121,7 @@ async fn mtls_admits_only_clients_with_a_trusted_certificate_and_the_san() {
     let tls = TlsDir::new();
     tls.write_server(&server_ca.server());
     tls.write_client_ca(&client_ca);
-    let mut owned = tls.server_args();
-    owned.extend([
-        "--grpc-tls-client-ca".into(),
-        tls.client_ca().to_string_lossy().into_owned(),
-        "--grpc-tls-client-san".into(),
-        "envoy.internal".into(),
-    ]);
-    let (_dir, limits) = support::limits_file(LIMITS);
-    let service = Service::start(&limits, &args(&owned));
+    let (_dir, service) = start_tls(&tls, &mtls_args(&tls));
 
     let good = client_ca.client(&["envoy.internal"]);
     let response = call(service.grpc_addr, client_config(&server_ca, Some(&good)))
@@ -151,10 +160,7 @@ async fn rotated_certificates_are_picked_up_without_dropping_connections() {
     let new_ca = Ca::new("new CA");
     let tls = TlsDir::new();
     tls.write_server(&old_ca.server());
-    let mut owned = tls.server_args();
-    owned.extend(["--grpc-tls-reload-interval".into(), "100ms".into()]);
-    let (_dir, limits) = support::limits_file(LIMITS);
-    let service = Service::start(&limits, &args(&owned));
+    let (_dir, service) = start_tls(&tls, &["--grpc-tls-reload-interval", "100ms"]);
 
     let mut open = tls_rls_client(service.grpc_addr, client_config(&old_ca, None))
         .await
@@ -293,10 +299,7 @@ fn a_handshake_that_stalls_is_cut_at_the_preface_timeout() {
     let ca = Ca::new("CA");
     let tls = TlsDir::new();
     tls.write_server(&ca.server());
-    let mut owned = tls.server_args();
-    owned.extend(["--preface-timeout".into(), "300ms".into()]);
-    let (_dir, limits) = support::limits_file(LIMITS);
-    let service = Service::start(&limits, &args(&owned));
+    let (_dir, service) = start_tls(&tls, &["--preface-timeout", "300ms"]);
 
     // More than the 24 bytes the raw deadline waits for: the start of a ClientHello record
     // announcing 512 bytes, then silence. Only the handshake deadline can end it.
@@ -350,12 +353,7 @@ fn envoy_talks_to_the_service_over_mtls() {
     support::replace_file(&tls.path("server-ca.pem"), &server_ca.cert_pem());
 
     let mut owned = tls.server_args();
-    owned.extend([
-        "--grpc-tls-client-ca".into(),
-        tls.client_ca().to_string_lossy().into_owned(),
-        "--grpc-tls-client-san".into(),
-        "envoy.internal".into(),
-    ]);
+    owned.extend(mtls_args(&tls));
     let service = Service::start(
         support::repo_path("config/per-client-ip.yaml"),
         &args(&owned),

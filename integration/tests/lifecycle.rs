@@ -25,7 +25,7 @@ use support::grpc::{self, Code, hit};
 use support::load::{self, Sent};
 use support::metrics::count;
 use support::process::run_within;
-use support::proxy::{Cut, Proxy};
+use support::proxy::{Cut, Proxy, proxied_redis};
 use support::redis_admin;
 use support::redis_admin::redis_args;
 use support::sql_admin::{Backend, FAST_GLOBAL, TestDb, region_args};
@@ -93,10 +93,8 @@ fn full_log(service: &Service) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_answered_during_the_drain_reach_redis() {
     const IN_FLIGHT: usize = 40;
-    let redis = redis_testing::PlainRedis::start_or_fail();
-    let proxy = Proxy::start(support::local_addr(redis.server.port));
+    let (redis, proxy, prefix) = proxied_redis("drain");
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let prefix = redis_admin::unique_prefix("drain");
     let (_dir, path) = support::limits_file(&support::one_rule("drain", "user", "day", 1, LIMIT));
     let url = proxy.redis_url();
     let mut service = Service::start(
@@ -161,10 +159,8 @@ async fn decisions_answered_during_the_drain_reach_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_outage_the_final_replay_goes_through_the_open_circuit_and_the_log_stays_quiet() {
     const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
-    let redis = redis_testing::PlainRedis::start_or_fail();
-    let proxy = Proxy::start(support::local_addr(redis.server.port));
+    let (redis, proxy, prefix) = proxied_redis("breaker");
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let prefix = redis_admin::unique_prefix("breaker");
     let (_dir, path) = support::limits_file(&support::one_rule("breaker", "user", "day", 1, LIMIT));
     let url = proxy.redis_url();
     let mut service = Service::start(&path, &["--redis-url", &url, "--redis-prefix", &prefix]);
@@ -207,10 +203,8 @@ async fn after_an_outage_the_final_replay_goes_through_the_open_circuit_and_the_
 /// the previous cell); counted: requests slower than 40 ms after the first 2 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_redis_keeps_the_circuit_open_for_cold_reads() {
-    let redis = redis_testing::PlainRedis::start_or_fail();
-    let proxy = Proxy::start(support::local_addr(redis.server.port));
+    let (_redis, proxy, prefix) = proxied_redis("slow");
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let prefix = redis_admin::unique_prefix("slow");
     let (_dir, path) = support::limits_file(&support::one_rule("slow", "user", "day", 1, LIMIT));
     let url = proxy.redis_url();
     let service = Service::start(&path, &["--redis-url", &url, "--redis-prefix", &prefix]);
@@ -377,32 +371,20 @@ fn passwords_stay_out_of_help_and_errors() {
     let (_dir, path) = support::limits_file(&support::one_rule("secret", "user", "day", 1, LIMIT));
     let config = path.to_string_lossy().into_owned();
     let bad_url = "mysql://root:db-s3cret@127.0.0.1:99999/x";
+    let serve = [
+        "serve",
+        "--config",
+        &config,
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+    ];
+    let with = |extra: &[&'static str]| [&serve[..], extra].concat();
     for args in [
-        vec![
-            "serve",
-            "--config",
-            &config,
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--region",
-            "a",
-            "--database-url",
-            bad_url,
-        ],
+        with(&["--region", "a", "--database-url", bad_url]),
         vec!["migrate", "--database-url", bad_url],
-        vec![
-            "serve",
-            "--config",
-            &config,
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--redis-url",
-            "redis://:db-s3cret@127.0.0.1:99999999",
-        ],
+        with(&["--redis-url", "redis://:db-s3cret@127.0.0.1:99999999"]),
     ] {
         let (code, output) = run_binary(&args, &[]);
         assert_eq!(code, Some(1), "{args:?}: {output}");

@@ -29,7 +29,7 @@ use support::grpc::{
 };
 use support::load::{self, Sent, grpc_errors};
 use support::metrics::count;
-use support::proxy::{Cut, Proxy};
+use support::proxy::{Cut, Proxy, proxied_redis};
 use support::redis_admin::{self, LOCAL_REDIS_URL, redis_args};
 use support::windows::{WindowTally, full_windows_from_now};
 use support::{Service, now_ms};
@@ -346,10 +346,8 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
     const LIMIT: u64 = 1_000_000;
     const KEYS: [&str; 5] = ["u0", "u1", "u2", "u3", "u4"];
     const RATE: f64 = 200.0;
-    let redis = redis_testing::PlainRedis::start_or_fail();
-    let proxy = Proxy::start(support::local_addr(redis.server.port));
+    let (redis, proxy, prefix) = proxied_redis("outage");
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let prefix = redis_admin::unique_prefix("outage");
     let (_dir, path) = support::limits_file(&support::one_rule("outage", "user", "day", 1, LIMIT));
     let through_proxy = proxy.redis_url();
     let service = Service::start(

@@ -68,7 +68,10 @@ async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
         announce_bytes: 1_000_000,
         send_bytes: 900_000,
         trickle_every: Duration::from_secs(1),
-        duration: Duration::from_secs(5),
+        // Long enough to push well over 100 MB even on a loaded machine (a busy CI box has
+        // pushed as little as 105 MB in 5 s): fewer bytes would not tell a bounded server
+        // from an unbounded one.
+        duration: Duration::from_secs(8),
     }));
     let mut peak = baseline;
     let mut failures = Vec::new();

@@ -434,11 +434,12 @@ async fn grpc_health_under_upstreams_name_follows_healthcheck() {
     let mut upstream = watch("ratelimit").await;
     let mut overall = watch("").await;
     let mut ours = watch("envoy.service.ratelimit.v3.RateLimitService").await;
-    for (stream, what) in [
+    let mut streams = [
         (&mut upstream, "ratelimit"),
         (&mut overall, "\"\""),
         (&mut ours, "ours"),
-    ] {
+    ];
+    for (stream, what) in &mut streams {
         assert_eq!(
             next_status(stream, what).await,
             grpc::ServingStatus::Serving,
@@ -447,11 +448,7 @@ async fn grpc_health_under_upstreams_name_follows_healthcheck() {
     }
 
     service.send_signal("TERM");
-    for (stream, what) in [
-        (&mut upstream, "ratelimit"),
-        (&mut overall, "\"\""),
-        (&mut ours, "ours"),
-    ] {
+    for (stream, what) in &mut streams {
         assert_eq!(
             next_status(stream, what).await,
             grpc::ServingStatus::NotServing,

@@ -103,6 +103,22 @@ where
     loader.finish()
 }
 
+/// Loads sources already in the model (a control plane's resources, each named for errors)
+/// with the same validation, compilation and domain rules as files.
+pub(crate) fn load_raw<'a>(
+    sources: impl IntoIterator<Item = (&'a str, &'a RawFile)>,
+    merge_domains: bool,
+) -> Result<LimitsConfig, ConfigErrors> {
+    let mut loader = Loader::new(&LoadOptions {
+        merge_domains,
+        ..LoadOptions::default()
+    });
+    for (name, raw) in sources {
+        loader.add_raw(name, raw);
+    }
+    loader.finish()
+}
+
 fn single(error: ConfigError) -> ConfigErrors {
     ConfigErrors::new(vec![error])
 }
@@ -154,8 +170,13 @@ impl Loader {
         let Some(raw) = self.parse(file, text) else {
             return;
         };
-        let top_level = top_level_descriptors(file, &raw);
-        let Some(compiled) = compile_file(file, &raw, &mut self.errors) else {
+        self.add_raw(file, &raw);
+    }
+
+    /// Validates, compiles and adds one parsed source, whatever it was read from.
+    fn add_raw(&mut self, file: &str, raw: &RawFile) {
+        let top_level = top_level_descriptors(file, raw);
+        let Some(compiled) = compile_file(file, raw, &mut self.errors) else {
             return;
         };
         match self.declared.entry(compiled.limits.name().clone()) {

@@ -16,7 +16,7 @@ pub(crate) struct RawFile {
     pub descriptors: Option<Vec<Spanned<RawDescriptor>>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDescriptor {
     #[serde(default)]
@@ -48,7 +48,7 @@ pub(crate) struct RawDescriptor {
     pub value_to_metric: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRateLimit {
     #[serde(default)]
@@ -69,7 +69,7 @@ pub(crate) struct RawRateLimit {
     pub penalty: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawReplaces {
     #[serde(default)]

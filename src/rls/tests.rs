@@ -97,16 +97,14 @@ fn reset_secs(status: &DescriptorStatus) -> Option<i64> {
     status.duration_until_reset.as_ref().map(|d| d.seconds)
 }
 
-const TWO_PER_MINUTE: &str = "\
-domain: d
-descriptors:
-  - key: k
-    rate_limit: { unit: minute, requests_per_unit: 2 }
-";
+/// Two per minute on key `k` of domain `d`.
+fn two_per_minute() -> String {
+    gcounter_rls_integration::one_rule("d", "k", "minute", 1, 2)
+}
 
 #[tokio::test]
 async fn a_limit_of_n_lets_n_through_and_the_window_slides() {
-    let h = Harness::new(TWO_PER_MINUTE, RlsSettings::default());
+    let h = Harness::new(&two_per_minute(), RlsSettings::default());
     let codes = [
         code(&h.one("d", &[("k", "a")]).await),
         code(&h.one("d", &[("k", "a")]).await),
@@ -223,7 +221,7 @@ async fn global_shadow_mode_turns_only_the_overall_code_ok() {
 
 #[tokio::test]
 async fn a_request_override_counts_in_the_window_of_its_unit() {
-    let h = Harness::new(TWO_PER_MINUTE, RlsSettings::default());
+    let h = Harness::new(&two_per_minute(), RlsSettings::default());
     let with_override = || {
         let mut d = descriptor(&[("k", "o")]);
         d.limit = Some(RateLimitOverride {

@@ -14,8 +14,16 @@ use crate::telemetry::MetricsSettings;
 pub struct ServeArgs {
     /// Limits config: a YAML file, or a directory whose every file (subdirectories too) is one
     /// (envoyproxy/ratelimit format, read as its runtime reads a directory).
-    #[arg(long, env = "RLS_CONFIG")]
-    pub config: PathBuf,
+    /// Required unless the limits come from an xDS server (--config-xds-server).
+    #[arg(
+        long,
+        env = "RLS_CONFIG",
+        required_unless_present = "config_xds_server"
+    )]
+    pub config: Option<PathBuf>,
+    /// The xDS config source (instead of --config).
+    #[command(flatten)]
+    pub xds: crate::xds::XdsArgs,
     /// Bytes read from the limits config in one load, all files together; a bigger config is
     /// refused (at start, or on reload keeping the running one).
     #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value_t = ReadLimits::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
@@ -63,6 +71,10 @@ pub struct ServeArgs {
     /// a limit can be exceeded by up to R × floor of it before regions hear of each other).
     #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = gcounter_engine::global::DEFAULT_PUBLISH_FLOOR)]
     pub publish_floor: f64,
+    /// While this process denies hits on a limit another region also counts, run the global
+    /// flush and sync this many times as often (1 = never faster; never below 100 ms).
+    #[arg(long, env = "RLS_GLOBAL_CONTENDED_SPEEDUP", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_SPEEDUP, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub global_contended_speedup: u32,
     /// Bound on one global flush, sync or cleanup.
     #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub global_timeout: Duration,
@@ -128,6 +140,37 @@ pub struct ServeArgs {
     /// Treat --redis-url as a Redis Cluster even with a single seed node.
     #[arg(long, env = "RLS_REDIS_CLUSTER")]
     pub redis_cluster: bool,
+    /// Redis Sentinel: the name of the master set (`sentinel monitor <name> …`); --redis-url
+    /// then lists the sentinels (`redis://[user:password@]host:port`, their own credentials).
+    #[arg(
+        long,
+        env = "RLS_REDIS_SENTINEL_MASTER",
+        conflicts_with = "redis_cluster"
+    )]
+    pub redis_sentinel_master: Option<String>,
+    /// With --redis-sentinel-master: `password` or `user:password` of the master (and its
+    /// replicas), not of the sentinels.
+    #[arg(
+        long,
+        env = "RLS_REDIS_SENTINEL_MASTER_AUTH",
+        requires = "redis_sentinel_master",
+        hide_env_values = true
+    )]
+    pub redis_sentinel_master_auth: Option<String>,
+    /// PEM file of the CA(s) that signed Redis's certificate, trusted for `rediss://` instead of
+    /// the system's roots.
+    #[arg(long, env = "RLS_REDIS_TLS_CA")]
+    pub redis_tls_ca: Option<PathBuf>,
+    /// PEM client certificate (chain) for a Redis with `tls-auth-clients yes`.
+    #[arg(long, env = "RLS_REDIS_TLS_CERT", requires = "redis_tls_key")]
+    pub redis_tls_cert: Option<PathBuf>,
+    /// PEM private key of --redis-tls-cert.
+    #[arg(long, env = "RLS_REDIS_TLS_KEY", requires = "redis_tls_cert")]
+    pub redis_tls_key: Option<PathBuf>,
+    /// Check Redis's certificate chain but not that it names the host (a certificate issued
+    /// for another name, e.g. GCP Memorystore's). One node only.
+    #[arg(long, env = "RLS_REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")]
+    pub redis_tls_skip_hostname_verification: bool,
     /// Prefix of every Redis key, so deployments can share a Redis (no `{` or `}`).
     #[arg(long, env = "RLS_REDIS_PREFIX", default_value = "rls:")]
     pub redis_prefix: String,

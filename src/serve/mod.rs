@@ -9,6 +9,7 @@
 
 mod args;
 mod backends;
+mod config_source;
 mod health;
 mod json_route;
 mod settings;
@@ -20,11 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
-use crate::config;
 use crate::rls::{RateLimitRoute, RateLimitServiceServer, RateLimiter};
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::Metrics;
@@ -34,8 +33,8 @@ use gcounter_engine::recorder::Recorder;
 
 pub use args::ServeArgs;
 pub use settings::{
-    Addresses, EngineGroup, GlobalGroup, LimitsSettings, MAX_REGION_BYTES, NonZeroDuration,
-    RedisGroup, Region, Regional, ServeSettings, TlsGroup,
+    Addresses, ConfigSource, EngineGroup, GlobalGroup, LimitsSettings, MAX_REGION_BYTES,
+    NonZeroDuration, RedisGroup, Region, Regional, ServeSettings, TlsGroup,
 };
 
 use backends::{global_counters, regional_origin};
@@ -90,13 +89,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let limits_settings = &settings.limits;
-    let loaded = config::load_path(&limits_settings.config, &limits_settings.load)
-        .map_err(|errors| anyhow::anyhow!("invalid limits config:\n{errors}"))?;
     let metrics = Arc::new(Metrics::with_settings(limits_settings.metrics));
     metrics.set_near_limit_ratio(limits_settings.near_limit_ratio);
-    metrics.config_loaded(loaded.rule_count());
-    tracing::info!(path = %limits_settings.config.display(), rules = loaded.rule_count(), "limits config loaded");
-    let limits = Arc::new(ArcSwap::from_pointee(loaded));
+    let source = config_source::start(limits_settings, &metrics)?;
+    let limits = Arc::clone(&source.limits);
 
     let (origin, freshness) = regional_origin(&settings.regional, settings.engine.max_cells)?;
     let engine = Arc::new(Engine::new(
@@ -105,14 +101,6 @@ pub async fn run(
         Arc::new(SystemClock),
         Arc::clone(&metrics) as Arc<dyn Recorder>,
     ));
-
-    let reloads = config::watch(
-        &limits_settings.config,
-        limits_settings.load,
-        Arc::clone(&limits),
-        Arc::clone(&metrics),
-    )
-    .with_context(|| format!("cannot watch {}", limits_settings.config.display()))?;
 
     let serving = Arc::new(AtomicBool::new(true));
 
@@ -159,12 +147,26 @@ pub async fn run(
     }
 
     let stop = supervisor.stop_signal(Stage::Serving);
-    supervisor.spawn(Stage::Serving, "config reload", async move {
+    let (updates, updates_name) = (source.task, source.task_name);
+    supervisor.spawn(Stage::Serving, updates_name, async move {
         tokio::select! {
-            () = reloads => anyhow::bail!("the config watcher stopped: limits no longer reload"),
+            () = updates => anyhow::bail!("{updates_name} stopped: limits no longer update"),
             () = stop.cancelled() => Ok(()),
         }
     });
+    let mut shutdown = std::pin::pin!(shutdown);
+    if let Some(mut first) = source.first_config {
+        tracing::info!("waiting for a first limits config from the xDS server before serving");
+        // The guard `wait_for` returns is not `Send`: drop it inside.
+        let arrived = async move { first.wait_for(|accepted| *accepted > 0).await.is_ok() };
+        tokio::select! {
+            _ = arrived => {}
+            () = shutdown.as_mut() => {
+                let _report = supervisor.shutdown(settings.drain_timeout.get()).await;
+                return Ok(());
+            }
+        }
+    }
 
     let limiter = Arc::new(RateLimiter::new(
         Arc::clone(&limits),

@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use super::args::HeaderStyleArg;
 use crate::admin;
 use crate::config::{LoadOptions, ReadLimits};
@@ -14,10 +16,11 @@ use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
 use crate::transport::{TlsFiles, TransportSettings};
 use crate::upstream_env::{self, Lookup};
+use crate::xds::XdsSettings;
 use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, EngineSettings};
 use gcounter_engine::global::GlobalSettings;
 use gcounter_engine::regional::GuardSettings;
-use gcounter_redis::RedisSettings;
+use gcounter_redis::{RedisSettings, RedisTls, SentinelMaster};
 
 use super::args::ServeArgs;
 
@@ -94,10 +97,18 @@ pub struct Addresses {
     pub debug: Option<SocketAddr>,
 }
 
+/// Where the limits come from: a file or directory (watched), or an xDS server (pushed).
+#[derive(Debug, Clone)]
+pub enum ConfigSource {
+    File(PathBuf),
+    Xds(Box<XdsSettings>),
+}
+
 /// The limits config and what reports on it.
 #[derive(Debug, Clone)]
 pub struct LimitsSettings {
-    pub config: PathBuf,
+    /// Where the limits come from.
+    pub source: ConfigSource,
     pub load: LoadOptions,
     pub metrics: MetricsSettings,
     /// In (0, 1].
@@ -141,7 +152,8 @@ impl EngineGroup {
 pub enum Regional {
     /// The embedded default: this process is the whole region.
     InProcess,
-    Redis(RedisGroup),
+    /// Boxed: its settings (TLS files, Sentinel) are large and read once.
+    Redis(Box<RedisGroup>),
 }
 
 #[derive(Clone)]
@@ -270,6 +282,11 @@ impl ServeSettings {
                 bytesize::ByteSize::b(floor)
             );
         }
+        let source = match (XdsSettings::from_args(&args.xds)?, &args.config) {
+            (Some(xds), _) => ConfigSource::Xds(Box::new(xds)),
+            (None, Some(path)) => ConfigSource::File(path.clone()),
+            (None, None) => anyhow::bail!("--config (or --config-xds-server) is required"),
+        };
         let transport = transport_settings(&args);
         transport.validate()?;
         if !admin::valid_metrics_path(&args.metrics_path) {
@@ -293,14 +310,34 @@ impl ServeSettings {
         let healthy_with_at_least_one_config_loaded = args.healthy_with_at_least_one_config_loaded
             || upstream_env::healthy_with_at_least_one_config_loaded(env)?;
 
+        if args.redis_url.is_empty()
+            && let Some(flag) = [
+                (
+                    "redis-sentinel-master",
+                    args.redis_sentinel_master.is_some(),
+                ),
+                ("redis-tls-ca", args.redis_tls_ca.is_some()),
+                ("redis-tls-cert", args.redis_tls_cert.is_some()),
+                (
+                    "redis-tls-skip-hostname-verification",
+                    args.redis_tls_skip_hostname_verification,
+                ),
+            ]
+            .into_iter()
+            .find_map(|(flag, set)| set.then_some(flag))
+        {
+            anyhow::bail!("--{flag} needs --redis-url (without it the region is this process)");
+        }
         let regional = if args.redis_url.is_empty() {
             Regional::InProcess
         } else {
-            Regional::Redis(RedisGroup {
+            Regional::Redis(Box::new(RedisGroup {
                 redis: RedisSettings {
                     urls: args.redis_url.clone(),
                     cluster: args.redis_cluster,
                     key_prefix: args.redis_prefix.clone(),
+                    sentinel: sentinel_master(&args),
+                    tls: redis_tls(&args)?,
                 },
                 read_timeout: NonZeroDuration::flag("redis-read-timeout", args.redis_read_timeout)?,
                 replay_timeout: NonZeroDuration::flag(
@@ -308,8 +345,11 @@ impl ServeSettings {
                     args.redis_replay_timeout,
                 )?,
                 freshness: NonZeroDuration::flag("freshness", args.freshness)?,
-            })
+            }))
         };
+        if let Some(url) = &args.database_url {
+            gcounter_sql::check_url(url).context("invalid --database-url")?;
+        }
         let global = args.database_url.clone().map(|database_url| GlobalGroup {
             database_url,
             settings: GlobalSettings {
@@ -318,6 +358,7 @@ impl ServeSettings {
                 flush_interval: args.global_flush_interval,
                 sync_interval: args.global_sync_interval,
                 publish_floor: args.publish_floor,
+                contended_speedup: args.global_contended_speedup,
                 timeout: args.global_timeout,
                 cleanup_interval: args.global_cleanup_interval,
                 ..GlobalSettings::default()
@@ -331,7 +372,7 @@ impl ServeSettings {
                 debug: args.debug_addr,
             },
             limits: LimitsSettings {
-                config: args.config.clone(),
+                source,
                 load: LoadOptions {
                     limits: ReadLimits {
                         max_bytes: args.max_config_bytes,
@@ -463,3 +504,48 @@ fn rls_settings(args: &ServeArgs) -> RlsSettings {
         },
     }
 }
+
+/// `--redis-sentinel-master` with the master's `[user:]password` (`--redis-sentinel-master-auth`).
+fn sentinel_master(args: &ServeArgs) -> Option<SentinelMaster> {
+    let name = args.redis_sentinel_master.clone()?;
+    let (username, password) = match args.redis_sentinel_master_auth.as_deref() {
+        None | Some("") => (None, None),
+        Some(auth) => match auth.split_once(':') {
+            Some((user, password)) => (Some(user.to_owned()), Some(password.to_owned())),
+            None => (None, Some(auth.to_owned())),
+        },
+    };
+    Some(SentinelMaster {
+        name,
+        username,
+        password,
+    })
+}
+
+/// The Redis TLS files, read now so a missing or unreadable one stops start-up naming it.
+fn redis_tls(args: &ServeArgs) -> anyhow::Result<RedisTls> {
+    let read = |flag: &str, path: &Option<PathBuf>| -> anyhow::Result<Option<Vec<u8>>> {
+        let Some(path) = path else { return Ok(None) };
+        let pem = crate::config::read_text(path, MAX_PEM_BYTES).map_err(|e| match e {
+            crate::config::ReadError::TooLarge { .. } => anyhow::anyhow!(
+                "--{flag} {}: larger than {MAX_PEM_BYTES} bytes, not a PEM file",
+                path.display()
+            ),
+            other => anyhow::anyhow!("--{flag} {}: {other}", path.display()),
+        })?;
+        if !pem.contains("-----BEGIN ") {
+            anyhow::bail!("--{flag} {}: not a PEM file", path.display());
+        }
+        Ok(Some(pem.into_bytes()))
+    };
+    Ok(RedisTls {
+        root_ca_pem: read("redis-tls-ca", &args.redis_tls_ca)?,
+        client_cert_pem: read("redis-tls-cert", &args.redis_tls_cert)?,
+        client_key_pem: read("redis-tls-key", &args.redis_tls_key)?,
+        skip_hostname_verification: args.redis_tls_skip_hostname_verification,
+    })
+}
+
+/// A CA bundle or a certificate chain is a few KiB; this only keeps a wrong path (a log, a
+/// device) from being read whole.
+const MAX_PEM_BYTES: u64 = 1 << 20;

@@ -192,3 +192,34 @@ async fn run_serves_on_given_listeners_and_returns_on_shutdown() {
         .expect("run did not panic");
     outcome.expect("run succeeded");
 }
+
+#[test]
+fn redis_flags_without_a_redis_url_are_refused() {
+    for extra in [
+        &["--redis-sentinel-master", "m"][..],
+        &["--redis-tls-ca", "/ca.pem"][..],
+        &["--redis-tls-skip-hostname-verification"][..],
+    ] {
+        let error = ServeSettings::from_args(args(extra), &no_env).expect_err("no --redis-url");
+        assert!(
+            error.to_string().contains(&extra[0][2..]),
+            "{extra:?}: {error}"
+        );
+    }
+    // A TLS file is read at start: a missing one names the flag and the path.
+    let error = ServeSettings::from_args(
+        args(&[
+            "--redis-url",
+            "rediss://127.0.0.1:6380",
+            "--redis-tls-ca",
+            "/nonexistent/ca.pem",
+        ]),
+        &no_env,
+    )
+    .expect_err("missing CA file");
+    let text = error.to_string();
+    assert!(
+        text.contains("--redis-tls-ca") && text.contains("/nonexistent/ca.pem"),
+        "{text}"
+    );
+}

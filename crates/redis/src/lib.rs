@@ -1,4 +1,5 @@
-//! The regional origin of a region made of several processes: Redis, one node or a cluster.
+//! The regional origin of a region made of several processes: Redis, one node, a cluster, or
+//! the master Redis Sentinel names.
 //!
 //! A cell is one hash (layout in [`key`]): a G-Counter with one field per process, holding
 //! that process's cumulative count of the cell. Replay runs `replay.lua` per cell (keep
@@ -8,12 +9,13 @@
 //! redirect) counts once. Connections are made lazily and re-made by themselves: start-up
 //! never waits for Redis, and an origin error only makes the engine decide from local counts.
 
-mod cluster;
 mod connect;
 mod key;
+mod lazy;
 mod penalty;
 mod replay;
 mod reply;
+mod sentinel;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]
@@ -22,11 +24,13 @@ mod tests;
 use redis::Value;
 
 use connect::Backend;
-pub use connect::{RedisConfigError, RedisSettings, install_tls_provider};
+pub use connect::{
+    RedisConfigError, RedisSettings, RedisTls, SentinelMaster, install_tls_provider,
+};
 use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::regional::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use replay::REPLAY_SCRIPT;
-use reply::{cluster_error, components, origin_error};
+use reply::{cluster_error, components, origin_error, sentinel_error};
 
 /// The regional origin backed by Redis. Cheap to share: hold it in an `Arc`.
 pub struct RedisOrigin {
@@ -65,15 +69,15 @@ impl RedisOrigin {
         settings: RedisSettings,
         root_ca_pem: Option<Vec<u8>>,
     ) -> Result<Self, RedisConfigError> {
-        let RedisSettings {
-            urls,
-            cluster,
-            key_prefix,
-        } = settings;
-        if key_prefix.contains(['{', '}']) {
-            return Err(RedisConfigError::BadPrefix(key_prefix));
+        let mut settings = settings;
+        if root_ca_pem.is_some() {
+            settings.tls.root_ca_pem = root_ca_pem;
         }
-        let backend = Backend::new(&urls, cluster, root_ca_pem)?;
+        if settings.key_prefix.contains(['{', '}']) {
+            return Err(RedisConfigError::BadPrefix(settings.key_prefix));
+        }
+        let backend = Backend::new(&settings)?;
+        let key_prefix = settings.key_prefix;
         Ok(Self {
             backend,
             key_prefix,
@@ -85,6 +89,11 @@ impl RedisOrigin {
     /// This process's field in the cell hashes.
     pub fn process_id(&self) -> &str {
         &self.process
+    }
+
+    /// Whether this origin talks to the master Redis Sentinel names.
+    pub fn is_sentinel(&self) -> bool {
+        matches!(self.backend, Backend::Sentinel(_))
     }
 
     /// Whether this origin talks to a Redis Cluster.
@@ -114,6 +123,13 @@ impl RedisOrigin {
                     Err(error) => return Err(cluster_error(cluster, generation, error)),
                 }
             }
+            Backend::Sentinel(master) => {
+                let (mut conn, generation) = master.connection().await?;
+                match get.query_async::<Value>(&mut conn).await {
+                    Ok(value) => value,
+                    Err(error) => return Err(sentinel_error(master, generation, error)),
+                }
+            }
         };
         components(value, name, &self.process)
     }
@@ -138,5 +154,13 @@ impl RegionalOrigin for RedisOrigin {
 
     fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
         Box::pin(self.read_penalty(counter))
+    }
+
+    /// Moves to another master under Sentinel (one node and a cluster keep 0).
+    fn epoch(&self) -> u64 {
+        match &self.backend {
+            Backend::Sentinel(sentinel) => sentinel.epoch(),
+            Backend::Single(_) | Backend::Cluster(_) => 0,
+        }
     }
 }

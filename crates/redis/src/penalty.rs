@@ -10,7 +10,7 @@ use redis::Value;
 
 use crate::RedisOrigin;
 use crate::connect::Backend;
-use crate::reply::{cluster_error, origin_error, total};
+use crate::reply::{cluster_error, origin_error, sentinel_error, total};
 use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::regional::OriginError;
 
@@ -95,6 +95,18 @@ impl RedisOrigin {
                 }
                 Ok(())
             }
+            Backend::Sentinel(master) => {
+                // One master holds every key: one pipeline, as on one node. A write that
+                // lands on a demoted master fails (READONLY), which moves the origin.
+                let mut pipe = redis::pipe();
+                for cmd in commands {
+                    pipe.add_command(cmd).ignore();
+                }
+                let (mut conn, generation) = master.connection().await?;
+                pipe.query_async::<()>(&mut conn)
+                    .await
+                    .map_err(|error| sentinel_error(master, generation, error))
+            }
         }
     }
 
@@ -114,6 +126,12 @@ impl RedisOrigin {
                 get.query_async::<Value>(&mut conn)
                     .await
                     .map_err(|error| cluster_error(cluster, generation, error))?
+            }
+            Backend::Sentinel(master) => {
+                let (mut conn, generation) = master.connection().await?;
+                get.query_async::<Value>(&mut conn)
+                    .await
+                    .map_err(|error| sentinel_error(master, generation, error))?
             }
         };
         total(value, &name)

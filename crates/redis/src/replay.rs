@@ -10,7 +10,8 @@ use redis::{ErrorKind, Pipeline, RedisError, ServerErrorKind, Value};
 
 use crate::RedisOrigin;
 use crate::connect::Backend;
-use crate::reply::{cluster_error, is_bad_value, origin_error, total};
+use crate::reply::{cluster_error, is_bad_value, origin_error, sentinel_error, total};
+use crate::sentinel::is_replica_answer;
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::regional::OriginError;
 
@@ -64,6 +65,21 @@ impl RedisOrigin {
                         }
                     };
                     replayed.absorb(&indices, part);
+                }
+                replayed
+            }
+            Backend::Sentinel(master) => {
+                let (mut conn, generation) = master.connection().await?;
+                let values = self.send(&mut conn, batch, &names, &all).await;
+                let replayed = match values {
+                    Ok(values) => Replayed::from_replies(&names, &all, values),
+                    Err(error) => {
+                        Replayed::failed(all.len(), sentinel_error(master, generation, error))
+                    }
+                };
+                if replayed.replica_answered {
+                    // A failover left this connection on what is now a replica.
+                    master.reset(generation);
                 }
                 replayed
             }
@@ -140,6 +156,8 @@ struct Replayed {
     failure: Option<OriginError>,
     /// Entries whose key holds something that is not a cell hash.
     bad_keys: usize,
+    /// An entry was refused because the node is a replica now (`READONLY`).
+    replica_answered: bool,
 }
 
 impl Replayed {
@@ -148,6 +166,7 @@ impl Replayed {
             totals: vec![0; len],
             failure: None,
             bad_keys: 0,
+            replica_answered: false,
         }
     }
 
@@ -184,6 +203,7 @@ impl Replayed {
                     0
                 }
                 Err(error) => {
+                    out.replica_answered |= is_replica_answer(&error);
                     out.failure.get_or_insert_with(|| origin_error(error));
                     0
                 }
@@ -200,6 +220,7 @@ impl Replayed {
             }
         }
         self.bad_keys += part.bad_keys;
+        self.replica_answered |= part.replica_answered;
         if let Some(error) = part.failure {
             self.failure.get_or_insert(error);
         }

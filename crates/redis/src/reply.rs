@@ -2,7 +2,10 @@
 
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
-use crate::cluster::LazyCluster;
+use redis::cluster_async::ClusterConnection;
+
+use crate::lazy::LazyConnection;
+use crate::sentinel::{SentinelBackend, lost_master};
 use gcounter_engine::regional::{CellRead, OriginError};
 
 /// A count from a reply: missing is 0; anything but a non-negative integer is an error.
@@ -79,12 +82,25 @@ pub(crate) fn origin_error(error: RedisError) -> OriginError {
 
 /// Maps a cluster call's error, forgetting the connection when redis-rs says it is beyond repair.
 pub(crate) fn cluster_error(
-    cluster: &LazyCluster,
+    cluster: &LazyConnection<ClusterConnection>,
     generation: u64,
     error: RedisError,
 ) -> OriginError {
     if error.is_unrecoverable_error() {
         cluster.reset(generation);
+    }
+    origin_error(error)
+}
+
+/// Maps a call's error on the Sentinel-named master, forgetting the connection when it no
+/// longer leads to a working master (the next call asks the sentinels again).
+pub(crate) fn sentinel_error(
+    master: &SentinelBackend,
+    generation: u64,
+    error: RedisError,
+) -> OriginError {
+    if lost_master(&error) {
+        master.reset(generation);
     }
     origin_error(error)
 }

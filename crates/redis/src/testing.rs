@@ -1,4 +1,6 @@
-//! Throwaway `redis-server` processes for tests: a plain node, a TLS node, a Redis Cluster.
+//! Throwaway `redis-server` processes for tests: a plain node, a TLS node (optionally asking
+//! for client certificates), a node on a Unix socket with a password, a Redis Cluster, and a
+//! Sentinel set (master, replica, three sentinels) that can fail over.
 //!
 //! Only std and `tempfile`; other crates' tests use it through the `testing` feature. Servers
 //! are killed when their handle drops (also when a test panics); each keeps its files in its
@@ -13,6 +15,21 @@ use std::time::{Duration, Instant};
 pub const HOW_TO_START_REDIS: &str = "install it (apt-get install redis-server) and start it \
      with `redis-server --daemonize yes --port 6379 --save '' --appendonly no` \
      (or run `bash .ci/services.sh`)";
+
+/// A key prefix no other test, process or earlier run uses (no `{` or `}`, so any Redis
+/// and any cluster slot takes it): `test` names the test in what it leaves behind.
+pub fn unique_prefix(test: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "it:{test}:{}:{nanos}:{}:",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// One port as [`free_ports`] finds them.
 pub fn one_free_port() -> Result<u16, String> {
@@ -89,11 +106,35 @@ impl RedisServer {
         Ok(server)
     }
 
+    /// Starts `redis-server <config> --sentinel` (a sentinel needs a config file it can
+    /// rewrite) and waits until it monitors its master.
+    fn start_sentinel(dir: &Path, port: u16, config: &Path) -> Result<Self, String> {
+        let log = dir.join(format!("sentinel-{port}.log"));
+        let child = Command::new("redis-server")
+            .arg(config)
+            .arg("--sentinel")
+            .arg("--logfile")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run redis-server ({e}): {HOW_TO_START_REDIS}"))?;
+        let mut server = Self { child, port, log };
+        server.wait_for("+monitor master")?;
+        Ok(server)
+    }
+
     fn wait_ready(&mut self) -> Result<(), String> {
+        // "Ready to accept connections tcp", or "… now ready to accept connections at <socket>".
+        self.wait_for("eady to accept connections")
+    }
+
+    fn wait_for(&mut self, line: &str) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if log.contains("Ready to accept connections") {
+            if log.contains(line) {
                 return Ok(());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -114,6 +155,17 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the process now (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The server's log so far, for a failure message.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 
@@ -252,27 +304,67 @@ impl RedisCluster {
     }
 }
 
-/// A Redis serving only TLS, with a certificate for 127.0.0.1 and localhost signed by a CA
-/// made for it (by the `openssl` command).
+/// A Redis serving only TLS, with a certificate signed by a CA made for it (by the `openssl`
+/// command), and a client certificate signed by the same CA.
 pub struct TlsRedis {
     pub server: RedisServer,
-    /// The CA certificate (PEM) that signed the server's.
+    /// The CA certificate (PEM) that signed the server's and the client's.
     pub ca_pem: Vec<u8>,
+    /// The same CA, the client certificate and its key, as files (for the binary's settings).
+    pub ca_file: PathBuf,
+    pub client_cert_file: PathBuf,
+    pub client_key_file: PathBuf,
     _dir: tempfile::TempDir,
+}
+
+/// How a [`TlsRedis`] is made.
+#[derive(Debug, Clone, Copy)]
+pub struct TlsOptions {
+    /// `tls-auth-clients yes`: a client without a certificate the CA signed is refused.
+    pub auth_clients: bool,
+    /// The server certificate's subjectAltName (`DNS:localhost,IP:127.0.0.1` by default); a
+    /// name that is not 127.0.0.1 fails the hostname check.
+    pub server_names: &'static str,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        Self {
+            auth_clients: false,
+            server_names: "DNS:localhost,IP:127.0.0.1",
+        }
+    }
 }
 
 impl TlsRedis {
     pub fn start() -> Result<Self, String> {
+        Self::start_with(TlsOptions::default())
+    }
+
+    pub fn start_with(options: TlsOptions) -> Result<Self, String> {
         let dir = temp_dir()?;
         let path = dir.path();
-        std::fs::write(
-            path.join("server.ext"),
+        let write = |name: &str, text: String| {
+            std::fs::write(path.join(name), text)
+                .map_err(|e| format!("cannot write the certificate extensions: {e}"))
+        };
+        write(
+            "server.ext",
+            format!(
+                "basicConstraints=CA:FALSE\n\
+                 keyUsage=critical,digitalSignature,keyEncipherment\n\
+                 extendedKeyUsage=serverAuth\n\
+                 subjectAltName={}\n",
+                options.server_names
+            ),
+        )?;
+        write(
+            "client.ext",
             "basicConstraints=CA:FALSE\n\
              keyUsage=critical,digitalSignature,keyEncipherment\n\
-             extendedKeyUsage=serverAuth\n\
-             subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-        )
-        .map_err(|e| format!("cannot write the certificate extensions: {e}"))?;
+             extendedKeyUsage=clientAuth\n"
+                .to_owned(),
+        )?;
         let ec = [
             "-newkey",
             "ec",
@@ -297,41 +389,40 @@ impl TlsRedis {
                 ],
             ],
         )?;
-        openssl(
-            path,
-            &[
-                &["req"],
-                &ec[..],
+        for (name, subject) in [("server", "/CN=localhost"), ("client", "/CN=gcrls client")] {
+            let key = format!("{name}.key");
+            let csr = format!("{name}.csr");
+            let crt = format!("{name}.crt");
+            let ext = format!("{name}.ext");
+            openssl(
+                path,
                 &[
-                    "-keyout",
-                    "server.key",
-                    "-out",
-                    "server.csr",
-                    "-subj",
-                    "/CN=localhost",
+                    &["req"],
+                    &ec[..],
+                    &["-keyout", &key, "-out", &csr, "-subj", subject],
                 ],
-            ],
-        )?;
-        openssl(
-            path,
-            &[&[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                "server.crt",
-                "-days",
-                "2",
-                "-extfile",
-                "server.ext",
-            ]],
-        )?;
+            )?;
+            openssl(
+                path,
+                &[&[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.crt",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-out",
+                    &crt,
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &ext,
+                ]],
+            )?;
+        }
         let ca_pem = std::fs::read(path.join("ca.crt"))
             .map_err(|e| format!("cannot read the CA certificate: {e}"))?;
         let port = one_free_port()?;
@@ -348,18 +439,294 @@ impl TlsRedis {
             "--tls-ca-cert-file".into(),
             file("ca.crt"),
             "--tls-auth-clients".into(),
-            "no".into(),
+            if options.auth_clients { "yes" } else { "no" }.into(),
         ];
         let server = RedisServer::start(path, port, &args)?;
         Ok(Self {
             server,
             ca_pem,
+            ca_file: path.join("ca.crt"),
+            client_cert_file: path.join("client.crt"),
+            client_key_file: path.join("client.key"),
             _dir: dir,
         })
     }
 
     pub fn url(&self) -> String {
         format!("rediss://127.0.0.1:{}", self.server.port)
+    }
+}
+
+/// A Redis listening only on a Unix socket, with a password (`requirepass`).
+pub struct UnixRedis {
+    pub server: RedisServer,
+    pub socket: PathBuf,
+    pub password: String,
+    _dir: tempfile::TempDir,
+}
+
+impl UnixRedis {
+    pub fn start(password: &str) -> Result<Self, String> {
+        let dir = temp_dir()?;
+        let socket = dir.path().join("redis.sock");
+        let args = [
+            "--port".to_owned(),
+            "0".into(),
+            "--unixsocket".into(),
+            socket.to_string_lossy().into_owned(),
+            "--unixsocketperm".into(),
+            "700".into(),
+            "--requirepass".into(),
+            password.into(),
+        ];
+        // `port` only names the log file here: nothing listens on TCP.
+        let server = RedisServer::start(dir.path(), one_free_port()?, &args)?;
+        Ok(Self {
+            server,
+            socket,
+            password: password.to_owned(),
+            _dir: dir,
+        })
+    }
+
+    /// `redis+unix:///path?pass=…`.
+    pub fn url(&self) -> String {
+        format!(
+            "redis+unix://{}?pass={}",
+            self.socket.to_string_lossy(),
+            self.password
+        )
+    }
+}
+
+/// Redis Sentinel: a master, one replica of it, and three sentinels watching it as `name`
+/// (quorum 2, a master is down after 1 s), optionally with passwords on the data nodes
+/// (`requirepass`/`masterauth`) and on the sentinels.
+pub struct SentinelSet {
+    pub name: String,
+    /// The data nodes, master first (as started; a failover swaps their roles).
+    pub nodes: Vec<RedisServer>,
+    pub sentinels: Vec<RedisServer>,
+    pub node_password: Option<String>,
+    pub sentinel_password: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl SentinelSet {
+    pub fn start(
+        name: &str,
+        node_password: Option<&str>,
+        sentinel_password: Option<&str>,
+    ) -> Result<Self, String> {
+        let dir = temp_dir()?;
+        let ports = free_ports(5)?;
+        let [master, replica, sentinel_ports @ ..] = ports.as_slice() else {
+            return Err("free_ports(5) gave fewer ports".into());
+        };
+        let (master, replica) = (*master, *replica);
+        let auth = |args: &mut Vec<String>| {
+            if let Some(password) = node_password {
+                args.extend([
+                    "--requirepass".into(),
+                    password.into(),
+                    "--masterauth".into(),
+                    password.into(),
+                ]);
+            }
+        };
+        let mut args = vec!["--port".to_owned(), master.to_string()];
+        auth(&mut args);
+        let mut nodes = vec![RedisServer::start(dir.path(), master, &args)?];
+        let mut args = vec![
+            "--port".to_owned(),
+            replica.to_string(),
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            master.to_string(),
+        ];
+        auth(&mut args);
+        nodes.push(RedisServer::start(dir.path(), replica, &args)?);
+        let mut sentinels = Vec::new();
+        for &port in sentinel_ports {
+            let mut config = format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\n\
+                 sentinel monitor {name} 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds {name} 1000\n\
+                 sentinel failover-timeout {name} 10000\n\
+                 sentinel parallel-syncs {name} 1\n",
+                dir.path().display()
+            );
+            if let Some(password) = node_password {
+                config.push_str(&format!("sentinel auth-pass {name} {password}\n"));
+            }
+            if let Some(password) = sentinel_password {
+                config.push_str(&format!(
+                    "requirepass {password}\nsentinel sentinel-pass {password}\n"
+                ));
+            }
+            let file = dir.path().join(format!("sentinel-{port}.conf"));
+            std::fs::write(&file, config)
+                .map_err(|e| format!("cannot write a sentinel's config: {e}"))?;
+            sentinels.push(RedisServer::start_sentinel(dir.path(), port, &file)?);
+        }
+        let set = Self {
+            name: name.to_owned(),
+            nodes,
+            sentinels,
+            node_password: node_password.map(str::to_owned),
+            sentinel_password: sentinel_password.map(str::to_owned),
+            _dir: dir,
+        };
+        set.wait_until_watched()?;
+        Ok(set)
+    }
+
+    /// For a test: the set, or the test fails saying what is missing.
+    pub fn start_or_fail(
+        name: &str,
+        node_password: Option<&str>,
+        sentinel_password: Option<&str>,
+    ) -> Self {
+        Self::start(name, node_password, sentinel_password).unwrap_or_else(|e| {
+            panic!("Redis Sentinel is missing: cannot start a master, a replica and three sentinels: {e}\n{HOW_TO_START_REDIS}")
+        })
+    }
+
+    /// `redis-cli` against a sentinel (its password given).
+    fn sentinel_cli(&self, sentinel: &RedisServer, args: &[&str]) -> Result<String, String> {
+        let mut command = Command::new("redis-cli");
+        command.args(["-h", "127.0.0.1", "-p", &sentinel.port.to_string()]);
+        if let Some(password) = &self.sentinel_password {
+            command.args(["--no-auth-warning", "-a", password]);
+        }
+        let output = command
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// `redis-cli` against a data node.
+    pub fn node_cli(&self, port: u16, args: &[&str]) -> Result<String, String> {
+        let mut command = Command::new("redis-cli");
+        command.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+        if let Some(password) = &self.node_password {
+            command.args(["--no-auth-warning", "-a", password]);
+        }
+        let output = command
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Every sentinel knows the replica and the two other sentinels (a failover needs both).
+    fn wait_until_watched(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for sentinel in &self.sentinels {
+            loop {
+                let replicas =
+                    self.sentinel_cli(sentinel, &["SENTINEL", "REPLICAS", &self.name])?;
+                let others = self.sentinel_cli(sentinel, &["SENTINEL", "SENTINELS", &self.name])?;
+                let replica_port = self.nodes.get(1).map(|n| n.port.to_string());
+                let known_sentinels = self
+                    .sentinels
+                    .iter()
+                    .filter(|s| others.contains(&s.port.to_string()))
+                    .count();
+                if replica_port.is_some_and(|port| replicas.contains(&port)) && known_sentinels == 2
+                {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "sentinel {} does not know the replica and the other sentinels after 30 s:\n{replicas}\n{others}\n{}",
+                        sentinel.port,
+                        sentinel.log()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+
+    /// The sentinels' URLs, `redis://[:password@]127.0.0.1:port`.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        let auth = self
+            .sentinel_password
+            .as_ref()
+            .map_or(String::new(), |p| format!(":{p}@"));
+        self.sentinels
+            .iter()
+            .map(|s| format!("redis://{auth}127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// `127.0.0.1:port` of each sentinel, as upstream's REDIS_URL lists them.
+    pub fn sentinel_addrs(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// The port the sentinels name as master now (the first sentinel that answers).
+    pub fn master_port(&self) -> Result<u16, String> {
+        for sentinel in &self.sentinels {
+            let reply = self.sentinel_cli(
+                sentinel,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &self.name],
+            )?;
+            if let Some(port) = reply.lines().nth(1).and_then(|p| p.trim().parse().ok()) {
+                return Ok(port);
+            }
+        }
+        Err("no sentinel names a master".into())
+    }
+
+    /// `SENTINEL FAILOVER`: the replica becomes master. Returns the new master's port once
+    /// the sentinels name it and it answers as master.
+    pub fn failover(&self) -> Result<u16, String> {
+        let old = self.master_port()?;
+        let sentinel = self.sentinels.first().ok_or("no sentinel")?;
+        let reply = self.sentinel_cli(sentinel, &["SENTINEL", "FAILOVER", &self.name])?;
+        if !reply.contains("OK") {
+            return Err(format!("SENTINEL FAILOVER refused: {reply}"));
+        }
+        self.wait_for_new_master(old, Duration::from_secs(30))
+    }
+
+    /// Waits until the sentinels name a master other than `old` and it answers as master.
+    pub fn wait_for_new_master(&self, old: u16, within: Duration) -> Result<u16, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(port) = self.master_port()
+                && port != old
+                && self
+                    .node_cli(port, &["ROLE"])
+                    .is_ok_and(|role| role.starts_with("master"))
+            {
+                return Ok(port);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "no new master after {within:?}:\n{}",
+                    self.sentinels
+                        .first()
+                        .map(RedisServer::log)
+                        .unwrap_or_default()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The data node on `port`.
+    pub fn node_mut(&mut self, port: u16) -> Option<&mut RedisServer> {
+        self.nodes.iter_mut().find(|n| n.port == port)
     }
 }
 

@@ -7,33 +7,23 @@
 //! an older) cumulative count again changes nothing, so no resend can count work twice.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::testing::{HOW_TO_START_REDIS, PlainRedis, RedisCluster, TlsRedis, free_ports};
+use super::testing::{
+    HOW_TO_START_REDIS, PlainRedis, RedisCluster, SentinelSet, TlsOptions, TlsRedis, UnixRedis,
+    free_ports,
+};
 use super::*;
 use redis::cluster_routing::Slot;
 
 const LOCAL_REDIS: &str = "redis://127.0.0.1:6379";
 
-/// A key prefix no other test (or earlier run) uses.
-fn unique_prefix() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "gcrls-test:{}:{nanos}:{}:",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 fn settings(urls: &[String], cluster: bool) -> RedisSettings {
     RedisSettings {
         urls: urls.to_vec(),
         cluster,
-        key_prefix: unique_prefix(),
+        key_prefix: crate::testing::unique_prefix("origin"),
+        ..Default::default()
     }
 }
 
@@ -43,6 +33,7 @@ fn another_process(origin: &RedisOrigin, urls: &[String]) -> RedisOrigin {
         urls: urls.to_vec(),
         cluster: origin.is_cluster(),
         key_prefix: origin.key_prefix.clone(),
+        ..Default::default()
     })
     .expect("valid settings")
 }
@@ -113,6 +104,7 @@ fn settings_that_can_never_work_are_refused() {
             urls: urls.iter().map(|u| u.to_string()).collect(),
             cluster,
             key_prefix: prefix.into(),
+            ..Default::default()
         })
     };
     assert!(matches!(
@@ -187,6 +179,7 @@ fn settings_that_can_never_work_are_refused() {
             urls: vec!["redis://127.0.0.1:6379".into()],
             cluster: false,
             key_prefix: "rl:".into(),
+            ..Default::default()
         },
         Some(b"not used".to_vec()),
     );
@@ -199,6 +192,7 @@ fn settings_debug_hides_passwords() {
         urls: vec!["rediss://default:s3cret@cache.example:6380/0".into()],
         cluster: false,
         key_prefix: "rl:".into(),
+        ..Default::default()
     };
     let shown = format!("{settings:?}");
     assert!(!shown.contains("s3cret"), "{shown}");
@@ -214,6 +208,7 @@ fn connecting_outside_a_runtime_is_an_error_not_a_panic() {
         urls: vec![LOCAL_REDIS.into()],
         cluster: false,
         key_prefix: "rl:".into(),
+        ..Default::default()
     });
     assert!(matches!(origin, Err(RedisConfigError::NoRuntime)));
 }
@@ -224,6 +219,7 @@ async fn every_connect_is_a_new_process_with_its_own_field() {
         urls: vec![LOCAL_REDIS.into()],
         cluster: false,
         key_prefix: "rl:".into(),
+        ..Default::default()
     };
     let ids: std::collections::HashSet<String> = (0..50)
         .map(|_| {
@@ -475,6 +471,34 @@ async fn eventually_read(origin: &RedisOrigin, key: &CellKey) -> Result<CellRead
     }
 }
 
+/// Replays the same cumulative count twice: the G-Counter keeps the `max`, so the resend
+/// counts once.
+async fn assert_a_resend_counts_once(origin: &RedisOrigin, key: &CellKey) {
+    for _ in 0..2 {
+        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
+    }
+    assert_eq!(origin.read(key).await.ok(), Some(total_own(2, 2)));
+}
+
+/// An origin made before its server runs fails its calls (start-up does not need Redis);
+/// once `start` brings the server up the origin uses it, loading the replay script on the
+/// new server. Returns the server, to keep it running.
+async fn assert_used_once_up<S>(origin: &RedisOrigin, start: impl FnOnce() -> S) -> S {
+    let key = cell("1:late", 60_000, 1);
+    assert!(matches!(
+        origin.read(&key).await,
+        Err(OriginError::Unavailable(_))
+    ));
+    assert!(origin.replay(&[(key.clone(), 2)]).await.is_err());
+    let server = start();
+    assert_eq!(
+        eventually_read(origin, &key).await.ok(),
+        Some(total_own(0, 0))
+    );
+    assert_a_resend_counts_once(origin, &key).await;
+    server
+}
+
 /// Replays until one succeeds (a cluster may need a moment to agree on its slots).
 async fn eventually_replay(
     origin: &RedisOrigin,
@@ -495,19 +519,10 @@ async fn a_redis_that_comes_up_late_is_used_once_it_answers() {
     let port = free_ports(1).expect("a free port")[0];
     let origin = RedisOrigin::connect(settings(&[format!("redis://127.0.0.1:{port}")], false))
         .expect("start-up does not need Redis");
-    let key = cell("1:late", 60_000, 1);
-    assert!(origin.read(&key).await.is_err());
-    assert!(origin.replay(&[(key.clone(), 2)]).await.is_err());
-    let _redis = PlainRedis::start_on(port).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        eventually_read(&origin, &key).await.ok(),
-        Some(total_own(0, 0))
-    );
-    // The new server has no script yet: the replay loads it.
-    for _ in 0..2 {
-        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
-    }
-    assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
+    let _redis = assert_used_once_up(&origin, || {
+        PlainRedis::start_on(port).unwrap_or_else(|e| panic!("{e}"))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -550,6 +565,7 @@ async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resen
         urls: vec![urls[2].clone()],
         cluster: true,
         key_prefix: origin.key_prefix.clone(),
+        ..Default::default()
     })
     .expect("valid settings");
     for (i, key) in keys.iter().enumerate() {
@@ -779,22 +795,10 @@ async fn a_cluster_down_at_start_up_is_connected_once_it_answers() {
         .map(|p| format!("redis://127.0.0.1:{p}"))
         .collect();
     let origin = RedisOrigin::connect(settings(&urls, true)).expect("start-up does not need Redis");
-    let key = cell("1:late", 60_000, 1);
-    assert!(matches!(
-        origin.read(&key).await,
-        Err(OriginError::Unavailable(_))
-    ));
-    assert!(origin.replay(&[(key.clone(), 1)]).await.is_err());
-
-    let _cluster = RedisCluster::start_on(&ports).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        eventually_read(&origin, &key).await.ok(),
-        Some(total_own(0, 0))
-    );
-    for _ in 0..2 {
-        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
-    }
-    assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
+    let _cluster = assert_used_once_up(&origin, || {
+        RedisCluster::start_on(&ports).unwrap_or_else(|e| panic!("{e}"))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -806,10 +810,7 @@ async fn rediss_works_with_a_private_ca() {
         RedisOrigin::connect_with_ca(settings(&[tls.url()], false), Some(tls.ca_pem.clone()))
             .expect("valid settings");
     let key = cell("1:tls", 60_000, 1);
-    for _ in 0..2 {
-        assert_eq!(origin.replay(&[(key.clone(), 2)]).await.ok(), Some(vec![2]));
-    }
-    assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
+    assert_a_resend_counts_once(&origin, &key).await;
 
     // Without the CA the server's certificate is not trusted: an error, not a panic.
     let untrusting = RedisOrigin::connect(settings(&[tls.url()], false)).expect("valid settings");
@@ -868,4 +869,231 @@ async fn a_cluster_holds_penalties_of_counters_in_many_slots() {
     for (counter, _) in &penalties {
         assert_eq!(b.penalty_until(counter).await.ok(), Some(until));
     }
+}
+
+/// Retries `replay` until it answers (a lazily made connection, a failover), within 30 s.
+async fn replayed_within_30s(origin: &RedisOrigin, batch: &[(CellKey, u64)]) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match origin.replay(batch).await {
+            Ok(totals) => return totals,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("replay never succeeded: {error}"),
+        }
+    }
+}
+
+fn sentinel_settings(set: &SentinelSet, password: Option<&str>) -> RedisSettings {
+    RedisSettings {
+        urls: set.sentinel_urls(),
+        sentinel: Some(SentinelMaster {
+            name: set.name.clone(),
+            username: None,
+            password: password.map(str::to_owned),
+        }),
+        ..settings(&[], false)
+    }
+}
+
+/// The master the sentinels name, with passwords on the data nodes and on the sentinels
+/// (upstream's REDIS_AUTH and REDIS_SENTINEL_AUTH); after `SENTINEL FAILOVER` the origin
+/// finds the new master by itself, and republishing the cumulative counts brings the new
+/// master up to date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_names_the_master_and_a_failover_moves_the_origin() {
+    let set = SentinelSet::start_or_fail("gcrls", Some("n0de"), Some("s3nt"));
+    let origin =
+        RedisOrigin::connect(sentinel_settings(&set, Some("n0de"))).expect("valid settings");
+    assert!(origin.is_sentinel());
+    let key = cell("1:sentinel", 600_000, 1);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 5)]).await,
+        vec![5]
+    );
+    let old = set.master_port().expect("a master");
+    assert_eq!(old, set.nodes[0].port);
+
+    assert_eq!(origin.epoch(), 0);
+    let new = set.failover().unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(new, old);
+    // While calls come, the origin moves to the new master (the old one is dropped when it is
+    // reconfigured, or by the once-a-second recheck) and says so through its epoch.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while origin.epoch() == 0 {
+        assert!(Instant::now() < deadline, "the origin never moved");
+        let _ = origin.replay(&[(key.clone(), 6)]).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(origin.epoch(), 1);
+    // A replay lands on the new master: it holds the cumulative count (7), whatever
+    // replication had carried before.
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 7)]).await,
+        vec![7]
+    );
+    let on_new = set
+        .node_cli(new, &["HGET", &origin.redis_key(&key), origin.process_id()])
+        .expect("redis-cli");
+    assert_eq!(on_new.trim(), "7", "the new master holds the count");
+    assert_eq!(origin.read(&key).await.ok(), Some(total_own(7, 7)));
+
+    // Wrong credentials: an error, not a panic, and never a hang.
+    let wrong = RedisOrigin::connect(sentinel_settings(&set, Some("wrong"))).expect("valid");
+    let failed = tokio::time::timeout(Duration::from_secs(10), wrong.replay(&[(key, 8)])).await;
+    assert!(matches!(failed, Ok(Err(_))), "{failed:?}");
+}
+
+#[test]
+fn sentinel_settings_that_can_never_work_are_refused() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _guard = runtime.enter();
+    let with = |urls: &[&str], name: &str| {
+        RedisOrigin::connect(RedisSettings {
+            urls: urls.iter().map(|u| u.to_string()).collect(),
+            sentinel: Some(SentinelMaster {
+                name: name.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    };
+    assert!(with(&["redis://s1:26379", "redis://s2:26379"], "m").is_ok());
+    assert!(matches!(
+        with(&["redis://s1:26379"], ""),
+        Err(RedisConfigError::Sentinel(_))
+    ));
+    assert!(matches!(
+        with(&["redis://s1:26379", "rediss://s2:26379"], "m"),
+        Err(RedisConfigError::BadUrl { .. })
+    ));
+    assert!(matches!(
+        with(&["redis://:a@s1:26379", "redis://:b@s2:26379"], "m"),
+        Err(RedisConfigError::BadUrl { .. })
+    ));
+    assert!(matches!(
+        with(&["redis+unix:///tmp/s.sock"], "m"),
+        Err(RedisConfigError::BadUrl { .. })
+    ));
+}
+
+/// Redis on a Unix socket with a password (upstream's REDIS_SOCKET_TYPE=unix + REDIS_AUTH):
+/// `redis+unix:///path?pass=…`; a wrong password is an error, and no error text shows it.
+#[tokio::test]
+async fn a_unix_socket_with_a_password() {
+    let redis = UnixRedis::start("s0cket pw").unwrap_or_else(|e| panic!("{e}"));
+    let url = format!(
+        "redis+unix://{}?pass=s0cket%20pw",
+        redis.socket.to_string_lossy()
+    );
+    let origin =
+        RedisOrigin::connect(settings(std::slice::from_ref(&url), false)).expect("valid settings");
+    let key = cell("1:unix", 60_000, 1);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 3)]).await,
+        vec![3]
+    );
+    assert_eq!(origin.read(&key).await.ok(), Some(total_own(3, 3)));
+
+    let wrong = url.replace("s0cket%20pw", "wr0ng");
+    let origin = RedisOrigin::connect(settings(&[wrong], false)).expect("valid settings");
+    let error = origin.read(&key).await.expect_err("wrong password");
+    assert!(!error.to_string().contains("wr0ng"), "{error}");
+}
+
+/// `tls-auth-clients yes`: without a client certificate Redis refuses the connection; with
+/// the one its CA signed (and the private CA for the server), replay and read work.
+#[tokio::test]
+async fn rediss_with_a_client_certificate() {
+    install_tls_provider();
+    let tls = TlsRedis::start_with(TlsOptions {
+        auth_clients: true,
+        ..TlsOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let read = |path: &std::path::Path| std::fs::read(path).expect("read a test file");
+    let with = |client: bool| {
+        RedisOrigin::connect(RedisSettings {
+            tls: RedisTls {
+                root_ca_pem: Some(tls.ca_pem.clone()),
+                client_cert_pem: client.then(|| read(&tls.client_cert_file)),
+                client_key_pem: client.then(|| read(&tls.client_key_file)),
+                skip_hostname_verification: false,
+            },
+            ..settings(&[tls.url()], false)
+        })
+        .expect("valid settings")
+    };
+    let key = cell("1:mtls", 60_000, 1);
+    let origin = with(true);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 2)]).await,
+        vec![2]
+    );
+    assert_eq!(origin.read(&key).await.ok(), Some(total_own(2, 2)));
+    assert!(
+        with(false).read(&key).await.is_err(),
+        "no client certificate"
+    );
+
+    // A certificate without its key can never work.
+    let half = RedisOrigin::connect(RedisSettings {
+        tls: RedisTls {
+            client_cert_pem: Some(read(&tls.client_cert_file)),
+            ..RedisTls::default()
+        },
+        ..settings(&[tls.url()], false)
+    });
+    assert!(matches!(half, Err(RedisConfigError::Tls(_))));
+}
+
+/// A server certificate that does not name 127.0.0.1: refused, unless the hostname check is
+/// skipped; the chain is still checked (a CA that did not sign it is refused either way).
+#[tokio::test]
+async fn skipping_the_hostname_check_still_checks_the_chain() {
+    install_tls_provider();
+    let tls = TlsRedis::start_with(TlsOptions {
+        server_names: "DNS:redis.elsewhere.example",
+        ..TlsOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let other_ca = TlsRedis::start().unwrap_or_else(|e| panic!("{e}"));
+    let with = |ca: &[u8], skip: bool| {
+        RedisOrigin::connect(RedisSettings {
+            tls: RedisTls {
+                root_ca_pem: Some(ca.to_vec()),
+                skip_hostname_verification: skip,
+                ..RedisTls::default()
+            },
+            ..settings(&[tls.url()], false)
+        })
+        .expect("valid settings")
+    };
+    let key = cell("1:hostname", 60_000, 1);
+    assert!(
+        with(&tls.ca_pem, false).read(&key).await.is_err(),
+        "wrong name"
+    );
+    let origin = with(&tls.ca_pem, true);
+    assert_eq!(
+        replayed_within_30s(&origin, &[(key.clone(), 4)]).await,
+        vec![4]
+    );
+    assert!(
+        with(&other_ca.ca_pem, true).read(&key).await.is_err(),
+        "an unknown CA is refused even without the hostname check"
+    );
+    // Only one node: a cluster or Sentinel refuses it.
+    let cluster = RedisOrigin::connect(RedisSettings {
+        tls: RedisTls {
+            skip_hostname_verification: true,
+            ..RedisTls::default()
+        },
+        ..settings(&[tls.url()], true)
+    });
+    assert!(matches!(cluster, Err(RedisConfigError::Tls(_))));
 }

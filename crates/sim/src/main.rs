@@ -38,6 +38,9 @@ struct Args {
     sync_ms: Option<u64>,
     #[arg(long)]
     jitter: Option<f64>,
+    /// Flush and sync this many times as often while a process denies on a contended cell.
+    #[arg(long)]
+    contended_speedup: Option<u32>,
     #[arg(long)]
     write_latency_ms: Option<u64>,
     #[arg(long)]
@@ -45,6 +48,12 @@ struct Args {
     /// Processes in every region (overrides the scenario's).
     #[arg(long)]
     processes: Option<usize>,
+    /// Another limit per window (with --window-ms; loads stay multiples of the limit).
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Another window length in ms (with --limit).
+    #[arg(long)]
+    window_ms: Option<u64>,
     /// Virtual minutes to run (overrides the scenario's).
     #[arg(long)]
     minutes: Option<u64>,
@@ -89,6 +98,9 @@ fn main() -> std::process::ExitCode {
         if let Some(ms) = args.sync_ms {
             fleet.sync_ms = ms;
         }
+        if let Some(speedup) = args.contended_speedup {
+            fleet.contended_speedup = speedup;
+        }
         if let Some(jitter) = args.jitter {
             fleet.jitter = jitter;
         }
@@ -100,6 +112,11 @@ fn main() -> std::process::ExitCode {
         }
         if let Some(n) = args.processes {
             fleet.processes.iter_mut().for_each(|p| *p = n);
+        }
+        if args.limit.is_some() || args.window_ms.is_some() {
+            let limit = args.limit.unwrap_or(scenario.limit);
+            let window_ms = args.window_ms.unwrap_or(scenario.window_ms);
+            scenario.rescale(limit, window_ms);
         }
         if let Some(minutes) = args.minutes {
             scenario.run_ms = minutes * 60_000;

@@ -6,13 +6,18 @@ pub const MARKDOWN_HEADER: &str = "| scenario | regions / processes | floor | fl
 
 pub fn markdown_row(r: &Report) -> String {
     format!(
-        "| {} | {} / {} | {} | {} / {} s | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} % | {} | {:.1} | {:.0} | {:.1} | {:.0} |",
+        "| {} | {} / {} | {} | {} / {} s{} | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} % | {} | {:.1} | {:.0} | {:.1} | {:.0} |",
         r.scenario,
         r.regions,
         r.processes,
         r.publish_floor,
         r.flush_ms as f64 / 1_000.0,
         r.sync_ms as f64 / 1_000.0,
+        if r.contended_speedup > 1 {
+            format!(" ÷{} contended", r.contended_speedup)
+        } else {
+            String::new()
+        },
         r.per_window.min,
         r.per_window.median,
         r.per_window.max,

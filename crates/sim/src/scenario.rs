@@ -12,6 +12,9 @@ pub struct Fleet {
     /// ± fraction of the interval each flush or sync may move.
     pub jitter: f64,
     pub publish_floor: f64,
+    /// Flush and sync this many times as often while a process denies on a contended cell
+    /// (`GlobalSettings::contended_speedup`).
+    pub contended_speedup: u32,
     pub write_latency_ms: u64,
     pub read_latency_ms: u64,
     /// The engine's replay to the regional origin.
@@ -29,6 +32,7 @@ impl Default for Fleet {
             sync_ms: 1_000,
             jitter: 0.2,
             publish_floor: gcounter_engine::global::DEFAULT_PUBLISH_FLOOR,
+            contended_speedup: gcounter_engine::global::DEFAULT_CONTENDED_SPEEDUP,
             write_latency_ms: 50,
             read_latency_ms: 50,
             replay_ms: 100,
@@ -190,6 +194,24 @@ fn rfc(seed: u64) -> Scenario {
     }
 }
 
+impl Scenario {
+    /// Another limit and window for a scenario of one limit: each source keeps its load as a
+    /// multiple of the limit per window.
+    pub fn rescale(&mut self, limit: u64, window_ms: u64) {
+        let (limit, window_ms) = (limit.max(1), window_ms.max(1));
+        let factor =
+            (limit as f64 / self.limit as f64) * (self.window_ms as f64 / window_ms as f64);
+        for source in &mut self.sources {
+            source.rate *= factor;
+            if let Shape::From(start) = &mut source.shape {
+                *start = *start * window_ms / self.window_ms;
+            }
+        }
+        self.limit = limit;
+        self.window_ms = window_ms;
+    }
+}
+
 /// Every scenario, by name, in the order `all` runs them.
 pub const NAMES: &[&str] = &[
     "even-10x2",
@@ -270,6 +292,14 @@ pub fn named(name: &str, seed: u64) -> Option<Scenario> {
             s
         }
         "rfc" => rfc(seed),
-        _ => return None,
+        // `even-<regions>x<load>`, e.g. `even-5x5`: what scripts/accuracy_regions.py runs.
+        other => {
+            let (regions, load) = other.strip_prefix("even-")?.split_once('x')?;
+            let (regions, load) = (regions.parse().ok()?, load.parse().ok()?);
+            if !((1..=1_000).contains(&regions) && load > 0.0 && load <= 1_000.0) {
+                return None;
+            }
+            even(name, regions, load)
+        }
     })
 }

@@ -39,6 +39,17 @@ impl Tick {
         }
     }
 
+    /// Like `Cadence::set_interval`: a shorter interval brings the target forward.
+    fn set_interval(&mut self, interval: Duration, now: u64) {
+        let interval = u64::try_from(interval.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        if interval != self.interval {
+            self.interval = interval;
+            self.target = self.target.min(now + interval);
+        }
+    }
+
     fn next(&mut self, now: u64, unit: f64) -> u64 {
         let spread = (self.interval as f64 * self.jitter) as u64;
         while self.target + spread < now {
@@ -62,6 +73,9 @@ enum Event {
     Flush(usize),
     Sync(usize),
     Reap(usize),
+    /// Look for contention at the fast interval (only with a contended speedup), as
+    /// `GlobalCounters::run` does.
+    Probe(usize),
     Cleanup,
 }
 
@@ -70,6 +84,10 @@ struct Process {
     counters: GlobalCounters,
     flush: Tick,
     sync: Tick,
+    /// The instants the pending flush and sync events were drawn for; an event at another
+    /// instant was superseded by an earlier one (a probe brought it forward).
+    flush_at: u64,
+    sync_at: u64,
 }
 
 /// min / median / max of per-window ratios.
@@ -110,6 +128,7 @@ pub struct Report {
     pub publish_floor: f64,
     pub flush_ms: u64,
     pub sync_ms: u64,
+    pub contended_speedup: u32,
     pub write_latency_ms: u64,
     pub read_latency_ms: u64,
     pub virtual_s: u64,
@@ -198,6 +217,7 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
         sync_interval: Duration::from_millis(fleet.sync_ms),
         jitter: fleet.jitter,
         publish_floor: fleet.publish_floor,
+        contended_speedup: fleet.contended_speedup,
         ..GlobalSettings::default()
     };
     let max_cells = 200_000;
@@ -246,12 +266,16 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                     fleet.jitter,
                     T0_MS + rng.u64(..fleet.sync_ms.max(1)),
                 ),
+                flush_at: 0,
+                sync_at: 0,
             });
         }
         by_region.push(members);
     }
 
     let end = T0_MS + scenario.run_ms;
+    let speedup = u64::from(fleet.contended_speedup.max(1));
+    let probe_ms = (fleet.flush_ms.min(fleet.sync_ms) / speedup).max(1);
     let mut events = BinaryHeap::new();
     let mut order = 0u64;
     let mut push = |events: &mut BinaryHeap<Reverse<(u64, u64, Event)>>, at: u64, event: Event| {
@@ -274,8 +298,13 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
     for (p, process) in processes.iter_mut().enumerate() {
         let flush = process.flush.next(T0_MS, rng.f64());
         let sync = process.sync.next(T0_MS, rng.f64());
+        process.flush_at = flush;
+        process.sync_at = sync;
         push(&mut events, flush, Event::Flush(p));
         push(&mut events, sync, Event::Sync(p));
+        if speedup > 1 {
+            push(&mut events, T0_MS + probe_ms, Event::Probe(p));
+        }
         push(
             &mut events,
             T0_MS + rng.u64(..fleet.replay_ms.max(1)),
@@ -379,17 +408,55 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                 }
             }
             Event::Flush(p) => {
-                if let Some(process) = processes.get_mut(p) {
+                if let Some(process) = processes.get_mut(p)
+                    && process.flush_at == at
+                {
                     process.counters.flush().await;
+                    process
+                        .flush
+                        .set_interval(process.counters.intervals().0, at);
                     let next = process.flush.next(at + 1, rng.f64());
+                    process.flush_at = next;
                     push(&mut events, next, Event::Flush(p));
                 }
             }
             Event::Sync(p) => {
-                if let Some(process) = processes.get_mut(p) {
+                if let Some(process) = processes.get_mut(p)
+                    && process.sync_at == at
+                {
                     process.counters.sync().await;
+                    process
+                        .sync
+                        .set_interval(process.counters.intervals().1, at);
                     let next = process.sync.next(at + 1, rng.f64());
+                    process.sync_at = next;
                     push(&mut events, next, Event::Sync(p));
+                }
+            }
+            Event::Probe(p) => {
+                if let Some(process) = processes.get_mut(p) {
+                    let (flush_every, sync_every) = process.counters.intervals();
+                    if u64::try_from(flush_every.as_millis()).unwrap_or(u64::MAX)
+                        < process.flush.interval
+                    {
+                        process.flush.set_interval(flush_every, at);
+                        let next = process.flush.next(at + 1, rng.f64());
+                        if next < process.flush_at {
+                            process.flush_at = next;
+                            push(&mut events, next, Event::Flush(p));
+                        }
+                    }
+                    if u64::try_from(sync_every.as_millis()).unwrap_or(u64::MAX)
+                        < process.sync.interval
+                    {
+                        process.sync.set_interval(sync_every, at);
+                        let next = process.sync.next(at + 1, rng.f64());
+                        if next < process.sync_at {
+                            process.sync_at = next;
+                            push(&mut events, next, Event::Sync(p));
+                        }
+                    }
+                    push(&mut events, at + probe_ms, Event::Probe(p));
                 }
             }
             Event::Reap(p) => {
@@ -449,6 +516,7 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
         publish_floor: fleet.publish_floor,
         flush_ms: fleet.flush_ms,
         sync_ms: fleet.sync_ms,
+        contended_speedup: fleet.contended_speedup,
         write_latency_ms: fleet.write_latency_ms,
         read_latency_ms: fleet.read_latency_ms,
         virtual_s: scenario.run_ms / 1_000,

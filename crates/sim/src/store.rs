@@ -134,6 +134,18 @@ impl GlobalStore for LaggedStore {
         })
     }
 
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(async move {
+            self.apply_due(now_ms.saturating_sub(self.read_latency_ms))
+                .await;
+            let cells = self.inner.own_rows(region, now_ms).await?;
+            let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
+            load.sync_statements += 1;
+            load.rows_read += cells.len() as u64;
+            Ok(cells)
+        })
+    }
+
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {
         Box::pin(async move {
             self.apply_due(now_ms.saturating_sub(self.read_latency_ms))

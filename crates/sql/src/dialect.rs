@@ -12,6 +12,15 @@ use gcounter_engine::global::{PreparedRow, clamp};
 /// Bound values per upserted row (the nine columns other than `pk`).
 pub(crate) const PARAMS_PER_ROW: usize = 9;
 
+/// A window cell's key columns: the unique index is these and then `region`.
+pub(crate) const CELL_KEY_COLUMNS: [&str; 5] = [
+    "workspace_id",
+    "namespace",
+    "identifier",
+    "duration_ms",
+    "sequence",
+];
+
 /// A backend's way of writing the store's statements.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Dialect(pub(crate) DbBackend);
@@ -121,19 +130,13 @@ impl Dialect {
     fn sync_sql(self) -> String {
         let q = |c: &str| self.quote(c);
         let (region, count) = (q("region"), q("count"));
-        let key = [
-            "workspace_id",
-            "namespace",
-            "identifier",
-            "duration_ms",
-            "sequence",
-        ]
-        .map(q)
-        .join(", ");
-        let (mut p1, mut p2, mut p3) = (String::new(), String::new(), String::new());
+        let key = CELL_KEY_COLUMNS.map(q).join(", ");
+        let (mut p1, mut p2, mut p3, mut p4) =
+            (String::new(), String::new(), String::new(), String::new());
         self.placeholder(&mut p1, 1);
         self.placeholder(&mut p2, 2);
         self.placeholder(&mut p3, 3);
+        self.placeholder(&mut p4, 4);
         let foreign = format!("COALESCE(SUM(CASE WHEN {region} <> {p1} THEN {count} END), 0)");
         let own = format!("COALESCE(MAX(CASE WHEN {region} = {p2} THEN {count} END), 0)");
         // SUM of BIGINT is DECIMAL/NUMERIC on MySQL and PostgreSQL: cap it, back to BIGINT.
@@ -149,20 +152,64 @@ impl Dialect {
             ),
             _ => (foreign, own),
         };
+        // Only cells another region wrote: a cell only this region wrote has nothing to
+        // import (its own row is a copy of what the regional origin holds), and returning it
+        // made every process read back every row its region published.
+        let has_foreign = format!("HAVING COUNT(CASE WHEN {region} <> {p4} THEN 1 END) > 0");
         format!(
-            "SELECT {key}, {foreign}, {own} FROM {} WHERE {} > {p3} GROUP BY {key}",
+            "SELECT {key}, {foreign}, {own} FROM {} WHERE {} > {p3} GROUP BY {key} {has_foreign}",
             q(TABLE),
             q("expires_at"),
         )
     }
 
-    /// This region's view: per cell, the sum of the other regions' counts and its own.
+    /// This region's view: per cell that another region wrote, the sum of the other regions'
+    /// counts and this region's own.
     pub(crate) fn sync(self, region: &str, now_ms: u64) -> Statement {
         Statement::from_sql_and_values(
             self.0,
             self.sync_sql(),
             [
                 Value::from(region.as_bytes().to_vec()),
+                Value::from(region.as_bytes().to_vec()),
+                Value::from(clamp(now_ms)),
+                Value::from(region.as_bytes().to_vec()),
+            ],
+        )
+    }
+
+    /// This region's own live rows, shaped like a sync's (`foreign` 0), so one decoder reads
+    /// both: read once at start (see `GlobalStore::own_rows`).
+    pub(crate) fn own_rows(self, region: &str, now_ms: u64) -> Statement {
+        let q = |c: &str| self.quote(c);
+        let key = [
+            "workspace_id",
+            "namespace",
+            "identifier",
+            "duration_ms",
+            "sequence",
+        ]
+        .map(q)
+        .join(", ");
+        let zero = match self.0 {
+            DbBackend::MySql => "CAST(0 AS SIGNED)",
+            DbBackend::Postgres => "CAST(0 AS BIGINT)",
+            _ => "0",
+        };
+        let (mut p1, mut p2) = (String::new(), String::new());
+        self.placeholder(&mut p1, 1);
+        self.placeholder(&mut p2, 2);
+        let sql = format!(
+            "SELECT {key}, {zero}, {} FROM {} WHERE {} = {p1} AND {} > {p2}",
+            q("count"),
+            q(TABLE),
+            q("region"),
+            q("expires_at"),
+        );
+        Statement::from_sql_and_values(
+            self.0,
+            sql,
+            [
                 Value::from(region.as_bytes().to_vec()),
                 Value::from(clamp(now_ms)),
             ],

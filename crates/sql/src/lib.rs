@@ -81,6 +81,25 @@ pub struct SqlStore {
     chunk_rows: usize,
 }
 
+/// Checks that `url` names a database this store can use (its scheme), without connecting:
+/// what a server validates among its settings before it starts anything.
+pub fn check_url(url: &str) -> Result<(), StoreError> {
+    backend_of(url).map(|_| ())
+}
+
+/// The backend a URL's scheme names, and the URL sqlx takes for it.
+fn backend_of(url: &str) -> Result<(DbBackend, String), StoreError> {
+    let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
+    match scheme.to_ascii_lowercase().as_str() {
+        "mysql" => Ok((DbBackend::MySql, url.to_owned())),
+        // sqlx speaks MariaDB under the mysql scheme.
+        "mariadb" => Ok((DbBackend::MySql, format!("mysql:{rest}"))),
+        "postgres" | "postgresql" => Ok((DbBackend::Postgres, url.to_owned())),
+        "sqlite" => Ok((DbBackend::Sqlite, url.to_owned())),
+        _ => Err(StoreError::UnsupportedUrl(redact_url(scheme))),
+    }
+}
+
 impl SqlStore {
     /// Connect with [`SqlSettings::default`]. URLs: `mysql://` (or `mariadb://`),
     /// `postgres://` (or `postgresql://`), `sqlite:` (e.g. `sqlite::memory:`,
@@ -90,15 +109,7 @@ impl SqlStore {
     }
 
     pub async fn connect_with(url: &str, settings: SqlSettings) -> Result<Self, StoreError> {
-        let scheme = url.split_once(':').map_or(url, |(s, _)| s);
-        let (backend, url) = match scheme.to_ascii_lowercase().as_str() {
-            "mysql" => (DbBackend::MySql, url.to_owned()),
-            // sqlx speaks MariaDB under the mysql scheme.
-            "mariadb" => (DbBackend::MySql, format!("mysql{}", &url[scheme.len()..])),
-            "postgres" | "postgresql" => (DbBackend::Postgres, url.to_owned()),
-            "sqlite" => (DbBackend::Sqlite, url.to_owned()),
-            _ => return Err(StoreError::UnsupportedUrl(redact_url(scheme))),
-        };
+        let (backend, url) = backend_of(url)?;
         let mut options = ConnectOptions::new(url.clone());
         // The database may be down at start: the pool connects on first use, and every flush
         // and sync retries, so the service starts and decides locally meanwhile.
@@ -268,7 +279,16 @@ impl SqlStore {
 
     async fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
         check_region(region)?;
-        let stmt = self.dialect().sync(region, now_ms);
+        self.synced(self.dialect().sync(region, now_ms)).await
+    }
+
+    async fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+        check_region(region)?;
+        self.synced(self.dialect().own_rows(region, now_ms)).await
+    }
+
+    /// Run a statement whose rows are cells as sync returns them, and decode them.
+    async fn synced(&self, stmt: Statement) -> Result<Vec<SyncedCell>, StoreError> {
         let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
         let mut interned = Interner::default();
         let mut cells = Vec::with_capacity(rows.len());
@@ -337,6 +357,10 @@ impl GlobalStore for SqlStore {
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
         Box::pin(self.sync_now(region, now_ms))
+    }
+
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(self.own_rows_now(region, now_ms))
     }
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {

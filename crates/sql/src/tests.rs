@@ -307,10 +307,7 @@ async fn publish_then_sync_sees_foreign_sums(store: &dyn GlobalStore) {
         BTreeMap::from([(a.clone(), (8, 0)), (b.clone(), (7, 0))])
     );
     let eu = sync(store, "eu", 0).await;
-    assert_eq!(
-        eu,
-        BTreeMap::from([(a.clone(), (3, 5)), (b.clone(), (0, 7))])
-    );
+    assert_eq!(eu, BTreeMap::from([(a.clone(), (3, 5))]), "b is eu's alone");
     let us = sync(store, "us", 0).await;
     assert_eq!(us, BTreeMap::from([(a, (5, 3)), (b, (7, 0))]));
 }
@@ -322,7 +319,7 @@ async fn lower_or_equal_counts_change_nothing(store: &dyn GlobalStore) {
         let report = publish(store, "eu", &[(k.clone(), lower)], 2).await;
         assert_eq!(report.outcomes, vec![RowOutcome::Published]);
         assert_eq!(sync(store, "us", 0).await[&k], (10, 0));
-        assert_eq!(sync(store, "eu", 0).await[&k], (0, 10));
+        assert_eq!(sync(store, "ap", 0).await[&k], (10, 0));
     }
     publish(store, "eu", &[(k.clone(), 11)], 3).await;
     assert_eq!(sync(store, "us", 0).await[&k], (11, 0));
@@ -337,7 +334,7 @@ async fn own_and_foreign_stay_separate(store: &dyn GlobalStore) {
     let eu = sync(store, "eu", 0).await;
     // eu's 100 is never in eu's foreign sum: it is only `own`.
     assert_eq!(eu[&k], (23, 100));
-    assert_eq!(eu[&only_own], (0, 9));
+    assert!(!eu.contains_key(&only_own), "a cell only eu wrote: {eu:?}");
     for (region, own) in [("eu", 100), ("us", 20), ("ap", 3)] {
         let (foreign, got_own) = sync(store, region, 0).await[&k];
         assert_eq!(got_own, own);
@@ -349,6 +346,78 @@ async fn own_and_foreign_stay_separate(store: &dyn GlobalStore) {
     }
     // A region with no row sees everyone as foreign.
     assert_eq!(sync(store, "sa", 0).await[&k], (123, 0));
+}
+
+/// Sync returns only cells another region wrote: a region reading back its own rows would read
+/// every row it published on every sync (ACCURACY.md). A foreign row at count 0 is a foreign
+/// row; expired cells are left out as before.
+async fn sync_returns_only_cells_another_region_wrote(store: &dyn GlobalStore) {
+    let cell = |id: &str, sequence: u64| CellKey::new("w", "1:k/", id, 1_000, sequence);
+    let (mine, shared, zero, theirs) = (cell("m", 9), cell("s", 9), cell("z", 9), cell("t", 9));
+    // `stale` has rows of both, in a window whose rows expire at 5000 (sequence 3).
+    let stale = cell("x", 3);
+    let own_rows: Vec<_> = (0..50u64)
+        .map(|i| (cell(&format!("o{i}"), 9), i + 1))
+        .chain([
+            (mine.clone(), 5),
+            (shared.clone(), 6),
+            (zero.clone(), 7),
+            (stale.clone(), 8),
+        ])
+        .collect();
+    publish(store, "eu", &own_rows, 1).await;
+    publish(
+        store,
+        "us",
+        &[(shared.clone(), 2), (zero.clone(), 0), (theirs.clone(), 4)],
+        1,
+    )
+    .await;
+    publish(store, "ap", &[(shared.clone(), 1), (stale.clone(), 3)], 1).await;
+    assert_eq!(
+        sync(store, "eu", 0).await,
+        BTreeMap::from([
+            (shared.clone(), (3, 6)),
+            (stale.clone(), (3, 8)),
+            (theirs.clone(), (4, 0)),
+            (zero.clone(), (0, 7)),
+        ]),
+        "eu's 51 cells of its own are not read back"
+    );
+    // At 5000 `stale`'s rows have expired; the others live until 11000.
+    let later = sync(store, "eu", 5_000).await;
+    assert_eq!(later.len(), 3);
+    assert!(!later.contains_key(&stale));
+    let us = sync(store, "us", 0).await;
+    assert_eq!(us.len(), 50 + 4, "us sees eu's cells: {}", us.len());
+    assert_eq!(us[&mine], (5, 0));
+    assert_eq!(us[&shared], (7, 2));
+    assert!(!us.contains_key(&theirs));
+
+    // What a restarted process reads back once instead: its own live rows, and only those.
+    let own = |cells: Vec<SyncedCell>| -> BTreeMap<CellKey, (u64, u64)> {
+        cells
+            .into_iter()
+            .map(|c| (c.key, (c.foreign, c.own)))
+            .collect()
+    };
+    let eu_own = match store.own_rows("eu", 0).await {
+        Ok(cells) => own(cells),
+        Err(e) => panic!("{} own_rows: {e}", store.name()),
+    };
+    let expected: BTreeMap<_, _> = own_rows.iter().map(|(k, n)| (k.clone(), (0, *n))).collect();
+    assert_eq!(eu_own, expected);
+    match store.own_rows("us", 5_000).await {
+        Ok(cells) => assert_eq!(
+            own(cells),
+            BTreeMap::from([(shared, (0, 2)), (zero, (0, 0)), (theirs, (0, 4))])
+        ),
+        Err(e) => panic!("{} own_rows: {e}", store.name()),
+    }
+    assert!(matches!(
+        store.own_rows("", 0).await,
+        Err(StoreError::InvalidRegion(_))
+    ));
 }
 
 async fn expired_rows_are_excluded_and_cleaned_up(store: &dyn GlobalStore) {
@@ -522,7 +591,10 @@ async fn invalid_regions_are_refused(store: &dyn GlobalStore) {
     }
     let longest = "r".repeat(REGION_MAX_BYTES as usize);
     publish(store, &longest, &rows, 1).await;
-    assert_eq!(sync(store, &longest, 0).await.len(), 1);
+    publish(store, "eu", &rows, 1).await;
+    let key = &rows[0].0;
+    assert_eq!(sync(store, &longest, 0).await[key], (1, 1));
+    assert_eq!(sync(store, "eu", 0).await[key], (1, 1));
 }
 
 async fn empty_publish_writes_nothing(store: &dyn GlobalStore) {
@@ -590,7 +662,8 @@ fn expected(state: &State, cells: &[(String, String, u64, u64)], regions: &[&str
     let mut out = Snapshot::new();
     for (view, region) in regions.iter().enumerate() {
         for (c, (ns, id, d, s)) in cells.iter().enumerate() {
-            if !state.keys().any(|(cc, _)| *cc == c) {
+            // Only cells another region wrote (a row at count 0 is a row).
+            if !state.keys().any(|(cc, rr)| *cc == c && *rr != view) {
                 continue;
             }
             let own = state.get(&(c, view)).copied().unwrap_or(0);
@@ -704,6 +777,7 @@ macro_rules! shared_tests {
             publish_then_sync_sees_foreign_sums,
             lower_or_equal_counts_change_nothing,
             own_and_foreign_stay_separate,
+            sync_returns_only_cells_another_region_wrote,
             expired_rows_are_excluded_and_cleaned_up,
             too_long_strings_are_skipped_and_counted,
             keys_compare_as_bytes,
@@ -849,19 +923,15 @@ async fn migration_is_idempotent_and_creates_the_indexes(kind: Kind) {
     drop(second);
 
     let found = indexes(first.sql()).await;
-    let key = [
-        "workspace_id",
-        "namespace",
-        "identifier",
-        "duration_ms",
-        "sequence",
-    ];
-    let unique: Vec<String> = key
+    let unique: Vec<String> = crate::dialect::CELL_KEY_COLUMNS
         .iter()
         .chain(&["region"])
         .map(|s| s.to_string())
         .collect();
-    let lookup: Vec<String> = key.iter().map(|s| s.to_string()).collect();
+    let lookup: Vec<String> = crate::dialect::CELL_KEY_COLUMNS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     assert!(
         found.values().any(|v| *v == (true, unique.clone())),
         "a unique index on {unique:?}: {found:?}"
@@ -1209,6 +1279,19 @@ async fn unreachable_or_unknown_databases_fail_cleanly() {
         SqlStore::connect("redis://127.0.0.1/").await,
         Err(StoreError::UnsupportedUrl(s)) if s == "redis"
     ));
+    // The same check without connecting, for a server validating its settings.
+    assert!(matches!(
+        crate::check_url("redis://u:s3cret@127.0.0.1/"),
+        Err(StoreError::UnsupportedUrl(s)) if s == "redis"
+    ));
+    for url in [
+        "mysql://h/db",
+        "MariaDB://h/db",
+        "postgresql://h/db",
+        "sqlite::memory:",
+    ] {
+        assert!(crate::check_url(url).is_ok(), "{url}");
+    }
 }
 
 /// Issue 15, break 14: a URL that does not parse is quoted whole by sqlx; the error must not

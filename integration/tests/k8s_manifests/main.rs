@@ -641,10 +641,10 @@ fn deployment_agrees_with_the_service_flags_configmap_and_filters() {
 
     // Hardened and sized: every container of every Deployment of ours (upstream's own, under
     // `upstream/`, stays as upstream wrote it but for the image).
-    for deployment in of_kind(&docs, "Deployment")
-        .into_iter()
-        .filter(|d| !d.file.starts_with(UPSTREAM_DEPLOYMENT_DIR))
-    {
+    for deployment in of_kind(&docs, "Deployment").into_iter().filter(|d| {
+        !d.file.starts_with(UPSTREAM_DEPLOYMENT_DIR)
+            && !d.file.starts_with(ENVOY_GATEWAY_DEPLOYMENT_DIR)
+    }) {
         let spec = at(&deployment.value, "spec.template.spec").expect("a pod spec");
         assert_eq!(
             at(spec, "securityContext.runAsNonRoot"),
@@ -971,4 +971,110 @@ fn upstreams_deployment_runs_our_image_with_its_env_unchanged() {
         "the ConfigMap's limits are not served:\n{}",
         service.log_tail(30)
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Envoy Gateway's rate-limit Deployment, only the image changed
+
+/// Where the Deployment Envoy Gateway generates lives, kept as Envoy Gateway writes it.
+const ENVOY_GATEWAY_DEPLOYMENT_DIR: &str = "integration/k8s/envoy-gateway/";
+
+/// Envoy Gateway's Deployment runs our image: `/bin/ratelimit` with its `env:` (every
+/// variable as written: limits over xDS with mTLS to the xDS server, TLS on gRPC, forced
+/// start), started with no arguments against a TLS ADS server standing in for Envoy
+/// Gateway's (one Secret's `tls.crt`/`tls.key`/`ca.crt` for everything, as Envoy Gateway
+/// mounts it). Only addresses and paths move to this machine's: `/healthcheck` answers before
+/// any config (forced start), then a pushed config is ACKed and served.
+#[test]
+fn envoy_gateways_deployment_runs_our_image_fed_over_xds() {
+    use support::tls::{Ca, TlsDir};
+    use support::xds::{AdsServer, ServerTls, domain};
+
+    let docs = manifests();
+    let deployment = of_kind(&docs, "Deployment")
+        .into_iter()
+        .find(|d| d.file.starts_with(ENVOY_GATEWAY_DEPLOYMENT_DIR))
+        .expect("Envoy Gateway's Deployment under integration/k8s/envoy-gateway/");
+    let containers = items(&deployment.value, "spec.template.spec.containers");
+    assert_eq!(containers.len(), 1, "{}", deployment.describe());
+    let container = &containers[0];
+    assert_eq!(str_at(container, "image"), Some("gcounter-rls:dev"));
+    assert_eq!(strings(items(container, "command")), ["/bin/ratelimit"]);
+    let certs_mount = items(container, "volumeMounts")
+        .iter()
+        .find(|m| str_at(m, "name") == Some("certs"))
+        .and_then(|m| str_at(m, "mountPath"))
+        .expect("the certs mount")
+        .to_string();
+
+    // The Secret Envoy Gateway mounts: one identity for the gRPC server and the xDS client.
+    let ca = Ca::new("envoy gateway CA");
+    let identity = ca.server_and_client();
+    let certs = TlsDir::new();
+    std::fs::write(certs.path("tls.crt"), &identity.cert_pem).expect("write tls.crt");
+    std::fs::write(certs.path("tls.key"), &identity.key_pem).expect("write tls.key");
+    std::fs::write(certs.path("ca.crt"), ca.cert_pem()).expect("write ca.crt");
+    let local_certs = certs.dir.path().to_string_lossy().into_owned();
+
+    // Envoy Gateway's xDS server for rate limits: mTLS, clients from the same CA.
+    let ads = AdsServer::start_with(0, Some(ServerTls::new(&ca.server(), Some(&ca))));
+    let metrics_port = support::free_port();
+    let env: Vec<(String, String)> = items(container, "env")
+        .iter()
+        .map(|e| {
+            let name = str_at(e, "name").expect("env name").to_string();
+            let value = str_at(e, "value").expect("env value").to_string();
+            let value = match name.as_str() {
+                // Envoy Gateway's Service name; the certificate names localhost.
+                "CONFIG_GRPC_XDS_SERVER_URL" => format!("localhost:{}", ads.addr.port()),
+                "REDIS_URL" => "127.0.0.1:6379".to_string(),
+                "PROMETHEUS_ADDR" => format!(":{metrics_port}"),
+                _ if value.starts_with(&certs_mount) => {
+                    value.replacen(&certs_mount, &local_certs, 1)
+                }
+                _ => value,
+            };
+            (name, value)
+        })
+        .collect();
+    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "CONFIG_TYPE",
+        "CONFIG_GRPC_XDS_SERVER_URL",
+        "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+        "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+        "FORCE_START_WITHOUT_INITIAL_CONFIG",
+        "GRPC_SERVER_USE_TLS",
+    ] {
+        assert!(names.contains(&expected), "{expected} not in {names:?}");
+    }
+    let local: Vec<(&str, &str)> = env.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let service = Service::start_upstream(&local);
+    let health = service.admin_get("/healthcheck");
+    assert_eq!(health.status, 200, "{}", health.body_text());
+
+    ads.push(
+        "1",
+        &[domain(
+            "ratelimit-config",
+            "envoy-gateway-test",
+            &[("k", 3)],
+        )],
+    );
+    ads.wait_ack("1");
+    let node = ads.requests()[0].node.clone().unwrap_or_default();
+    assert_eq!(node.id, "envoy-ratelimit");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rlconfig = service.rlconfig();
+        if rlconfig.contains("envoy-gateway-test.k: unit=MINUTE requests_per_unit=3") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pushed limits are not served:\n{rlconfig}\n{}",
+            service.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -19,6 +19,7 @@ mod table;
 mod window;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
@@ -146,6 +147,13 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     metrics: Arc<dyn Recorder>,
     replay_warnings: Throttle,
+    /// The origin's [`epoch`](RegionalOrigin::epoch) when its cells were last republished.
+    origin_epoch: AtomicU64,
+    /// When this process last denied a hit on a cell another region also counts (0: never).
+    /// The global counters flush and sync faster while it is recent (`GlobalSettings::
+    /// contended_speedup`): that is when the delay before regions hear of each other is
+    /// what lets them over-admit (ACCURACY.md).
+    contended_at_ms: AtomicU64,
 }
 
 impl Engine {
@@ -168,6 +176,8 @@ impl Engine {
             hitters: HeavyHitters::default(),
             refresh_gate: RefreshGate::default(),
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
+            origin_epoch: AtomicU64::new(origin.epoch()),
+            contended_at_ms: AtomicU64::new(0),
             settings,
             origin,
             clock,
@@ -213,12 +223,13 @@ impl Engine {
         if let (Some(previous), Some(current)) = (previous, self.table.get(&key))
             && self.refresh_needed(&current, &key, now_ms).is_none()
         {
-            let previous_total = previous.map_or(0, |cell| cell.total());
+            let previous_total = previous.as_ref().map_or(0, |cell| cell.total());
+            let previous_shared = previous.is_some_and(|cell| cell.global() > 0);
             let verdict = self.consume(
                 &hit,
                 &key,
                 &position,
-                previous_total,
+                (previous_total, previous_shared),
                 &current,
                 DecisionSource::Local,
             );
@@ -245,12 +256,14 @@ impl Engine {
             return penalized(now_ms, until);
         }
         let mut source = DecisionSource::Local;
-        let previous_total = match position.previous_sequence() {
+        let previous = match position.previous_sequence() {
             Some(sequence) => {
-                let previous = key.with_sequence(sequence);
-                self.cell(previous, now_ms, &mut source).await.total()
+                let previous = self
+                    .cell(key.with_sequence(sequence), now_ms, &mut source)
+                    .await;
+                (previous.total(), previous.global() > 0)
             }
-            None => 0,
+            None => (0, false),
         };
         let current = self.cell(key, now_ms, &mut source).await;
         if let Some(freshness) = self.settings.freshness
@@ -259,7 +272,7 @@ impl Engine {
         {
             source = DecisionSource::Origin;
         }
-        let verdict = self.consume(&hit, &key, &position, previous_total, &current, source);
+        let verdict = self.consume(&hit, &key, &position, previous, &current, source);
         self.penalize_denial(verdict, &hit, penalty_ms, now_ms)
     }
 
@@ -323,13 +336,14 @@ impl Engine {
         }
     }
 
-    /// Decide from memory, consume on accept, and queue the cell for replay.
+    /// Decide from memory, consume on accept, and queue the cell for replay. `previous` is
+    /// the previous cell's total and whether another region counts in it.
     fn consume(
         &self,
         hit: &Hit<'_>,
         key: &CellKeyRef<'_>,
         position: &WindowPosition,
-        previous_total: u64,
+        (previous_total, previous_shared): (u64, bool),
         current: &Arc<WindowCell>,
         source: DecisionSource,
     ) -> Verdict {
@@ -346,6 +360,11 @@ impl Engine {
         {
             current.mark_overflowed();
             self.metrics.replay_overflow();
+        }
+        // Early in a window the current cell has no foreign count yet: the previous one's
+        // tells that the limit is shared.
+        if !decision.allowed && (current.global() > 0 || previous_shared) {
+            self.note_contended(now_ms);
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict
@@ -489,18 +508,27 @@ impl Engine {
 
     /// Send the penalties entered since the last cycle to the region. A failure keeps them
     /// for the next cycle (bounded); meanwhile they hold in this process only.
+    ///
+    /// Cancellation-safe as the replay is: dropped before the origin answered, the penalties
+    /// go back to the pending list.
     async fn send_penalties(&self, origin: &dyn RegionalOrigin) {
-        let penalties = self.penalties.take_pending();
-        if penalties.is_empty() {
+        let mut sending = PenaltiesInFlight {
+            engine: self,
+            penalties: self.penalties.take_pending(),
+        };
+        if sending.penalties.is_empty() {
             return;
         }
         let started = std::time::Instant::now();
-        let sent = origin.penalize(&penalties).await;
+        let sent = origin.penalize(&sending.penalties).await;
         self.metrics
             .origin_call(OriginOp::Replay, sent.is_ok(), started.elapsed());
-        if let Err(error) = sent {
-            tracing::debug!(%error, origin = self.origin.name(), "sending penalties failed; they hold locally");
-            self.penalties.give_back(penalties, self.clock.now_ms());
+        match sent {
+            // Sent: nothing to give back on drop.
+            Ok(()) => sending.penalties.clear(),
+            Err(error) => {
+                tracing::debug!(%error, origin = self.origin.name(), "sending penalties failed; they hold locally");
+            }
         }
     }
 
@@ -603,6 +631,24 @@ impl Engine {
         created
     }
 
+    /// A denial on a cell with a foreign count. Written at most once per millisecond of
+    /// change, so denials at a high rate do not bounce the cache line between cores.
+    fn note_contended(&self, now_ms: u64) {
+        use std::sync::atomic::Ordering;
+        if self.contended_at_ms.load(Ordering::Relaxed) < now_ms {
+            self.contended_at_ms.fetch_max(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this process denied a hit on a cell that another region also counts at or
+    /// after `since_ms`: its limit is contended across regions right now.
+    pub fn contended_since(&self, since_ms: u64) -> bool {
+        let at = self
+            .contended_at_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        at != 0 && at >= since_ms
+    }
+
     /// The engine's clock, for the layers that work beside it.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
@@ -642,6 +688,46 @@ impl Engine {
         recovered
     }
 
+    /// After the origin's store was replaced ([`RegionalOrigin::epoch`] changed): queue every
+    /// cell holding this process's work again, so the next replays republish the cumulative
+    /// counts the new store may lack. Walks the table a slice at a time like the reaper; a cell
+    /// the full queue refuses is marked overflowed and recovered later. Returns how many
+    /// cells were queued.
+    pub async fn republish_after_origin_change(&self) -> usize {
+        let epoch = self.origin.epoch();
+        if self.origin_epoch.swap(epoch, Ordering::AcqRel) == epoch {
+            return 0;
+        }
+        let (mut queued, mut waiting) = (0, 0);
+        for (visited, (key, cell)) in self.table.cells().enumerate() {
+            if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            if cell.own() == 0 {
+                continue;
+            }
+            if !cell.requeue() {
+                // Already queued: its next replay publishes the cumulative count anyway.
+                waiting += 1;
+                continue;
+            }
+            if self.replay.push(key, Arc::clone(&cell)) {
+                queued += 1;
+            } else {
+                cell.mark_overflowed();
+                self.replay.note_overflow();
+                self.metrics.replay_overflow();
+            }
+        }
+        tracing::info!(
+            queued,
+            already_queued = waiting,
+            origin = self.origin.name(),
+            "the regional origin's store was replaced: republishing this process's counts"
+        );
+        queued
+    }
+
     pub fn live_cells(&self) -> usize {
         self.table.len()
     }
@@ -674,6 +760,7 @@ impl Engine {
         loop {
             tokio::select! {
                 _ = replay.tick() => {
+                    self.republish_after_origin_change().await;
                     self.replay_now().await;
                     self.recover_overflowed().await;
                 }
@@ -722,6 +809,29 @@ impl RegionalOrigin for FinalAttempt {
 
     fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
         self.origin.penalty_until(counter)
+    }
+
+    fn epoch(&self) -> u64 {
+        self.origin.epoch()
+    }
+}
+
+/// The penalties one [`Engine::send_penalties`] took: whatever it holds when dropped (a
+/// failed send, or the send's future dropped mid-call) goes back to the pending list.
+struct PenaltiesInFlight<'e> {
+    engine: &'e Engine,
+    penalties: Vec<(CounterKey, u64)>,
+}
+
+impl Drop for PenaltiesInFlight<'_> {
+    fn drop(&mut self) {
+        if self.penalties.is_empty() {
+            return;
+        }
+        let penalties = std::mem::take(&mut self.penalties);
+        self.engine
+            .penalties
+            .give_back(penalties, self.engine.clock.now_ms());
     }
 }
 

@@ -127,14 +127,31 @@ impl ReplayQueue {
     ///
     /// The cells of a failed batch are queued again: their cumulative counts go with a later
     /// cycle, and a batch that did land before failing is harmless to send again.
+    ///
+    /// Cancellation-safe: the drained cells are held by [`InFlight`], which queues again
+    /// every cell whose batch had not finished when this future is dropped. A cell drained
+    /// but never taken is still `Queued` (no accept would queue it again), and one taken
+    /// but not merged is `Idle` with its work unpublished: dropped with the future, either
+    /// kept its work out of every later replay.
     pub async fn replay(&self, origin: &dyn RegionalOrigin, fresh_until_ms: u64) -> Replayed {
-        let drained = std::mem::take(&mut *self.lock()).cells;
+        let mut in_flight = InFlight {
+            queue: self,
+            cells: std::mem::take(&mut *self.lock()).cells,
+            done: 0,
+            taken: 0,
+        };
         let mut replayed = Replayed::default();
-        for chunk in drained.chunks(self.batch_size) {
+        while in_flight.done < in_flight.cells.len() {
+            let start = in_flight.done;
+            let end = start
+                .saturating_add(self.batch_size)
+                .min(in_flight.cells.len());
+            let chunk = in_flight.cells.get(start..end).unwrap_or_default();
             let batch: Vec<(CellKey, u64)> = chunk
                 .iter()
                 .map(|(key, cell)| (key.clone(), cell.take_for_replay()))
                 .collect();
+            in_flight.taken = end;
             let outcome = origin.replay(&batch).await.and_then(|totals| {
                 if totals.len() == batch.len() {
                     Ok(totals)
@@ -154,18 +171,170 @@ impl ReplayQueue {
                     replayed.batches.push(chunk.len());
                 }
                 Err(error) => {
-                    let mut requeue = self.lock();
-                    for (key, cell) in chunk {
-                        // Re-queued past the cap on purpose: these cells were already in the
-                        // queue once, and leaving them out would keep their work local.
-                        if cell.requeue() {
-                            requeue.push(key.clone(), Arc::clone(cell));
-                        }
-                    }
+                    self.requeue_taken(chunk);
                     replayed.error.get_or_insert(error);
                 }
             }
+            in_flight.done = end;
         }
         replayed
+    }
+
+    /// Queue again cells taken for a replay that did not land.
+    fn requeue_taken(&self, cells: &[(CellKey, Arc<WindowCell>)]) {
+        let mut requeue = self.lock();
+        for (key, cell) in cells {
+            // Re-queued past the cap on purpose: these cells were already in the queue once,
+            // and leaving them out would keep their work local.
+            if cell.requeue() {
+                requeue.push(key.clone(), Arc::clone(cell));
+            }
+        }
+    }
+}
+
+/// The cells one [`ReplayQueue::replay`] drained: `..done` are settled (merged, or queued
+/// again after a failure), `done..taken` were taken for the batch in flight, `taken..` still
+/// hold their queue entry. Dropping it before the end queues the unsettled ones again.
+struct InFlight<'q> {
+    queue: &'q ReplayQueue,
+    cells: Vec<(CellKey, Arc<WindowCell>)>,
+    done: usize,
+    taken: usize,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.done >= self.cells.len() {
+            return;
+        }
+        let taken = self.cells.get(self.done..self.taken).unwrap_or_default();
+        self.queue.requeue_taken(taken);
+        let untaken = self
+            .cells
+            .get(self.taken.max(self.done)..)
+            .unwrap_or_default();
+        if untaken.is_empty() {
+            return;
+        }
+        let mut pending = self.queue.lock();
+        for (key, cell) in untaken {
+            // Still `Queued`: this entry is their only one.
+            pending.push(key.clone(), Arc::clone(cell));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::regional::{CellRead, InProcessOrigin, OriginFuture};
+
+    /// Answers no replay: every call stays pending until it is dropped.
+    struct Hangs;
+
+    impl RegionalOrigin for Hangs {
+        fn name(&self) -> &'static str {
+            "hangs"
+        }
+
+        fn read<'a>(&'a self, _key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+            Box::pin(std::future::pending())
+        }
+
+        fn replay<'a>(&'a self, _batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn key(identifier: &str) -> CellKey {
+        CellKey {
+            workspace: "d".into(),
+            namespace: "1:k/".into(),
+            identifier: identifier.into(),
+            duration_ms: 60_000,
+            sequence: 1,
+        }
+    }
+
+    /// A cell with `count` accepted, queued as the engine queues it.
+    fn accepted(queue: &ReplayQueue, identifier: &str, count: u64) -> Arc<WindowCell> {
+        let cell = Arc::new(WindowCell::default());
+        let (_, need) = cell.try_consume(0, 0, 60_000, count, 1_000);
+        assert_eq!(need, super::super::cell::ReplayNeed::Enqueue);
+        assert!(queue.push(key(identifier), Arc::clone(&cell)));
+        cell
+    }
+
+    /// A replay dropped mid-batch (a caller's timeout, a `select!`, a shutdown) must leave
+    /// every drained cell queued: the one in flight and the ones not yet taken. Before the
+    /// fix, the drained cells were gone from the queue while still marked `Queued`, so no
+    /// accept queued them again and no later replay ever carried their work.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_replay_leaves_every_drained_cell_queued() {
+        let queue = ReplayQueue::new(100, 1 << 20, 2);
+        let cells: Vec<_> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|id| accepted(&queue, id, 3))
+            .collect();
+        let dropped =
+            tokio::time::timeout(Duration::from_millis(10), queue.replay(&Hangs, u64::MAX)).await;
+        assert!(
+            dropped.is_err(),
+            "the hanging replay was cut by the timeout"
+        );
+        assert_eq!(queue.len(), 5, "all five cells are queued again");
+
+        // Accepts meanwhile do not queue them twice.
+        for cell in &cells {
+            let (_, need) = cell.try_consume(0, 0, 60_000, 1, 1_000);
+            assert_eq!(need, super::super::cell::ReplayNeed::None);
+        }
+        assert_eq!(queue.len(), 5);
+
+        // The next replay carries everything accepted, before and after the drop.
+        let origin = InProcessOrigin::new(100);
+        let replayed = queue.replay(&origin, u64::MAX).await;
+        assert!(replayed.error.is_none(), "{:?}", replayed.error);
+        assert_eq!(replayed.batches, vec![2, 2, 1]);
+        assert_eq!(queue.len(), 0);
+        for id in ["a", "b", "c", "d", "e"] {
+            let read = origin.read(&key(id)).await.expect("in-process read");
+            assert_eq!(read.own, 4, "cell {id}: 3 + 1 accepted, all published");
+        }
+    }
+
+    /// Dropped after its first batch landed: the landed cells stay settled (not queued
+    /// again), the rest are queued.
+    #[tokio::test(start_paused = true)]
+    async fn a_replay_dropped_after_a_landed_batch_queues_only_the_rest() {
+        /// Answers the first call, hangs on the others.
+        struct FirstOnly(InProcessOrigin, std::sync::atomic::AtomicUsize);
+        impl RegionalOrigin for FirstOnly {
+            fn name(&self) -> &'static str {
+                "first-only"
+            }
+            fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+                self.0.read(key)
+            }
+            fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+                if self.1.fetch_add(1, Ordering::SeqCst) == 0 {
+                    self.0.replay(batch)
+                } else {
+                    Box::pin(std::future::pending())
+                }
+            }
+        }
+        let queue = ReplayQueue::new(100, 1 << 20, 2);
+        for id in ["a", "b", "c"] {
+            accepted(&queue, id, 1);
+        }
+        let origin = FirstOnly(InProcessOrigin::new(100), Default::default());
+        let dropped =
+            tokio::time::timeout(Duration::from_millis(10), queue.replay(&origin, u64::MAX)).await;
+        assert!(dropped.is_err());
+        assert_eq!(queue.len(), 1, "the landed batch of two is settled");
     }
 }

@@ -758,3 +758,155 @@ async fn a_failed_penalty_send_degrades_to_the_local_box_and_is_retried() {
         "sent on the next cycle"
     );
 }
+
+/// An origin whose `penalize` never answers while `hang` is set (a Redis that stopped
+/// answering mid-call): the send's future is dropped by its caller's deadline.
+struct HangingPenalties {
+    inner: SwitchableOrigin,
+    hang: AtomicBool,
+}
+
+impl RegionalOrigin for HangingPenalties {
+    fn name(&self) -> &'static str {
+        "hanging-penalties"
+    }
+
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        self.inner.read(key)
+    }
+
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+        self.inner.replay(batch)
+    }
+
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        if self.hang.load(Ordering::SeqCst) {
+            return Box::pin(std::future::pending());
+        }
+        self.inner.penalize(penalties)
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        self.inner.penalty_until(counter)
+    }
+}
+
+/// A replay cycle dropped while the penalties are on their way keeps them for the next
+/// cycle, as it keeps its cells: the region's other processes still learn of the penalty.
+#[tokio::test]
+async fn a_dropped_penalty_send_is_sent_by_the_next_cycle() {
+    let clock = Arc::new(ManualClock::new(100_000));
+    let shared = SwitchableOrigin::new(false);
+    let other = shared.sibling("b");
+    let origin = Arc::new(HangingPenalties {
+        inner: shared,
+        hang: AtomicBool::new(true),
+    });
+    let a = Engine::new(
+        EngineSettings::default(),
+        origin.clone(),
+        clock.clone(),
+        metrics(),
+    );
+    let names = Names::new();
+    let penalty = 300_000;
+    assert!(
+        a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed
+    );
+    assert!(
+        !a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed
+    );
+    let counter = minute_hit(&names, 1, 1).counter.to_owned_key();
+    let dropped = tokio::time::timeout(Duration::from_millis(50), a.replay_now()).await;
+    assert!(dropped.is_err(), "the send hangs");
+    assert_eq!(other.penalty_until(&counter).await.ok(), Some(0));
+    origin.hang.store(false, Ordering::SeqCst);
+    a.replay_now().await;
+    let until = other.penalty_until(&counter).await.expect("read");
+    assert_eq!(until, 100_000 + penalty, "sent by the next cycle");
+}
+
+/// An origin whose store a test can replace (as a Sentinel failover replaces the master): the
+/// new store is empty, and the epoch says so.
+struct Replaceable {
+    stores: [InProcessOrigin; 2],
+    current: AtomicU64,
+}
+
+impl RegionalOrigin for Replaceable {
+    fn name(&self) -> &'static str {
+        "replaceable"
+    }
+
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        self.store().read(key)
+    }
+
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, u64)]) -> OriginFuture<'a, Vec<u64>> {
+        self.store().replay(batch)
+    }
+
+    fn epoch(&self) -> u64 {
+        self.current.load(Ordering::SeqCst)
+    }
+}
+
+impl Replaceable {
+    fn store(&self) -> &InProcessOrigin {
+        &self.stores[self.current.load(Ordering::SeqCst) as usize]
+    }
+}
+
+/// A replaced store lacks what was published to the old one; after the epoch changes, every
+/// cell holding work is republished, also one that gets no further hit.
+#[tokio::test]
+async fn a_replaced_origin_gets_every_cell_republished() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let origin = Arc::new(Replaceable {
+        stores: [InProcessOrigin::new(100), InProcessOrigin::new(100)],
+        current: AtomicU64::new(0),
+    });
+    let engine = Engine::new(
+        EngineSettings::default(),
+        origin.clone(),
+        clock.clone(),
+        metrics(),
+    );
+    let names = Names::new();
+    for _ in 0..3 {
+        assert!(engine.check(names.hit("quiet", 1, 100)).await.allowed);
+    }
+    assert!(engine.check(names.hit("busy", 1, 100)).await.allowed);
+    assert_eq!(
+        engine.republish_after_origin_change().await,
+        0,
+        "same store"
+    );
+    engine.replay_now().await;
+    let quiet = names.cell_key("quiet", 10);
+    let on_old = origin.stores[0].read(&quiet).await.expect("read");
+    assert_eq!(on_old.own, 3);
+
+    origin.current.store(1, Ordering::SeqCst);
+    assert_eq!(engine.republish_after_origin_change().await, 2);
+    assert_eq!(
+        engine.republish_after_origin_change().await,
+        0,
+        "once per change"
+    );
+    engine.replay_now().await;
+    let on_new = origin.stores[1].read(&quiet).await.expect("read");
+    assert_eq!(
+        on_new.own, 3,
+        "the quiet cell reached the new store without a new hit"
+    );
+    let busy = origin.stores[1]
+        .read(&names.cell_key("busy", 10))
+        .await
+        .expect("read");
+    assert_eq!(busy.own, 1);
+}

@@ -29,6 +29,21 @@ impl Cadence {
         }
     }
 
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Tick every `interval` from now on: a shorter one brings the next target forward to at
+    /// most `now + interval`; a longer one lets the current target stand.
+    pub fn set_interval(&mut self, interval: Duration, now: Instant) {
+        let interval = interval.max(Duration::from_millis(1));
+        if interval == self.interval {
+            return;
+        }
+        self.interval = interval;
+        self.target = self.target.min(now + interval);
+    }
+
     /// The instant of the next tick; `unit` is a random draw in `[0, 1)`.
     pub fn next(&mut self, now: Instant, unit: f64) -> Instant {
         while self.target + self.interval.mul_f64(self.jitter) < now {
@@ -65,5 +80,19 @@ mod tests {
         let late = start + Duration::from_secs(55);
         let fire = cadence.next(late, 0.5);
         assert_eq!(fire, start + Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_shorter_interval_brings_the_next_tick_forward() {
+        let start = Instant::now();
+        let mut cadence = Cadence::new(Duration::from_secs(10), 0.0, start);
+        let now = start + Duration::from_secs(1);
+        cadence.set_interval(Duration::from_millis(500), now);
+        assert_eq!(cadence.next(now, 0.5), now + Duration::from_millis(500));
+        assert_eq!(cadence.next(now, 0.5), now + Duration::from_millis(1_000));
+        // Back to the long interval: the target already drawn stands, then 10 s apart.
+        cadence.set_interval(Duration::from_secs(10), now);
+        assert_eq!(cadence.next(now, 0.5), now + Duration::from_millis(1_500));
+        assert_eq!(cadence.next(now, 0.5), now + Duration::from_millis(11_500));
     }
 }

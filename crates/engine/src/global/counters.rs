@@ -19,6 +19,12 @@ use crate::throttle::Throttle;
 /// (4.8 statements/s) at 10 s intervals, within twice the RFC's estimate (ACCURACY.md).
 pub const DEFAULT_PUBLISH_FLOOR: f64 = 0.02;
 
+/// The shortest interval a contended speedup brings flush or sync down to.
+const MIN_CONTENDED_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The default [`GlobalSettings::contended_speedup`].
+pub const DEFAULT_CONTENDED_SPEEDUP: u32 = 1;
+
 #[derive(Debug, Clone)]
 pub struct GlobalSettings {
     pub flush_interval: Duration,
@@ -29,6 +35,11 @@ pub struct GlobalSettings {
     /// stay in their region: with `R` regions a limit can be exceeded by up to `R × floor`
     /// of it before any region hears of the others (ACCURACY.md).
     pub publish_floor: f64,
+    /// While this process is denying hits on a cell another region also counts, flush and sync
+    /// run this many times as often (1: never faster). That is when the delay before
+    /// regions hear of each other turns into over-admission; the extra statements are spent
+    /// only then (ACCURACY.md, "Contended cadence").
+    pub contended_speedup: u32,
     /// Bound on one flush or sync, so a sick database cannot hold the next tick.
     pub timeout: Duration,
     /// Periodic cleanup of expired rows; `None` leaves it to `gcounter-rls cleanup`.
@@ -48,6 +59,7 @@ impl Default for GlobalSettings {
             sync_interval: Duration::from_secs(10),
             jitter: 0.2,
             publish_floor: DEFAULT_PUBLISH_FLOOR,
+            contended_speedup: DEFAULT_CONTENDED_SPEEDUP,
             timeout: Duration::from_secs(5),
             cleanup_interval: None,
             cleanup_batch: 1_000,
@@ -75,6 +87,8 @@ pub struct GlobalCounters {
     sync_warnings: Throttle,
     /// The schema is ready (migrated, or not ours to migrate).
     schema_ready: std::sync::atomic::AtomicBool,
+    /// This region's own rows were read back once (see [`GlobalStore::own_rows`]).
+    own_read: std::sync::atomic::AtomicBool,
 }
 
 impl GlobalCounters {
@@ -92,6 +106,7 @@ impl GlobalCounters {
             flush_warnings: Throttle::new(settings.repeated_warning_interval),
             sync_warnings: Throttle::new(settings.repeated_warning_interval),
             schema_ready: std::sync::atomic::AtomicBool::new(!settings.migrate),
+            own_read: std::sync::atomic::AtomicBool::new(false),
             settings,
             metrics,
         }
@@ -186,11 +201,15 @@ impl GlobalCounters {
         flushed
     }
 
-    /// Import the other regions' sums (and this region's own rows as a lower bound).
+    /// Import the other regions' sums (and, for those cells, this region's own row as a
+    /// lower bound). Cells only this region wrote are not read back (see `GlobalStore::sync`).
     /// On failure the counts already held stay. Returns the cells merged.
     pub async fn sync(&self) -> Option<usize> {
         let started = Instant::now();
         let now_ms = self.engine.now_ms();
+        if !self.own_read.load(std::sync::atomic::Ordering::Acquire) {
+            self.read_own_rows(now_ms).await?;
+        }
         let sync = self.store.sync(&self.region, now_ms);
         let cells = match self.within(sync).await {
             Ok(cells) => cells,
@@ -211,6 +230,46 @@ impl GlobalCounters {
         self.metrics
             .global_sync(cells.len() as u64, created, started.elapsed());
         Some(cells.len())
+    }
+
+    /// The flush and sync intervals to use now: divided by `contended_speedup` while this
+    /// process denied a hit on a cell with a foreign count within the last (longer) interval.
+    pub fn intervals(&self) -> (Duration, Duration) {
+        let (flush, sync) = (self.settings.flush_interval, self.settings.sync_interval);
+        let speedup = self.settings.contended_speedup.max(1);
+        if speedup == 1 {
+            return (flush, sync);
+        }
+        let window = u64::try_from(flush.max(sync).as_millis()).unwrap_or(u64::MAX);
+        let since = self.engine.now_ms().saturating_sub(window);
+        if self.engine.contended_since(since) {
+            let faster = |every: Duration| (every / speedup).max(every.min(MIN_CONTENDED_INTERVAL));
+            (faster(flush), faster(sync))
+        } else {
+            (flush, sync)
+        }
+    }
+
+    /// The first sync of a process first reads back its region's own rows, as a lower bound
+    /// of `regional` (sync no longer returns cells only this region wrote). Fails like a sync.
+    async fn read_own_rows(&self, now_ms: u64) -> Option<()> {
+        let own = match self.within(self.store.own_rows(&self.region, now_ms)).await {
+            Ok(own) => own,
+            Err(error) => {
+                if let Some(suppressed) = self.sync_warnings.allow() {
+                    tracing::warn!(%error, store = self.store.name(), suppressed, "reading this region's own global rows failed; retrying on the next sync");
+                }
+                self.metrics.global_sync_failed();
+                return None;
+            }
+        };
+        for cell in &own {
+            self.engine.merge_synced(&cell.key, 0, cell.own);
+        }
+        tracing::debug!(cells = own.len(), "own global rows read back");
+        self.own_read
+            .store(true, std::sync::atomic::Ordering::Release);
+        Some(())
     }
 
     /// Delete expired rows; returns how many.
@@ -253,6 +312,15 @@ impl GlobalCounters {
         let mut next_cleanup = cleanup
             .as_mut()
             .map(|cleanup| cleanup.next(tokio::time::Instant::now(), 0.0));
+        // With a contended speedup, contention is looked for at the fast interval, so a long
+        // tick already drawn is brought forward when it starts.
+        let speedup = self.settings.contended_speedup.max(1);
+        let probe_every = self
+            .settings
+            .flush_interval
+            .min(self.settings.sync_interval)
+            / speedup;
+        let mut next_probe = tokio::time::Instant::now() + probe_every;
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next_flush) => {
@@ -260,13 +328,30 @@ impl GlobalCounters {
                         let flushed = self.flush().await;
                         flush_backoff.record(flushed.failed == 0 || flushed.published > 0);
                     }
-                    next_flush = flush.next(tokio::time::Instant::now(), fastrand::f64());
+                    let now = tokio::time::Instant::now();
+                    flush.set_interval(self.intervals().0, now);
+                    next_flush = flush.next(now, fastrand::f64());
                 }
                 () = tokio::time::sleep_until(next_sync) => {
                     if sync_backoff.should_run() && self.ensure_schema().await {
                         sync_backoff.record(self.sync().await.is_some());
                     }
-                    next_sync = sync.next(tokio::time::Instant::now(), fastrand::f64());
+                    let now = tokio::time::Instant::now();
+                    sync.set_interval(self.intervals().1, now);
+                    next_sync = sync.next(now, fastrand::f64());
+                }
+                () = tokio::time::sleep_until(next_probe), if speedup > 1 => {
+                    let now = tokio::time::Instant::now();
+                    let (flush_every, sync_every) = self.intervals();
+                    if flush_every < flush.interval() {
+                        flush.set_interval(flush_every, now);
+                        next_flush = next_flush.min(flush.next(now, fastrand::f64()));
+                    }
+                    if sync_every < sync.interval() {
+                        sync.set_interval(sync_every, now);
+                        next_sync = next_sync.min(sync.next(now, fastrand::f64()));
+                    }
+                    next_probe = now + probe_every;
                 }
                 // Without a cleanup interval the branch is disabled: its sleep is never polled.
                 () = tokio::time::sleep_until(next_cleanup.unwrap_or(now)), if next_cleanup.is_some() => {

@@ -7,5 +7,7 @@ mod cadence;
 mod counters;
 mod store;
 
-pub use counters::{DEFAULT_PUBLISH_FLOOR, Flushed, GlobalCounters, GlobalSettings};
+pub use counters::{
+    DEFAULT_CONTENDED_SPEEDUP, DEFAULT_PUBLISH_FLOOR, Flushed, GlobalCounters, GlobalSettings,
+};
 pub use store::*;

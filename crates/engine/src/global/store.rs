@@ -60,6 +60,7 @@ pub struct SyncedCell {
     /// The sum of the other regions' components: what merges into `cell.global`.
     pub foreign: u64,
     /// This region's own component (0 when it has none): may only raise the regional count.
+    /// Only there for cells another region wrote too (see [`GlobalStore::sync`]).
     pub own: u64,
 }
 
@@ -130,9 +131,19 @@ pub trait GlobalStore: Send + Sync + 'static {
         now_ms: u64,
     ) -> StoreFuture<'a, PublishReport>;
 
-    /// Every cell with `expires_at > now_ms`: the sum of the other regions' components
-    /// (`foreign`) and this region's own (`own`), grouped by the store in one query.
+    /// Every cell with `expires_at > now_ms` that another region wrote (a live row with
+    /// `region != region`): the sum of the other regions' components (`foreign`) and this
+    /// region's own (`own`), grouped by the store in one query. A cell only this region wrote
+    /// is not returned: it has nothing to import, and the region's count of it is held by
+    /// the regional origin (returning it made every process read back every row its region
+    /// published; ACCURACY.md).
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
+
+    /// This region's own components of the cells with `expires_at > now_ms` (as cells with
+    /// `foreign` 0). Read once when a process starts: sync leaves out cells only this region
+    /// wrote, and a restarted process whose regional origin is its own memory (or is down)
+    /// gets its region's counts back from here, as it used to from sync.
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
 
     /// Delete rows with `expires_at <= now_ms`, at most `batch` per statement, until none are
     /// left (short statements, so a big cleanup never holds locks for long). Returns the

@@ -136,6 +136,10 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
         self.breaker.state()
     }
 
+    fn epoch(&self) -> u64 {
+        self.inner.epoch()
+    }
+
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
         Box::pin(self.guarded(self.read_timeout, move || self.inner.read(key)))
     }

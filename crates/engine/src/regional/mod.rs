@@ -97,6 +97,14 @@ pub trait RegionalOrigin: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(0)))
     }
 
+    /// Changes when the origin's store was replaced by one that may lack what this process
+    /// published (a Redis Sentinel failover: writes the old master took but never replicated
+    /// are gone). The engine then queues every cell holding its work again, so the next replays
+    /// republish the cumulative counts. Origins whose store is never replaced keep 0.
+    fn epoch(&self) -> u64 {
+        0
+    }
+
     /// The circuit breaker's state, for the metrics gauge; unguarded origins are always closed.
     fn circuit_state(&self) -> CircuitState {
         CircuitState::Closed

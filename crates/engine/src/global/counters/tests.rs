@@ -1,8 +1,8 @@
 //! Regions converging through a `MemoryStore`, with a manual clock.
 
 use super::*;
-use crate::cell_key::CounterKeyRef;
-use crate::engine::{EngineSettings, Hit, ManualClock};
+use crate::cell_key::{CellKey, CounterKeyRef};
+use crate::engine::{Clock, EngineSettings, Hit, ManualClock};
 use crate::global::MemoryStore;
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::InProcessOrigin;
@@ -81,6 +81,35 @@ async fn a_region_admits_only_what_another_left() {
     // A's own row is never imported as foreign: A still sees exactly its 60
     a.counters.sync().await;
     assert_eq!(a.engine.check(names.hit(0)).await.remaining, 40);
+}
+
+#[tokio::test]
+async fn a_restarted_process_reads_its_regions_own_rows_back_once() {
+    let (store, a, _) = setup();
+    let names = names();
+    assert!(a.engine.check(names.hit(70)).await.allowed);
+    assert_eq!(a.counters.flush().await.published, 1);
+    // No other region wrote the cell: sync leaves it out.
+    assert_eq!(a.counters.sync().await, Some(0));
+    // The process restarts (its in-process origin and cells are gone); same store and clock.
+    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
+    let restarted = region("a", &store, &clock);
+    assert_eq!(restarted.engine.check(names.hit(0)).await.remaining, 100);
+    assert_eq!(restarted.counters.sync().await, Some(0));
+    assert_eq!(
+        restarted.engine.check(names.hit(0)).await.remaining,
+        30,
+        "the region's 70 are back from its own row"
+    );
+    // Read once: a later sync does not read the own rows again (a higher own row written
+    // meanwhile by a sibling stays with the regional origin).
+    store
+        .publish("a", &[(store.rows()[0].key.clone(), 90)], 2)
+        .await
+        .map(|report| assert_eq!(report.published(), 1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    restarted.counters.sync().await;
+    assert_eq!(restarted.engine.check(names.hit(0)).await.remaining, 30);
 }
 
 #[tokio::test]
@@ -234,4 +263,86 @@ async fn flush_and_sync_each_keep_their_own_rate() {
     let (flushes, syncs) = jobs_in_a_minute(Duration::from_secs(10), Duration::from_secs(5)).await;
     assert!((5..=7).contains(&flushes), "flushes {flushes}");
     assert!((11..=13).contains(&syncs), "syncs {syncs}");
+}
+
+/// Syncs of the loop per 10 s phase, with a contended speedup of 4 at 1 s intervals: quiet,
+/// then denying hits on a cell another region counts, then quiet again.
+#[tokio::test(start_paused = true)]
+async fn a_contended_cell_speeds_flush_and_sync_up_while_it_lasts() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
+    let jobs = Arc::new(JobCount::default());
+    let engine = Arc::new(Engine::new(
+        EngineSettings::default(),
+        Arc::new(InProcessOrigin::new(1_000)),
+        clock.clone(),
+        Arc::new(NoRecorder),
+    ));
+    let settings = GlobalSettings {
+        flush_interval: Duration::from_secs(1),
+        sync_interval: Duration::from_secs(1),
+        contended_speedup: 4,
+        ..GlobalSettings::default()
+    };
+    let counters = Arc::new(GlobalCounters::new(
+        store.clone(),
+        Arc::clone(&engine),
+        "a".into(),
+        settings,
+        Arc::clone(&jobs) as Arc<dyn Recorder>,
+    ));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(Arc::clone(&counters).run(async {
+        let _ = stopped.await;
+    }));
+    let names = names();
+    let syncs = || jobs.syncs.load(std::sync::atomic::Ordering::Relaxed);
+    // 10 s in steps of 100 ms, the engine's clock moving with tokio's; `deny` sends a hit
+    // the cell has no room for at each step.
+    let phase = |deny: bool| {
+        let (engine, clock, names) = (&engine, &clock, &names);
+        async move {
+            for _ in 0..100 {
+                if deny {
+                    let verdict = engine.check(names.hit(1)).await;
+                    assert!(!verdict.allowed, "the cell is full");
+                }
+                clock.advance(100);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    phase(false).await;
+    let quiet = syncs();
+    assert!((9..=11).contains(&quiet), "quiet: {quiet} syncs");
+    // Another region admitted the whole limit of the current cell.
+    let cell = CellKey::new(
+        &names.workspace,
+        &names.namespace,
+        "1:u",
+        3_600_000,
+        clock.now_ms() / 3_600_000,
+    );
+    store
+        .publish("b", &[(cell.clone(), 100)], clock.now_ms())
+        .await
+        .map(|report| assert_eq!(report.published(), 1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // As the next sync would merge it (so that every hit below is denied).
+    engine.merge_synced(&cell, 100, 0);
+    assert!(!engine.contended_since(clock.now_ms() - 1_000));
+    phase(true).await;
+    let contended = syncs() - quiet;
+    assert!(engine.contended_since(clock.now_ms() - 1_000));
+    // About four syncs a second (the first one within the 250 ms probe).
+    assert!(
+        (36..=42).contains(&contended),
+        "contended: {contended} syncs"
+    );
+    phase(false).await;
+    let after = syncs() - quiet - contended;
+    // A second of fast syncs after the last denial, then back to one a second.
+    assert!((10..=15).contains(&after), "after: {after} syncs");
+    let _ = stop.send(());
+    let _ = run.await;
 }

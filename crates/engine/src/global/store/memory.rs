@@ -149,12 +149,19 @@ impl MemoryStore {
         let now = clamp(now_ms);
         let state = self.state();
         let mut cells: Vec<SyncedCell> = Vec::new();
+        // Whether the last cell has a foreign row; a cell without one is dropped (like the
+        // SQL store's HAVING), so only cells another region wrote are returned.
+        let mut has_foreign = false;
         for ((key, row_region), c) in &state.rows {
             if c.expires_at <= now {
                 continue;
             }
             // Rows of one cell are adjacent: the map is ordered by key first.
             if cells.last().is_none_or(|last| last.key != *key) {
+                if !has_foreign {
+                    cells.pop();
+                }
+                has_foreign = false;
                 cells.push(SyncedCell {
                     key: key.clone(),
                     foreign: 0,
@@ -168,11 +175,32 @@ impl MemoryStore {
             if &**row_region == region {
                 cell.own = count;
             } else {
+                has_foreign = true;
                 // Capped like the SQL store's LEAST(SUM(count), i64::MAX).
                 cell.foreign = cell.foreign.saturating_add(count).min(i64::MAX as u64);
             }
         }
+        if !has_foreign {
+            cells.pop();
+        }
         Ok(cells)
+    }
+
+    fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+        self.down()?;
+        check_region(region)?;
+        let now = clamp(now_ms);
+        Ok(self
+            .state()
+            .rows
+            .iter()
+            .filter(|((_, r), c)| &**r == region && c.expires_at > now)
+            .map(|((key, _), c)| SyncedCell {
+                key: key.clone(),
+                foreign: 0,
+                own: c.count.unsigned_abs(),
+            })
+            .collect())
     }
 
     fn cleanup_now(&self, now_ms: u64, batch: u64) -> Result<u64, StoreError> {
@@ -216,6 +244,10 @@ impl GlobalStore for MemoryStore {
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
         Box::pin(std::future::ready(self.sync_now(region, now_ms)))
+    }
+
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+        Box::pin(std::future::ready(self.own_rows_now(region, now_ms)))
     }
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {

@@ -1,42 +1,48 @@
-//! A Redis Cluster connection made on first use and made again after it fails.
+//! A connection made on first use and made again after it fails: a Redis Cluster's, or the
+//! Sentinel-named master's.
 //!
-//! `ClusterClient` needs a reachable node to build a connection, so the origin cannot connect
-//! at start-up (Redis may be down). The first caller starts one attempt in a spawned task;
-//! callers arriving meanwhile wait on the same attempt (bounded by their own timeouts); a failed
-//! attempt is forgotten so the next call tries again. The task outlives cancelled callers, so a
-//! slow handshake is not restarted by every short read timeout.
+//! Neither can be made at start-up (Redis may be down): `ClusterClient` needs a reachable node,
+//! and the master's address is only known once a sentinel answers. The first caller starts one
+//! attempt in a spawned task; callers arriving meanwhile wait on the same attempt (bounded by
+//! their own timeouts); a failed attempt is forgotten so the next call tries again. The task
+//! outlives cancelled callers, so a slow handshake is not restarted by every short read timeout,
+//! and nothing a caller drops can leave the state half-changed.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
 
 use gcounter_engine::regional::OriginError;
 
-type Attempt = Shared<BoxFuture<'static, Result<ClusterConnection, Arc<str>>>>;
+type Attempt<C> = Shared<BoxFuture<'static, Result<C, Arc<str>>>>;
 
-enum Phase {
+/// Makes one connection (in a spawned task); the error is the reason, for the log.
+pub type Connect<C> = Box<dyn Fn() -> BoxFuture<'static, Result<C, String>> + Send + Sync>;
+
+enum Phase<C: Clone> {
     Idle,
-    Connecting(Attempt),
-    Ready(ClusterConnection),
+    Connecting(Attempt<C>),
+    Ready(C),
 }
 
-struct State {
-    phase: Phase,
+struct State<C: Clone> {
+    phase: Phase<C>,
     /// Counts connections made, so a failure resets only the connection that failed.
     generation: u64,
 }
 
-pub struct LazyCluster {
-    client: ClusterClient,
-    state: Mutex<State>,
+pub struct LazyConnection<C: Clone> {
+    /// What is connected to, for the error text ("the Redis cluster", ...).
+    what: &'static str,
+    connect: Connect<C>,
+    state: Mutex<State<C>>,
 }
 
-impl LazyCluster {
-    pub fn new(client: ClusterClient) -> Self {
+impl<C: Clone + Send + Sync + 'static> LazyConnection<C> {
+    pub fn new(what: &'static str, connect: Connect<C>) -> Self {
         Self {
-            client,
+            what,
+            connect,
             state: Mutex::new(State {
                 phase: Phase::Idle,
                 generation: 0,
@@ -44,13 +50,13 @@ impl LazyCluster {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<C>> {
         // Every critical section leaves the state whole; a panic elsewhere changes nothing.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The current connection and its generation, connecting first if there is none.
-    pub async fn connection(&self) -> Result<(ClusterConnection, u64), OriginError> {
+    pub async fn connection(&self) -> Result<(C, u64), OriginError> {
         let attempt = {
             let mut state = self.lock();
             match &state.phase {
@@ -79,7 +85,8 @@ impl LazyCluster {
         match outcome {
             Ok(conn) => Ok((conn, state.generation)),
             Err(reason) => Err(OriginError::Unavailable(format!(
-                "cannot connect to the Redis cluster: {reason}"
+                "cannot connect to {}: {reason}",
+                self.what
             ))),
         }
     }
@@ -92,13 +99,12 @@ impl LazyCluster {
         }
     }
 
-    fn start(&self) -> Attempt {
-        let client = self.client.clone();
-        let task = tokio::spawn(async move { client.get_async_connection().await });
+    fn start(&self) -> Attempt<C> {
+        let task = tokio::spawn((self.connect)());
         async move {
             match task.await {
                 Ok(Ok(conn)) => Ok(conn),
-                Ok(Err(error)) => Err(Arc::from(error.to_string())),
+                Ok(Err(reason)) => Err(Arc::from(reason)),
                 Err(join) => Err(Arc::from(format!("connection task failed: {join}"))),
             }
         }

@@ -1,0 +1,329 @@
+//! Redis as envoyproxy/ratelimit deployments reach it beyond one TCP node, configured by
+//! upstream's variables only: Redis Sentinel (`REDIS_TYPE=sentinel`, `REDIS_URL=master,
+//! sentinel,...`, `REDIS_AUTH` for the data nodes, `REDIS_SENTINEL_AUTH` for the sentinels),
+//! including a failover under load; a Unix socket with a password; TLS with a private CA and a
+//! client certificate (`tls-auth-clients yes`). Real `redis-server` and `redis-server
+//! --sentinel` processes started by the tests.
+
+use gcounter_rls_integration as support;
+
+use gcounter_redis::testing::{SentinelSet, TlsOptions, TlsRedis, UnixRedis};
+
+use std::time::{Duration, Instant};
+
+use support::grpc::{self, Code, code, descriptor, hit, request};
+use support::load::{self, grpc_errors};
+use support::metrics::count;
+use support::redis_admin;
+use support::{Service, now_ms};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// RUNTIME_ROOT/ratelimit/config/limits.yaml with one rule: `limit` a day per `user`.
+fn runtime_root(limit: u64) -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("ratelimit").join("config");
+    std::fs::create_dir_all(&dir).expect("create runtime dir");
+    std::fs::write(
+        dir.join("limits.yaml"),
+        support::one_rule("upstream", "user", "day", 1, limit),
+    )
+    .expect("write limits");
+    root
+}
+
+fn replays(text: &str, result: &str) -> f64 {
+    count(
+        text,
+        "rls_origin_operations_total",
+        &[("op", "replay"), ("result", result)],
+    )
+}
+
+/// The sum of every cell under `prefix` on the node at `url`.
+fn stored(url: &str, prefix: &str) -> u64 {
+    redis_admin::counts_under(url, prefix)
+        .iter()
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Sentinel from upstream's variables alone, with passwords on the data nodes and the
+/// sentinels. `SENTINEL FAILOVER` in the middle of a steady load: no gRPC error, replay goes
+/// on against the new master, and once the load ends the new master holds exactly what was
+/// accepted (the cumulative counts republished after the failover make up for writes the
+/// old master took but never replicated).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_under_load_from_upstreams_variables() {
+    failover_under_load(Failover::Command).await;
+}
+
+/// The same with the master killed (SIGKILL) under load: the sentinels see it down after 1 s
+/// and promote the replica; meanwhile replays fail (no gRPC error) and stay queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_master_killed_under_load() {
+    failover_under_load(Failover::Kill).await;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Failover {
+    /// `SENTINEL FAILOVER`: the old master is reconfigured as a replica.
+    Command,
+    /// The master process is killed.
+    Kill,
+}
+
+async fn failover_under_load(how: Failover) {
+    const KEYS: [&str; 5] = ["u0", "u1", "u2", "u3", "u4"];
+    const RATE: f64 = 200.0;
+    let mut set = SentinelSet::start_or_fail("rlmaster", Some("n0de@pw"), Some("s3nt"));
+    support::avoid_window_boundary(DAY, Duration::from_secs(60));
+    let root = runtime_root(1_000_000);
+    let root_path = root.path().to_string_lossy().into_owned();
+    let prefix = redis_admin::unique_prefix("sentinel");
+    let redis_url = format!("{},{}", set.name, set.sentinel_addrs().join(","));
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("LOG_LEVEL", "info"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_TYPE", "sentinel"),
+        ("REDIS_URL", &redis_url),
+        ("REDIS_AUTH", "n0de@pw"),
+        ("REDIS_SENTINEL_AUTH", "s3nt"),
+        ("CACHE_KEY_PREFIX", &prefix),
+    ]);
+    let client = grpc::rls_client(service.grpc_addr).await;
+    let load = tokio::spawn(load::paced(
+        vec![client],
+        RATE,
+        Duration::from_secs(12),
+        |i| hit("upstream", "user", KEYS[i % KEYS.len()]),
+    ));
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = service.metrics();
+    let old_master = set.master_port().expect("a master");
+    let old_url = format!("redis://:n0de%40pw@127.0.0.1:{old_master}");
+    assert!(
+        stored(&old_url, &prefix) > 0,
+        "replay reached the first master before the failover"
+    );
+    let failover_ms = now_ms();
+    let new_master = tokio::task::block_in_place(|| match how {
+        Failover::Command => set.failover(),
+        Failover::Kill => {
+            set.node_mut(old_master).expect("the master").kill();
+            set.wait_for_new_master(old_master, Duration::from_secs(30))
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let failed_over_ms = now_ms();
+    let at_failover = service.metrics();
+    println!(
+        "{how:?}: failover {old_master} -> {new_master} took {} ms; replays ok/error before {}/{}, at the end of the failover {}/{}",
+        failed_over_ms - failover_ms,
+        replays(&before, "ok"),
+        replays(&before, "error"),
+        replays(&at_failover, "ok"),
+        replays(&at_failover, "error"),
+    );
+
+    let sent = load.await.expect("the load task");
+    let errors = grpc_errors(&sent);
+    assert!(
+        errors.is_empty(),
+        "{} gRPC errors, e.g. {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+    let accepted = sent
+        .iter()
+        .filter(|s| s.first_status().is_some_and(|st| code(st) == Code::Ok))
+        .count() as u64;
+    assert_eq!(accepted, sent.len() as u64, "far under the limit: all OK");
+    let after_failover = sent.iter().filter(|s| s.sent_ms >= failed_over_ms).count();
+    assert!(
+        after_failover > 400,
+        "the load went on after the failover: {after_failover} requests"
+    );
+
+    // The new master catches up with everything accepted.
+    let new_url = format!("redis://:n0de%40pw@127.0.0.1:{new_master}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut held = stored(&new_url, &prefix);
+    while held != accepted && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held = stored(&new_url, &prefix);
+    }
+    let end = service.metrics();
+    println!(
+        "{accepted} accepted; the new master holds {held}; replays ok/error at the end {}/{}; pending {}",
+        replays(&end, "ok"),
+        replays(&end, "error"),
+        count(&end, "rls_replay_pending_cells", &[]),
+    );
+    assert!(
+        replays(&end, "ok") > replays(&at_failover, "ok") + 5.0,
+        "replay went on against the new master: {} ok at the failover, {} at the end\n{}",
+        replays(&at_failover, "ok"),
+        replays(&end, "ok"),
+        service.log_tail(40)
+    );
+    assert_eq!(
+        held,
+        accepted,
+        "the new master holds every accepted request once\n{}",
+        service.log_tail(40)
+    );
+    assert!(
+        service
+            .log_tail(400)
+            .contains("Redis Sentinel: connected to the master"),
+        "the switch is logged:\n{}",
+        service.log_tail(40)
+    );
+}
+
+/// Upstream's REDIS_SOCKET_TYPE=unix with REDIS_AUTH: a Redis listening only on a socket,
+/// with `requirepass`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_socket_with_redis_auth_from_upstreams_variables() {
+    support::avoid_window_boundary(DAY, Duration::from_secs(10));
+    let redis = UnixRedis::start("s0cket:pw").unwrap_or_else(|e| panic!("{e}"));
+    let socket = redis.socket.to_string_lossy().into_owned();
+    let root = runtime_root(10);
+    let root_path = root.path().to_string_lossy().into_owned();
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("REDIS_URL", &socket),
+        // A password with a ':' is `user:password` to upstream: the default user here.
+        ("REDIS_AUTH", "default:s0cket:pw"),
+    ]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    for _ in 0..3 {
+        let response = grpc::should_rate_limit(
+            &mut client,
+            request("upstream", vec![descriptor(&[("user", "unix")])]),
+        )
+        .await;
+        assert_eq!(response.overall_code, Code::Ok as i32);
+    }
+    let url = format!("redis+unix://{socket}?pass=s0cket%3Apw");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stored(&url, "") != 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the Redis behind {socket} never held the 3 hits:\n{}",
+            service.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !service.log_tail(400).contains("s0cket"),
+        "the password is never logged"
+    );
+}
+
+/// Upstream's REDIS_TLS with REDIS_TLS_CACERT, REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY
+/// against a Redis with `tls-auth-clients yes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_client_certificate_from_upstreams_variables() {
+    support::avoid_window_boundary(DAY, Duration::from_secs(10));
+    let tls = TlsRedis::start_with(TlsOptions {
+        auth_clients: true,
+        ..TlsOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let root = runtime_root(10);
+    let root_path = root.path().to_string_lossy().into_owned();
+    let prefix = redis_admin::unique_prefix("mtls");
+    let addr = format!("127.0.0.1:{}", tls.server.port);
+    let file = |path: &std::path::Path| path.to_string_lossy().into_owned();
+    let (ca, cert, key) = (
+        file(&tls.ca_file),
+        file(&tls.client_cert_file),
+        file(&tls.client_key_file),
+    );
+    let service = Service::start_upstream(&[
+        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("USE_STATSD", "false"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", &addr),
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CACERT", &ca),
+        ("REDIS_TLS_CLIENT_CERT", &cert),
+        ("REDIS_TLS_CLIENT_KEY", &key),
+        ("CACHE_KEY_PREFIX", &prefix),
+    ]);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    for _ in 0..2 {
+        let response = grpc::should_rate_limit(
+            &mut client,
+            request("upstream", vec![descriptor(&[("user", "mtls")])]),
+        )
+        .await;
+        assert_eq!(response.overall_code, Code::Ok as i32);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = service.metrics();
+        if replays(&text, "ok") > 0.0 && count(&text, "rls_replay_pending_cells", &[]) == 0.0 {
+            assert_eq!(replays(&text, "error"), 0.0, "{}", service.log_tail(30));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no replay reached the TLS Redis:\n{}",
+            service.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Bad Sentinel and TLS settings stop start-up naming the variable (and the file).
+#[test]
+fn bad_sentinel_and_tls_settings_stop_start_up() {
+    let root = runtime_root(10);
+    let root_path = root.path().to_string_lossy().into_owned();
+    let run = |env: &[(&str, &str)]| {
+        let (output, _, ended) = support::process::run_within(
+            std::process::Command::new(support::binary())
+                .env_clear()
+                .env("RUNTIME_ROOT", &root_path)
+                .env("USE_STATSD", "false")
+                .env("REDIS_SOCKET_TYPE", "tcp")
+                .env("HOST", "127.0.0.1")
+                .env("PORT", "0")
+                .env("GRPC_HOST", "127.0.0.1")
+                .env("GRPC_PORT", "0")
+                .env("DEBUG_HOST", "127.0.0.1")
+                .env("DEBUG_PORT", "0")
+                .envs(env.iter().copied()),
+            Duration::from_secs(15),
+        );
+        assert!(ended, "{env:?} was not refused at start");
+        assert!(!output.status.success(), "{env:?}: exit 0");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let text = run(&[("REDIS_TYPE", "sentinel"), ("REDIS_URL", "127.0.0.1:26379")]);
+    assert!(text.contains("REDIS_URL"), "{text}");
+    let text = run(&[
+        ("REDIS_URL", "127.0.0.1:6380"),
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CACERT", "/nonexistent/ca.pem"),
+    ]);
+    assert!(
+        text.contains("redis-tls-ca") && text.contains("/nonexistent/ca.pem"),
+        "{text}"
+    );
+    let text = run(&[
+        ("REDIS_URL", "127.0.0.1:6380"),
+        ("REDIS_TLS_CLIENT_CERT", "/c.pem"),
+    ]);
+    assert!(text.contains("REDIS_TLS_CLIENT_CERT"), "{text}");
+}

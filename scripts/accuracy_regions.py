@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Real processes against the simulator: N regions of `gcounter-rls` sharing one MariaDB.
+
+A benchmark, not a test (issue 13, ACCURACY.md "Real processes"). For each scenario it
+starts one `gcounter-rls serve` per region (its own `--region`, the in-process regional
+origin, one shared MariaDB database), drives every region with `gcounter-loadtest` (open loop,
+one hot key), and compares admitted ÷ limit per window with what `gcounter-sim` computes for
+the same regions, loads, limit, window and intervals.
+
+    cargo build --release -p gcounter-rls -p gcounter-loadtest -p gcounter-sim
+    python3 scripts/accuracy_regions.py                       # even-5x5 and concentrated
+    python3 scripts/accuracy_regions.py --scenario even --regions 3 --windows 3
+
+Scenarios (as the simulator's):
+  even          --load × the limit spread evenly over --regions regions (default 5 × over 5)
+  concentrated  one region at 2× the limit, two at 0.1× (3 regions)
+
+Admitted ÷ limit is the OK answers of the measured windows ÷ (limit × windows); one window
+is sent first and not counted (the simulator leaves out its first window too). Needs MariaDB
+(root, no password) at --mysql and the `mysql` client; it creates and drops its own database.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mysql(host, port, sql):
+    subprocess.run(
+        ["mysql", "-uroot", f"-h{host}", f"-P{port}", "-e", sql],
+        check=True,
+    )
+
+
+def wait_ready(http_port, proc, deadline_s=30):
+    deadline = time.monotonic() + deadline_s
+    url = f"http://127.0.0.1:{http_port}/healthz"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"service exited with {proc.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} not ready within {deadline_s} s")
+
+
+def loads(args):
+    """(region index, load as a multiple of the limit) per region, and the sim's name."""
+    if args.scenario == "even":
+        share = args.load / args.regions
+        name = f"even-{args.regions}x{args.load:g}"
+        return [share] * args.regions, name
+    return [2.0, 0.1, 0.1], "concentrated"
+
+
+def loadtest(args, grpc_port, rate, seconds, out, index):
+    cmd = [
+        args.loadtest,
+        "--target", f"127.0.0.1:{grpc_port}",
+        "--domain", "accuracy",
+        "--descriptor", "tenant=acme",
+        "--connections", "1",
+        "--concurrency", "8",
+        "--rate", str(rate),
+        "--duration", f"{seconds}s",
+        "--warmup", "0s",
+        "--log-level", "warn",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"loadtest {index} printed no report: {done.stderr.strip()}")
+    out[index] = json.loads(lines[-1])
+
+
+def drive(args, ports, rates, seconds):
+    """Every region's load at once; returns the reports in region order."""
+    out = [None] * len(ports)
+    threads = [
+        threading.Thread(target=loadtest, args=(args, grpc, rate, seconds, out, i))
+        for i, ((grpc, _), rate) in enumerate(zip(ports, rates))
+        if rate > 0
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def simulate(args, name):
+    cmd = [
+        args.sim,
+        "--scenario", name,
+        "--format", "json",
+        "--limit", str(args.limit),
+        "--window-ms", str(args.window_s * 1000),
+        "--flush-ms", str(args.interval_ms),
+        "--sync-ms", str(args.interval_ms),
+        "--write-latency-ms", str(args.db_lag_ms),
+        "--read-latency-ms", str(args.db_lag_ms),
+        "--minutes", str(max(10, (args.windows + 1) * args.window_s // 60 + 1)),
+    ]
+    for seed in (1, 2, 3):
+        done = subprocess.run(cmd + ["--seed", str(seed)], capture_output=True, text=True, check=True)
+        yield json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(args):
+    shares, name = loads(args)
+    window_s = args.window_s
+    # Open-loop rates are whole requests per second.
+    rates = [max(1, round(share * args.limit / window_s)) for share in shares]
+    offered = sum(rates) * window_s / args.limit
+    db = f"accuracy_regions_{os.getpid()}"
+    host, port = args.mysql.split(":")
+    mysql(host, port, f"DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}")
+    procs = []
+    workdir = tempfile.mkdtemp(prefix="accuracy-regions-")
+    config = os.path.join(workdir, "limits.yaml")
+    with open(config, "w") as f:
+        f.write(
+            "domain: accuracy\n"
+            "descriptors:\n"
+            "  - key: tenant\n"
+            "    rate_limit:\n"
+            f"      unit: {args.unit}\n"
+            f"      requests_per_unit: {args.limit}\n"
+        )
+    try:
+        ports = []
+        for r in range(len(rates)):
+            grpc, http = free_port(), free_port()
+            log = open(os.path.join(workdir, f"region{r}.log"), "w")
+            proc = subprocess.Popen(
+                [
+                    args.binary, "serve",
+                    "--config", config,
+                    "--region", f"r{r}",
+                    "--database-url", f"mysql://root@{args.mysql}/{db}",
+                    "--migrate",
+                    "--grpc-addr", f"127.0.0.1:{grpc}",
+                    "--http-addr", f"127.0.0.1:{http}",
+                    "--global-flush-interval", f"{args.interval_ms}ms",
+                    "--global-sync-interval", f"{args.interval_ms}ms",
+                    *args.serve_arg,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            procs.append(proc)
+            ports.append((grpc, http))
+        for proc, (_, http) in zip(procs, ports):
+            wait_ready(http, proc)
+        # One window not counted (no previous window to slide over), then the measured ones.
+        drive(args, ports, rates, window_s)
+        reports = drive(args, ports, rates, window_s * args.windows)
+        ok = sum(r["ok"] for r in reports if r)
+        errors = sum(r["errors"] for r in reports if r)
+        real = ok / (args.limit * args.windows)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if not args.keep:
+            mysql(host, port, f"DROP DATABASE IF EXISTS {db}")
+    sims = list(simulate(args, name))
+    medians = [s["per_window"]["median"] for s in sims]
+    sim = sum(medians) / len(medians)
+    return {
+        "scenario": name,
+        "regions": len(rates),
+        "rates_per_s": rates,
+        "offered_x_limit": round(offered, 2),
+        "limit": args.limit,
+        "window_s": window_s,
+        "windows": args.windows,
+        "interval_ms": args.interval_ms,
+        "real_admitted_x_limit": round(real, 3),
+        "sim_median_x_limit": round(sim, 3),
+        "sim_medians_seeds_1_3": medians,
+        "sim_worst_sliding_seeds_1_3": [s["worst_sliding"] for s in sims],
+        "difference": round(real - sim, 3),
+        "grpc_errors": errors,
+        "logs": workdir,
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", choices=["even", "concentrated", "both"], default="both")
+    p.add_argument("--regions", type=int, default=5, help="regions of the even scenario")
+    p.add_argument("--load", type=float, default=5.0, help="offered load of the even scenario, × the limit")
+    p.add_argument("--limit", type=int, default=600)
+    p.add_argument("--unit", default="minute", choices=["second", "minute", "hour"])
+    p.add_argument("--windows", type=int, default=4, help="measured windows")
+    p.add_argument("--interval-ms", type=int, default=1000, help="global flush and sync interval")
+    p.add_argument("--db-lag-ms", type=int, default=1, help="the simulator's database lag")
+    p.add_argument("--mysql", default="127.0.0.1:3306")
+    p.add_argument("--binary", default=os.path.join(ROOT, "target/release/gcounter-rls"))
+    p.add_argument("--loadtest", default=os.path.join(ROOT, "target/release/gcounter-loadtest"))
+    p.add_argument("--sim", default=os.path.join(ROOT, "target/release/gcounter-sim"))
+    p.add_argument("--serve-arg", action="append", default=[], help="one more argument for every `serve`")
+    p.add_argument("--keep", action="store_true", help="keep the database")
+    args = p.parse_args()
+    args.window_s = {"second": 1, "minute": 60, "hour": 3600}[args.unit]
+    for tool in (args.binary, args.loadtest, args.sim):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"{tool} is missing: cargo build --release -p gcounter-rls -p gcounter-loadtest -p gcounter-sim")
+    scenarios = ["even", "concentrated"] if args.scenario == "both" else [args.scenario]
+    results = []
+    for scenario in scenarios:
+        args.scenario = scenario
+        result = run(args)
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    print()
+    print("| scenario | regions | offered × limit | windows of " + f"{args.window_s} s" + " | real admitted ÷ limit | simulated (median, seeds 1–3) | difference |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['scenario']} | {r['regions']} | {r['offered_x_limit']} | {r['windows']} | {r['real_admitted_x_limit']:.2f} | {r['sim_median_x_limit']:.2f} | {r['difference']:+.2f} |")
+    if any(r["grpc_errors"] for r in results):
+        sys.exit("gRPC errors during the run")
+
+
+if __name__ == "__main__":
+    main()
