@@ -35,14 +35,20 @@ impl WindowTally {
         }
     }
 
-    /// Count one answer of `source`. Returns the window the service decided it in — its
-    /// window ends at the middle of the call plus `duration_until_reset`, give or take half
-    /// the latency — or `None` for a gRPC error.
+    /// Count one answer of `source`. Returns the window the service decided it in — for an
+    /// admitted request, its window ends at the middle of the call plus
+    /// `duration_until_reset`, give or take half the latency; a denied one's
+    /// `duration_until_reset` is when it would pass (maybe a later window), so it goes by the
+    /// middle of the call — or `None` for a gRPC error.
     pub fn record(&mut self, source: usize, sent: &Sent) -> Option<u64> {
         let status = sent.first_status()?;
-        let reset_ms = grpc::duration_ms(status.duration_until_reset.as_ref()) as u64;
         let mid_ms = (sent.sent_ms + sent.received_ms) / 2;
-        let sequence = (mid_ms + reset_ms + self.window_ms / 2) / self.window_ms - 1;
+        let sequence = if status.code == Code::Ok as i32 {
+            let reset_ms = grpc::duration_ms(status.duration_until_reset.as_ref()) as u64;
+            (mid_ms + reset_ms + self.window_ms / 2) / self.window_ms - 1
+        } else {
+            mid_ms / self.window_ms
+        };
         let entry = self
             .windows
             .entry(sequence)

@@ -1,5 +1,10 @@
 //! The HTTP admin port: `/healthz`, `/healthcheck` (envoyproxy/ratelimit's), `/rlconfig` (the
-//! loaded limits), `/metrics` (Prometheus), `POST /json` (upstream's JSON form of a decision).
+//! loaded limits), `/metrics` (Prometheus), `POST /json` (upstream's JSON form of a decision),
+//! `/counters` and `/counters/top` (counter inspection, `counters`).
+
+mod counters;
+
+pub use counters::{CounterLookup, FoundCounter};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,6 +35,9 @@ pub struct AdminState {
     /// loaded limits have no domain.
     pub healthy_with_at_least_one_config_loaded: bool,
     pub json: JsonEndpoint,
+    /// Answers which counter a descriptor counts on, for `/counters`; `None`: the endpoint
+    /// says it is not wired in.
+    pub counters: Option<Arc<dyn CounterLookup>>,
 }
 
 /// What answers `POST /json`: the decision lives in `rls`, which the admin port does not know.
@@ -64,6 +72,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/healthcheck", get(healthcheck))
         .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
+        .route("/counters", get(counters::counter))
+        .route("/counters/top", get(counters::top))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
@@ -74,10 +84,13 @@ pub fn metrics_router(state: AdminState, path: &str) -> Router {
     Router::new().route(path, get(metrics)).with_state(state)
 }
 
-/// upstream's debug listener (DEBUG_PORT): `/rlconfig`, the loaded limits.
+/// upstream's debug listener (DEBUG_PORT): `/rlconfig`, the loaded limits; and counter
+/// inspection (`/counters`, `/counters/top`).
 pub fn debug_router(state: AdminState) -> Router {
     Router::new()
         .route("/rlconfig", get(rlconfig))
+        .route("/counters", get(counters::counter))
+        .route("/counters/top", get(counters::top))
         .with_state(state)
 }
 

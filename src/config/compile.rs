@@ -301,7 +301,25 @@ impl Compiler<'_> {
             }
         }
 
-        let limit = limit?;
+        let penalty_ms = match &raw.penalty {
+            None => Some(0),
+            Some(penalty) if limit == Some(RuleLimit::Unlimited) => {
+                self.error(
+                    line_of(penalty),
+                    &format!("{place}.penalty"),
+                    "`unlimited: true` must not be combined with `penalty`",
+                );
+                None
+            }
+            Some(penalty) => match super::penalty::parse(&penalty.value) {
+                Ok(ms) => Some(ms),
+                Err(problem) => {
+                    self.error(line_of(penalty), &format!("{place}.penalty"), problem);
+                    None
+                }
+            },
+        };
+        let (limit, penalty_ms) = (limit?, penalty_ms?);
         if !replaces_ok {
             return None;
         }
@@ -320,6 +338,7 @@ impl Compiler<'_> {
                 .map(|m| Arc::new(m.clone())),
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             value_to_metric: at.value_to_metric,
+            penalty_ms,
             path: path.into(),
         });
         self.rules.push(rule.clone());
@@ -354,6 +373,7 @@ impl Compiler<'_> {
         }
         let mut limits = Vec::with_capacity(list.value.len());
         let mut windows: Vec<(u64, String, Option<usize>)> = Vec::new();
+        let mut penalty_ms = 0;
         let mut ok = true;
         for (j, spanned) in list.value.iter().enumerate() {
             let entry_place = format!("{place}[{j}]");
@@ -384,6 +404,16 @@ impl Compiler<'_> {
                         ),
                     );
                     entry_ok = false;
+                }
+            }
+            // A `penalty` on any entry holds the descriptor's client: the longest one wins.
+            if let Some(penalty) = &raw.penalty {
+                match super::penalty::parse(&penalty.value) {
+                    Ok(ms) => penalty_ms = penalty_ms.max(ms),
+                    Err(problem) => {
+                        self.error(line_of(penalty), &format!("{entry_place}.penalty"), problem);
+                        entry_ok = false;
+                    }
                 }
             }
             if !entry_ok {
@@ -442,6 +472,7 @@ impl Compiler<'_> {
                 .map(|m| Arc::new(m.clone())),
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             value_to_metric: at.value_to_metric,
+            penalty_ms,
             path: at.path.into(),
         });
         self.rules.push(rule.clone());

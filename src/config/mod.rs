@@ -8,6 +8,7 @@ mod glob;
 mod limits;
 mod load;
 mod locate;
+mod penalty;
 pub(crate) mod raw;
 mod read;
 mod rule;

@@ -68,6 +68,9 @@ pub(crate) struct RawRateLimit {
     /// Our extension: windows of `unit × unit_multiplier`.
     #[serde(default)]
     pub unit_multiplier: Option<Spanned<u32>>,
+    /// Our extension: a client that goes over stays denied this long (`5m`; `penalty`).
+    #[serde(default)]
+    pub penalty: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -48,6 +48,9 @@ pub struct Rule {
     /// A descriptor on this rule's path has `value_to_metric: true`: its metric name carries
     /// request values (see `DomainLimits::metric_key`).
     pub value_to_metric: bool,
+    /// `penalty` (our extension): a client over this limit stays denied this many ms; 0 for
+    /// none.
+    pub penalty_ms: u64,
     /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
     /// not injective, for logs and metrics only.
     pub path: Arc<str>,
@@ -128,6 +131,13 @@ impl Rule {
         if self.detailed_metric {
             line.push_str(", detailed_metric: true");
         }
+        if self.penalty_ms > 0 {
+            let penalty = std::time::Duration::from_millis(self.penalty_ms);
+            line.push_str(&format!(
+                ", penalty: {}",
+                humantime::format_duration(penalty)
+            ));
+        }
         line
     }
 }
@@ -176,6 +186,7 @@ mod tests {
             metadata: None,
             detailed_metric: false,
             value_to_metric: false,
+            penalty_ms: 0,
             path: "d.k".into(),
         }
     }

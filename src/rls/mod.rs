@@ -4,12 +4,14 @@
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
 
+mod inspect;
 mod json;
 mod metadata;
 mod overall;
 mod plan;
 mod response;
 mod route;
+mod structured;
 #[cfg(test)]
 mod tests;
 mod units;
@@ -25,9 +27,11 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+pub use inspect::{InspectedCounter, NotCounted};
 pub use json::{JsonReply, should_rate_limit_json};
 pub use response::HeaderNames;
 pub use route::RateLimitRoute;
+pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
@@ -53,6 +57,8 @@ pub struct RlsSettings {
     /// what its passed descriptors consumed is refunded (Envoy would otherwise charge a
     /// denied request to the descriptors it passed).
     pub all_or_nothing: bool,
+    /// Which of the IETF draft's forms those headers take.
+    pub header_style: HeaderStyle,
     pub request_limits: RequestLimits,
 }
 
@@ -226,13 +232,24 @@ impl RateLimiter {
             }
         }
 
-        let response_headers_to_add = match &self.settings.response_headers {
-            Some(names) => {
-                let policies = response::policies(&plans);
-                response::headers(names, &statuses, &roles, over_limit, policies.as_deref())
-            }
-            None => Vec::new(),
-        };
+        let response_headers_to_add =
+            match (&self.settings.response_headers, self.settings.header_style) {
+                (Some(names), HeaderStyle::Draft03) => {
+                    let policies = response::policies(&plans);
+                    response::headers(names, &statuses, &roles, over_limit, policies.as_deref())
+                }
+                (Some(_), HeaderStyle::Structured) => {
+                    let windows_s: Vec<u64> = plans
+                        .iter()
+                        .map(|plan| match plan {
+                            Plan::Limited(limited) => limited.duration_ms.div_ceil(1_000),
+                            Plan::NoLimit | Plan::Unlimited(_) => 0,
+                        })
+                        .collect();
+                    structured::headers(&statuses, &roles, &windows_s, over_limit)
+                }
+                (None, _) => Vec::new(),
+            };
         let overall = if over_limit {
             Code::OverLimit
         } else {
@@ -285,12 +302,14 @@ impl RateLimiter {
         limited: &plan::Limited,
     ) -> (gcounter_engine::engine::Verdict, plan::LimitWindow) {
         let hit = |window: plan::LimitWindow| limited.hit(workspace, window);
+        // `penalty` (our extension) lives on the rule; an override has none.
+        let penalty_ms = limited.rule.as_ref().map_or(0, |rule| rule.penalty_ms);
         let first = limited.window();
         if !limited.has_more_limits() {
             let verdict = if limited.refund {
                 self.engine.refund(hit(first)).await
             } else {
-                self.engine.check(hit(first)).await
+                self.engine.check_with_penalty(hit(first), penalty_ms).await
             };
             return (verdict, first);
         }
@@ -299,7 +318,9 @@ impl RateLimiter {
             let verdict = if limited.refund {
                 self.engine.refund(hit(window)).await
             } else {
-                self.engine.check(hit(window)).await
+                self.engine
+                    .check_with_penalty(hit(window), penalty_ms)
+                    .await
             };
             if !verdict.allowed {
                 if limited.cost > 0 {

@@ -99,10 +99,36 @@ pub fn policies(plans: &[Plan<'_>]) -> Option<String> {
     Some(out)
 }
 
-/// `RateLimit-Limit/-Remaining/-Reset` for the most constrained limited descriptor, plus
-/// `Retry-After` when the request is over. As envoyproxy/ratelimit picks it: the first with
-/// the fewest remaining, unless a regular (not quota) descriptor is over its limit, which
-/// wins (the last such one) because it is what denies the request. `policies` (see
+/// The most constrained limited descriptor, by index. As envoyproxy/ratelimit picks it: the
+/// first with the fewest remaining, unless a regular (not quota) descriptor is over its
+/// limit, which wins (the last such one) because it is what denies the request.
+pub fn constrained(statuses: &[DescriptorStatus], roles: &[Role]) -> Option<usize> {
+    let mut constrained = None;
+    let mut least = u32::MAX;
+    for (index, (status, role)) in statuses.iter().zip(roles).enumerate() {
+        if status.current_limit.is_some() && status.limit_remaining < least {
+            constrained = Some(index);
+            least = status.limit_remaining;
+        }
+        if *role == (Role::Regular { over: true }) {
+            constrained = Some(index);
+            least = 0;
+        }
+    }
+    constrained
+}
+
+/// `duration_until_reset` in whole seconds, rounded up (a client retrying after it must
+/// not come early).
+pub fn reset_seconds(status: &DescriptorStatus) -> i64 {
+    status
+        .duration_until_reset
+        .as_ref()
+        .map_or(0, |d| d.seconds + i64::from(d.nanos > 0))
+}
+
+/// `RateLimit-Limit/-Remaining/-Reset` for the most constrained limited descriptor
+/// ([`constrained`]), plus `Retry-After` when the request is over. `policies` (see
 /// [`policies`]) follow the limit in `RateLimit-Limit`, as the draft-03 header lists them.
 pub fn headers(
     names: &HeaderNames,
@@ -111,25 +137,10 @@ pub fn headers(
     over_limit: bool,
     policies: Option<&str>,
 ) -> Vec<HeaderValue> {
-    let mut constrained: Option<&DescriptorStatus> = None;
-    let mut least = u32::MAX;
-    for (status, role) in statuses.iter().zip(roles) {
-        if status.current_limit.is_some() && status.limit_remaining < least {
-            constrained = Some(status);
-            least = status.limit_remaining;
-        }
-        if *role == (Role::Regular { over: true }) {
-            constrained = Some(status);
-            least = 0;
-        }
-    }
-    let Some(status) = constrained else {
+    let Some(status) = constrained(statuses, roles).and_then(|index| statuses.get(index)) else {
         return Vec::new();
     };
-    let reset_seconds = status
-        .duration_until_reset
-        .as_ref()
-        .map_or(0, |d| d.seconds + i64::from(d.nanos > 0));
+    let reset_seconds = reset_seconds(status);
     let limit = status
         .current_limit
         .as_ref()
@@ -148,7 +159,7 @@ pub fn headers(
     headers
 }
 
-fn header(key: &str, value: String) -> HeaderValue {
+pub fn header(key: &str, value: String) -> HeaderValue {
     HeaderValue {
         key: key.to_owned(),
         value,

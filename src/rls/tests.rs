@@ -262,7 +262,8 @@ descriptors:
     let h = Harness::new(yaml, settings);
     h.clock.advance(20_000);
     let both = || vec![descriptor(&[("wide", "w")]), descriptor(&[("narrow", "n")])];
-    for (remaining, over) in [("1", false), ("0", false), ("0", true)] {
+    // Over: the exact wait (40.001 s: at the rollover the 2 still weigh fully), rounded up.
+    for (remaining, over, reset) in [("1", false, "40"), ("0", false, "40"), ("0", true, "41")] {
         let r = h.check("hdr", both()).await;
         let headers: Vec<(String, String)> = r
             .response_headers_to_add
@@ -272,10 +273,10 @@ descriptors:
         let mut want = vec![
             ("ratelimit-limit".to_owned(), "2".to_owned()),
             ("ratelimit-remaining".to_owned(), remaining.to_owned()),
-            ("ratelimit-reset".to_owned(), "40".to_owned()),
+            ("ratelimit-reset".to_owned(), reset.to_owned()),
         ];
         if over {
-            want.push(("retry-after".to_owned(), "40".to_owned()));
+            want.push(("retry-after".to_owned(), reset.to_owned()));
         }
         assert_eq!(headers, want, "{r:?}");
     }

@@ -113,6 +113,16 @@ pub struct ServeArgs {
     /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.
     #[arg(long, env = "RLS_ALL_OR_NOTHING")]
     pub all_or_nothing: bool,
+    /// The form of those headers: `draft03` (RateLimit-Limit/-Remaining/-Reset, named by the
+    /// three flags below, as upstream) or `structured` (the IETF draft's latest
+    /// `RateLimit-Policy` and `RateLimit`; an extension).
+    #[arg(
+        long,
+        env = "RLS_RESPONSE_HEADER_STYLE",
+        value_enum,
+        default_value = "draft03"
+    )]
+    pub response_header_style: HeaderStyleArg,
     #[arg(long, env = "RLS_LIMIT_HEADER", default_value = "RateLimit-Limit")]
     pub limit_header: String,
     #[arg(
@@ -280,4 +290,11 @@ pub struct ServeArgs {
     /// How often the TLS files are re-read; changed files apply to new connections.
     #[arg(long, env = "RLS_GRPC_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(1)).parser())]
     pub grpc_tls_reload_interval: Duration,
+}
+
+/// `--response-header-style`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HeaderStyleArg {
+    Draft03,
+    Structured,
 }

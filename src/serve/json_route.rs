@@ -1,4 +1,4 @@
-//! `POST /json` on the admin port, answered by the gRPC service's limiter.
+//! `POST /json` and `/counters` on the admin port, answered by the gRPC service's limiter.
 
 use std::sync::Arc;
 
@@ -20,5 +20,35 @@ impl admin::JsonDecisions for JsonRoute {
                 body: reply.body,
             }
         })
+    }
+}
+
+/// `/counters` on the admin port: the limiter's config matching names the counter.
+pub(super) struct CounterRoute(pub(super) Arc<RateLimiter>);
+
+impl admin::CounterLookup for CounterRoute {
+    fn find(
+        &self,
+        domain: &str,
+        entries: &[(String, String)],
+    ) -> Result<admin::FoundCounter, String> {
+        use crate::rls::NotCounted;
+        match self.0.inspect_counter(domain, entries) {
+            Ok(found) => Ok(admin::FoundCounter {
+                workspace: found.workspace,
+                namespace: found.namespace,
+                identifier: found.identifier,
+                duration_ms: found.duration_ms,
+                limit: found.limit,
+                penalty_ms: found.penalty_ms,
+                rule_path: found.rule_path,
+                rule: found.rule,
+            }),
+            Err(NotCounted::UnknownDomain) => Err(format!("no domain `{domain}` is loaded")),
+            Err(NotCounted::NoRule) => Err("no rule matches this descriptor".into()),
+            Err(NotCounted::Unlimited) => {
+                Err("the matching rule is `unlimited: true`: nothing is counted".into())
+            }
+        }
     }
 }

@@ -186,6 +186,7 @@ pub async fn run(
             max_body_bytes: transport.max_request_bytes,
             timeout: transport.request_timeout,
         },
+        counters: Some(Arc::new(json_route::CounterRoute(Arc::clone(&limiter)))),
     };
     if let Some(listener) = metrics_listener {
         let router = admin::metrics_router(admin_state.clone(), &limits_settings.metrics_path);

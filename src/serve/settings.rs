@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::args::HeaderStyleArg;
 use crate::admin;
 use crate::config::{LoadOptions, ReadLimits};
-use crate::rls::{HeaderNames, RequestLimits, RlsSettings};
+use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
 use crate::transport::{TlsFiles, TransportSettings};
 use crate::upstream_env::{self, Lookup};
@@ -259,6 +260,17 @@ impl ServeSettings {
         if args.max_descriptor_bytes.as_u64() == 0 {
             anyhow::bail!("--max-descriptor-bytes must be at least 1 byte");
         }
+        let defaults = HeaderNames::default();
+        let renamed = args.limit_header != defaults.limit
+            || args.remaining_header != defaults.remaining
+            || args.reset_header != defaults.reset;
+        if args.response_header_style == HeaderStyleArg::Structured && renamed {
+            anyhow::bail!(
+                "--limit-header, --remaining-header and --reset-header (LIMIT_*_HEADER) name the \
+                 draft03 headers; --response-header-style structured writes RateLimit-Policy \
+                 and RateLimit: drop one or the other"
+            );
+        }
         let largest_cell_bytes = largest_cell_bytes(&args);
         let floor = MIN_LARGEST_CELLS_IN_BUDGET.saturating_mul(largest_cell_bytes);
         if args.max_cell_bytes.as_u64() < floor {
@@ -489,6 +501,10 @@ fn rls_settings(args: &ServeArgs) -> RlsSettings {
             remaining: args.remaining_header.clone(),
             reset: args.reset_header.clone(),
         }),
+        header_style: match args.response_header_style {
+            HeaderStyleArg::Draft03 => HeaderStyle::Draft03,
+            HeaderStyleArg::Structured => HeaderStyle::Structured,
+        },
     }
 }
 

@@ -13,6 +13,7 @@
 mod connect;
 mod key;
 mod lazy;
+mod penalty;
 mod replay;
 mod reply;
 mod sentinel;
@@ -27,7 +28,7 @@ use connect::Backend;
 pub use connect::{
     RedisConfigError, RedisSettings, RedisTls, SentinelMaster, install_tls_provider,
 };
-use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::pn::PnCount;
 use gcounter_engine::regional::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use replay::REPLAY_SCRIPT;
@@ -147,6 +148,14 @@ impl RegionalOrigin for RedisOrigin {
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         Box::pin(self.add(batch))
+    }
+
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        Box::pin(self.put_penalties(penalties))
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        Box::pin(self.read_penalty(counter))
     }
 
     /// Moves to another master under Sentinel (one node and a cluster keep 0).

@@ -925,6 +925,60 @@ async fn rediss_works_with_a_private_ca() {
     assert!(untrusting.read(&key).await.is_err());
 }
 
+fn counter(identifier: &str) -> gcounter_engine::cell_key::CounterKey {
+    cell(identifier, 60_000, 0).counter().to_owned_key()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[tokio::test]
+async fn processes_share_the_penalty_box_which_keeps_the_later_moment_and_expires() {
+    let a = local_redis().await;
+    let b = another_process(&a, &[LOCAL_REDIS.into()]);
+    let until = now_ms() + 300_000;
+    assert_eq!(b.penalty_until(&counter("x")).await.ok(), Some(0));
+    a.penalize(&[(counter("x"), until), (counter("y"), now_ms() + 400)])
+        .await
+        .expect("penalize");
+    b.penalize(&[(counter("x"), until - 100_000)])
+        .await
+        .expect("penalize");
+    assert_eq!(b.penalty_until(&counter("x")).await.ok(), Some(until));
+    let ttl: i64 = admin(
+        LOCAL_REDIS,
+        &["PTTL", &penalty::penalty_key(&a.key_prefix, &counter("x"))],
+    )
+    .await;
+    assert!(
+        (290_000..=300_000).contains(&ttl),
+        "expires at its moment: {ttl}"
+    );
+    // a short penalty's key expires by itself
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.penalty_until(&counter("y")).await.ok() != Some(0) {
+        assert!(Instant::now() < deadline, "the key never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_holds_penalties_of_counters_in_many_slots() {
+    let cluster = RedisCluster::start_or_fail(3);
+    let urls = cluster.urls();
+    let a = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
+    let b = another_process(&a, &urls);
+    let until = now_ms() + 60_000;
+    let penalties: Vec<_> = (0..50).map(|i| (counter(&format!("{i}")), until)).collect();
+    a.penalize(&penalties).await.expect("penalize");
+    for (counter, _) in &penalties {
+        assert_eq!(b.penalty_until(counter).await.ok(), Some(until));
+    }
+}
+
 /// Retries `replay` until it answers (a lazily made connection, a failover), within 30 s.
 async fn replayed_within_30s(origin: &RedisOrigin, batch: &[(CellKey, u64)]) -> Vec<u64> {
     let deadline = Instant::now() + Duration::from_secs(30);

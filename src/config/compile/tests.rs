@@ -618,3 +618,21 @@ fn ambiguous_rate_limits_are_refused_with_their_place() {
         .contains("`rate_limits` holds 9 limits; at most 8")
     );
 }
+
+#[test]
+fn a_penalty_on_any_rate_limits_entry_holds_the_descriptor_the_longest_wins() {
+    let config = load(
+        "domain: d\ndescriptors:\n  - key: user\n    rate_limits:\n      - {unit: second, requests_per_unit: 10, penalty: 30s}\n      - {unit: day, requests_per_unit: 10000, penalty: 5m}\n  - key: ip\n    rate_limits:\n      - {unit: second, requests_per_unit: 10}\n      - {unit: day, requests_per_unit: 10000}\n",
+    );
+    let user = find(&config, "d", &[("user", "u")]).expect("user rule");
+    assert_eq!(user.penalty_ms, 300_000);
+    let ip = find(&config, "d", &[("ip", "1.2.3.4")]).expect("ip rule");
+    assert_eq!(ip.penalty_ms, 0);
+    let e = error(
+        "domain: d\ndescriptors:\n  - key: user\n    rate_limits:\n      - {unit: second, requests_per_unit: 10, penalty: forever}\n",
+    );
+    assert!(
+        e.starts_with("bad.yaml:5: descriptors[0].rate_limits[0].penalty:"),
+        "{e}"
+    );
+}

@@ -25,13 +25,17 @@ pub const QUEUE_ENTRY_BYTES: u64 =
 /// quick_cache's bookkeeping).
 pub const STRICT_ENTRY_BYTES: u64 = size_of::<CellKey>() as u64 + 8 + 40;
 
+/// Bytes of one penalty-box entry besides its key's strings (as a strict-mode entry).
+pub const PENALTY_ENTRY_BYTES: u64 = STRICT_ENTRY_BYTES;
+
 /// The weight of a cell with this key: what it holds in the table.
 pub fn cell_bytes(key: &CellKey) -> u64 {
     CELL_OVERHEAD_BYTES + key.heap_bytes() as u64
 }
 
 /// `--max-cell-bytes` shared out. The shares are fixed so the sum never exceeds the budget:
-/// evictable cells 5/8, protected cells 1/4, the replay queue 1/16, strict mode 1/16.
+/// evictable cells 5/8, protected cells 1/4, the replay queue 1/16, strict mode 1/32, the
+/// penalty box 1/32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CellBudget {
     /// Weight capacity of the evictable cells of the table.
@@ -43,6 +47,8 @@ pub struct CellBudget {
     pub replay_bytes: u64,
     /// Bytes of strict-mode entries.
     pub strict_bytes: u64,
+    /// Bytes of penalty-box entries.
+    pub penalty_bytes: u64,
     /// The least a cell weighs: the evictable share / `max_cells`, so `--max-cells` caps the
     /// evictable cells too. Protected cells come on top, at most `protected_bytes / min
     /// weight` of them (0.4 × `max_cells`).
@@ -58,7 +64,8 @@ impl CellBudget {
             table_bytes,
             protected_bytes: max_bytes / 4,
             replay_bytes: max_bytes / 16,
-            strict_bytes: max_bytes / 16,
+            strict_bytes: max_bytes / 32,
+            penalty_bytes: max_bytes / 32,
             min_cell_weight: table_bytes.div_ceil(max_cells).max(1),
         }
     }
@@ -76,8 +83,11 @@ mod tests {
     #[test]
     fn the_shares_never_exceed_the_budget_and_both_caps_hold() {
         let budget = CellBudget::new(1_000, 1 << 20);
-        let sum =
-            budget.table_bytes + budget.protected_bytes + budget.replay_bytes + budget.strict_bytes;
+        let sum = budget.table_bytes
+            + budget.protected_bytes
+            + budget.replay_bytes
+            + budget.strict_bytes
+            + budget.penalty_bytes;
         assert!(sum <= 1 << 20);
         let evictable = budget.table_bytes / budget.min_cell_weight;
         assert!(evictable <= 1_000, "{evictable} evictable cells fit");

@@ -9,8 +9,11 @@ mod budget;
 mod cell;
 mod clock;
 mod decision;
+mod inspect;
+mod penalty;
 mod refresh;
 mod replay;
+mod retry;
 mod strict;
 mod table;
 mod window;
@@ -23,15 +26,19 @@ pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
 pub use cell::WindowCell;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, decide};
+pub use inspect::{CellView, CounterState, HeavyHitter, SAMPLE_EVERY, SKETCH_CAPACITY};
+pub use retry::until_pass_ms;
 pub use window::WindowPosition;
 
-use crate::cell_key::{CellKey, CellKeyRef, CounterKeyRef};
+use crate::cell_key::{CellKey, CellKeyRef, CounterKey, CounterKeyRef};
 use crate::pn::PnCount;
 use crate::recorder::{DecisionSource, OriginOp, Recorder};
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
 use crate::throttle::Throttle;
 use cell::ReplayNeed;
+use inspect::HeavyHitters;
+use penalty::PenaltyBox;
 use refresh::{RefreshGate, Turn};
 use replay::ReplayQueue;
 use strict::StrictMode;
@@ -123,7 +130,10 @@ impl Publishable {
 pub struct Verdict {
     pub allowed: bool,
     pub remaining: u64,
-    /// Milliseconds until the current cell ends.
+    /// Allowed: milliseconds until the current cell ends (as upstream). Denied: until a
+    /// request of the same cost would pass, assuming no more hits (the sliding window's exact
+    /// `Retry-After`, see `retry`), or until the penalty box lets the counter out, whichever
+    /// is later.
     pub until_reset_ms: u64,
 }
 
@@ -132,6 +142,8 @@ pub struct Engine {
     table: CellTable,
     replay: ReplayQueue,
     strict: StrictMode,
+    penalties: PenaltyBox,
+    hitters: HeavyHitters,
     refresh_gate: RefreshGate,
     origin: Arc<dyn RegionalOrigin>,
     clock: Arc<dyn Clock>,
@@ -162,6 +174,8 @@ impl Engine {
                 settings.replay_batch,
             ),
             strict: StrictMode::new(budget.strict_bytes),
+            penalties: PenaltyBox::new(budget.penalty_bytes),
+            hitters: HeavyHitters::default(),
             refresh_gate: RefreshGate::default(),
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
             origin_epoch: AtomicU64::new(origin.epoch()),
@@ -175,7 +189,21 @@ impl Engine {
 
     /// Decide one hit. Never fails: an origin that cannot be read degrades to local counts.
     pub async fn check(&self, hit: Hit<'_>) -> Verdict {
+        self.check_with_penalty(hit, 0).await
+    }
+
+    /// [`check`](Self::check) for a rule with a penalty box: a denial holds the counter
+    /// denied for `penalty_ms` (in this process at once, in the region's other processes
+    /// once they read the origin: a cold cell, a refresh). 0: no penalty.
+    pub async fn check_with_penalty(&self, hit: Hit<'_>, penalty_ms: u64) -> Verdict {
         let now_ms = self.clock.now_ms();
+        if penalty_ms > 0
+            && let Some(until) = self.penalties.held_until(&hit.counter, now_ms)
+        {
+            self.hitters.offer(&hit.counter, hit.limit);
+            self.metrics.decision_source(DecisionSource::Local);
+            return penalized(now_ms, until);
+        }
         let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
         let key = current_key(&hit, &position);
         // The warm path: both cells in memory, nothing to refresh. It awaits nothing.
@@ -188,7 +216,7 @@ impl Engine {
         {
             let previous_total = previous.as_ref().map_or(0, |cell| cell.total());
             let previous_shared = previous.is_some_and(|cell| cell.global() > 0);
-            return self.consume(
+            let verdict = self.consume(
                 &hit,
                 &key,
                 &position,
@@ -196,10 +224,11 @@ impl Engine {
                 &current,
                 DecisionSource::Local,
             );
+            return self.penalize_denial(verdict, &hit, penalty_ms, now_ms);
         }
         // Boxed: the slow path's future is large, and inlined it would make every caller's
         // future (moved on each poll set-up) as large.
-        Box::pin(self.check_slow(hit, key, position, now_ms)).await
+        Box::pin(self.check_slow(hit, key, position, now_ms, penalty_ms)).await
     }
 
     /// Give back `hit.cost` of what this process consumed of the counter (a refund, e.g. the
@@ -263,7 +292,14 @@ impl Engine {
         key: CellKeyRef<'_>,
         position: WindowPosition,
         now_ms: u64,
+        penalty_ms: u64,
     ) -> Verdict {
+        if penalty_ms > 0
+            && let Some(until) = self.region_penalty(&hit.counter, now_ms).await
+        {
+            self.metrics.decision_source(DecisionSource::Origin);
+            return penalized(now_ms, until);
+        }
         let mut source = DecisionSource::Local;
         let previous = match position.previous_sequence() {
             Some(sequence) => {
@@ -281,7 +317,51 @@ impl Engine {
         {
             source = DecisionSource::Origin;
         }
-        self.consume(&hit, &key, &position, previous, &current, source)
+        let verdict = self.consume(&hit, &key, &position, previous, &current, source);
+        self.penalize_denial(verdict, &hit, penalty_ms, now_ms)
+    }
+
+    /// A denial on a rule with a penalty puts the counter in the box (here at once, in the
+    /// region with the next replay cycle): it answers the penalty's length if that is later
+    /// than the window's own wait.
+    fn penalize_denial(
+        &self,
+        verdict: Verdict,
+        hit: &Hit<'_>,
+        penalty_ms: u64,
+        now_ms: u64,
+    ) -> Verdict {
+        if verdict.allowed || penalty_ms == 0 {
+            return verdict;
+        }
+        self.penalties
+            .enter(&hit.counter, now_ms.saturating_add(penalty_ms), true);
+        Verdict {
+            until_reset_ms: verdict.until_reset_ms.max(penalty_ms),
+            ..verdict
+        }
+    }
+
+    /// Whether the region holds the counter in its penalty box (another process put it
+    /// there): taken into this process's box, and until when. A failed read: not held (the
+    /// local box and the window decide).
+    async fn region_penalty(&self, counter: &CounterKeyRef<'_>, now_ms: u64) -> Option<u64> {
+        let owned = counter.to_owned_key();
+        let started = std::time::Instant::now();
+        let read = self.origin.penalty_until(&owned).await;
+        self.metrics
+            .origin_call(OriginOp::Cold, read.is_ok(), started.elapsed());
+        match read {
+            Ok(until) if now_ms < until => {
+                self.penalties.enter(counter, until, false);
+                Some(until)
+            }
+            Ok(_) => None,
+            Err(error) => {
+                tracing::debug!(%error, origin = self.origin.name(), "penalty read failed; deciding locally");
+                None
+            }
+        }
     }
 
     /// Why the cell must be read from the origin before deciding, if it must.
@@ -313,6 +393,7 @@ impl Engine {
         source: DecisionSource,
     ) -> Verdict {
         let now_ms = position.now_ms();
+        self.hitters.offer(&key.counter, hit.limit);
         let (decision, need) = current.try_consume(
             previous_total,
             position.elapsed_ms,
@@ -331,10 +412,29 @@ impl Engine {
                 .enter(&key.counter, now_ms.saturating_add(position.duration_ms));
         }
         self.metrics.decision_source(source);
+        if decision.allowed {
+            return Verdict {
+                allowed: true,
+                remaining: decision.remaining,
+                until_reset_ms: position.until_reset_ms(),
+            };
+        }
+        // Denied: nothing was consumed, so the cell's count now is what the decision saw
+        // (give or take a concurrent accept).
+        let until_pass = until_pass_ms(
+            current.total(),
+            previous_total,
+            position.elapsed_ms,
+            position.duration_ms,
+            hit.cost,
+            hit.limit,
+        )
+        // A cost above the limit never passes: the end of the cell, as before.
+        .unwrap_or_else(|| position.until_reset_ms());
         Verdict {
-            allowed: decision.allowed,
+            allowed: false,
             remaining: decision.remaining,
-            until_reset_ms: position.until_reset_ms(),
+            until_reset_ms: until_pass,
         }
     }
 
@@ -426,6 +526,7 @@ impl Engine {
     }
 
     async fn replay_to(&self, origin: &dyn RegionalOrigin) {
+        self.send_penalties(origin).await;
         let started = std::time::Instant::now();
         let now_ms = self.clock.now_ms();
         let replayed = self.replay.replay(origin, self.fresh_until(now_ms)).await;
@@ -444,6 +545,73 @@ impl Engine {
         {
             tracing::warn!(%error, origin = self.origin.name(), suppressed, "replay failed; work kept for the next cycle");
         }
+    }
+
+    /// Send the penalties entered since the last cycle to the region. A failure keeps them
+    /// for the next cycle (bounded); meanwhile they hold in this process only.
+    ///
+    /// Cancellation-safe as the replay is: dropped before the origin answered, the penalties
+    /// go back to the pending list.
+    async fn send_penalties(&self, origin: &dyn RegionalOrigin) {
+        let mut sending = PenaltiesInFlight {
+            engine: self,
+            penalties: self.penalties.take_pending(),
+        };
+        if sending.penalties.is_empty() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let sent = origin.penalize(&sending.penalties).await;
+        self.metrics
+            .origin_call(OriginOp::Replay, sent.is_ok(), started.elapsed());
+        match sent {
+            // Sent: nothing to give back on drop.
+            Ok(()) => sending.penalties.clear(),
+            Err(error) => {
+                tracing::debug!(%error, origin = self.origin.name(), "sending penalties failed; they hold locally");
+            }
+        }
+    }
+
+    /// Until when this process holds the counter in its penalty box, if it does now.
+    pub fn penalty_until(&self, counter: &CounterKeyRef<'_>) -> Option<u64> {
+        self.penalties.held_until(counter, self.clock.now_ms())
+    }
+
+    /// What the engine holds for `counter` now (for inspection): its two cells if in memory,
+    /// strict mode, the penalty box. Reads only; creates nothing, reads no origin.
+    pub fn inspect(&self, counter: &CounterKeyRef<'_>) -> CounterState {
+        let now_ms = self.clock.now_ms();
+        let position = WindowPosition::at(now_ms, counter.duration_ms);
+        let view = |sequence: u64| {
+            let key = CellKeyRef::new(
+                counter.workspace,
+                counter.namespace,
+                counter.identifier,
+                position.duration_ms,
+                sequence,
+            );
+            self.table.get(&key).map(|cell| CellView {
+                regional: cell.regional(),
+                global: cell.global(),
+                own: cell.own(),
+            })
+        };
+        CounterState {
+            now_ms,
+            duration_ms: position.duration_ms,
+            elapsed_ms: position.elapsed_ms,
+            current: view(position.sequence),
+            previous: position.previous_sequence().and_then(view),
+            strict: self.strict.is_strict(counter, now_ms),
+            penalty_until_ms: self.penalties.held_until(counter, now_ms),
+        }
+    }
+
+    /// The busiest counters of late (a sampled heavy-hitters sketch of at most
+    /// [`SKETCH_CAPACITY`] entries), most sampled first.
+    pub fn heavy_hitters(&self) -> Vec<HeavyHitter> {
+        self.hitters.snapshot()
     }
 
     /// The final replay at shutdown: everything pending and every overflowed cell, tried
@@ -692,8 +860,44 @@ impl RegionalOrigin for FinalAttempt {
         self.origin.replay_final(batch, self.deadline)
     }
 
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        self.origin.penalize(penalties)
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        self.origin.penalty_until(counter)
+    }
+
     fn epoch(&self) -> u64 {
         self.origin.epoch()
+    }
+}
+
+/// The penalties one [`Engine::send_penalties`] took: whatever it holds when dropped (a
+/// failed send, or the send's future dropped mid-call) goes back to the pending list.
+struct PenaltiesInFlight<'e> {
+    engine: &'e Engine,
+    penalties: Vec<(CounterKey, u64)>,
+}
+
+impl Drop for PenaltiesInFlight<'_> {
+    fn drop(&mut self) {
+        if self.penalties.is_empty() {
+            return;
+        }
+        let penalties = std::mem::take(&mut self.penalties);
+        self.engine
+            .penalties
+            .give_back(penalties, self.engine.clock.now_ms());
+    }
+}
+
+/// A counter held in the penalty box: denied, told how long it stays there.
+fn penalized(now_ms: u64, until_ms: u64) -> Verdict {
+    Verdict {
+        allowed: false,
+        remaining: 0,
+        until_reset_ms: until_ms.saturating_sub(now_ms),
     }
 }
 

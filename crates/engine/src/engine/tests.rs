@@ -101,7 +101,8 @@ async fn admits_up_to_the_limit_then_denies() {
     }
     let denied = engine.check(names.hit("a", 1, 5)).await;
     assert!(!denied.allowed);
-    assert_eq!(denied.until_reset_ms, 1_000);
+    // the cell ends in 1 s, where the 5 still weigh 5; 1 ms later they weigh 4
+    assert_eq!(denied.until_reset_ms, 1_001);
     // another identifier has its own counter
     assert!(engine.check(names.hit("b", 1, 5)).await.allowed);
 }
@@ -227,6 +228,20 @@ impl RegionalOrigin for SwitchableOrigin {
             return Box::pin(async { Err(OriginError::Unavailable("down".into())) });
         }
         self.inner.replay(batch)
+    }
+
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        if self.down.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(OriginError::Unavailable("down".into())) });
+        }
+        self.inner.penalize(penalties)
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        if self.down.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(OriginError::Unavailable("down".into())) });
+        }
+        self.inner.penalty_until(counter)
     }
 }
 
@@ -614,6 +629,236 @@ async fn the_final_replay_includes_overflowed_cells() {
         let read = origin.read(&names.cell_key(id, 10)).await.ok();
         assert_eq!(read.map(|r| r.total.value()), Some(1), "{id} was replayed");
     }
+}
+
+#[tokio::test]
+async fn a_denial_answers_when_the_same_request_would_pass() {
+    // 1 s cells; 10 of 10 used 200 ms into the cell: the end of the cell (800 ms) is too
+    // early, the previous cell still weighs 10 then; 1 ms later it weighs 9.
+    let (engine, clock, _) = engine_at(10_200);
+    let names = Names::new();
+    for _ in 0..10 {
+        assert!(engine.check(names.hit("a", 1, 10)).await.allowed);
+    }
+    let denied = engine.check(names.hit("a", 1, 10)).await;
+    assert!(!denied.allowed);
+    assert_eq!(denied.until_reset_ms, 801);
+    clock.advance(800);
+    assert!(
+        !engine.check(names.hit("a", 1, 10)).await.allowed,
+        "the cell's end is too early"
+    );
+    clock.advance(1);
+    assert!(
+        engine.check(names.hit("a", 1, 10)).await.allowed,
+        "the computed moment passes"
+    );
+    // an accepted request keeps upstream's reset: the end of the current cell
+    assert_eq!(
+        engine.check(names.hit("b", 1, 10)).await.until_reset_ms,
+        999
+    );
+}
+
+#[tokio::test]
+async fn the_penalty_box_holds_a_client_past_its_window_and_lets_it_out() {
+    let (engine, clock, _) = engine_at(10_000);
+    let names = Names::new();
+    let penalty = 5_000;
+    for _ in 0..3 {
+        assert!(
+            engine
+                .check_with_penalty(names.hit("a", 1, 3), penalty)
+                .await
+                .allowed
+        );
+    }
+    let denied = engine
+        .check_with_penalty(names.hit("a", 1, 3), penalty)
+        .await;
+    assert!(!denied.allowed);
+    assert_eq!(
+        denied.until_reset_ms, 5_000,
+        "the penalty outlasts the window's wait"
+    );
+    // two windows later the window alone would admit it; the box does not
+    clock.advance(2_500);
+    assert!(
+        engine.check(names.hit("a", 1, 3)).await.allowed,
+        "no penalty rule: the window"
+    );
+    let held = engine
+        .check_with_penalty(names.hit("a", 1, 3), penalty)
+        .await;
+    assert!(!held.allowed);
+    assert_eq!(held.until_reset_ms, 2_500, "time left in the box");
+    assert!(
+        engine
+            .penalty_until(&names.hit("a", 1, 3).counter)
+            .is_some()
+    );
+    clock.advance(2_500);
+    assert!(
+        engine
+            .check_with_penalty(names.hit("a", 1, 3), penalty)
+            .await
+            .allowed,
+        "out of the box"
+    );
+    assert!(
+        engine
+            .check_with_penalty(names.hit("b", 1, 3), penalty)
+            .await
+            .allowed,
+        "others never in it"
+    );
+}
+
+#[tokio::test]
+async fn the_penalty_box_holds_across_the_processes_of_a_region() {
+    let (a, b, clock, origin) = shared_region(1_000);
+    let names = Names::new();
+    let penalty = 300_000;
+    for _ in 0..2 {
+        assert!(
+            a.check_with_penalty(minute_hit(&names, 1, 2), penalty)
+                .await
+                .allowed
+        );
+    }
+    assert!(
+        !a.check_with_penalty(minute_hit(&names, 1, 2), penalty)
+            .await
+            .allowed
+    );
+    a.replay_now().await;
+    // the next minute: b has never seen this client; its cold cell reads the region's box
+    clock.advance(90_000);
+    let held = b
+        .check_with_penalty(minute_hit(&names, 1, 2), penalty)
+        .await;
+    assert!(!held.allowed, "b holds the client a penalized");
+    assert_eq!(held.until_reset_ms, 210_000);
+    // the origin down: b still holds it (it took the penalty into its own box)
+    origin.down.store(true, Ordering::SeqCst);
+    clock.advance(10_000);
+    assert!(
+        !b.check_with_penalty(minute_hit(&names, 1, 2), penalty)
+            .await
+            .allowed
+    );
+    clock.advance(200_000);
+    assert!(
+        b.check_with_penalty(minute_hit(&names, 1, 2), penalty)
+            .await
+            .allowed
+    );
+}
+
+#[tokio::test]
+async fn a_failed_penalty_send_degrades_to_the_local_box_and_is_retried() {
+    let (a, b, clock, origin) = shared_region(1_000);
+    let names = Names::new();
+    let penalty = 300_000;
+    origin.down.store(true, Ordering::SeqCst);
+    assert!(
+        a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed
+    );
+    assert!(
+        !a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed
+    );
+    a.replay_now().await;
+    clock.advance(60_000);
+    assert!(
+        !a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed,
+        "local box"
+    );
+    origin.down.store(false, Ordering::SeqCst);
+    a.replay_now().await;
+    clock.advance(60_000);
+    assert!(
+        !b.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed,
+        "sent on the next cycle"
+    );
+}
+
+/// An origin whose `penalize` never answers while `hang` is set (a Redis that stopped
+/// answering mid-call): the send's future is dropped by its caller's deadline.
+struct HangingPenalties {
+    inner: SwitchableOrigin,
+    hang: AtomicBool,
+}
+
+impl RegionalOrigin for HangingPenalties {
+    fn name(&self) -> &'static str {
+        "hanging-penalties"
+    }
+
+    fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        self.inner.read(key)
+    }
+
+    fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
+        self.inner.replay(batch)
+    }
+
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        if self.hang.load(Ordering::SeqCst) {
+            return Box::pin(std::future::pending());
+        }
+        self.inner.penalize(penalties)
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        self.inner.penalty_until(counter)
+    }
+}
+
+/// A replay cycle dropped while the penalties are on their way keeps them for the next
+/// cycle, as it keeps its cells: the region's other processes still learn of the penalty.
+#[tokio::test]
+async fn a_dropped_penalty_send_is_sent_by_the_next_cycle() {
+    let clock = Arc::new(ManualClock::new(100_000));
+    let shared = SwitchableOrigin::new(false);
+    let other = shared.sibling("b");
+    let origin = Arc::new(HangingPenalties {
+        inner: shared,
+        hang: AtomicBool::new(true),
+    });
+    let a = Engine::new(
+        EngineSettings::default(),
+        origin.clone(),
+        clock.clone(),
+        metrics(),
+    );
+    let names = Names::new();
+    let penalty = 300_000;
+    assert!(
+        a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed
+    );
+    assert!(
+        !a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
+            .await
+            .allowed
+    );
+    let counter = minute_hit(&names, 1, 1).counter.to_owned_key();
+    let dropped = tokio::time::timeout(Duration::from_millis(50), a.replay_now()).await;
+    assert!(dropped.is_err(), "the send hangs");
+    assert_eq!(other.penalty_until(&counter).await.ok(), Some(0));
+    origin.hang.store(false, Ordering::SeqCst);
+    a.replay_now().await;
+    let until = other.penalty_until(&counter).await.expect("read");
+    assert_eq!(until, 100_000 + penalty, "sent by the next cycle");
 }
 
 /// An origin whose store a test can replace (as a Sentinel failover replaces the master): the

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use super::breaker::{Breaker, CircuitState};
 use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
-use crate::cell_key::CellKey;
+use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 
 /// Timeouts and breaker tuning. The defaults are the production values.
@@ -147,6 +147,14 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         Box::pin(self.guarded(self.replay_timeout, move || self.inner.replay(batch)))
+    }
+
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        Box::pin(self.guarded(self.replay_timeout, move || self.inner.penalize(penalties)))
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        Box::pin(self.guarded(self.read_timeout, move || self.inner.penalty_until(counter)))
     }
 
     /// Not admitted by the breaker: tried whatever its state, bounded by the replay timeout

@@ -7,7 +7,7 @@ use quick_cache::sync::Cache;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{CellRead, OriginFuture, RegionalOrigin};
-use crate::cell_key::CellKey;
+use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 
 /// One PN-counter component: a cell (by the 128-bit hash of its key) and a process.
@@ -35,6 +35,9 @@ pub struct InProcessOrigin {
     /// Each component's refunds, for the components that have any: a cell nobody refunds
     /// costs nothing more than it did before refunds existed. Bounded like `components`.
     refunds: Arc<Cache<ComponentKey, u64>>,
+    /// The region's penalty box: counter (by the 128-bit hash of its key) → until when (ms).
+    /// Bounded to a sixteenth of the components: penalized counters are a few hot clients.
+    penalties: Arc<Cache<u128, u64>>,
     processes: Arc<Processes>,
     process: u16,
 }
@@ -52,6 +55,7 @@ impl InProcessOrigin {
         Self {
             components: Arc::new(Cache::new(max_cells.max(1))),
             refunds: Arc::new(Cache::new(max_cells.max(1))),
+            penalties: Arc::new(Cache::new((max_cells / 16).max(1))),
             processes: Arc::new(Processes {
                 names: Mutex::new(vec!["local".into()]),
                 count: AtomicU16::new(1),
@@ -81,6 +85,7 @@ impl InProcessOrigin {
         Some(Self {
             components: Arc::clone(&self.components),
             refunds: Arc::clone(&self.refunds),
+            penalties: Arc::clone(&self.penalties),
             processes: Arc::clone(&self.processes),
             process: u16::try_from(index).ok()?,
         })
@@ -138,6 +143,18 @@ fn cell_hash(key: &CellKey) -> u128 {
     hasher.digest128()
 }
 
+fn counter_hash(key: &CounterKey) -> u128 {
+    let mut hasher = Xxh3::new();
+    for field in [&*key.workspace, &*key.namespace, &*key.identifier] {
+        hasher.update(&(field.len() as u64).to_le_bytes());
+        hasher.update(field.as_bytes());
+    }
+    hasher.update(&key.duration_ms.to_le_bytes());
+    // A different field count than a cell's hash: a counter never collides with a cell.
+    hasher.update(b"penalty");
+    hasher.digest128()
+}
+
 impl RegionalOrigin for InProcessOrigin {
     fn name(&self) -> &'static str {
         "in-process"
@@ -154,11 +171,47 @@ impl RegionalOrigin for InProcessOrigin {
             .collect();
         Box::pin(std::future::ready(Ok(totals)))
     }
+
+    /// Entries are not dropped at their moment (readers compare it with their clock); the
+    /// map's bound keeps them from piling up.
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        for (counter, until_ms) in penalties {
+            let hash = counter_hash(counter);
+            if self
+                .penalties
+                .get(&hash)
+                .is_none_or(|held| held < *until_ms)
+            {
+                self.penalties.insert(hash, *until_ms);
+            }
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        let until = self.penalties.get(&counter_hash(counter)).unwrap_or(0);
+        Box::pin(std::future::ready(Ok(until)))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn siblings_share_the_penalty_box_and_keep_the_later_moment() {
+        let a = InProcessOrigin::new(100);
+        let Some(b) = a.sibling("b") else {
+            panic!("a second process fits")
+        };
+        let counter = key("x").counter().to_owned_key();
+        assert_eq!(b.penalty_until(&counter).await.ok(), Some(0));
+        assert!(a.penalize(&[(counter.clone(), 9_000)]).await.is_ok());
+        assert!(b.penalize(&[(counter.clone(), 5_000)]).await.is_ok());
+        assert_eq!(b.penalty_until(&counter).await.ok(), Some(9_000));
+        let other = key("y").counter().to_owned_key();
+        assert_eq!(a.penalty_until(&other).await.ok(), Some(0));
+    }
 
     fn key(id: &str) -> CellKey {
         CellKey {

@@ -18,7 +18,7 @@ pub use breaker::CircuitState;
 pub use guard::{GuardSettings, GuardedOrigin};
 pub use in_process::InProcessOrigin;
 
-use crate::cell_key::CellKey;
+use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 
 /// Boxed so the engine can hold any origin as `Arc<dyn RegionalOrigin>`: origin calls are off
@@ -84,6 +84,22 @@ pub trait RegionalOrigin: Send + Sync + 'static {
     ) -> OriginFuture<'a, Vec<PnCount>> {
         let _ = deadline;
         self.replay(batch)
+    }
+
+    /// Put counters in the region's penalty box (`penalty` on a rule): each until its moment
+    /// (ms since the epoch), keeping the later one when a counter is already in it. Entries
+    /// expire by themselves at their moment. The default is an origin that shares no
+    /// penalties: each process keeps its own (as after a failed call).
+    fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
+        let _ = penalties;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Until when (ms since the epoch) the region holds `counter` in its penalty box; 0 when
+    /// it does not (or no longer does).
+    fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
+        let _ = counter;
+        Box::pin(std::future::ready(Ok(0)))
     }
 
     /// Changes when the origin's store was replaced by one that may lack what this process

@@ -1,0 +1,236 @@
+//! Counter inspection (Fastly's ratecounter view): what the engine holds for one counter, an
+//! estimate of its recent rate, and a small heavy-hitters sketch naming the busiest counters
+//! without walking the table.
+//!
+//! The sketch is Space-Saving (Metwally et al.) over a sample of the decisions: every
+//! [`SAMPLE_EVERY`]th decision of a thread offers its counter, and only if the sketch's lock
+//! is free at once (`try_lock`), so the decision path pays a thread-local increment, and
+//! now and then a scan of [`SKETCH_CAPACITY`] entries; it never waits. Counts are halved
+//! every [`DECAY_EVERY`] offers, so a counter that was busy an hour ago gives its slot up.
+//! The sketch only picks candidates: their rates and nearness to the limit are read from the
+//! cells when asked.
+
+use std::cell::Cell;
+use std::sync::{Mutex, TryLockError};
+
+use crate::cell_key::{CounterKey, CounterKeyRef};
+
+/// One decision in this many (per thread) is offered to the sketch.
+pub const SAMPLE_EVERY: u32 = 16;
+/// Counters the sketch tracks: the most `/counters/top` can list.
+pub const SKETCH_CAPACITY: usize = 64;
+/// The sketch's counts are halved every this many offers.
+const DECAY_EVERY: u64 = 64 * SKETCH_CAPACITY as u64;
+
+/// A cell's counts as the engine holds them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CellView {
+    /// This region's count (own accepts, merged with the regional origin's total).
+    pub regional: u64,
+    /// The other regions' sum (from the global sync).
+    pub global: u64,
+    /// This process's own accepts (its component at the origin).
+    pub own: u64,
+}
+
+impl CellView {
+    pub fn total(&self) -> u64 {
+        self.regional.saturating_add(self.global)
+    }
+}
+
+/// Everything the engine knows of one counter now. A cell not in memory is `None` (never
+/// used here, or reaped/evicted: the next decision reads it from the origin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterState {
+    pub now_ms: u64,
+    pub duration_ms: u64,
+    /// Milliseconds into the current cell.
+    pub elapsed_ms: u64,
+    pub current: Option<CellView>,
+    pub previous: Option<CellView>,
+    /// Strict mode: each decision reads the origin first (after a recent denial).
+    pub strict: bool,
+    /// The penalty box holds the counter until then (ms since the epoch).
+    pub penalty_until_ms: Option<u64>,
+}
+
+impl CounterState {
+    /// The sliding window's count now: `current + floor(previous × weight)`, as a decision
+    /// with cost 0 sees it.
+    pub fn effective(&self) -> u64 {
+        let current = self.current.map_or(0, |c| c.total());
+        let previous = self.previous.map_or(0, |c| c.total());
+        let weight_ms = self.duration_ms.saturating_sub(self.elapsed_ms);
+        let weighted = (u128::from(previous) * u128::from(weight_ms)
+            / u128::from(self.duration_ms.max(1)))
+        .min(u128::from(u64::MAX)) as u64;
+        current.saturating_add(weighted)
+    }
+
+    /// Hits per second over the last `span_ms`, estimated from the two cells assuming the hits
+    /// of each cell were spread evenly over it (the cells are all the engine keeps). Beyond
+    /// the two cells it knows nothing and counts 0, so a span longer than the window is an
+    /// underestimate.
+    pub fn estimated_rate(&self, span_ms: u64) -> f64 {
+        let span_ms = span_ms.max(1);
+        let current = self.current.map_or(0, |c| c.total()) as f64;
+        let previous = self.previous.map_or(0, |c| c.total()) as f64;
+        let elapsed = self.elapsed_ms.max(1).min(self.duration_ms.max(1));
+        let in_current = span_ms.min(elapsed);
+        let mut count = current * in_current as f64 / elapsed as f64;
+        let rest = span_ms.saturating_sub(elapsed).min(self.duration_ms);
+        if rest > 0 {
+            count += previous * rest as f64 / self.duration_ms.max(1) as f64;
+        }
+        count * 1_000.0 / span_ms as f64
+    }
+}
+
+/// A counter the sketch tracks, with its Space-Saving estimate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeavyHitter {
+    pub counter: CounterKey,
+    /// The limit of its most recent sampled decision.
+    pub limit: u64,
+    /// Sampled decisions counted for it (an overestimate by at most `error`), decayed.
+    pub sampled: u64,
+    pub error: u64,
+}
+
+#[derive(Default)]
+struct SketchState {
+    entries: Vec<HeavyHitter>,
+    offers: u64,
+}
+
+/// Space-Saving over sampled decisions (see the module).
+#[derive(Default)]
+pub struct HeavyHitters {
+    state: Mutex<SketchState>,
+}
+
+thread_local! {
+    static TICK: Cell<u32> = const { Cell::new(0) };
+}
+
+impl HeavyHitters {
+    /// Called on every decision: cheap unless this one is sampled.
+    #[inline]
+    pub fn offer(&self, counter: &CounterKeyRef<'_>, limit: u64) {
+        let sampled = TICK.with(|tick| {
+            let next = tick.get().wrapping_add(1);
+            tick.set(next);
+            next % SAMPLE_EVERY == 0
+        });
+        if sampled {
+            self.offer_sampled(counter, limit);
+        }
+    }
+
+    #[cold]
+    fn offer_sampled(&self, counter: &CounterKeyRef<'_>, limit: u64) {
+        let mut state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            // Someone else is in: skip this sample rather than wait.
+            Err(TryLockError::WouldBlock) => return,
+        };
+        state.offers += 1;
+        if state.offers % DECAY_EVERY == 0 {
+            for entry in &mut state.entries {
+                entry.sampled /= 2;
+                entry.error /= 2;
+            }
+        }
+        if let Some(entry) = state
+            .entries
+            .iter_mut()
+            .find(|entry| entry.counter.borrowed() == *counter)
+        {
+            entry.sampled += 1;
+            entry.limit = limit;
+            return;
+        }
+        let hitter = |sampled, error| HeavyHitter {
+            counter: counter.to_owned_key(),
+            limit,
+            sampled,
+            error,
+        };
+        if state.entries.len() < SKETCH_CAPACITY {
+            state.entries.push(hitter(1, 0));
+        } else if let Some(least) = state.entries.iter_mut().min_by_key(|entry| entry.sampled) {
+            // Space-Saving: the newcomer takes the least one's slot and count (+1), that
+            // count being its possible overestimate.
+            let floor = least.sampled;
+            *least = hitter(floor + 1, floor);
+        }
+    }
+
+    /// The tracked counters, most sampled first.
+    pub fn snapshot(&self) -> Vec<HeavyHitter> {
+        let mut entries = match self.state.lock() {
+            Ok(state) => state.entries.clone(),
+            Err(poisoned) => poisoned.into_inner().entries.clone(),
+        };
+        entries.sort_by_key(|entry| std::cmp::Reverse(entry.sampled));
+        entries
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_heaviest_counters_stay_in_a_full_sketch() {
+        let sketch = HeavyHitters::default();
+        let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
+        // Two heavy counters among a thousand one-off ones.
+        for i in 0..1_000u32 {
+            let id = format!("cold-{i}");
+            for _ in 0..SAMPLE_EVERY {
+                sketch.offer(&CounterKeyRef::new(&ws, &ns, &id, 1_000), 5);
+            }
+            for _ in 0..4 * SAMPLE_EVERY {
+                sketch.offer(&CounterKeyRef::new(&ws, &ns, "heavy", 1_000), 10);
+            }
+            for _ in 0..2 * SAMPLE_EVERY {
+                sketch.offer(&CounterKeyRef::new(&ws, &ns, "warm", 1_000), 10);
+            }
+        }
+        let top = sketch.snapshot();
+        assert_eq!(top.len(), SKETCH_CAPACITY);
+        let names: Vec<&str> = top.iter().map(|h| &*h.counter.identifier).collect();
+        assert_eq!(&names[..2], ["heavy", "warm"], "{names:?}");
+        assert_eq!(top[0].limit, 10);
+    }
+
+    #[test]
+    fn the_rate_estimate_spreads_each_cell_evenly() {
+        let state = CounterState {
+            now_ms: 0,
+            duration_ms: 60_000,
+            elapsed_ms: 30_000,
+            current: Some(CellView {
+                regional: 30,
+                global: 0,
+                own: 30,
+            }),
+            previous: Some(CellView {
+                regional: 60,
+                global: 60,
+                own: 10,
+            }),
+            strict: false,
+            penalty_until_ms: None,
+        };
+        // last 10 s: a third of the current cell's 30 → 1/s
+        assert!((state.estimated_rate(10_000) - 1.0).abs() < 1e-9);
+        // last 60 s: the 30 of this cell and half the previous 120 → 90 / 60 s
+        assert!((state.estimated_rate(60_000) - 1.5).abs() < 1e-9);
+        assert_eq!(state.effective(), 30 + 60);
+    }
+}

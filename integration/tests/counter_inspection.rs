@@ -1,0 +1,165 @@
+//! Counter inspection on the real binary's admin port ("why was this client limited?"):
+//! `GET /counters?domain=..&descriptor=k=v,..` answers the matched rule, the counter's cells
+//! (regional, global, own), the sliding count, the estimated rates, strict mode and the
+//! penalty box; `GET /counters/top` lists the busiest counters and those nearest their limit
+//! from the engine's sampled sketch; both bounded, both on the debug listener too.
+
+use gcounter_rls_integration as support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::grpc::{Code, code};
+use support::rls::Rls;
+use support::{HttpResponse, http_get};
+
+const LIMITS: &str = "
+domain: api
+descriptors:
+  - key: client
+    rate_limit: { unit: minute, requests_per_unit: 5, penalty: 5m }
+  - key: path
+    value: /busy
+    rate_limit: { unit: minute, requests_per_unit: 100000 }
+";
+
+fn json(r: &HttpResponse) -> Value {
+    serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {} {:?}", r.status, r.body_text()))
+}
+
+#[tokio::test]
+async fn a_counter_shows_its_rule_cells_rates_and_penalty() {
+    support::stay_in_one_minute(Duration::from_secs(10));
+    let mut rls = Rls::start(LIMITS, &[]).await;
+    for _ in 0..5 {
+        assert_eq!(
+            code(&rls.one("api", &[("client", "alice")]).await),
+            Code::Ok
+        );
+    }
+    assert_eq!(
+        code(&rls.one("api", &[("client", "alice")]).await),
+        Code::OverLimit
+    );
+
+    let r = rls
+        .service
+        .admin_get("/counters?domain=api&descriptor=client%3Dalice");
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    let v = json(&r);
+    assert_eq!(v["rule"]["path"], "api.client", "{v}");
+    assert_eq!(v["rule"]["limit"], 5, "{v}");
+    assert_eq!(v["rule"]["penalty_ms"], 300_000, "{v}");
+    assert!(
+        v["rule"]["config"]
+            .as_str()
+            .is_some_and(|c| c.contains("penalty: 5m")),
+        "{v}"
+    );
+    assert_eq!(
+        v["current"]["regional"], 5,
+        "the accepts, not the denial: {v}"
+    );
+    assert_eq!(v["current"]["own"], 5, "{v}");
+    assert_eq!(v["current"]["global"], 0, "{v}");
+    assert_eq!(v["sliding_count"], 5, "{v}");
+    assert_eq!(v["remaining"], 0, "{v}");
+    assert!(v["rate_10s"].as_f64().is_some_and(|r| r > 0.0), "{v}");
+    assert!(v["rate_60s"].as_f64().is_some_and(|r| r > 0.0), "{v}");
+    let left = v["penalty"]["left_ms"].as_u64().unwrap_or(0);
+    assert!((290_000..=300_000).contains(&left), "in the box: {v}");
+    assert_eq!(v["strict_mode"], false, "in-process: no strict mode: {v}");
+
+    // Someone who never came: the rule, no cells, not in the box.
+    let v = json(
+        &rls.service
+            .admin_get("/counters?domain=api&descriptor=client%3Dbob"),
+    );
+    assert_eq!(v["current"], Value::Null, "{v}");
+    assert_eq!(v["penalty"], Value::Null, "{v}");
+
+    // Bounded and explained.
+    for (path, status, needle) in [
+        (
+            "/counters?domain=nope&descriptor=client=a",
+            404,
+            "no domain",
+        ),
+        ("/counters?domain=api&descriptor=other=a", 404, "no rule"),
+        ("/counters?domain=api", 400, "missing `descriptor`"),
+        ("/counters?domain=api&descriptor=client", 400, "key=value"),
+        ("/counters/top?n=1000", 400, "`n` must be"),
+    ] {
+        let r = rls.service.admin_get(path);
+        assert_eq!(r.status, status, "{path}: {}", r.body_text());
+        assert!(r.body_text().contains(needle), "{path}: {}", r.body_text());
+    }
+    let long = format!(
+        "/counters?domain=api&descriptor=client={}",
+        "x".repeat(5_000)
+    );
+    let r = rls.service.admin_get(&long);
+    assert!(
+        r.status == 400 || r.status == 414 || r.status == 431,
+        "{}",
+        r.status
+    );
+}
+
+#[tokio::test]
+async fn top_lists_the_busiest_and_the_nearest_to_their_limit() {
+    support::stay_in_one_minute(Duration::from_secs(20));
+    let debug = support::free_port();
+    let debug_addr = format!("127.0.0.1:{debug}");
+    let mut rls = Rls::start(LIMITS, &["--debug-addr", &debug_addr]).await;
+    // A busy path far from its limit, a client at its limit, and a crowd of one-off clients.
+    for i in 0..400 {
+        rls.one("api", &[("path", "/busy")]).await;
+        if i % 80 == 0 {
+            rls.one("api", &[("client", "carol")]).await;
+        }
+        if i % 2 == 0 {
+            rls.one("api", &[("client", &format!("once-{i}"))]).await;
+        }
+    }
+    // The client at its limit keeps knocking.
+    for _ in 0..100 {
+        rls.one("api", &[("client", "carol")]).await;
+    }
+    let r = http_get(support::local_addr(debug), "/counters/top?n=3", &[])
+        .unwrap_or_else(|e| panic!("GET /counters/top on the debug listener: {e}"));
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    let v = json(&r);
+    let tracked = v["tracked"].as_u64().unwrap_or(0);
+    assert!((2..=64).contains(&tracked), "{v}");
+    let by_rate = v["by_rate"].as_array().cloned().unwrap_or_default();
+    assert_eq!(by_rate.len(), 3, "{v}");
+    assert_eq!(
+        by_rate[0]["identifier"]
+            .as_str()
+            .map(|s| s.contains("/busy")),
+        Some(true),
+        "{v}"
+    );
+    let by_nearness = v["by_nearness"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        by_nearness[0]["identifier"]
+            .as_str()
+            .map(|s| s.contains("carol")),
+        Some(true),
+        "{v}"
+    );
+    assert!(
+        by_nearness[0]["nearness"]
+            .as_f64()
+            .is_some_and(|n| n >= 1.0),
+        "{v}"
+    );
+    assert!(
+        by_nearness[0]["penalty"]["left_ms"].as_u64().is_some(),
+        "{v}"
+    );
+    // The admin port answers it too.
+    assert_eq!(rls.service.admin_get("/counters/top").status, 200);
+}

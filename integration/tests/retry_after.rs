@@ -1,0 +1,263 @@
+//! The exact `Retry-After` of the sliding window through the real binary: a denied request's
+//! `duration_until_reset` is when the same request would pass (assuming no more hits), which
+//! may be before the end of the current cell (the previous cell's weight falls) or after it
+//! (at the rollover the current count becomes the previous one, still weighing); shown by
+//! asking again just before and just after. The same value in our `Retry-After` /
+//! `RateLimit-Reset` headers, in the IETF draft's structured headers, and in the
+//! `Retry-After` a real Envoy writes from it (`enable_retry_after_header`).
+
+use gcounter_rls_integration as support;
+
+use std::time::{Duration, Instant};
+
+use support::grpc::{Code, RateLimitResponse, code, costing, descriptor, duration_ms, request};
+use support::rls::Rls;
+use support::{Envoy, Example, now_ms};
+
+/// 100 per 2 s.
+const HUNDRED: &str = "
+domain: ra
+descriptors:
+  - key: client
+    rate_limit: { unit: second, unit_multiplier: 2, requests_per_unit: 100 }
+";
+const WINDOW_MS: u64 = 2_000;
+
+/// Sleeps until `at_ms` into the next 2 s cell.
+fn into_next_cell(at_ms: u64) {
+    let now = now_ms();
+    let target = (now / WINDOW_MS + 1) * WINDOW_MS + at_ms;
+    std::thread::sleep(Duration::from_millis(target - now));
+}
+
+async fn spend(rls: &mut Rls, client: &str, cost: u64) -> RateLimitResponse {
+    rls.send(request("ra", vec![costing("client", client, cost)]))
+        .await
+}
+
+fn wait_until(deadline: Instant) {
+    if let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        std::thread::sleep(left);
+    }
+}
+
+fn first_reset_ms(r: &RateLimitResponse) -> u64 {
+    duration_ms(r.statuses[0].duration_until_reset.as_ref()) as u64
+}
+
+/// Ask again shortly before the answered moment (still over), then shortly after (passes).
+async fn passes_exactly_then(
+    rls: &mut Rls,
+    client: &str,
+    cost: u64,
+    denied_at: Instant,
+    wait: u64,
+) {
+    wait_until(denied_at + Duration::from_millis(wait.saturating_sub(150)));
+    let early = spend(rls, client, cost).await;
+    assert_eq!(
+        code(&early.statuses[0]),
+        Code::OverLimit,
+        "150 ms early: {early:?}"
+    );
+    wait_until(denied_at + Duration::from_millis(wait + 60));
+    let on_time = spend(rls, client, cost).await;
+    assert_eq!(
+        code(&on_time.statuses[0]),
+        Code::Ok,
+        "60 ms after the answered wait: {on_time:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_denial_answers_a_wait_shorter_than_the_cell_when_the_previous_cell_slides_out() {
+    let mut rls = Rls::start(HUNDRED, &[]).await;
+    into_next_cell(20);
+    assert_eq!(code(&spend(&mut rls, "a", 100).await.statuses[0]), Code::Ok);
+    // 100 ms into the next cell the 100 still weigh 95: 30 more are denied until
+    // floor(100 × w / 2000) ≤ 70, i.e. 581 ms into the cell: ~480 ms, not the ~1.9 s left.
+    into_next_cell(100);
+    let denied = spend(&mut rls, "a", 30).await;
+    let denied_at = Instant::now();
+    assert_eq!(code(&denied.statuses[0]), Code::OverLimit, "{denied:?}");
+    let wait = first_reset_ms(&denied);
+    assert!((400..=520).contains(&wait), "about 480 ms: {denied:?}");
+    passes_exactly_then(&mut rls, "a", 30, denied_at, wait).await;
+}
+
+#[tokio::test]
+async fn a_denial_answers_a_wait_past_the_cell_when_the_count_weighs_after_the_rollover() {
+    let mut rls = Rls::start(HUNDRED, &["--response-headers"]).await;
+    into_next_cell(100);
+    let full = spend(&mut rls, "b", 100).await;
+    assert_eq!(code(&full.statuses[0]), Code::Ok);
+    let cell_end = first_reset_ms(&full);
+    // 40 more: at the rollover the 100 weigh 100; they pass once floor(100 × w / 2000) ≤ 60,
+    // 781 ms into the next cell: ~2.68 s, where the cell ends in ~1.9 s.
+    let denied = spend(&mut rls, "b", 40).await;
+    let denied_at = Instant::now();
+    assert_eq!(code(&denied.statuses[0]), Code::OverLimit, "{denied:?}");
+    let wait = first_reset_ms(&denied);
+    assert!(
+        wait > cell_end + 600 && wait <= cell_end + 781,
+        "~781 ms past the cell's end ({cell_end} ms): {denied:?}"
+    );
+    // Our headers carry the same wait, rounded up to whole seconds.
+    let header = |name: &str| {
+        denied
+            .response_headers_to_add
+            .iter()
+            .find(|h| h.key.eq_ignore_ascii_case(name))
+            .map(|h| h.value.clone())
+    };
+    let seconds = wait.div_ceil(1_000).to_string();
+    assert_eq!(
+        header("Retry-After").as_deref(),
+        Some(seconds.as_str()),
+        "{denied:?}"
+    );
+    assert_eq!(
+        header("RateLimit-Reset").as_deref(),
+        Some(seconds.as_str()),
+        "{denied:?}"
+    );
+    // At the cell's end (the old answer) it is still over.
+    wait_until(denied_at + Duration::from_millis(cell_end + 100));
+    let at_end = spend(&mut rls, "b", 40).await;
+    assert_eq!(
+        code(&at_end.statuses[0]),
+        Code::OverLimit,
+        "just past the cell's end: {at_end:?}"
+    );
+    passes_exactly_then(&mut rls, "b", 40, denied_at, wait).await;
+}
+
+#[tokio::test]
+async fn the_structured_header_style_writes_the_drafts_policy_and_state() {
+    let yaml = "
+domain: st
+descriptors:
+  - key: k
+    rate_limit: { unit: minute, requests_per_unit: 2, name: per_k }
+";
+    support::stay_in_one_minute(Duration::from_secs(5));
+    let mut rls = Rls::start(
+        yaml,
+        &[
+            "--response-headers",
+            "--response-header-style",
+            "structured",
+        ],
+    )
+    .await;
+    let headers = |r: &RateLimitResponse| -> Vec<(String, String)> {
+        r.response_headers_to_add
+            .iter()
+            .map(|h| (h.key.clone(), h.value.clone()))
+            .collect()
+    };
+    let ok = rls.check("st", vec![descriptor(&[("k", "x")])]).await;
+    let reset = (duration_ms(ok.statuses[0].duration_until_reset.as_ref()) as u64).div_ceil(1_000);
+    assert_eq!(
+        headers(&ok),
+        [
+            (
+                "RateLimit-Policy".to_owned(),
+                "\"per_k\";q=2;w=60".to_owned()
+            ),
+            ("RateLimit".to_owned(), format!("\"per_k\";r=1;t={reset}")),
+        ],
+        "{ok:?}"
+    );
+    rls.check("st", vec![descriptor(&[("k", "x")])]).await;
+    let over = rls.check("st", vec![descriptor(&[("k", "x")])]).await;
+    let wait = (duration_ms(over.statuses[0].duration_until_reset.as_ref()) as u64).div_ceil(1_000);
+    let got = headers(&over);
+    assert_eq!(got.len(), 3, "{over:?}");
+    assert_eq!(got[1].1, format!("\"per_k\";r=0;t={wait}"));
+    assert_eq!(got[2], ("Retry-After".to_owned(), wait.to_string()));
+}
+
+#[test]
+fn the_structured_style_refuses_renamed_draft03_headers() {
+    let (_dir, path) = support::limits_file(HUNDRED);
+    let output = std::process::Command::new(support::binary())
+        .args(["serve", "--config"])
+        .arg(&path)
+        .args([
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--response-headers",
+            "--response-header-style",
+            "structured",
+            "--limit-header",
+            "X-Limit",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run gcounter-rls");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "started: {text}");
+    assert!(
+        text.contains("--response-header-style structured"),
+        "{text}"
+    );
+}
+
+/// Envoy 1.40's `enable_retry_after_header` writes `Retry-After` from the largest
+/// `duration_until_reset` of the over-limit statuses: through the `hits-addend` example, a
+/// request costing 5 on a spent budget of 10 per minute must wait until 24 s into the next
+/// minute (floor(10 × w / 60 s) ≤ 5), and Envoy's header says so, equal to what the service
+/// answers for the same request (Envoy truncates it to whole seconds; ours round up).
+#[tokio::test]
+async fn envoys_retry_after_is_our_computed_wait() {
+    let example = Example::load("hits-addend");
+    let service = example.start_service(&[]);
+    let envoy = Envoy::start(
+        &example.envoy_file,
+        service.grpc_addr.port(),
+        &[(
+            "enable_x_ratelimit_headers: DRAFT_VERSION_03",
+            "enable_x_ratelimit_headers: DRAFT_VERSION_03\n                      enable_retry_after_header: true",
+        )],
+    );
+    support::avoid_window_boundary(Duration::from_secs(60), Duration::from_secs(10));
+    let client = support::example::Client::new(&envoy, vec![service.log_path.clone()]);
+    for _ in 0..2 {
+        let r = client.get("/reports", &[]);
+        assert_eq!(r.status, 200, "{:?}{}", r.headers, client.context());
+    }
+    let r = client.get("/reports", &[]);
+    let left_in_minute = 60 - (now_ms() / 1_000) % 60;
+    assert_eq!(r.status, 429, "{:?}{}", r.headers, client.context());
+    let envoys: u64 = r
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After from Envoy: {:?}", r.headers));
+
+    // The same request straight to the service (a denial consumes nothing).
+    let mut grpc = support::grpc::rls_client(service.grpc_addr).await;
+    let mut d = descriptor(&[("remote_address", "127.0.0.1")]);
+    d.hits_addend = Some(support::grpc::UInt64Value { value: 5 });
+    let ours = support::grpc::should_rate_limit(&mut grpc, request("hits-addend", vec![d])).await;
+    assert_eq!(code(&ours.statuses[0]), Code::OverLimit, "{ours:?}");
+    let wait_ms = duration_ms(ours.statuses[0].duration_until_reset.as_ref()) as u64;
+    assert!(
+        wait_ms / 1_000 >= left_in_minute + 22,
+        "24 s past the minute's end ({left_in_minute} s away): {wait_ms} ms"
+    );
+    println!("Envoy's Retry-After {envoys} s; the service's wait {wait_ms} ms");
+    // Envoy's is a few ms older; it rounds to whole seconds.
+    let candidates = [
+        wait_ms / 1_000,
+        wait_ms.div_ceil(1_000),
+        (wait_ms + 100).div_ceil(1_000),
+    ];
+    assert!(
+        candidates.contains(&envoys),
+        "Envoy's Retry-After {envoys} s, ours {wait_ms} ms{}",
+        client.context()
+    );
+}

@@ -1,0 +1,76 @@
+//! Which counter a descriptor counts on, for the admin port's counter inspection: the same
+//! matching and identity as a decision (`plan`), without deciding.
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+
+use super::RateLimiter;
+use super::plan::{self, Plan};
+
+/// The counter a descriptor of a domain counts on, and the rule that limits it.
+#[derive(Debug, Clone)]
+pub struct InspectedCounter {
+    pub workspace: Arc<str>,
+    pub namespace: Arc<str>,
+    pub identifier: String,
+    pub duration_ms: u64,
+    pub limit: u64,
+    pub penalty_ms: u64,
+    /// The rule's path (upstream's stats key).
+    pub rule_path: Arc<str>,
+    /// The rule as `/rlconfig` prints it.
+    pub rule: String,
+}
+
+/// What a descriptor is, when it is not a counted one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotCounted {
+    UnknownDomain,
+    NoRule,
+    Unlimited,
+}
+
+impl RateLimiter {
+    /// The counter `entries` count on in `domain` under the loaded limits (the rule's, as a
+    /// request without an override would be counted).
+    pub fn inspect_counter(
+        &self,
+        domain: &str,
+        entries: &[(String, String)],
+    ) -> Result<InspectedCounter, NotCounted> {
+        let limits = self.limits.load();
+        let domain = limits.domain(domain).ok_or(NotCounted::UnknownDomain)?;
+        let descriptor = RateLimitDescriptor {
+            entries: entries
+                .iter()
+                .map(|(key, value)| Entry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let plans = plan::plan(domain, std::slice::from_ref(&descriptor), 0);
+        match plans.into_iter().next() {
+            Some(Plan::Limited(limited)) => {
+                let Some(rule) = limited.rule else {
+                    return Err(NotCounted::NoRule);
+                };
+                Ok(InspectedCounter {
+                    workspace: Arc::clone(domain.name()),
+                    namespace: limited.namespace,
+                    identifier: limited.identifier.to_string(),
+                    duration_ms: limited.duration_ms,
+                    limit: u64::from(limited.requests_per_unit),
+                    penalty_ms: rule.penalty_ms,
+                    rule_path: Arc::clone(&rule.path),
+                    rule: rule.dump_line(),
+                })
+            }
+            Some(Plan::Unlimited(_)) => Err(NotCounted::Unlimited),
+            Some(Plan::NoLimit) | None => Err(NotCounted::NoRule),
+        }
+    }
+}

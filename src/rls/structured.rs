@@ -1,0 +1,137 @@
+//! The IETF draft's structured rate-limit headers (draft-ietf-httpapi-ratelimit-headers,
+//! since draft 07): `RateLimit-Policy: "default";q=100;w=60` (the quota `q` per window of
+//! `w` seconds) and `RateLimit: "default";r=50;t=30` (`r` left, `t` seconds until the
+//! quota resets, or until a denied request would pass). A header style beside the draft-03
+//! `RateLimit-Limit/-Remaining/-Reset` that Envoy itself and upstream write.
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
+
+use super::overall::Role;
+use super::response::{constrained, header, reset_seconds};
+
+/// Which response headers `--response-headers` adds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HeaderStyle {
+    /// `RateLimit-Limit`, `-Remaining`, `-Reset` (names settable), as upstream.
+    #[default]
+    Draft03,
+    /// `RateLimit-Policy` and `RateLimit` (structured fields, the draft's latest form).
+    Structured,
+}
+
+/// The policy name of a limit without a `name`.
+const DEFAULT_POLICY: &str = "default";
+
+/// `RateLimit-Policy` and `RateLimit` for the most constrained descriptor, plus
+/// `Retry-After` when over. `windows_s[i]`: the window of descriptor `i` in seconds.
+pub fn headers(
+    statuses: &[DescriptorStatus],
+    roles: &[Role],
+    windows_s: &[u64],
+    over_limit: bool,
+) -> Vec<HeaderValue> {
+    let Some(index) = constrained(statuses, roles) else {
+        return Vec::new();
+    };
+    let (Some(status), Some(window)) = (statuses.get(index), windows_s.get(index)) else {
+        return Vec::new();
+    };
+    let Some(limit) = &status.current_limit else {
+        return Vec::new();
+    };
+    let name = if limit.name.is_empty() {
+        DEFAULT_POLICY
+    } else {
+        &limit.name
+    };
+    let name = sf_string(name);
+    let reset = reset_seconds(status);
+    let mut headers = vec![
+        header(
+            "RateLimit-Policy",
+            format!("{name};q={};w={window}", limit.requests_per_unit),
+        ),
+        header(
+            "RateLimit",
+            format!("{name};r={};t={reset}", status.limit_remaining),
+        ),
+    ];
+    if over_limit {
+        headers.push(header("Retry-After", reset.to_string()));
+    }
+    headers
+}
+
+/// A structured-field string (RFC 9651 §3.3.3): printable ASCII in quotes, `"` and `\`
+/// escaped; any other byte (a rule name is free text) becomes `?`.
+fn sf_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, RateLimit};
+    use envoy_types::pb::google::protobuf::Duration;
+
+    fn status(name: &str, remaining: u32, reset_ms: i64) -> DescriptorStatus {
+        DescriptorStatus {
+            code: Code::Ok as i32,
+            current_limit: Some(RateLimit {
+                name: name.into(),
+                requests_per_unit: 100,
+                ..Default::default()
+            }),
+            limit_remaining: remaining,
+            duration_until_reset: Some(Duration {
+                seconds: reset_ms / 1_000,
+                nanos: ((reset_ms % 1_000) * 1_000_000) as i32,
+            }),
+            quota: None,
+        }
+    }
+
+    fn pairs(headers: &[HeaderValue]) -> Vec<(&str, &str)> {
+        headers
+            .iter()
+            .map(|h| (h.key.as_str(), h.value.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn the_drafts_example_and_a_retry_after_when_over() {
+        let statuses = [status("", 50, 30_000)];
+        let roles = [Role::Regular { over: false }];
+        assert_eq!(
+            pairs(&headers(&statuses, &roles, &[60], false)),
+            [
+                ("RateLimit-Policy", "\"default\";q=100;w=60"),
+                ("RateLimit", "\"default\";r=50;t=30"),
+            ]
+        );
+        let statuses = [status("per \"ip\"\n", 0, 1_500)];
+        let roles = [Role::Regular { over: true }];
+        assert_eq!(
+            pairs(&headers(&statuses, &roles, &[1], true)),
+            [
+                ("RateLimit-Policy", "\"per \\\"ip\\\"?\";q=100;w=1"),
+                ("RateLimit", "\"per \\\"ip\\\"?\";r=0;t=2"),
+                ("Retry-After", "2"),
+            ]
+        );
+    }
+}
