@@ -85,6 +85,16 @@ struct RulePlace<'a> {
     value_to_metric: bool,
 }
 
+/// What a `rate_limit` or a `rate_limits` list gives a rule: its limits, name, replaces and
+/// penalty.
+struct RuleLimits {
+    limit: RuleLimit,
+    more_limits: Box<[RuleLimit]>,
+    name: Option<Arc<str>>,
+    replaces: Box<[Arc<str>]>,
+    penalty_ms: u64,
+}
+
 struct Compiler<'a> {
     file: &'a str,
     errors: &'a mut Vec<ConfigError>,
@@ -252,7 +262,7 @@ impl Compiler<'_> {
         descriptor: &RawDescriptor,
         at: &RulePlace<'_>,
     ) -> Option<Arc<Rule>> {
-        let (descriptor_place, namespace, path) = (at.descriptor_place, at.namespace, at.path);
+        let descriptor_place = at.descriptor_place;
         let place = format!("{descriptor_place}.rate_limit");
         let line = line_of(spanned);
         let raw = &spanned.value;
@@ -323,26 +333,17 @@ impl Compiler<'_> {
         if !replaces_ok {
             return None;
         }
-        let rule = Arc::new(Rule {
-            namespace: namespace.into(),
-            limit,
-            more_limits: Box::new([]),
-            name: name.map(Arc::from),
-            replaces: replaces.into_boxed_slice(),
-            shadow_mode: descriptor.shadow_mode.unwrap_or(false),
-            quota_mode: descriptor.quota_mode.unwrap_or(false),
-            metadata: descriptor
-                .metadata
-                .as_ref()
-                .filter(|m| !m.is_empty())
-                .map(|m| Arc::new(m.clone())),
-            detailed_metric: descriptor.detailed_metric.unwrap_or(false),
-            value_to_metric: at.value_to_metric,
-            penalty_ms,
-            path: path.into(),
-        });
-        self.rules.push(rule.clone());
-        Some(rule)
+        Some(self.add_rule(
+            descriptor,
+            at,
+            RuleLimits {
+                limit,
+                more_limits: Box::new([]),
+                name: name.map(Arc::from),
+                replaces: replaces.into_boxed_slice(),
+                penalty_ms,
+            },
+        ))
     }
 
     /// Checks a `rate_limits` list (our extension): 1 to [`MAX_LIMITS_PER_DESCRIPTOR`]
@@ -457,12 +458,33 @@ impl Compiler<'_> {
         }
         let mut limits = limits.into_iter();
         let limit = limits.next()?;
+        Some(self.add_rule(
+            descriptor,
+            at,
+            RuleLimits {
+                limit,
+                more_limits: limits.collect(),
+                name: None,
+                replaces: Box::new([]),
+                penalty_ms,
+            },
+        ))
+    }
+
+    /// The rule of `descriptor` at `at` with `limits` (from `rate_limit` or `rate_limits`),
+    /// added to the domain's rules in config order.
+    fn add_rule(
+        &mut self,
+        descriptor: &RawDescriptor,
+        at: &RulePlace<'_>,
+        limits: RuleLimits,
+    ) -> Arc<Rule> {
         let rule = Arc::new(Rule {
             namespace: at.namespace.into(),
-            limit,
-            more_limits: limits.collect(),
-            name: None,
-            replaces: Box::new([]),
+            limit: limits.limit,
+            more_limits: limits.more_limits,
+            name: limits.name,
+            replaces: limits.replaces,
             shadow_mode: descriptor.shadow_mode.unwrap_or(false),
             quota_mode: descriptor.quota_mode.unwrap_or(false),
             metadata: descriptor
@@ -472,11 +494,11 @@ impl Compiler<'_> {
                 .map(|m| Arc::new(m.clone())),
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             value_to_metric: at.value_to_metric,
-            penalty_ms,
+            penalty_ms: limits.penalty_ms,
             path: at.path.into(),
         });
-        self.rules.push(rule.clone());
-        Some(rule)
+        self.rules.push(Arc::clone(&rule));
+        rule
     }
 
     fn unlimited(&mut self, raw: &RawRateLimit, place: &str) -> Option<RuleLimit> {

@@ -111,29 +111,33 @@ impl RedisOrigin {
     async fn get(&self, name: &str) -> Result<CellRead, OriginError> {
         let mut get = redis::cmd("HGETALL");
         get.arg(name);
-        let value = match &self.backend {
+        let value = self.query(&get).await?;
+        components(value, name, &self.process)
+    }
+
+    /// One command on whichever backend this origin talks to; a failure is mapped as the
+    /// backend needs (a cluster's moved slots, Sentinel's moved master).
+    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, OriginError> {
+        match &self.backend {
             Backend::Single(manager) => {
                 let mut conn = manager.clone();
-                get.query_async::<Value>(&mut conn)
+                cmd.query_async::<Value>(&mut conn)
                     .await
-                    .map_err(origin_error)?
+                    .map_err(origin_error)
             }
             Backend::Cluster(cluster) => {
                 let (mut conn, generation) = cluster.connection().await?;
-                match get.query_async::<Value>(&mut conn).await {
-                    Ok(value) => value,
-                    Err(error) => return Err(cluster_error(cluster, generation, error)),
-                }
+                cmd.query_async::<Value>(&mut conn)
+                    .await
+                    .map_err(|error| cluster_error(cluster, generation, error))
             }
             Backend::Sentinel(master) => {
                 let (mut conn, generation) = master.connection().await?;
-                match get.query_async::<Value>(&mut conn).await {
-                    Ok(value) => value,
-                    Err(error) => return Err(sentinel_error(master, generation, error)),
-                }
+                cmd.query_async::<Value>(&mut conn)
+                    .await
+                    .map_err(|error| sentinel_error(master, generation, error))
             }
-        };
-        components(value, name, &self.process)
+        }
     }
 }
 

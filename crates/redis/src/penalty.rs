@@ -114,26 +114,7 @@ impl RedisOrigin {
         let name = penalty_key(&self.key_prefix, counter);
         let mut get = redis::cmd("GET");
         get.arg(&name);
-        let value = match &self.backend {
-            Backend::Single(manager) => {
-                let mut conn = manager.clone();
-                get.query_async::<Value>(&mut conn)
-                    .await
-                    .map_err(origin_error)?
-            }
-            Backend::Cluster(cluster) => {
-                let (mut conn, generation) = cluster.connection().await?;
-                get.query_async::<Value>(&mut conn)
-                    .await
-                    .map_err(|error| cluster_error(cluster, generation, error))?
-            }
-            Backend::Sentinel(master) => {
-                let (mut conn, generation) = master.connection().await?;
-                get.query_async::<Value>(&mut conn)
-                    .await
-                    .map_err(|error| sentinel_error(master, generation, error))?
-            }
-        };
+        let value = self.query(&get).await?;
         total(value, &name)
     }
 }
