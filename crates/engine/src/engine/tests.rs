@@ -431,10 +431,7 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
     engine.check(names.hit("b", 1, 10)).await;
     engine.replay_now().await;
     let key = names.cell_key("b", 10);
-    assert_eq!(
-        origin.read(&key).await.ok().map(|r| r.total.value()),
-        Some(3)
-    );
+    assert_eq!(origin_total(&*origin, &key).await, Some(3));
 }
 
 #[tokio::test]
@@ -453,10 +450,7 @@ async fn a_replay_sent_twice_counts_once() {
     );
     engine.check(names.hit("a", 1, 10)).await;
     engine.replay_now().await;
-    assert_eq!(
-        origin.read(&key).await.ok().map(|r| r.total.value()),
-        Some(5)
-    );
+    assert_eq!(origin_total(&*origin, &key).await, Some(5));
 }
 
 #[tokio::test]
@@ -481,10 +475,7 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     engine.check(names.hit("a", 1, 10)).await;
     engine.replay_now().await;
     let key = names.cell_key("a", 10);
-    assert_eq!(
-        origin.read(&key).await.ok().map(|r| r.total.value()),
-        Some(4)
-    );
+    assert_eq!(origin_total(&*origin, &key).await, Some(4));
 }
 
 #[tokio::test]
@@ -1009,4 +1000,9 @@ async fn a_refund_rides_the_replay_queue_like_an_accept() {
         read.map(|r| (r.total, r.total.value())),
         Some((PnCount::new(5, 2), 3))
     );
+}
+
+/// What `origin` holds for `key` (hits − refunds), `None` if it cannot be read.
+async fn origin_total(origin: &dyn RegionalOrigin, key: &CellKey) -> Option<u64> {
+    origin.read(key).await.ok().map(|r| r.total.value())
 }

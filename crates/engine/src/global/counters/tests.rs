@@ -220,17 +220,7 @@ async fn jobs_in_a_minute(flush_interval: Duration, sync_interval: Duration) -> 
         publish_floor: 0.0,
         ..GlobalSettings::default()
     };
-    let counters = Arc::new(GlobalCounters::new(
-        store,
-        Arc::clone(&engine),
-        "a".into(),
-        settings,
-        Arc::clone(&jobs) as Arc<dyn Recorder>,
-    ));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(Arc::clone(&counters).run(async {
-        let _ = stopped.await;
-    }));
+    let (stop, run) = run_region_a(store, &engine, settings, &jobs);
     let names = names();
     let traffic = async {
         for _ in 0..600 {
@@ -284,17 +274,7 @@ async fn a_contended_cell_speeds_flush_and_sync_up_while_it_lasts() {
         contended_speedup: 4,
         ..GlobalSettings::default()
     };
-    let counters = Arc::new(GlobalCounters::new(
-        store.clone(),
-        Arc::clone(&engine),
-        "a".into(),
-        settings,
-        Arc::clone(&jobs) as Arc<dyn Recorder>,
-    ));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(Arc::clone(&counters).run(async {
-        let _ = stopped.await;
-    }));
+    let (stop, run) = run_region_a(store.clone(), &engine, settings, &jobs);
     let names = names();
     let syncs = || jobs.syncs.load(std::sync::atomic::Ordering::Relaxed);
     // 10 s in steps of 100 ms, the engine's clock moving with tokio's; `deny` sends a hit
@@ -345,4 +325,29 @@ async fn a_contended_cell_speeds_flush_and_sync_up_while_it_lasts() {
     assert!((10..=15).contains(&after), "after: {after} syncs");
     let _ = stop.send(());
     let _ = run.await;
+}
+
+/// Region `a`'s global counters running their loops (as `serve` runs them) until the sender
+/// is used; await the handle for their final flush.
+fn run_region_a(
+    store: Arc<dyn GlobalStore>,
+    engine: &Arc<Engine>,
+    settings: GlobalSettings,
+    recorder: &Arc<impl Recorder + 'static>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let counters = Arc::new(GlobalCounters::new(
+        store,
+        Arc::clone(engine),
+        "a".into(),
+        settings,
+        Arc::clone(recorder) as Arc<dyn Recorder>,
+    ));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(counters.run(async {
+        let _ = stopped.await;
+    }));
+    (stop, run)
 }
