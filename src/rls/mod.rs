@@ -4,6 +4,7 @@
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
 
+mod in_process;
 mod inspect;
 mod json;
 mod metadata;
