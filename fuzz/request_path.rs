@@ -20,17 +20,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
-use gcounter_engine::regional::InProcessOrigin;
+use gcounter_engine::engine::ManualClock;
 use gcounter_rls::rls::{RateLimiter, RlsSettings};
-use gcounter_rls::telemetry::Metrics;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use prost::Message;
@@ -94,23 +91,9 @@ fn limiter() -> (RateLimiter, Arc<ManualClock>) {
         Ok(limits) => limits,
         Err(e) => panic!("the fuzz limits must load: {e}"),
     };
-    let metrics = Arc::new(Metrics::new());
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let engine = Arc::new(Engine::new(
-        EngineSettings {
-            max_cells: 512,
-            ..EngineSettings::default()
-        },
-        Arc::new(InProcessOrigin::new(512)),
-        Arc::clone(&clock) as _,
-        Arc::clone(&metrics) as _,
-    ));
-    let limiter = RateLimiter::new(
-        Arc::new(ArcSwap::from_pointee(limits)),
-        engine,
-        metrics,
-        RlsSettings::default(),
-    );
+    let (limiter, _) =
+        RateLimiter::in_process(limits, Arc::clone(&clock) as _, 512, RlsSettings::default());
     (limiter, clock)
 }
 

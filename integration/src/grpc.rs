@@ -86,6 +86,23 @@ pub async fn should_rate_limit(
     }
 }
 
+/// The `requests_per_unit` the service applies to `entries` in `domain`, checked without
+/// consuming (the descriptor's `hits_addend` is 0); `None` when no limit applies. Takes a
+/// clone of the client (cheap: it shares the channel) so it can be polled.
+pub async fn limit_of(
+    mut client: RlsClient,
+    domain: &str,
+    entries: &[(&str, &str)],
+) -> Option<u32> {
+    let mut unconsumed = descriptor(entries);
+    unconsumed.hits_addend = Some(UInt64Value { value: 0 });
+    let r = should_rate_limit(&mut client, request(domain, vec![unconsumed])).await;
+    let [status] = r.statuses.as_slice() else {
+        panic!("one descriptor, one status: {r:?}");
+    };
+    status.current_limit.as_ref().map(|l| l.requests_per_unit)
+}
+
 /// `ShouldRateLimit` that must fail; the gRPC status it failed with.
 pub async fn should_rate_limit_err(
     client: &mut RlsClient,
@@ -170,6 +187,20 @@ pub fn code(status: &DescriptorStatus) -> Code {
 pub fn overall(response: &RateLimitResponse) -> Code {
     Code::try_from(response.overall_code)
         .unwrap_or_else(|_| panic!("unknown overall code in {response:?}"))
+}
+
+/// Every descriptor status's code, in request order.
+pub fn codes(response: &RateLimitResponse) -> Vec<Code> {
+    response.statuses.iter().map(code).collect()
+}
+
+/// The value of the response header `name` (any case) the service asks Envoy to add.
+pub fn header<'r>(response: &'r RateLimitResponse, name: &str) -> Option<&'r str> {
+    response
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key.eq_ignore_ascii_case(name))
+        .map(|h| h.value.as_str())
 }
 
 /// Sends `request` (one descriptor) and returns its one status.

@@ -12,6 +12,7 @@
 //! Processes are killed when their handle is dropped, including while a failed test
 //! unwinds; their output goes to log files under `target/tmp/e2e-logs/`.
 
+pub mod check_config;
 mod envoy;
 pub mod example;
 pub mod grpc;
@@ -23,6 +24,7 @@ pub mod proxy;
 pub mod raw_grpc;
 pub mod redis_admin;
 pub mod rls;
+mod scenario;
 mod service;
 pub mod sql_admin;
 pub mod tls;

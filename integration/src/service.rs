@@ -5,12 +5,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+use super::grpc::{RlsClient, limit_of};
 use super::{
     HttpResponse, StartFailure, free_port, http_get, local_addr, log_tail, new_log_file,
     spawn_logged, wait_ready,
 };
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often [`Service::await_limit`] asks.
+const LIMIT_POLL: Duration = Duration::from_millis(50);
 
 /// A running `gcounter-rls serve`; killed on drop.
 pub struct Service {
@@ -189,6 +192,35 @@ impl Service {
     /// The last `lines` lines of the service's output, for assertion messages.
     pub fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log_path, lines)
+    }
+
+    /// Polls until the limit the service applies to `entries` in `domain` is `want` (checked
+    /// without consuming, [`limit_of`]); how long that took. Panics after `timeout`, naming
+    /// `after` (what the test changed) and with the log's tail.
+    pub async fn await_limit(
+        &self,
+        client: &RlsClient,
+        (domain, entries): (&str, &[(&str, &str)]),
+        want: Option<u32>,
+        timeout: Duration,
+        after: &str,
+    ) -> Duration {
+        let start = Instant::now();
+        loop {
+            let got = limit_of(client.clone(), domain, entries).await;
+            if got == want {
+                let took = start.elapsed();
+                eprintln!("{domain} {entries:?}: limit {want:?} {took:?} after {after}");
+                return took;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "{domain} {entries:?}: limit {got:?}, expected {want:?} within {timeout:?} after \
+                 {after}\n--- service log ---\n{}",
+                self.log_tail(30)
+            );
+            tokio::time::sleep(LIMIT_POLL).await;
+        }
     }
 
     /// OS process id, e.g. to send it a signal.

@@ -210,18 +210,35 @@ impl AdsServer {
         timeout: Duration,
         matches: impl Fn(&DiscoveryRequest) -> bool,
     ) -> DiscoveryRequest {
+        self.wait_until(
+            timeout,
+            |recorded| recorded.requests.iter().find(|r| matches(r)).cloned(),
+            |recorded| {
+                format!(
+                    "ADS server: no {what} within {timeout:?}; received: {:#?}",
+                    recorded.requests
+                )
+            },
+        )
+    }
+
+    /// Waits (at most `timeout`) until `found` finds something in what was recorded; panics
+    /// with `missing`'s account of what was recorded otherwise.
+    fn wait_until<T>(
+        &self,
+        timeout: Duration,
+        found: impl Fn(&Recorded) -> Option<T>,
+        missing: impl Fn(&Recorded) -> String,
+    ) -> T {
         let deadline = Instant::now() + timeout;
         let mut recorded = self.shared.recorded.lock().expect("lock");
         loop {
-            if let Some(found) = recorded.requests.iter().find(|r| matches(r)) {
-                return found.clone();
+            if let Some(found) = found(&recorded) {
+                return found;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                panic!(
-                    "ADS server: no {what} within {timeout:?}; received: {:#?}",
-                    recorded.requests
-                );
+                panic!("{}", missing(&recorded));
             }
             recorded = self
                 .shared
@@ -254,23 +271,16 @@ impl AdsServer {
 
     /// Waits until `n` streams were opened (the client reconnected).
     pub fn wait_streams(&self, n: usize, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        let mut recorded = self.shared.recorded.lock().expect("lock");
-        while recorded.streams < n {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                panic!(
+        self.wait_until(
+            timeout,
+            |recorded| (recorded.streams >= n).then_some(()),
+            |recorded| {
+                format!(
                     "ADS server: {} streams opened, expected {n}",
                     recorded.streams
-                );
-            }
-            recorded = self
-                .shared
-                .changed
-                .wait_timeout(recorded, left)
-                .expect("lock")
-                .0;
-        }
+                )
+            },
+        );
     }
 }
 

@@ -8,27 +8,16 @@
 use gcounter_rls_integration as support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use support::process::describe;
 
 fn check_config(path: &Path) -> Output {
-    Command::new(support::binary())
-        .arg("check-config")
-        .arg(path)
-        .output()
-        .expect("run gcounter-rls check-config")
+    support::check_config::run(path, &[])
 }
 
 fn assert_accepted(path: &Path) -> String {
-    let output = check_config(path);
-    assert!(
-        output.status.success(),
-        "check-config {} should accept it: {}",
-        path.display(),
-        describe(&output)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    support::check_config::accepted(path, "it")
 }
 
 /// Writes `yaml` to a file, checks it must fail, and that stderr names the file (with

@@ -1,6 +1,6 @@
 //! Parity with envoyproxy/ratelimit's config keys and answers, through the real binary over
-//! real gRPC: `quota_mode` (per rule and the global switch, also read from upstream's
-//! `QUOTA_MODE`), and the semantics where we used to differ from upstream (global shadow
+//! real gRPC: `quota_mode` (the global switch, also read from upstream's `QUOTA_MODE`; the
+//! per-rule semantics are tested in process, `src/rls/tests.rs`), and the semantics where we used to differ from upstream (global shadow
 //! mode, replaced unlimited rules, request overrides).
 //!
 //! Every test starts its own service, so counters start at zero; counting tests first step
@@ -11,8 +11,7 @@ use gcounter_rls_integration as support;
 use std::time::Duration;
 
 use support::grpc::{
-    self, Code, RateLimitResponse, RlsClient, Unit, code, descriptor, overall, request,
-    with_override,
+    self, Code, RlsClient, Unit, code, codes, descriptor, header, overall, request, with_override,
 };
 use support::redis_admin::redis_args;
 use support::rls::Rls;
@@ -20,103 +19,6 @@ use support::{Launch, Service};
 
 /// Room for every counting test: all its calls fall in one minute.
 const WORK: Duration = Duration::from_secs(3);
-
-fn codes(response: &RateLimitResponse) -> Vec<Code> {
-    response.statuses.iter().map(code).collect()
-}
-
-fn header<'r>(response: &'r RateLimitResponse, name: &str) -> Option<&'r str> {
-    response
-        .response_headers_to_add
-        .iter()
-        .find(|h| h.key.eq_ignore_ascii_case(name))
-        .map(|h| h.value.as_str())
-}
-
-const QUOTA_YAML: &str = "\
-domain: quota
-descriptors:
-  - key: quota_a
-    quota_mode: true
-    rate_limit: { unit: minute, requests_per_unit: 1 }
-  - key: quota_b
-    quota_mode: true
-    rate_limit: { unit: minute, requests_per_unit: 3 }
-  - key: regular
-    rate_limit: { unit: minute, requests_per_unit: 2 }
-";
-
-/// Upstream's rule: a quota descriptor over its limit denies only when every quota
-/// descriptor of the request is over; statuses stay per descriptor.
-#[tokio::test]
-async fn quota_mode_denies_only_when_every_quota_is_over() {
-    let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"]).await;
-    support::stay_in_one_minute(WORK);
-    let both = || {
-        vec![
-            descriptor(&[("quota_a", "x")]),
-            descriptor(&[("quota_b", "x")]),
-        ]
-    };
-    let first = rls.check("quota", both()).await;
-    assert_eq!(overall(&first), Code::Ok, "{first:?}");
-    // quota_a (1/min) is over, quota_b still has room: OK overall, statuses per descriptor.
-    let second = rls.check("quota", both()).await;
-    assert_eq!(codes(&second), [Code::OverLimit, Code::Ok], "{second:?}");
-    assert_eq!(overall(&second), Code::Ok, "{second:?}");
-    // No Retry-After on an OK answer; the headers describe the fewest remaining.
-    assert_eq!(header(&second, "Retry-After"), None, "{second:?}");
-    assert_eq!(
-        header(&second, "RateLimit-Remaining"),
-        Some("0"),
-        "{second:?}"
-    );
-    let third = rls.check("quota", both()).await;
-    assert_eq!(codes(&third), [Code::OverLimit, Code::Ok], "{third:?}");
-    assert_eq!(overall(&third), Code::Ok, "{third:?}");
-    // Now both are over: OVER_LIMIT.
-    let fourth = rls.check("quota", both()).await;
-    assert_eq!(
-        codes(&fourth),
-        [Code::OverLimit, Code::OverLimit],
-        "{fourth:?}"
-    );
-    assert_eq!(overall(&fourth), Code::OverLimit, "{fourth:?}");
-    assert!(header(&fourth, "Retry-After").is_some(), "{fourth:?}");
-
-    // A lone quota descriptor over its limit is all the quotas: OVER_LIMIT.
-    let alone = rls
-        .check("quota", vec![descriptor(&[("quota_a", "x")])])
-        .await;
-    assert_eq!(overall(&alone), Code::OverLimit, "{alone:?}");
-}
-
-/// A regular descriptor over its limit still denies, whatever the quotas say, and the
-/// headers describe it (not a quota that is over too).
-#[tokio::test]
-async fn a_regular_descriptor_over_its_limit_still_denies_beside_quotas() {
-    let mut rls = Rls::start(QUOTA_YAML, &["--response-headers"]).await;
-    support::stay_in_one_minute(WORK);
-    let mixed = || {
-        vec![
-            descriptor(&[("regular", "r")]),
-            descriptor(&[("quota_a", "r")]),
-            descriptor(&[("quota_b", "r")]),
-        ]
-    };
-    for _ in 0..2 {
-        let r = rls.check("quota", mixed()).await;
-        assert_eq!(codes(&r)[0], Code::Ok, "{r:?}");
-    }
-    let r = rls.check("quota", mixed()).await;
-    assert_eq!(
-        codes(&r),
-        [Code::OverLimit, Code::OverLimit, Code::Ok],
-        "{r:?}"
-    );
-    assert_eq!(overall(&r), Code::OverLimit, "{r:?}");
-    assert_eq!(header(&r, "RateLimit-Limit"), Some("2"), "{r:?}");
-}
 
 const PLAIN_YAML: &str = "\
 domain: plain
@@ -457,14 +359,7 @@ async fn merged_domains_serve_the_rules_of_every_file() {
         assert_eq!(limits, [Some(1), Some(9)], "{args:?} {env:?}: {r:?}");
     }
 
-    let check = |args: &[&str]| {
-        std::process::Command::new(support::binary())
-            .arg("check-config")
-            .arg(root)
-            .args(args)
-            .output()
-            .expect("run check-config")
-    };
+    let check = |args: &[&str]| support::check_config::run(root, args);
     let refused = check(&[]);
     assert!(!refused.status.success());
     assert!(

@@ -6,11 +6,13 @@ use gcounter_rls_integration as support;
 use std::time::{Duration, Instant};
 
 use support::Service;
-use support::grpc::{self, RlsClient, UInt64Value, descriptor, request};
+use support::grpc::{self, RlsClient, descriptor, limit_of, request};
 
 /// Debounce (250 ms) plus a loaded 2-core machine.
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(100);
+/// The descriptor `limits` limits: reload/k=v.
+const RELOAD: (&str, &[(&str, &str)]) = ("reload", &[("k", "v")]);
 
 fn limits(requests_per_unit: u32) -> String {
     format!(
@@ -25,23 +27,10 @@ descriptors:
     )
 }
 
-/// The `requests_per_unit` the service reports for `descriptors` in `domain`, checked
-/// without consuming (descriptor hits_addend 0); None when no limit applies.
-/// Takes a clone of the client (cheap: it shares the channel) so it can be polled.
-async fn limit_of(mut client: RlsClient, domain: &str, entries: &[(&str, &str)]) -> Option<u32> {
-    let mut d = descriptor(entries);
-    d.hits_addend = Some(UInt64Value { value: 0 });
-    let r = grpc::should_rate_limit(&mut client, request(domain, vec![d])).await;
-    r.statuses[0]
-        .current_limit
-        .as_ref()
-        .map(|l| l.requests_per_unit)
-}
-
 /// Polls `probe` until it returns `want`, for at most [`RELOAD_TIMEOUT`]; the last value.
 async fn wait_for<T, F, Fut>(want: T, mut probe: F) -> Result<Duration, T>
 where
-    T: PartialEq + std::fmt::Debug,
+    T: PartialEq,
     F: FnMut() -> Fut,
     Fut: Future<Output = T>,
 {
@@ -63,10 +52,7 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
     let (_dir, path) = support::limits_file(&limits(2));
     let service = Service::start(&path, &[]);
     let client = grpc::rls_client(service.grpc_addr).await;
-    assert_eq!(
-        limit_of(client.clone(), "reload", &[("k", "v")]).await,
-        Some(2)
-    );
+    assert_eq!(limit_of(client.clone(), RELOAD.0, RELOAD.1).await, Some(2));
     assert_eq!(
         service.config_reloads("ok"),
         1.0,
@@ -74,16 +60,15 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
     );
 
     support::replace_file(&path, &limits(5));
-    let waited = wait_for(Some(5), || {
-        limit_of(client.clone(), "reload", &[("k", "v")])
-    })
-    .await;
-    if let Err(last) = waited {
-        panic!(
-            "limit still {last:?} {RELOAD_TIMEOUT:?} after the file changed to 5\n--- service log ---\n{}",
-            service.log_tail(30)
-        );
-    }
+    service
+        .await_limit(
+            &client,
+            RELOAD,
+            Some(5),
+            RELOAD_TIMEOUT,
+            "the file changed to 5",
+        )
+        .await;
     assert!(
         service.rlconfig().contains("requests_per_unit=5"),
         "{}",
@@ -112,10 +97,7 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
             service.log_tail(30)
         );
     }
-    assert_eq!(
-        limit_of(client.clone(), "reload", &[("k", "v")]).await,
-        Some(5)
-    );
+    assert_eq!(limit_of(client.clone(), RELOAD.0, RELOAD.1).await, Some(5));
     assert!(
         service.rlconfig().contains("requests_per_unit=5"),
         "{}",
@@ -126,16 +108,10 @@ async fn a_valid_change_applies_and_an_invalid_one_keeps_the_running_config() {
 
     // A valid config afterwards is picked up again: the watcher survived the bad one.
     support::replace_file(&path, &limits(9));
-    if let Err(last) = wait_for(Some(9), || {
-        limit_of(client.clone(), "reload", &[("k", "v")])
-    })
-    .await
-    {
-        panic!(
-            "limit still {last:?} after a valid config followed an invalid one\n--- service log ---\n{}",
-            service.log_tail(30)
-        );
-    }
+    let after = "a valid config followed an invalid one";
+    service
+        .await_limit(&client, RELOAD, Some(9), RELOAD_TIMEOUT, after)
+        .await;
 }
 
 /// `n` consuming calls on reload/k=v: whether each was accepted.
@@ -168,22 +144,17 @@ async fn a_file_added_to_a_config_directory_serves_its_domain() {
         "b.yaml",
         "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 7}\n",
     );
-    if let Err(last) = wait_for(Some(7), || limit_of(client.clone(), "b", &[("k", "x")])).await {
-        panic!(
-            "domain b still {last:?} after b.yaml appeared\n--- service log ---\n{}",
-            service.log_tail(30)
-        );
-    }
+    let b = ("b", &[("k", "x")][..]);
+    service
+        .await_limit(&client, b, Some(7), RELOAD_TIMEOUT, "b.yaml appeared")
+        .await;
     assert_eq!(limit_of(client.clone(), "a", &[("k", "x")]).await, Some(1));
 
     // Removing the file removes its domain.
     std::fs::remove_file(dir.path().join("b.yaml")).expect("remove b.yaml");
-    if let Err(last) = wait_for(None, || limit_of(client.clone(), "b", &[("k", "x")])).await {
-        panic!(
-            "domain b still limited ({last:?}) after b.yaml was removed\n--- service log ---\n{}",
-            service.log_tail(30)
-        );
-    }
+    service
+        .await_limit(&client, b, None, RELOAD_TIMEOUT, "b.yaml was removed")
+        .await;
 }
 
 /// Reading the config (a user's `cat`, the service's own reload) is not a change: it must not
@@ -195,13 +166,9 @@ async fn reading_the_config_does_not_reload_it() {
     // One real change first: its reload reads the file, which must not chain into more.
     support::replace_file(&path, &limits(3));
     let client = grpc::rls_client(service.grpc_addr).await;
-    if let Err(last) = wait_for(Some(3), || {
-        limit_of(client.clone(), "reload", &[("k", "v")])
-    })
-    .await
-    {
-        panic!("limit still {last:?} after the change to 3");
-    }
+    service
+        .await_limit(&client, RELOAD, Some(3), RELOAD_TIMEOUT, "the change to 3")
+        .await;
     let after_change = service.config_reloads("ok");
     for _ in 0..5 {
         std::fs::read_to_string(&path).expect("read the limits file");
@@ -256,24 +223,15 @@ async fn a_config_file_with_no_end_or_a_fifo_is_refused_and_the_service_still_st
             service.log_tail(30)
         );
     }
-    assert_eq!(
-        limit_of(client.clone(), "reload", &[("k", "v")]).await,
-        Some(2)
-    );
+    assert_eq!(limit_of(client.clone(), RELOAD.0, RELOAD.1).await, Some(2));
     std::fs::remove_file(&fifo).expect("remove fifo.yaml");
 
     // The reload task is alive: a valid change still applies.
     support::replace_file(&path, &limits(4));
-    if let Err(last) = wait_for(Some(4), || {
-        limit_of(client.clone(), "reload", &[("k", "v")])
-    })
-    .await
-    {
-        panic!(
-            "limit still {last:?} after a valid change followed the refused files\n{}",
-            service.log_tail(30)
-        );
-    }
+    let after = "a valid change followed the refused files";
+    service
+        .await_limit(&client, RELOAD, Some(4), RELOAD_TIMEOUT, after)
+        .await;
     let grown = service.rss_kib().saturating_sub(rss_before);
     assert!(
         grown < 64 * 1024,

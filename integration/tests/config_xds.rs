@@ -4,31 +4,18 @@
 
 use gcounter_rls_integration as support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use envoy_types::pb::ratelimit::config::ratelimit::v3::{RateLimitDescriptor, RateLimitUnit};
-use support::grpc::{self, RlsClient, UInt64Value, descriptor, request};
+use support::grpc::{self, RlsClient, limit_of};
 use support::tls::{Ca, TlsDir};
 use support::xds::{AdsServer, ServerTls, domain, limited};
 use support::{Launch, Service};
 
 /// A push on a loaded 2-core machine; the time it took is printed.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
-const POLL: Duration = Duration::from_millis(20);
 
-/// The `requests_per_unit` the service applies to `key=v` in `domain`, checked without
-/// consuming; `None` when no limit applies.
-async fn limit_of(mut client: RlsClient, domain: &str, key: &str) -> Option<u32> {
-    let mut d = descriptor(&[(key, "v")]);
-    d.hits_addend = Some(UInt64Value { value: 0 });
-    let r = grpc::should_rate_limit(&mut client, request(domain, vec![d])).await;
-    r.statuses[0]
-        .current_limit
-        .as_ref()
-        .map(|l| l.requests_per_unit)
-}
-
-/// Polls until `domain`/`key` is limited to `want`; returns how long it took.
+/// Waits until `domain`'s `key=v` is limited to `want`: a push applied.
 async fn await_limit(
     service: &Service,
     client: &RlsClient,
@@ -36,21 +23,15 @@ async fn await_limit(
     key: &str,
     want: Option<u32>,
 ) -> Duration {
-    let start = Instant::now();
-    loop {
-        let got = limit_of(client.clone(), domain, key).await;
-        if got == want {
-            let took = start.elapsed();
-            eprintln!("{domain}/{key} = {want:?} after {took:?}");
-            return took;
-        }
-        assert!(
-            start.elapsed() < PUSH_TIMEOUT,
-            "{domain}/{key}: limit {got:?}, expected {want:?} within {PUSH_TIMEOUT:?}\n{}",
-            service.log_tail(30)
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    service
+        .await_limit(
+            client,
+            (domain, &[(key, "v")]),
+            want,
+            PUSH_TIMEOUT,
+            "the push",
+        )
+        .await
 }
 
 fn server_arg(server: &AdsServer) -> String {
@@ -84,7 +65,7 @@ async fn pushes_apply_bad_pushes_are_nacked_and_removed_resources_remove_their_d
     );
     assert_eq!(subscription.version_info, "");
     let client = grpc::rls_client(service.grpc_addr).await;
-    assert_eq!(limit_of(client.clone(), "a", "k").await, Some(3));
+    assert_eq!(limit_of(client.clone(), "a", &[("k", "v")]).await, Some(3));
 
     // A new version: a changed limit and a new domain.
     ads.push(
@@ -121,14 +102,14 @@ async fn pushes_apply_bad_pushes_are_nacked_and_removed_resources_remove_their_d
     // The NACK carries the last accepted version and the bad push's nonce.
     assert_eq!(nack.version_info, "2");
     assert_ne!(nack.response_nonce, ack.response_nonce);
-    assert_eq!(limit_of(client.clone(), "a", "k").await, Some(5));
-    assert_eq!(limit_of(client.clone(), "b", "k").await, Some(7));
+    assert_eq!(limit_of(client.clone(), "a", &[("k", "v")]).await, Some(5));
+    assert_eq!(limit_of(client.clone(), "b", &[("k", "v")]).await, Some(7));
     assert_eq!(service.config_reloads("error"), 1.0);
 
     // Resource r-b removed: domain b is gone; a valid push after a NACK is taken.
     ads.push("4", &[domain("r-a", "a", &[("k", 9)])]);
     await_limit(&service, &client, "b", "k", None).await;
-    assert_eq!(limit_of(client.clone(), "a", "k").await, Some(9));
+    assert_eq!(limit_of(client.clone(), "a", &[("k", "v")]).await, Some(9));
     ads.wait_ack("4");
     let dump = service.rlconfig();
     assert!(
@@ -146,7 +127,7 @@ async fn a_dropped_server_keeps_the_limits_serving_and_the_client_resubscribes()
     let service = start(&server_arg(&ads), &[]);
     ads.wait_ack("1");
     let client = grpc::rls_client(service.grpc_addr).await;
-    assert_eq!(limit_of(client.clone(), "d", "k").await, Some(3));
+    assert_eq!(limit_of(client.clone(), "d", &[("k", "v")]).await, Some(3));
 
     drop(ads);
     // Decisions go on with the last config while no server is there.
@@ -179,7 +160,7 @@ async fn a_forced_start_serves_without_the_server_and_takes_the_config_when_it_a
     // No config yet: every request is answered OK, without a limit.
     let response = grpc::should_rate_limit(&mut client.clone(), grpc::hit("d", "k", "v")).await;
     assert_eq!(grpc::overall(&response), grpc::Code::Ok);
-    assert_eq!(limit_of(client.clone(), "d", "k").await, None);
+    assert_eq!(limit_of(client.clone(), "d", &[("k", "v")]).await, None);
 
     let ads = AdsServer::start(port);
     ads.push("1", &[domain("r", "d", &[("k", 2)])]);
@@ -198,7 +179,7 @@ async fn without_forced_start_nothing_is_served_before_the_first_config() {
     ads.push("1", &[domain("r", "d", &[("k", 4)])]);
     let service = starting.join().expect("service start");
     let client = grpc::rls_client(service.grpc_addr).await;
-    assert_eq!(limit_of(client, "d", "k").await, Some(4));
+    assert_eq!(limit_of(client, "d", &[("k", "v")]).await, Some(4));
 }
 
 /// The xDS server over TLS, and over mTLS requiring our client certificate.
@@ -231,7 +212,7 @@ async fn tls_and_mtls_to_the_server() {
     );
     ads.wait_ack("1");
     let rls = grpc::rls_client(service.grpc_addr).await;
-    assert_eq!(limit_of(rls, "tls", "k").await, Some(8));
+    assert_eq!(limit_of(rls, "tls", &[("k", "v")]).await, Some(8));
     drop(service);
 
     // mTLS: the server requires a certificate from the client CA; `https://` turns TLS on.
@@ -254,7 +235,7 @@ async fn tls_and_mtls_to_the_server() {
     );
     ads.wait_ack("1");
     let rls = grpc::rls_client(service.grpc_addr).await;
-    assert_eq!(limit_of(rls, "mtls", "k").await, Some(9));
+    assert_eq!(limit_of(rls, "mtls", &[("k", "v")]).await, Some(9));
 }
 
 /// Upstream's variables (`CONFIG_TYPE=GRPC_XDS_SOTW` & co.) with no flags: node id and
@@ -291,7 +272,7 @@ async fn upstreams_variables_configure_the_xds_client() {
         "{headers:?}"
     );
     let client = grpc::rls_client(service.grpc_addr).await;
-    assert_eq!(limit_of(client, "up", "k").await, Some(11));
+    assert_eq!(limit_of(client, "up", &[("k", "v")]).await, Some(11));
 }
 
 /// End to end: a real Envoy (`envoy/per-client-ip.yaml` as it is) asks our service, whose

@@ -192,20 +192,11 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn region_b_admits_only_what_region_a_left_mariadb() {
-    region_b_admits_only_what_region_a_left(Backend::MariaDb).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn region_b_admits_only_what_region_a_left_postgres() {
-    region_b_admits_only_what_region_a_left(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn region_b_admits_only_what_region_a_left_sqlite() {
-    region_b_admits_only_what_region_a_left(Backend::Sqlite).await;
-}
+support::scenario_tests!(region_b_admits_only_what_region_a_left {
+    region_b_admits_only_what_region_a_left_mariadb => Backend::MariaDb,
+    region_b_admits_only_what_region_a_left_postgres => Backend::Postgres,
+    region_b_admits_only_what_region_a_left_sqlite => Backend::Sqlite,
+});
 
 // ---------------------------------------------------------------------------------------
 // 2. Concentrated traffic

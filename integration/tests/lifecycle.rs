@@ -301,15 +301,10 @@ async fn starts_without_the_database_and_catches_up(backend: Backend) {
     assert_eq!(db.region_count("a"), 5, "the table holds region a's 5");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn starts_without_the_database_and_catches_up_mariadb() {
-    starts_without_the_database_and_catches_up(Backend::MariaDb).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn starts_without_the_database_and_catches_up_postgres() {
-    starts_without_the_database_and_catches_up(Backend::Postgres).await;
-}
+support::scenario_tests!(starts_without_the_database_and_catches_up {
+    starts_without_the_database_and_catches_up_mariadb => Backend::MariaDb,
+    starts_without_the_database_and_catches_up_postgres => Backend::Postgres,
+});
 
 // ---------------------------------------------------------------------------------------
 // Break 11: settings refused at start

@@ -19,7 +19,9 @@ use gcounter_rls_integration as support;
 
 use std::time::{Duration, Instant};
 
-use support::grpc::{self, Code, RlsClient, Unit, code, costing, request, should_rate_limit};
+use support::grpc::{
+    self, Code, RlsClient, Unit, code, codes, costing, request, should_rate_limit,
+};
 use support::redis_admin::{self, LOCAL_REDIS_URL, redis_args};
 use support::sql_admin::{Backend, FAST_GLOBAL, TestDb, region_args};
 use support::{Service, now_ms};
@@ -196,36 +198,18 @@ async fn across_regions(backend: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn several_limits_are_all_or_nothing_across_regions_on_mariadb() {
-    across_regions(Backend::MariaDb).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn several_limits_are_all_or_nothing_across_regions_on_postgres() {
-    across_regions(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn several_limits_are_all_or_nothing_across_regions_on_sqlite() {
-    across_regions(Backend::Sqlite).await;
-}
+support::scenario_tests!(across_regions {
+    several_limits_are_all_or_nothing_across_regions_on_mariadb => Backend::MariaDb,
+    several_limits_are_all_or_nothing_across_regions_on_postgres => Backend::Postgres,
+    several_limits_are_all_or_nothing_across_regions_on_sqlite => Backend::Sqlite,
+});
 
 /// `check-config` and `/rlconfig` show every limit; an ambiguous file is refused with its
 /// place, and the running config is kept.
 #[test]
 fn the_config_tools_know_rate_limits() {
     let (dir, path) = support::limits_file(LIMITS);
-    let output = std::process::Command::new(support::binary())
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .expect("run check-config");
-    assert!(
-        output.status.success(),
-        "{}",
-        support::process::describe(&output)
-    );
+    support::check_config::accepted(&path, "several limits per descriptor");
 
     let service = Service::start(&path, &[]);
     let dump = service.rlconfig();
@@ -240,13 +224,7 @@ fn the_config_tools_know_rate_limits() {
         "domain: bad\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: minute, requests_per_unit: 1}\n      - {unit: minute, requests_per_unit: 2}\n",
     )
     .expect("write bad.yaml");
-    let output = std::process::Command::new(support::binary())
-        .arg("check-config")
-        .arg(&bad)
-        .output()
-        .expect("run check-config");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let stderr = support::check_config::refused(&bad);
     assert!(
         stderr.contains(&format!("{}:6:", bad.display()))
             && stderr.contains("two limits with the same window"),
@@ -284,8 +262,7 @@ async fn all_or_nothing_across_descriptors_on_redis() {
         Code::Ok
     );
     let denied = should_rate_limit(&mut ca, both()).await;
-    let codes: Vec<Code> = denied.statuses.iter().map(code).collect();
-    assert_eq!(codes, [Code::Ok, Code::OverLimit], "{denied:?}");
+    assert_eq!(codes(&denied), [Code::Ok, Code::OverLimit], "{denied:?}");
     // The team's cell in Redis: 2 hits, 1 refunded (the denied request's).
     support::eventually("the team's cell (hits, refunds)", (2, 1), || {
         redis_admin::pn_counts_under(LOCAL_REDIS_URL, &prefix)

@@ -63,14 +63,7 @@ async fn a_client_over_the_limit_stays_denied_for_the_penalty_and_is_told_how_lo
 #[test]
 fn a_bad_penalty_is_refused_at_load_with_its_place() {
     let (_dir, path) = support::limits_file(&BOXED.replace("penalty: 3s", "penalty: soon"));
-    let output = std::process::Command::new(support::binary())
-        .arg("check-config")
-        .arg(&path)
-        .output()
-        .expect("run gcounter-rls check-config");
-    let text = String::from_utf8_lossy(&output.stderr).into_owned()
-        + &String::from_utf8_lossy(&output.stdout);
-    assert!(!output.status.success(), "accepted: {text}");
+    let text = support::check_config::refused(&path);
     assert!(
         text.contains("rate_limit.penalty") && text.contains("not a duration"),
         "the error names the place and the problem: {text}"

@@ -48,22 +48,17 @@ fn stored(url: &str, prefix: &str) -> u64 {
         .sum()
 }
 
-/// Sentinel from upstream's variables alone, with passwords on the data nodes and the
-/// sentinels. `SENTINEL FAILOVER` in the middle of a steady load: no gRPC error, replay goes
-/// on against the new master, and once the load ends the new master holds exactly what was
-/// accepted (the cumulative counts republished after the failover make up for writes the
-/// old master took but never replicated).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sentinel_failover_under_load_from_upstreams_variables() {
-    failover_under_load(Failover::Command).await;
-}
-
-/// The same with the master killed (SIGKILL) under load: the sentinels see it down after 1 s
-/// and promote the replica; meanwhile replays fail (no gRPC error) and stay queued.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sentinel_master_killed_under_load() {
-    failover_under_load(Failover::Kill).await;
-}
+support::scenario_tests!(failover_under_load {
+    /// Sentinel from upstream's variables alone, with passwords on the data nodes and the
+    /// sentinels. `SENTINEL FAILOVER` in the middle of a steady load: no gRPC error, replay
+    /// goes on against the new master, and once the load ends the new master holds exactly
+    /// what was accepted (the cumulative counts republished after the failover make up for
+    /// writes the old master took but never replicated).
+    sentinel_failover_under_load_from_upstreams_variables => Failover::Command,
+    /// The same with the master killed (SIGKILL) under load: the sentinels see it down after
+    /// 1 s and promote the replica; meanwhile replays fail (no gRPC error) and stay queued.
+    sentinel_master_killed_under_load => Failover::Kill,
+});
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Failover {

@@ -202,17 +202,8 @@ async fn across_regions(backend: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reservations_and_refunds_across_regions_on_mariadb() {
-    across_regions(Backend::MariaDb).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reservations_and_refunds_across_regions_on_postgres() {
-    across_regions(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reservations_and_refunds_across_regions_on_sqlite() {
-    across_regions(Backend::Sqlite).await;
-}
+support::scenario_tests!(across_regions {
+    reservations_and_refunds_across_regions_on_mariadb => Backend::MariaDb,
+    reservations_and_refunds_across_regions_on_postgres => Backend::Postgres,
+    reservations_and_refunds_across_regions_on_sqlite => Backend::Sqlite,
+});

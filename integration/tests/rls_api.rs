@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::Service;
 use support::grpc::{
     self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitResponse, UInt64Value, Unit, code,
-    descriptor, overall, request, with_override,
+    codes, descriptor, overall, request, with_override,
 };
 use support::metrics::{requests, sample};
 use support::rls::Rls;
@@ -368,8 +368,7 @@ async fn global_shadow_mode_answers_ok_to_everything_and_reports_shadow_decision
         // As upstream: the global switch keeps the descriptor's OVER_LIMIT (only the
         // overall code turns OK); a rule in shadow mode answers its descriptor OK.
         let want_b = if i > 2 { Code::OverLimit } else { Code::Ok };
-        let got: Vec<Code> = r.statuses.iter().map(code).collect();
-        assert_eq!(got, [want_b, Code::Ok], "call {i}: {r:?}");
+        assert_eq!(codes(&r), [want_b, Code::Ok], "call {i}: {r:?}");
         for s in &r.statuses {
             assert_limit(s, 2, Unit::Minute, "");
         }

@@ -140,15 +140,20 @@ async fn ask(
     grpc::should_rate_limit(client, request(domain, descriptors)).await
 }
 
-/// Upstream's per-rule stat `name` of `rule` (`domain.key`), 0 before the first hit.
-fn upstream_stat(service: &Service, name: &str, domain: &str, key: &str) -> f64 {
+/// Upstream's per-rule stats `total_hits` and `over_limit` of `rule` (`domain.key`), from
+/// one scrape; 0 before the first hit.
+fn upstream_stats(service: &Service, domain: &str, key: &str) -> (f64, f64) {
     let rule = format!("{domain}.{key}");
-    sample(
-        &service.metrics(),
-        &format!("ratelimit_service_rate_limit_{name}"),
-        &[("domain", domain), ("key1", key), ("rule", &rule)],
-    )
-    .unwrap_or(0.0)
+    let text = service.metrics();
+    let stat = |name: &str| {
+        sample(
+            &text,
+            &format!("ratelimit_service_rate_limit_{name}"),
+            &[("domain", domain), ("key1", key), ("rule", &rule)],
+        )
+        .unwrap_or(0.0)
+    };
+    (stat("total_hits"), stat("over_limit"))
 }
 
 /// A value no earlier run used (upstream draws a random int).
@@ -188,7 +193,7 @@ async fn run_basic_config(redis: RedisUnderTest, stop_increment: bool) {
     assert_eq!(r.overall_code, Code::Ok as i32, "{r:?}");
     assert_eq!(r.statuses.len(), 1, "{r:?}");
     expect_status(&r.statuses[0], Code::Ok, 50, grpc::Unit::Second, 49, 1);
-    assert_eq!(upstream_stat(&service, "total_hits", "basic", "key1"), 1.0);
+    assert_eq!(upstream_stats(&service, "basic", "key1"), (1.0, 0.0));
 
     // Over a minute limit with a fresh value.
     let value = fresh_value();
@@ -202,12 +207,9 @@ async fn run_basic_config(redis: RedisUnderTest, stop_increment: bool) {
         assert_eq!(r.overall_code, code as i32, "request {i}: {r:?}");
         expect_status(&r.statuses[0], code, 20, grpc::Unit::Minute, remaining, 60);
         assert_eq!(
-            upstream_stat(&service, "total_hits", "another", "key2"),
-            f64::from(i + 1)
-        );
-        assert_eq!(
-            upstream_stat(&service, "over_limit", "another", "key2"),
-            f64::from(i.saturating_sub(19))
+            upstream_stats(&service, "another", "key2"),
+            (f64::from(i + 1), f64::from(i.saturating_sub(19))),
+            "request {i}: (total_hits, over_limit) of key2"
         );
     }
 
@@ -251,20 +253,14 @@ async fn run_basic_config(redis: RedisUnderTest, stop_increment: bool) {
             3_600,
         );
         assert_eq!(
-            upstream_stat(&service, "total_hits", "another", "key2"),
-            f64::from(i + 26)
+            upstream_stats(&service, "another", "key2"),
+            (f64::from(i + 26), 5.0),
+            "request {i}: (total_hits, over_limit) of key2"
         );
         assert_eq!(
-            upstream_stat(&service, "over_limit", "another", "key2"),
-            5.0
-        );
-        assert_eq!(
-            upstream_stat(&service, "total_hits", "another", "key3"),
-            f64::from(i + 1)
-        );
-        assert_eq!(
-            upstream_stat(&service, "over_limit", "another", "key3"),
-            f64::from(i.saturating_sub(9))
+            upstream_stats(&service, "another", "key3"),
+            (f64::from(i + 1), f64::from(i.saturating_sub(9))),
+            "request {i}: (total_hits, over_limit) of key3"
         );
     }
 

@@ -13,16 +13,13 @@
 //!
 //! Both read only: nothing is counted, created or read from an origin.
 
-use std::sync::Arc;
-
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::AdminState;
-use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::{CellView, CounterState, SKETCH_CAPACITY};
+use gcounter_engine::engine::{CellView, CounterState, InspectedCounter, SKETCH_CAPACITY};
 
 /// Longest query string accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4_096;
@@ -34,21 +31,7 @@ const DEFAULT_TOP: usize = 10;
 /// The counter a descriptor counts on: the rule matching lives in `rls`, which the admin
 /// port does not know (`serve` plugs it in, as for `POST /json`).
 pub trait CounterLookup: Send + Sync {
-    fn find(&self, domain: &str, entries: &[(String, String)]) -> Result<FoundCounter, String>;
-}
-
-/// A matched descriptor's counter and rule.
-#[derive(Debug, Clone)]
-pub struct FoundCounter {
-    pub workspace: Arc<str>,
-    pub namespace: Arc<str>,
-    pub identifier: String,
-    pub duration_ms: u64,
-    pub limit: u64,
-    pub penalty_ms: u64,
-    pub rule_path: Arc<str>,
-    /// The rule as `/rlconfig` prints it.
-    pub rule: String,
+    fn find(&self, domain: &str, entries: &[(String, String)]) -> Result<InspectedCounter, String>;
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -176,13 +159,7 @@ pub(super) async fn counter(
         Ok(found) => found,
         Err(text) => return problem(StatusCode::NOT_FOUND, text),
     };
-    let counter = CounterKeyRef::new(
-        &found.workspace,
-        &found.namespace,
-        &found.identifier,
-        found.duration_ms,
-    );
-    let counter_state = state.engine.inspect(&counter);
+    let counter_state = state.engine.inspect(&found.counter.borrowed());
     let entries: Vec<Value> = query
         .entries
         .iter()
@@ -199,8 +176,8 @@ pub(super) async fn counter(
             "penalty_ms": found.penalty_ms,
         },
         "counter": {
-            "namespace": &*found.namespace,
-            "identifier": found.identifier,
+            "namespace": &*found.counter.namespace,
+            "identifier": &*found.counter.identifier,
         },
     });
     if let (Some(body), Value::Object(more)) = (

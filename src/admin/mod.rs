@@ -4,7 +4,7 @@
 
 mod counters;
 
-pub use counters::{CounterLookup, FoundCounter};
+pub use counters::CounterLookup;
 
 use std::future::Future;
 use std::pin::Pin;

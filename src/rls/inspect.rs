@@ -8,21 +8,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 
 use super::RateLimiter;
 use super::plan::{self, Plan};
-
-/// The counter a descriptor of a domain counts on, and the rule that limits it.
-#[derive(Debug, Clone)]
-pub struct InspectedCounter {
-    pub workspace: Arc<str>,
-    pub namespace: Arc<str>,
-    pub identifier: String,
-    pub duration_ms: u64,
-    pub limit: u64,
-    pub penalty_ms: u64,
-    /// The rule's path (upstream's stats key).
-    pub rule_path: Arc<str>,
-    /// The rule as `/rlconfig` prints it.
-    pub rule: String,
-}
+use gcounter_engine::cell_key::CounterKey;
+use gcounter_engine::engine::InspectedCounter;
 
 /// What a descriptor is, when it is not a counted one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,10 +46,12 @@ impl RateLimiter {
                     return Err(NotCounted::NoRule);
                 };
                 Ok(InspectedCounter {
-                    workspace: Arc::clone(domain.name()),
-                    namespace: limited.namespace,
-                    identifier: limited.identifier.to_string(),
-                    duration_ms: limited.duration_ms,
+                    counter: CounterKey {
+                        workspace: Arc::clone(domain.name()),
+                        namespace: limited.namespace,
+                        identifier: limited.identifier,
+                        duration_ms: limited.duration_ms,
+                    },
                     limit: u64::from(limited.requests_per_unit),
                     penalty_ms: rule.penalty_ms,
                     rule_path: Arc::clone(&rule.path),

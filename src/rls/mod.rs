@@ -4,6 +4,7 @@
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
 
+mod in_process;
 mod inspect;
 mod json;
 mod metadata;
@@ -27,7 +28,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
-pub use inspect::{InspectedCounter, NotCounted};
+pub use inspect::NotCounted;
 pub use json::{JsonReply, should_rate_limit_json};
 pub use response::HeaderNames;
 pub use route::RateLimitRoute;

@@ -4,16 +4,14 @@
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
-use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
-use gcounter_engine::regional::InProcessOrigin;
+use gcounter_engine::engine::ManualClock;
 
-use gcounter_rls_integration::grpc::{code, descriptor, overall, request};
+use gcounter_rls_integration::grpc::{code, codes, descriptor, header, overall, request};
 use gcounter_rls_integration::metrics::sample;
 
 use super::{HeaderNames, RateLimiter, RlsSettings};
@@ -42,19 +40,8 @@ impl Harness {
             Err(errors) => panic!("test limits must load: {errors}"),
         };
         let clock = Arc::new(ManualClock::new(START_MS));
-        let metrics = Arc::new(Metrics::new());
-        let engine = Arc::new(Engine::new(
-            EngineSettings::default(),
-            Arc::new(InProcessOrigin::new(1_000)),
-            Arc::clone(&clock) as _,
-            Arc::clone(&metrics) as _,
-        ));
-        let limiter = RateLimiter::new(
-            Arc::new(ArcSwap::from_pointee(limits)),
-            engine,
-            Arc::clone(&metrics),
-            settings,
-        );
+        let (limiter, metrics) =
+            RateLimiter::in_process(limits, Arc::clone(&clock) as _, 1_000, settings);
         Self {
             limiter,
             clock,
@@ -213,8 +200,7 @@ async fn global_shadow_mode_turns_only_the_overall_code_ok() {
             .await;
         assert_eq!(overall(&r), Code::Ok, "call {call}: {r:?}");
         let want_b = if call > 2 { Code::OverLimit } else { Code::Ok };
-        let got: Vec<Code> = r.statuses.iter().map(code).collect();
-        assert_eq!(got, [want_b, Code::Ok], "call {call}: {r:?}");
+        assert_eq!(codes(&r), [want_b, Code::Ok], "call {call}: {r:?}");
     }
     assert_eq!(h.decisions("s", "s.user_b", "shadow_over_limit"), Some(2.0));
 }
@@ -255,11 +241,7 @@ descriptors:
   - key: narrow
     rate_limit: { unit: minute, requests_per_unit: 2 }
 ";
-    let settings = RlsSettings {
-        response_headers: Some(HeaderNames::default()),
-        ..RlsSettings::default()
-    };
-    let h = Harness::new(yaml, settings);
+    let h = Harness::new(yaml, with_response_headers());
     h.clock.advance(20_000);
     let both = || vec![descriptor(&[("wide", "w")]), descriptor(&[("narrow", "n")])];
     // Over: the exact wait (40.001 s: at the rollover the 2 still weigh fully), rounded up.
@@ -282,9 +264,8 @@ descriptors:
     }
 }
 
-#[tokio::test]
-async fn quota_mode_denies_only_when_every_quota_is_over() {
-    let yaml = "\
+/// Two quotas and a regular limit, per minute.
+const QUOTAS: &str = "\
 domain: q
 descriptors:
   - key: quota_a
@@ -292,24 +273,88 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1 }
   - key: quota_b
     quota_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+  - key: regular
     rate_limit: { unit: minute, requests_per_unit: 2 }
 ";
-    let h = Harness::new(yaml, RlsSettings::default());
+
+fn with_response_headers() -> RlsSettings {
+    RlsSettings {
+        response_headers: Some(HeaderNames::default()),
+        ..RlsSettings::default()
+    }
+}
+
+/// Upstream's rule: a quota descriptor over its limit denies only when every quota
+/// descriptor of the request is over; statuses stay per descriptor.
+#[tokio::test]
+async fn quota_mode_denies_only_when_every_quota_is_over() {
+    let h = Harness::new(QUOTAS, with_response_headers());
     let both = || {
         vec![
             descriptor(&[("quota_a", "x")]),
             descriptor(&[("quota_b", "x")]),
         ]
     };
-    let overall_codes = [
-        overall(&h.check("q", both()).await),
-        overall(&h.check("q", both()).await),
-        overall(&h.check("q", both()).await),
-    ];
-    assert_eq!(overall_codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+    let first = h.check("q", both()).await;
+    assert_eq!(overall(&first), Code::Ok, "{first:?}");
+    // quota_a (1/min) is over, quota_b still has room: OK overall, statuses per descriptor.
+    let second = h.check("q", both()).await;
+    assert_eq!(codes(&second), [Code::OverLimit, Code::Ok], "{second:?}");
+    assert_eq!(overall(&second), Code::Ok, "{second:?}");
+    // No Retry-After on an OK answer; the headers describe the fewest remaining.
+    assert_eq!(header(&second, "Retry-After"), None, "{second:?}");
+    assert_eq!(
+        header(&second, "RateLimit-Remaining"),
+        Some("0"),
+        "{second:?}"
+    );
+    let third = h.check("q", both()).await;
+    assert_eq!(codes(&third), [Code::OverLimit, Code::Ok], "{third:?}");
+    assert_eq!(overall(&third), Code::Ok, "{third:?}");
+    // Now both are over: OVER_LIMIT.
+    let fourth = h.check("q", both()).await;
+    assert_eq!(
+        codes(&fourth),
+        [Code::OverLimit, Code::OverLimit],
+        "{fourth:?}"
+    );
+    assert_eq!(overall(&fourth), Code::OverLimit, "{fourth:?}");
+    assert!(header(&fourth, "Retry-After").is_some(), "{fourth:?}");
+
+    // A lone quota descriptor over its limit is all the quotas: OVER_LIMIT.
+    let alone = h.check("q", vec![descriptor(&[("quota_a", "x")])]).await;
+    assert_eq!(overall(&alone), Code::OverLimit, "{alone:?}");
+
     // After the windows slide out, the quotas are whole again.
     h.clock.advance(2 * MINUTE_MS);
     assert_eq!(overall(&h.check("q", both()).await), Code::Ok);
+}
+
+/// A regular descriptor over its limit still denies, whatever the quotas say, and the
+/// headers describe it (not a quota that is over too).
+#[tokio::test]
+async fn a_regular_descriptor_over_its_limit_still_denies_beside_quotas() {
+    let h = Harness::new(QUOTAS, with_response_headers());
+    let mixed = || {
+        vec![
+            descriptor(&[("regular", "r")]),
+            descriptor(&[("quota_a", "r")]),
+            descriptor(&[("quota_b", "r")]),
+        ]
+    };
+    for _ in 0..2 {
+        let r = h.check("q", mixed()).await;
+        assert_eq!(codes(&r).first(), Some(&Code::Ok), "{r:?}");
+    }
+    let r = h.check("q", mixed()).await;
+    assert_eq!(
+        codes(&r),
+        [Code::OverLimit, Code::OverLimit, Code::Ok],
+        "{r:?}"
+    );
+    assert_eq!(overall(&r), Code::OverLimit, "{r:?}");
+    assert_eq!(header(&r, "RateLimit-Limit"), Some("2"), "{r:?}");
 }
 
 const TEAM_AND_USER: &str = "\
@@ -334,8 +379,7 @@ async fn all_or_nothing_across_descriptors_refunds_the_passed_ones() {
         let both = || vec![descriptor(&[("team", "t")]), descriptor(&[("user", "u")])];
         assert_eq!(overall(&h.check("aon", both()).await), Code::Ok);
         let denied = h.check("aon", both()).await;
-        let codes: Vec<Code> = denied.statuses.iter().map(code).collect();
-        assert_eq!(codes, [Code::Ok, Code::OverLimit], "{denied:?}");
+        assert_eq!(codes(&denied), [Code::Ok, Code::OverLimit], "{denied:?}");
         // The team's second unit: still there only if the denied request gave it back.
         let team = h.one("aon", &[("team", "t")]).await;
         let want = if all_or_nothing {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::admin;
 use crate::rls::RateLimiter;
+use gcounter_engine::engine::InspectedCounter;
 
 /// `POST /json` on the admin port, answered by the gRPC service's limiter.
 pub(super) struct JsonRoute(pub(super) Arc<RateLimiter>);
@@ -27,28 +28,16 @@ impl admin::JsonDecisions for JsonRoute {
 pub(super) struct CounterRoute(pub(super) Arc<RateLimiter>);
 
 impl admin::CounterLookup for CounterRoute {
-    fn find(
-        &self,
-        domain: &str,
-        entries: &[(String, String)],
-    ) -> Result<admin::FoundCounter, String> {
+    fn find(&self, domain: &str, entries: &[(String, String)]) -> Result<InspectedCounter, String> {
         use crate::rls::NotCounted;
-        match self.0.inspect_counter(domain, entries) {
-            Ok(found) => Ok(admin::FoundCounter {
-                workspace: found.workspace,
-                namespace: found.namespace,
-                identifier: found.identifier,
-                duration_ms: found.duration_ms,
-                limit: found.limit,
-                penalty_ms: found.penalty_ms,
-                rule_path: found.rule_path,
-                rule: found.rule,
-            }),
-            Err(NotCounted::UnknownDomain) => Err(format!("no domain `{domain}` is loaded")),
-            Err(NotCounted::NoRule) => Err("no rule matches this descriptor".into()),
-            Err(NotCounted::Unlimited) => {
-                Err("the matching rule is `unlimited: true`: nothing is counted".into())
-            }
-        }
+        self.0
+            .inspect_counter(domain, entries)
+            .map_err(|not_counted| match not_counted {
+                NotCounted::UnknownDomain => format!("no domain `{domain}` is loaded"),
+                NotCounted::NoRule => "no rule matches this descriptor".into(),
+                NotCounted::Unlimited => {
+                    "the matching rule is `unlimited: true`: nothing is counted".into()
+                }
+            })
     }
 }

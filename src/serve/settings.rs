@@ -331,14 +331,18 @@ impl ServeSettings {
         let regional = if args.redis_url.is_empty() {
             Regional::InProcess
         } else {
+            let redis = RedisSettings {
+                urls: args.redis_url.clone(),
+                cluster: args.redis_cluster,
+                key_prefix: args.redis_prefix.clone(),
+                sentinel: sentinel_master(&args),
+                tls: redis_tls(&args)?,
+            };
+            redis
+                .check()
+                .context("invalid --redis-url / --redis-prefix")?;
             Regional::Redis(Box::new(RedisGroup {
-                redis: RedisSettings {
-                    urls: args.redis_url.clone(),
-                    cluster: args.redis_cluster,
-                    key_prefix: args.redis_prefix.clone(),
-                    sentinel: sentinel_master(&args),
-                    tls: redis_tls(&args)?,
-                },
+                redis,
                 read_timeout: NonZeroDuration::flag("redis-read-timeout", args.redis_read_timeout)?,
                 replay_timeout: NonZeroDuration::flag(
                     "redis-replay-timeout",

@@ -193,6 +193,32 @@ async fn run_serves_on_given_listeners_and_returns_on_shutdown() {
     outcome.expect("run succeeded");
 }
 
+/// A Redis URL or prefix that can never work is refused with the other settings errors,
+/// before any runtime or task starts (no runtime here).
+#[test]
+fn a_bad_redis_url_or_prefix_is_refused_with_the_settings() {
+    for (flag, value) in [
+        ("--redis-url", "http://127.0.0.1:6379"),
+        ("--redis-url", "not a url"),
+        ("--redis-prefix", "{rl}:"),
+    ] {
+        let mut extra = vec![flag, value];
+        if flag != "--redis-url" {
+            extra.extend(["--redis-url", "redis://127.0.0.1:6379"]);
+        }
+        let error = ServeSettings::from_args(args(&extra), &no_env)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            error.contains("invalid --redis-url"),
+            "{flag} {value}: {error}"
+        );
+    }
+    let taken = ServeSettings::from_args(args(&["--redis-url", "redis://127.0.0.1:6379"]), &no_env)
+        .expect("a usable URL, Redis need not answer");
+    assert!(matches!(taken.regional, Regional::Redis(_)));
+}
+
 #[test]
 fn redis_flags_without_a_redis_url_are_refused() {
     for extra in [

@@ -214,24 +214,12 @@ fn json(value: &Value, depth: usize) -> Result<serde_json::Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gcounter_rls_integration::xds::limited;
 
     fn any(config: &RateLimitConfig) -> Any {
         Any {
             type_url: TYPE_URL.into(),
             value: config.encode_to_vec(),
-        }
-    }
-
-    fn limited(key: &str, value: &str, unit: RateLimitUnit, n: u32) -> RateLimitDescriptor {
-        RateLimitDescriptor {
-            key: key.into(),
-            value: value.into(),
-            rate_limit: Some(RateLimitPolicy {
-                unit: unit as i32,
-                requests_per_unit: n,
-                ..RateLimitPolicy::default()
-            }),
-            ..RateLimitDescriptor::default()
         }
     }
 

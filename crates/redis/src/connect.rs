@@ -153,19 +153,34 @@ pub(crate) enum Backend {
     Sentinel(Box<SentinelBackend>),
 }
 
-impl Backend {
-    /// Checks the settings and prepares the connections without making any: one node, a
-    /// cluster for several URLs or `cluster`, or the master named by the sentinels. Must run
-    /// inside a Tokio runtime.
-    pub(crate) fn new(settings: &RedisSettings) -> Result<Self, RedisConfigError> {
-        let urls = &settings.urls;
+/// The backend, checked and parsed but not yet connected: everything [`Backend::new`] does
+/// that needs no Tokio runtime, so a server refuses bad settings with its other settings errors
+/// before it starts anything (see [`RedisSettings::check`]).
+enum Prepared {
+    Single { client: Client, url: String },
+    Cluster(ClusterClient),
+    Sentinel(Box<SentinelBackend>),
+}
+
+impl RedisSettings {
+    /// Checks the settings as [`RedisOrigin::connect`](crate::RedisOrigin::connect) would,
+    /// without connecting and without a Tokio runtime: the URLs, the key prefix, TLS and
+    /// Sentinel. Redis being down is never an error here.
+    pub fn check(&self) -> Result<(), RedisConfigError> {
+        self.prepare().map(|_| ())
+    }
+
+    /// One node, a cluster for several URLs or `cluster`, or the master named by the
+    /// sentinels: the clients built, no connection made.
+    fn prepare(&self) -> Result<Prepared, RedisConfigError> {
+        let urls = &self.urls;
         if urls.is_empty() {
             return Err(RedisConfigError::NoUrl);
         }
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(RedisConfigError::NoRuntime);
+        if self.key_prefix.contains(['{', '}']) {
+            return Err(RedisConfigError::BadPrefix(self.key_prefix.clone()));
         }
-        if settings.tls.is_set()
+        if self.tls.is_set()
             && let Some(url) = urls.iter().find(|url| !is_tls_url(url))
         {
             return Err(bad_url(
@@ -173,76 +188,97 @@ impl Backend {
                 "TLS files or settings are given but the URL is not rediss://",
             ));
         }
-        let certificates = settings.tls.certificates()?;
-        if let Some(master) = &settings.sentinel {
-            if settings.cluster {
+        let certificates = self.tls.certificates()?;
+        if let Some(master) = &self.sentinel {
+            if self.cluster {
                 return Err(RedisConfigError::Sentinel(
                     "Sentinel and Cluster exclude each other".into(),
                 ));
             }
-            if settings.tls.skip_hostname_verification {
+            if self.tls.skip_hostname_verification {
                 return Err(RedisConfigError::Tls(
                     "skipping the hostname check is supported with one node only, not with Sentinel"
                         .into(),
                 ));
             }
             let backend = crate::sentinel::backend(urls, master, certificates)?;
-            return Ok(Backend::Sentinel(Box::new(backend)));
+            return Ok(Prepared::Sentinel(Box::new(backend)));
         }
         let single = match urls.as_slice() {
-            [url] if !settings.cluster => Some(url.as_str()),
+            [url] if !self.cluster => Some(url.as_str()),
             _ => None,
         };
-        let backend = if let Some(url) = single {
+        if let Some(url) = single {
             let mut client = match certificates {
                 Some(certificates) => Client::build_with_tls(url, certificates),
                 None => Client::open(url),
             }
             .map_err(|error| bad_url(url, &error.to_string()))?;
-            if settings.tls.skip_hostname_verification {
+            if self.tls.skip_hostname_verification {
                 let info = client.get_connection_info().clone();
                 let mut addr = info.addr().clone();
                 addr.set_danger_accept_invalid_hostnames(true);
                 client = Client::open(info.set_addr(addr))
                     .map_err(|error| bad_url(url, &error.to_string()))?;
             }
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                // One quick retry per attempt; the next call starts a fresh attempt anyway.
-                .set_number_of_retries(1)
-                .set_min_delay(Duration::from_millis(50))
-                .set_max_delay(Duration::from_secs(1));
-            let manager = ConnectionManager::new_lazy_with_config(client, config)
+            return Ok(Prepared::Single {
+                client,
+                url: url.to_owned(),
+            });
+        }
+        if self.tls.skip_hostname_verification {
+            return Err(RedisConfigError::Tls(
+                "skipping the hostname check is supported with one node only, not with a cluster"
+                    .into(),
+            ));
+        }
+        for url in urls {
+            url.as_str()
+                .into_connection_info()
                 .map_err(|error| bad_url(url, &error.to_string()))?;
-            Backend::Single(manager)
-        } else {
-            if settings.tls.skip_hostname_verification {
-                return Err(RedisConfigError::Tls(
-                    "skipping the hostname check is supported with one node only, not with a cluster"
-                        .into(),
-                ));
+        }
+        let mut builder = ClusterClient::builder(urls.iter().map(String::as_str))
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .overall_response_timeout(Some(2 * RESPONSE_TIMEOUT))
+            // Redirects and slot refreshes need a few retries; long waits are the guard's.
+            .retries(3)
+            .min_retry_wait(50)
+            .max_retry_wait(500);
+        if let Some(certificates) = certificates {
+            builder = builder.certs(certificates);
+        }
+        let client = builder
+            .build()
+            .map_err(|error| RedisConfigError::Cluster(error.to_string()))?;
+        Ok(Prepared::Cluster(client))
+    }
+}
+
+impl Backend {
+    /// Checks the settings ([`RedisSettings::check`]) and prepares the connections without
+    /// making any. Must run inside a Tokio runtime (the single node's connection manager
+    /// starts its task).
+    pub(crate) fn new(settings: &RedisSettings) -> Result<Self, RedisConfigError> {
+        let prepared = settings.prepare()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(RedisConfigError::NoRuntime);
+        }
+        Ok(match prepared {
+            Prepared::Single { client, url } => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    // One quick retry per attempt; the next call starts a fresh attempt anyway.
+                    .set_number_of_retries(1)
+                    .set_min_delay(Duration::from_millis(50))
+                    .set_max_delay(Duration::from_secs(1));
+                let manager = ConnectionManager::new_lazy_with_config(client, config)
+                    .map_err(|error| bad_url(&url, &error.to_string()))?;
+                Backend::Single(manager)
             }
-            for url in urls {
-                url.as_str()
-                    .into_connection_info()
-                    .map_err(|error| bad_url(url, &error.to_string()))?;
-            }
-            let mut builder = ClusterClient::builder(urls.iter().map(String::as_str))
-                .connection_timeout(CONNECT_TIMEOUT)
-                .response_timeout(RESPONSE_TIMEOUT)
-                .overall_response_timeout(Some(2 * RESPONSE_TIMEOUT))
-                // Redirects and slot refreshes need a few retries; long waits are the guard's.
-                .retries(3)
-                .min_retry_wait(50)
-                .max_retry_wait(500);
-            if let Some(certificates) = certificates {
-                builder = builder.certs(certificates);
-            }
-            let client = builder
-                .build()
-                .map_err(|error| RedisConfigError::Cluster(error.to_string()))?;
-            Backend::Cluster(Box::new(LazyConnection::new(
+            Prepared::Sentinel(backend) => Backend::Sentinel(backend),
+            Prepared::Cluster(client) => Backend::Cluster(Box::new(LazyConnection::new(
                 "the Redis cluster",
                 Box::new(move || {
                     let client = client.clone();
@@ -253,9 +289,8 @@ impl Backend {
                             .map_err(|error| error.to_string())
                     })
                 }),
-            )))
-        };
-        Ok(backend)
+            ))),
+        })
     }
 }
 

@@ -75,9 +75,6 @@ impl RedisOrigin {
         if root_ca_pem.is_some() {
             settings.tls.root_ca_pem = root_ca_pem;
         }
-        if settings.key_prefix.contains(['{', '}']) {
-            return Err(RedisConfigError::BadPrefix(settings.key_prefix));
-        }
         let backend = Backend::new(&settings)?;
         let key_prefix = settings.key_prefix;
         Ok(Self {

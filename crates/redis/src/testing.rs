@@ -280,12 +280,7 @@ impl RedisCluster {
         let deadline = Instant::now() + Duration::from_secs(20);
         for &port in ports {
             loop {
-                let info = Command::new("redis-cli")
-                    .args(["-p", &port.to_string(), "cluster", "info"])
-                    .stdin(Stdio::null())
-                    .output()
-                    .map_err(|e| format!("cannot run redis-cli: {e}"))?;
-                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                if redis_cli(port, None, &["cluster", "info"])?.contains("cluster_state:ok") {
                     break;
                 }
                 if Instant::now() > deadline {
@@ -594,32 +589,12 @@ impl SentinelSet {
 
     /// `redis-cli` against a sentinel (its password given).
     fn sentinel_cli(&self, sentinel: &RedisServer, args: &[&str]) -> Result<String, String> {
-        let mut command = Command::new("redis-cli");
-        command.args(["-h", "127.0.0.1", "-p", &sentinel.port.to_string()]);
-        if let Some(password) = &self.sentinel_password {
-            command.args(["--no-auth-warning", "-a", password]);
-        }
-        let output = command
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        redis_cli(sentinel.port, self.sentinel_password.as_deref(), args)
     }
 
     /// `redis-cli` against a data node.
     pub fn node_cli(&self, port: u16, args: &[&str]) -> Result<String, String> {
-        let mut command = Command::new("redis-cli");
-        command.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
-        if let Some(password) = &self.node_password {
-            command.args(["--no-auth-warning", "-a", password]);
-        }
-        let output = command
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        redis_cli(port, self.node_password.as_deref(), args)
     }
 
     /// Every sentinel knows the replica and the two other sentinels (a failover needs both).
@@ -747,4 +722,20 @@ fn openssl(dir: &Path, parts: &[&[&str]]) -> Result<(), String> {
             String::from_utf8_lossy(&output.stderr)
         ))
     }
+}
+
+/// `redis-cli -p port [-a password] args…` on 127.0.0.1: its standard output (a failed
+/// command's error reply included; only a missing `redis-cli` is an error).
+fn redis_cli(port: u16, password: Option<&str>, args: &[&str]) -> Result<String, String> {
+    let mut command = Command::new("redis-cli");
+    command.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+    if let Some(password) = password {
+        command.args(["--no-auth-warning", "-a", password]);
+    }
+    let output = command
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run redis-cli: {e}"))?;
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

@@ -225,13 +225,74 @@ fn settings_debug_hides_passwords() {
 
 #[test]
 fn connecting_outside_a_runtime_is_an_error_not_a_panic() {
-    let origin = RedisOrigin::connect(RedisSettings {
+    let settings = RedisSettings {
         urls: vec![LOCAL_REDIS.into()],
         cluster: false,
         key_prefix: "rl:".into(),
         ..Default::default()
-    });
+    };
+    // Checking needs no runtime: a server checks before it starts one.
+    assert!(settings.check().is_ok());
+    let origin = RedisOrigin::connect(settings);
     assert!(matches!(origin, Err(RedisConfigError::NoRuntime)));
+}
+
+/// `check` refuses, outside any runtime, what `connect` refuses inside one, and passes what
+/// it takes: one node, a cluster, the sentinels.
+#[test]
+fn checking_the_settings_needs_no_runtime_and_refuses_what_connect_refuses() {
+    let settings = |urls: &[&str], cluster: bool, prefix: &str| RedisSettings {
+        urls: urls.iter().map(|u| u.to_string()).collect(),
+        cluster,
+        key_prefix: prefix.into(),
+        ..Default::default()
+    };
+    let sentinels = |urls: &[&str], name: &str| RedisSettings {
+        sentinel: Some(SentinelMaster {
+            name: name.into(),
+            ..Default::default()
+        }),
+        ..settings(urls, false, "rl:")
+    };
+    let refused = [
+        ("no URL", settings(&[], false, "rl:")),
+        (
+            "a brace in the prefix",
+            settings(&[LOCAL_REDIS], false, "{rl}:"),
+        ),
+        (
+            "an http URL",
+            settings(&["http://127.0.0.1:6379"], false, "rl:"),
+        ),
+        ("no scheme", settings(&["127.0.0.1:6379"], false, "rl:")),
+        (
+            "a bad cluster seed",
+            settings(&["redis://127.0.0.1:7000", "not a url"], false, "rl:"),
+        ),
+        ("an empty master name", sentinels(&["redis://s1:26379"], "")),
+        (
+            "mixed sentinel schemes",
+            sentinels(&["redis://s1:26379", "rediss://s2:26379"], "m"),
+        ),
+    ];
+    for (case, settings) in refused {
+        assert!(settings.check().is_err(), "{case}: {settings:?}");
+    }
+    let taken = [
+        ("one node", settings(&[LOCAL_REDIS], false, "rl:")),
+        (
+            "a cluster",
+            settings(
+                &["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"],
+                false,
+                "rl:",
+            ),
+        ),
+        ("sentinels", sentinels(&["redis://s1:26379"], "m")),
+    ];
+    for (case, settings) in taken {
+        assert!(settings.check().is_ok(), "{case}: {settings:?}");
+    }
 }
 
 #[tokio::test]

@@ -22,6 +22,23 @@ pub const SKETCH_CAPACITY: usize = 64;
 /// The sketch's counts are halved every this many offers.
 const DECAY_EVERY: u64 = 64 * SKETCH_CAPACITY as u64;
 
+/// The counter a descriptor counts on and what limits it, as counter inspection shows them:
+/// the limits layer matches the descriptor and fills it in, the admin port reads the engine's
+/// cells for `counter` and serializes it. One type for both, so neither restates the other's
+/// fields (the admin port does not know the limits layer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InspectedCounter {
+    pub counter: CounterKey,
+    /// Requests per window of `counter.duration_ms`.
+    pub limit: u64,
+    /// The penalty box a denial starts (0: none).
+    pub penalty_ms: u64,
+    /// The rule's path as the limits layer names it (upstream's stats key).
+    pub rule_path: std::sync::Arc<str>,
+    /// The rule as the limits layer prints it (`/rlconfig`'s line).
+    pub rule: String,
+}
+
 /// A cell's counts as the engine holds them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CellView {

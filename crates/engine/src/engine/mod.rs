@@ -26,7 +26,9 @@ pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
 pub use cell::WindowCell;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, decide};
-pub use inspect::{CellView, CounterState, HeavyHitter, SAMPLE_EVERY, SKETCH_CAPACITY};
+pub use inspect::{
+    CellView, CounterState, HeavyHitter, InspectedCounter, SAMPLE_EVERY, SKETCH_CAPACITY,
+};
 pub use retry::until_pass_ms;
 pub use window::WindowPosition;
 
