@@ -7,7 +7,7 @@ use gcounter_rls_integration as support;
 
 use std::time::{Duration, Instant};
 
-use gcounter_loadtest::abuse::{self, SlowLoris};
+use gcounter_loadtest::abuse::{self, SlowLoris, SlowLorisReport};
 use support::Launch;
 use support::Service;
 use support::grpc::{self, Code, descriptor, request};
@@ -61,18 +61,28 @@ async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
     legit_call(&service, 0).await.expect("a first call");
     let baseline = rss_kib(pid).expect("the service's RSS");
 
-    let attack = tokio::spawn(abuse::slow_loris(SlowLoris {
-        target: service.grpc_addr,
-        connections: 4,
-        streams_per_connection: 50,
-        announce_bytes: 1_000_000,
-        send_bytes: 900_000,
-        trickle_every: Duration::from_secs(1),
-        // Long enough to push well over 100 MB even on a loaded machine (a busy CI box has
-        // pushed as little as 105 MB in 5 s): fewer bytes would not tell a bounded server
-        // from an unbounded one.
-        duration: Duration::from_secs(8),
-    }));
+    // Rounds of 8 s until the attack has pushed over 100 MB (fewer bytes would not tell a
+    // bounded server from an unbounded one): a quiet machine does it in one round, one loaded
+    // by builds has pushed as little as 70 MB in 8 s. At most 40 s.
+    let target = service.grpc_addr;
+    let attack = tokio::spawn(async move {
+        let mut total = SlowLorisReport::default();
+        let until = Instant::now() + Duration::from_secs(40);
+        while total.bytes_sent <= 100 << 20 && Instant::now() < until {
+            let round = abuse::slow_loris(SlowLoris {
+                target,
+                connections: 4,
+                streams_per_connection: 50,
+                announce_bytes: 1_000_000,
+                send_bytes: 900_000,
+                trickle_every: Duration::from_secs(1),
+                duration: Duration::from_secs(8),
+            })
+            .await;
+            total.add(&round);
+        }
+        total
+    });
     let mut peak = baseline;
     let mut failures = Vec::new();
     let mut calls = 0;

@@ -50,6 +50,17 @@ pub struct SlowLorisReport {
     pub bytes_sent: u64,
 }
 
+impl SlowLorisReport {
+    /// Adds another run's counts: an attack run in rounds reports its total.
+    pub fn add(&mut self, round: &SlowLorisReport) {
+        self.connections_opened += round.connections_opened;
+        self.connection_failures += round.connection_failures;
+        self.streams_opened += round.streams_opened;
+        self.streams_ended_by_server += round.streams_ended_by_server;
+        self.bytes_sent += round.bytes_sent;
+    }
+}
+
 #[derive(Default)]
 struct LorisCounters {
     connections_opened: AtomicU64,
