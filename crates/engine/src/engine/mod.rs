@@ -417,8 +417,8 @@ impl Engine {
         );
         self.queue_replay(need, key, current);
         // Early in a window the current cell has no foreign count yet: the previous one's
-        // tells that the limit is shared.
-        if current.global() > 0 || previous_shared {
+        // tells that the limit is shared. A peek (cost 0) is no demand: not counted.
+        if hit.cost > 0 && (current.global() > 0 || previous_shared) {
             self.note_shared(decision.allowed, now_ms);
         }
         if !decision.allowed && self.settings.freshness.is_some() {
