@@ -71,10 +71,16 @@ pub struct ServeArgs {
     /// a limit can be exceeded by up to R × floor of it before regions hear of each other).
     #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = gcounter_engine::global::DEFAULT_PUBLISH_FLOOR)]
     pub publish_floor: f64,
-    /// While this process denies hits on a limit another region also counts, run the global
-    /// flush and sync this many times as often (1 = never faster; never below 100 ms).
+    /// While limits another region also counts are offered far over their limit here, run
+    /// the global flush and sync up to this many times as often (1 = never faster; never
+    /// below 100 ms).
     #[arg(long, env = "RLS_GLOBAL_CONTENDED_SPEEDUP", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_SPEEDUP, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub global_contended_speedup: u32,
+    /// Speed up from this many denials per admission on such limits over the last interval
+    /// (2 ≈ offered 3× the limit); the speedup is that ratio rounded down, up to the one
+    /// above.
+    #[arg(long, env = "RLS_GLOBAL_CONTENDED_OVERLOAD", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD)]
+    pub global_contended_overload: f64,
     /// Bound on one global flush, sync or cleanup.
     #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub global_timeout: Duration,

@@ -245,6 +245,12 @@ impl ServeSettings {
                 args.publish_floor
             );
         }
+        if !(0.0..=1_000.0).contains(&args.global_contended_overload) {
+            anyhow::bail!(
+                "--global-contended-overload must be between 0 and 1000, got {}",
+                args.global_contended_overload
+            );
+        }
         if !(1..=MAX_CELLS_CEILING).contains(&args.max_cells) {
             anyhow::bail!(
                 "--max-cells must be 1 to {MAX_CELLS_CEILING}, got {}",
@@ -363,6 +369,7 @@ impl ServeSettings {
                 sync_interval: args.global_sync_interval,
                 publish_floor: args.publish_floor,
                 contended_speedup: args.global_contended_speedup,
+                contended_overload: args.global_contended_overload,
                 timeout: args.global_timeout,
                 cleanup_interval: args.global_cleanup_interval,
                 ..GlobalSettings::default()

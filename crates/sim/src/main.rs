@@ -38,9 +38,13 @@ struct Args {
     sync_ms: Option<u64>,
     #[arg(long)]
     jitter: Option<f64>,
-    /// Flush and sync this many times as often while a process denies on a contended cell.
+    /// Flush and sync up to this many times as often while shared counters are offered far
+    /// over their limit (1: never faster).
     #[arg(long)]
     contended_speedup: Option<u32>,
+    /// Speed up from this many denials per admission on shared cells (0: on any denial).
+    #[arg(long)]
+    contended_overload: Option<f64>,
     #[arg(long)]
     write_latency_ms: Option<u64>,
     #[arg(long)]
@@ -100,6 +104,9 @@ fn main() -> std::process::ExitCode {
         }
         if let Some(speedup) = args.contended_speedup {
             fleet.contended_speedup = speedup;
+        }
+        if let Some(overload) = args.contended_overload {
+            fleet.contended_overload = overload;
         }
         if let Some(jitter) = args.jitter {
             fleet.jitter = jitter;

@@ -14,7 +14,10 @@ pub fn markdown_row(r: &Report) -> String {
         r.flush_ms as f64 / 1_000.0,
         r.sync_ms as f64 / 1_000.0,
         if r.contended_speedup > 1 {
-            format!(" ÷{} contended", r.contended_speedup)
+            format!(
+                " ÷≤{} from {} denied/admitted",
+                r.contended_speedup, r.contended_overload
+            )
         } else {
             String::new()
         },

@@ -12,9 +12,12 @@ pub struct Fleet {
     /// ± fraction of the interval each flush or sync may move.
     pub jitter: f64,
     pub publish_floor: f64,
-    /// Flush and sync this many times as often while a process denies on a contended cell
-    /// (`GlobalSettings::contended_speedup`).
+    /// Flush and sync up to this many times as often while a process's shared counters are
+    /// offered far over their limit (`GlobalSettings::contended_speedup`).
     pub contended_speedup: u32,
+    /// From this many denials per admission on shared cells (`GlobalSettings::
+    /// contended_overload`).
+    pub contended_overload: f64,
     pub write_latency_ms: u64,
     pub read_latency_ms: u64,
     /// The engine's replay to the regional origin.
@@ -33,6 +36,7 @@ impl Default for Fleet {
             jitter: 0.2,
             publish_floor: gcounter_engine::global::DEFAULT_PUBLISH_FLOOR,
             contended_speedup: gcounter_engine::global::DEFAULT_CONTENDED_SPEEDUP,
+            contended_overload: gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD,
             write_latency_ms: 50,
             read_latency_ms: 50,
             replay_ms: 100,

@@ -28,6 +28,9 @@ struct Tick {
     interval: u64,
     jitter: f64,
     target: u64,
+    /// The instant the pending event was drawn for; an event at another instant was
+    /// superseded by an earlier one (a probe brought it forward).
+    pending: u64,
 }
 
 impl Tick {
@@ -36,14 +39,13 @@ impl Tick {
             interval: interval.max(1),
             jitter: jitter.clamp(0.0, 0.5),
             target: first_target,
+            pending: 0,
         }
     }
 
     /// Like `Cadence::set_interval`: a shorter interval brings the target forward.
     fn set_interval(&mut self, interval: Duration, now: u64) {
-        let interval = u64::try_from(interval.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
+        let interval = millis(interval);
         if interval != self.interval {
             self.interval = interval;
             self.target = self.target.min(now + interval);
@@ -64,14 +66,51 @@ impl Tick {
         self.target += self.interval;
         fire.max(now)
     }
+
+    /// After the job ran at `now`: the next instant at the interval the counters ask for now.
+    fn reschedule(&mut self, every: Duration, now: u64, unit: f64) -> u64 {
+        self.set_interval(every, now);
+        self.pending = self.next(now + 1, unit);
+        self.pending
+    }
+
+    /// A probe, as `GlobalCounters::run`'s: a shorter interval brings the pending instant
+    /// forward; returns the new one if it did.
+    fn bring_forward(
+        &mut self,
+        every: Duration,
+        now: u64,
+        unit: impl FnOnce() -> f64,
+    ) -> Option<u64> {
+        if millis(every) >= self.interval {
+            return None;
+        }
+        self.set_interval(every, now);
+        let next = self.next(now + 1, unit());
+        (next < self.pending).then(|| {
+            self.pending = next;
+            next
+        })
+    }
+}
+
+/// A duration as whole milliseconds, at least 1.
+fn millis(every: Duration) -> u64 {
+    u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The two periodic jobs of the global counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Job {
+    Flush,
+    Sync,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     Arrival(usize),
     Replay(usize),
-    Flush(usize),
-    Sync(usize),
+    Job(usize, Job),
     Reap(usize),
     /// Look for contention at the fast interval (only with a contended speedup), as
     /// `GlobalCounters::run` does.
@@ -84,10 +123,24 @@ struct Process {
     counters: GlobalCounters,
     flush: Tick,
     sync: Tick,
-    /// The instants the pending flush and sync events were drawn for; an event at another
-    /// instant was superseded by an earlier one (a probe brought it forward).
-    flush_at: u64,
-    sync_at: u64,
+}
+
+impl Process {
+    fn tick(&mut self, job: Job) -> &mut Tick {
+        match job {
+            Job::Flush => &mut self.flush,
+            Job::Sync => &mut self.sync,
+        }
+    }
+
+    /// The interval `job` runs at now (the overload cadence may shorten it).
+    fn every(&self, job: Job) -> Duration {
+        let (flush, sync) = self.counters.intervals();
+        match job {
+            Job::Flush => flush,
+            Job::Sync => sync,
+        }
+    }
 }
 
 /// min / median / max of per-window ratios.
@@ -129,6 +182,7 @@ pub struct Report {
     pub flush_ms: u64,
     pub sync_ms: u64,
     pub contended_speedup: u32,
+    pub contended_overload: f64,
     pub write_latency_ms: u64,
     pub read_latency_ms: u64,
     pub virtual_s: u64,
@@ -218,6 +272,7 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
         jitter: fleet.jitter,
         publish_floor: fleet.publish_floor,
         contended_speedup: fleet.contended_speedup,
+        contended_overload: fleet.contended_overload,
         ..GlobalSettings::default()
     };
     let max_cells = 200_000;
@@ -266,8 +321,6 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                     fleet.jitter,
                     T0_MS + rng.u64(..fleet.sync_ms.max(1)),
                 ),
-                flush_at: 0,
-                sync_at: 0,
             });
         }
         by_region.push(members);
@@ -296,12 +349,11 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
         }
     }
     for (p, process) in processes.iter_mut().enumerate() {
-        let flush = process.flush.next(T0_MS, rng.f64());
-        let sync = process.sync.next(T0_MS, rng.f64());
-        process.flush_at = flush;
-        process.sync_at = sync;
-        push(&mut events, flush, Event::Flush(p));
-        push(&mut events, sync, Event::Sync(p));
+        for job in [Job::Flush, Job::Sync] {
+            let tick = process.tick(job);
+            tick.pending = tick.next(T0_MS, rng.f64());
+            push(&mut events, tick.pending, Event::Job(p, job));
+        }
         if speedup > 1 {
             push(&mut events, T0_MS + probe_ms, Event::Probe(p));
         }
@@ -407,53 +459,30 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                     push(&mut events, at + fleet.replay_ms.max(1), Event::Replay(p));
                 }
             }
-            Event::Flush(p) => {
+            Event::Job(p, job) => {
                 if let Some(process) = processes.get_mut(p)
-                    && process.flush_at == at
+                    && process.tick(job).pending == at
                 {
-                    process.counters.flush().await;
-                    process
-                        .flush
-                        .set_interval(process.counters.intervals().0, at);
-                    let next = process.flush.next(at + 1, rng.f64());
-                    process.flush_at = next;
-                    push(&mut events, next, Event::Flush(p));
-                }
-            }
-            Event::Sync(p) => {
-                if let Some(process) = processes.get_mut(p)
-                    && process.sync_at == at
-                {
-                    process.counters.sync().await;
-                    process
-                        .sync
-                        .set_interval(process.counters.intervals().1, at);
-                    let next = process.sync.next(at + 1, rng.f64());
-                    process.sync_at = next;
-                    push(&mut events, next, Event::Sync(p));
+                    match job {
+                        Job::Flush => {
+                            process.counters.flush().await;
+                        }
+                        Job::Sync => {
+                            process.counters.sync().await;
+                        }
+                    }
+                    let every = process.every(job);
+                    let next = process.tick(job).reschedule(every, at, rng.f64());
+                    push(&mut events, next, Event::Job(p, job));
                 }
             }
             Event::Probe(p) => {
                 if let Some(process) = processes.get_mut(p) {
-                    let (flush_every, sync_every) = process.counters.intervals();
-                    if u64::try_from(flush_every.as_millis()).unwrap_or(u64::MAX)
-                        < process.flush.interval
-                    {
-                        process.flush.set_interval(flush_every, at);
-                        let next = process.flush.next(at + 1, rng.f64());
-                        if next < process.flush_at {
-                            process.flush_at = next;
-                            push(&mut events, next, Event::Flush(p));
-                        }
-                    }
-                    if u64::try_from(sync_every.as_millis()).unwrap_or(u64::MAX)
-                        < process.sync.interval
-                    {
-                        process.sync.set_interval(sync_every, at);
-                        let next = process.sync.next(at + 1, rng.f64());
-                        if next < process.sync_at {
-                            process.sync_at = next;
-                            push(&mut events, next, Event::Sync(p));
+                    for job in [Job::Flush, Job::Sync] {
+                        let every = process.every(job);
+                        if let Some(next) = process.tick(job).bring_forward(every, at, || rng.f64())
+                        {
+                            push(&mut events, next, Event::Job(p, job));
                         }
                     }
                     push(&mut events, at + probe_ms, Event::Probe(p));
@@ -517,6 +546,7 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
         flush_ms: fleet.flush_ms,
         sync_ms: fleet.sync_ms,
         contended_speedup: fleet.contended_speedup,
+        contended_overload: fleet.contended_overload,
         write_latency_ms: fleet.write_latency_ms,
         read_latency_ms: fleet.read_latency_ms,
         virtual_s: scenario.run_ms / 1_000,

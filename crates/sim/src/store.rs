@@ -10,8 +10,8 @@ use std::sync::{Mutex, PoisonError};
 
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    DEFAULT_CHUNK_ROWS, GlobalStore, MemoryStore, PublishReport, RowOutcome, StoreFuture,
-    SyncedCell, prepare_rows,
+    DEFAULT_CHUNK_ROWS, GlobalStore, MemoryStore, PublishReport, RowOutcome, StoreError,
+    StoreFuture, SyncedCell, prepare_rows,
 };
 use gcounter_engine::pn::PnCount;
 use serde::Serialize;
@@ -78,6 +78,24 @@ impl LaggedStore {
     }
 }
 
+impl LaggedStore {
+    /// A read of the store as it was `read_latency_ms` ago, counted as one statement and one
+    /// row per cell it returns.
+    async fn counted_read<'a>(
+        &'a self,
+        now_ms: u64,
+        read: impl FnOnce() -> StoreFuture<'a, Vec<SyncedCell>>,
+    ) -> Result<Vec<SyncedCell>, StoreError> {
+        self.apply_due(now_ms.saturating_sub(self.read_latency_ms))
+            .await;
+        let cells = read().await?;
+        let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
+        load.sync_statements += 1;
+        load.rows_read += cells.len() as u64;
+        Ok(cells)
+    }
+}
+
 impl GlobalStore for LaggedStore {
     fn name(&self) -> &'static str {
         "simulated"
@@ -124,27 +142,11 @@ impl GlobalStore for LaggedStore {
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(async move {
-            self.apply_due(now_ms.saturating_sub(self.read_latency_ms))
-                .await;
-            let cells = self.inner.sync(region, now_ms).await?;
-            let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
-            load.sync_statements += 1;
-            load.rows_read += cells.len() as u64;
-            Ok(cells)
-        })
+        Box::pin(self.counted_read(now_ms, move || self.inner.sync(region, now_ms)))
     }
 
     fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(async move {
-            self.apply_due(now_ms.saturating_sub(self.read_latency_ms))
-                .await;
-            let cells = self.inner.own_rows(region, now_ms).await?;
-            let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
-            load.sync_statements += 1;
-            load.rows_read += cells.len() as u64;
-            Ok(cells)
-        })
+        Box::pin(self.counted_read(now_ms, move || self.inner.own_rows(region, now_ms)))
     }
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {

@@ -158,6 +158,18 @@ pub struct Engine {
     /// contended_speedup`): that is when the delay before regions hear of each other is
     /// what lets them over-admit (ACCURACY.md).
     contended_at_ms: AtomicU64,
+    /// Decisions on cells another region also counts, admitted and denied (cumulative): their
+    /// ratio tells the global counters how far over its limit a shared counter is offered,
+    /// which is what the delay before regions hear of each other multiplies (ACCURACY.md).
+    shared_admitted: AtomicU64,
+    shared_denied: AtomicU64,
+}
+
+/// [`Engine::shared_decisions`]: decisions on cells another region also counts, since start.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SharedDecisions {
+    pub admitted: u64,
+    pub denied: u64,
 }
 
 impl Engine {
@@ -182,6 +194,8 @@ impl Engine {
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
             origin_epoch: AtomicU64::new(origin.epoch()),
             contended_at_ms: AtomicU64::new(0),
+            shared_admitted: AtomicU64::new(0),
+            shared_denied: AtomicU64::new(0),
             settings,
             origin,
             clock,
@@ -405,9 +419,9 @@ impl Engine {
         );
         self.queue_replay(need, key, current);
         // Early in a window the current cell has no foreign count yet: the previous one's
-        // tells that the limit is shared.
-        if !decision.allowed && (current.global() > 0 || previous_shared) {
-            self.note_contended(now_ms);
+        // tells that the limit is shared. A peek (cost 0) is no demand: not counted.
+        if hit.cost > 0 && (current.global() > 0 || previous_shared) {
+            self.note_shared(decision.allowed, now_ms);
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict
@@ -674,12 +688,25 @@ impl Engine {
         created
     }
 
-    /// A denial on a cell with a foreign count. Written at most once per millisecond of
-    /// change, so denials at a high rate do not bounce the cache line between cores.
-    fn note_contended(&self, now_ms: u64) {
-        use std::sync::atomic::Ordering;
+    /// A decision on a cell with a foreign count: counted, and a denial's instant kept
+    /// (written at most once per millisecond of change, so denials at a high rate do not
+    /// bounce its cache line between cores).
+    fn note_shared(&self, allowed: bool, now_ms: u64) {
+        if allowed {
+            self.shared_admitted.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.shared_denied.fetch_add(1, Ordering::Relaxed);
         if self.contended_at_ms.load(Ordering::Relaxed) < now_ms {
             self.contended_at_ms.fetch_max(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// Decisions on cells another region also counts since start (relaxed reads).
+    pub fn shared_decisions(&self) -> SharedDecisions {
+        SharedDecisions {
+            admitted: self.shared_admitted.load(Ordering::Relaxed),
+            denied: self.shared_denied.load(Ordering::Relaxed),
         }
     }
 

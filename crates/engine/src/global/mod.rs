@@ -5,9 +5,11 @@
 
 mod cadence;
 mod counters;
+mod overload;
 mod store;
 
 pub use counters::{
-    DEFAULT_CONTENDED_SPEEDUP, DEFAULT_PUBLISH_FLOOR, Flushed, GlobalCounters, GlobalSettings,
+    DEFAULT_CONTENDED_OVERLOAD, DEFAULT_CONTENDED_SPEEDUP, DEFAULT_PUBLISH_FLOOR, Flushed,
+    GlobalCounters, GlobalSettings,
 };
 pub use store::*;

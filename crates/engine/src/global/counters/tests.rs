@@ -255,10 +255,13 @@ async fn flush_and_sync_each_keep_their_own_rate() {
     assert!((11..=13).contains(&syncs), "syncs {syncs}");
 }
 
-/// Syncs of the loop per 10 s phase, with a contended speedup of 4 at 1 s intervals: quiet,
-/// then denying hits on a cell another region counts, then quiet again.
+/// Syncs of the loop per 20 s phase at 1 s intervals with the default overload policy
+/// (up to 4× from 2 denials per admission, measured over the last 5–10 s): quiet, then a cell
+/// another region counts offered 2× its limit (1 denial per admission: normal cadence), 4×
+/// (3 per admission: 3× as often once the measure holds only this phase), only denied (4×),
+/// and quiet again.
 #[tokio::test(start_paused = true)]
-async fn a_contended_cell_speeds_flush_and_sync_up_while_it_lasts() {
+async fn flush_and_sync_speed_up_with_the_overload_of_a_shared_counter() {
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
     let jobs = Arc::new(JobCount::default());
@@ -271,31 +274,41 @@ async fn a_contended_cell_speeds_flush_and_sync_up_while_it_lasts() {
     let settings = GlobalSettings {
         flush_interval: Duration::from_secs(1),
         sync_interval: Duration::from_secs(1),
-        contended_speedup: 4,
         ..GlobalSettings::default()
     };
     let (stop, run) = run_region_a(store.clone(), &engine, settings, &jobs);
     let names = names();
     let syncs = || jobs.syncs.load(std::sync::atomic::Ordering::Relaxed);
-    // 10 s in steps of 100 ms, the engine's clock moving with tokio's; `deny` sends a hit
-    // the cell has no room for at each step.
-    let phase = |deny: bool| {
+    // 20 s in steps of 100 ms, the engine's clock moving with tokio's; at each step `admit`
+    // hits that fit (no limit) and `deny` hits the cell has no room for.
+    let phase = |admit: usize, deny: usize| {
         let (engine, clock, names) = (&engine, &clock, &names);
         async move {
-            for _ in 0..100 {
-                if deny {
-                    let verdict = engine.check(names.hit(1)).await;
-                    assert!(!verdict.allowed, "the cell is full");
+            let before = syncs();
+            for _ in 0..200 {
+                for _ in 0..admit {
+                    let hit = Hit {
+                        limit: u64::MAX,
+                        ..names.hit(1)
+                    };
+                    assert!(engine.check(hit).await.allowed);
+                }
+                for _ in 0..deny {
+                    assert!(
+                        !engine.check(names.hit(1)).await.allowed,
+                        "the cell is full"
+                    );
                 }
                 clock.advance(100);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            syncs() - before
         }
     };
-    phase(false).await;
-    let quiet = syncs();
-    assert!((9..=11).contains(&quiet), "quiet: {quiet} syncs");
-    // Another region admitted the whole limit of the current cell.
+    let quiet = phase(0, 0).await;
+    assert!((19..=21).contains(&quiet), "quiet: {quiet} syncs");
+    // Another region admitted the whole limit of the current cell, as the next sync would
+    // merge it (so that every hit with the limit is denied).
     let cell = CellKey::new(
         &names.workspace,
         &names.namespace,
@@ -303,26 +316,21 @@ async fn a_contended_cell_speeds_flush_and_sync_up_while_it_lasts() {
         3_600_000,
         clock.now_ms() / 3_600_000,
     );
-    store
-        .publish("b", &[(cell.clone(), PnCount::hits(100))], clock.now_ms())
-        .await
-        .map(|report| assert_eq!(report.published(), 1))
-        .unwrap_or_else(|e| panic!("{e}"));
-    // As the next sync would merge it (so that every hit below is denied).
     engine.merge_synced(&cell, PnCount::hits(100), PnCount::default());
     assert!(!engine.contended_since(clock.now_ms() - 1_000));
-    phase(true).await;
-    let contended = syncs() - quiet;
+    let twice = phase(1, 1).await;
     assert!(engine.contended_since(clock.now_ms() - 1_000));
-    // About four syncs a second (the first one within the 250 ms probe).
-    assert!(
-        (36..=42).contains(&contended),
-        "contended: {contended} syncs"
-    );
-    phase(false).await;
-    let after = syncs() - quiet - contended;
-    // A second of fast syncs after the last denial, then back to one a second.
-    assert!((10..=15).contains(&after), "after: {after} syncs");
+    assert!((19..=22).contains(&twice), "2× the limit: {twice} syncs");
+    let four_times = phase(1, 3).await;
+    // 5–10 s of a measure mixing both phases (2 denials per admission: twice as often),
+    // then three syncs a second: about 5 + 2 × 5 + 3 × 10.
+    assert!((44..=55).contains(&four_times), "4×: {four_times} syncs");
+    let denied = phase(0, 1).await;
+    // Four a second (the first within the 250 ms probe).
+    assert!((72..=80).contains(&denied), "only denied: {denied} syncs");
+    let after = phase(0, 0).await;
+    // Fast until the last denials leave the measure (5–10 s), then one a second.
+    assert!((32..=45).contains(&after), "after: {after} syncs");
     let _ = stop.send(());
     let _ = run.await;
 }
