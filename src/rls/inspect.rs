@@ -60,7 +60,7 @@ impl RateLimiter {
                 };
                 Ok(InspectedCounter {
                     workspace: Arc::clone(domain.name()),
-                    namespace: limited.namespace,
+                    namespace: limited.namespace.into_owned(),
                     identifier: limited.identifier.to_string(),
                     duration_ms: limited.duration_ms,
                     limit: u64::from(limited.requests_per_unit),

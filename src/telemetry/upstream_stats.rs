@@ -25,7 +25,7 @@ use super::sharded::ShardedCounter;
 
 /// The counts of one rule label.
 #[derive(Debug, Default)]
-struct RuleStats {
+pub struct RuleStats {
     total_hits: ShardedCounter,
     over_limit: ShardedCounter,
     near_limit: ShardedCounter,
@@ -39,7 +39,8 @@ type Key = (SharedLabel, SharedLabel);
 /// series cap of `Metrics::detailed_decision`), so this map is bounded by it.
 #[derive(Debug, Default)]
 pub struct UpstreamStats {
-    rules: RwLock<HashMap<Key, RuleStats>>,
+    /// `Arc`s so a rule's resolved series (`RuleSeries`) keeps its own handle.
+    rules: RwLock<HashMap<Key, Arc<RuleStats>>>,
     /// `NEAR_LIMIT_RATIO` in millionths (an atomic so tests and `serve` set it after building).
     near_limit_ratio_ppm: AtomicU64,
 }
@@ -101,7 +102,19 @@ impl UpstreamStats {
         self.count(stats, outcome, hits, limit, used_after);
     }
 
-    fn count(
+    /// The stats of `label`, created if new: what a rule's resolved series keeps, so its later
+    /// decisions go to [`Self::count`] without the map.
+    pub fn stats_of(&self, domain: &Arc<str>, label: &Arc<str>) -> Arc<RuleStats> {
+        let mut rules = self.rules.write().unwrap_or_else(PoisonError::into_inner);
+        let key = (
+            SharedLabel(Arc::clone(domain)),
+            SharedLabel(Arc::clone(label)),
+        );
+        Arc::clone(rules.entry(key).or_default())
+    }
+
+    /// One limited decision in `stats` (see [`Self::record`]).
+    pub fn count(
         &self,
         stats: &RuleStats,
         outcome: DecisionOutcome,
