@@ -35,7 +35,7 @@ pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
-use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
+use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome, Usage};
 use gcounter_engine::engine::Engine;
 use overall::{Role, Tally};
 use plan::{INLINE_PLANS, Plan};
@@ -179,7 +179,11 @@ impl RateLimiter {
                     };
                     let rule_label = limited.rule_path.as_deref().unwrap_or(&self.override_label);
                     let limit = u64::from(window.requests_per_unit);
-                    let used_after = limit.saturating_sub(verdict.remaining);
+                    let usage = Usage {
+                        hits: limited.cost,
+                        limit,
+                        used_after: limit.saturating_sub(verdict.remaining),
+                    };
                     match limited.rule {
                         // Labels with request values: capped per rule.
                         Some(rule) if rule.detailed_metric || rule.value_to_metric => {
@@ -189,14 +193,8 @@ impl RateLimiter {
                                 rule_label,
                                 outcome,
                             );
-                            self.metrics.upstream_decision(
-                                domain.name(),
-                                counted,
-                                outcome,
-                                limited.cost,
-                                limit,
-                                used_after,
-                            );
+                            self.metrics
+                                .upstream_decision(domain.name(), counted, outcome, usage);
                         }
                         // The rule's path: its series resolved once.
                         Some(rule) => self.metrics.rule_decision(
@@ -204,9 +202,7 @@ impl RateLimiter {
                             domain.name(),
                             &rule.path,
                             outcome,
-                            limited.cost,
-                            limit,
-                            used_after,
+                            usage,
                         ),
                         None => {
                             self.metrics.decision(domain.name(), rule_label, outcome);
@@ -214,9 +210,7 @@ impl RateLimiter {
                                 domain.name(),
                                 rule_label,
                                 outcome,
-                                limited.cost,
-                                limit,
-                                used_after,
+                                usage,
                             );
                         }
                     }

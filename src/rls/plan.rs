@@ -287,7 +287,20 @@ fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
 /// starts with: every value of that wildcard shares the counter, and the namespace names
 /// the wildcard.
 fn identifier(descriptor: &RateLimitDescriptor, shared: u64) -> CompactString {
-    let capacity = descriptor.entries.iter().map(|e| e.value.len() + 8).sum();
+    // The exact length (the prefix's digits, `:`, the value), so an identifier that fits
+    // inline (24 bytes) is not put on the heap by an estimate.
+    let capacity = descriptor
+        .entries
+        .iter()
+        .map(|e| {
+            let digits = e
+                .value
+                .len()
+                .checked_ilog10()
+                .map_or(1, |log| log as usize + 1);
+            e.value.len() + digits + 1
+        })
+        .sum();
     let mut identifier = CompactString::with_capacity(capacity);
     for (i, entry) in descriptor.entries.iter().enumerate() {
         if i < 64 && shared & (1 << i) != 0 {

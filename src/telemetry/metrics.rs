@@ -16,7 +16,7 @@ use gcounter_engine::recorder::{DecisionSource, FlushRecord, OriginOp, Recorder}
 use super::connections::ConnectionMetricFamilies;
 use super::rule_series::{RuleSeries, next_registry_id};
 use super::sharded::ShardedCounter;
-use super::upstream_stats::UpstreamStats;
+use super::upstream_stats::{UpstreamStats, Usage};
 
 /// A label value shared with the compiled config: recording a decision clones an `Arc`
 /// instead of allocating a `String`.
@@ -460,30 +460,24 @@ impl Metrics {
     /// [`Self::decision`] and [`Self::upstream_decision`] of a rule whose label is its path
     /// (not `detailed_metric`, no `value_to_metric`), through the handles `series` keeps: no
     /// label is hashed once the rule's series are resolved.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the arguments of `decision` and `upstream_decision` together"
-    )]
     pub fn rule_decision(
         &self,
         series: &RuleSeries,
         domain: &Arc<str>,
         path: &Arc<str>,
         outcome: DecisionOutcome,
-        hits: u64,
-        limit: u64,
-        used_after: u64,
+        usage: Usage,
     ) {
         let Some(resolved) = series.resolved(self.id) else {
             self.decision(domain, path, outcome);
-            self.upstream_decision(domain, path, outcome, hits, limit, used_after);
+            self.upstream_decision(domain, path, outcome, usage);
             return;
         };
         self.count_resolved(resolved, domain, path, outcome);
         let stats = resolved
             .upstream
             .get_or_init(|| self.upstream.stats_of(domain, path));
-        self.upstream.count(stats, outcome, hits, limit, used_after);
+        self.upstream.count(stats, outcome, usage);
     }
 
     /// An unlimited rule's decision (`rls_descriptor_decisions_total` only), through `series`.
@@ -553,12 +547,9 @@ impl Metrics {
         domain: &Arc<str>,
         label: &Arc<str>,
         outcome: DecisionOutcome,
-        hits: u64,
-        limit: u64,
-        used_after: u64,
+        usage: Usage,
     ) {
-        self.upstream
-            .record(domain, label, outcome, hits, limit, used_after);
+        self.upstream.record(domain, label, outcome, usage);
     }
 
     /// Upstream's `NEAR_LIMIT_RATIO` (`--near-limit-ratio`), in `[0, 1]`.

@@ -12,3 +12,4 @@ pub use logging::{LogFormat, init_logging};
 pub use metrics::{DecisionOutcome, Metrics, MetricsSettings, RequestOutcome, SharedLabel};
 pub use rule_series::RuleSeries;
 pub use sharded::ShardedCounter;
+pub use upstream_stats::Usage;
