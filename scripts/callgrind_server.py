@@ -12,6 +12,7 @@ the instructions per request (`Ir` of the dump / requests) as one JSON line; the
 file is kept for `callgrind_annotate --inclusive=yes FILE`. FLAGS after `--` go to
 `gcounter-rls serve` (one setting at a time).
 Needs: valgrind, h2load; the release binaries (`cargo build --release --workspace --bins`).
+Not yet run (issue 16's sitting ended before the release binaries were built).
 """
 
 import argparse
@@ -67,17 +68,14 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    dumps = [os.path.join(os.path.dirname(out), f) for f in os.listdir(os.path.dirname(out))
-             if f.startswith(os.path.basename(out))]
+    # The explicit dump (`<out>.1`) holds exactly the measured requests.
+    measured = f"{out}.1"
     total = 0
-    for dump in dumps:
-        with open(dump) as f:
-            for line in f:
-                m = re.match(r"^(?:summary|totals): (\d+)", line)
-                if m:
-                    total = max(total, int(m.group(1))) if dump.endswith(".1") else total
-    # The explicit dump (`.1`) holds exactly the measured requests.
-    measured = [d for d in dumps if d.endswith(".1")]
+    with open(measured) as f:
+        for line in f:
+            m = re.match(r"^(?:summary|totals): (\d+)", line)
+            if m:
+                total = max(total, int(m.group(1)))
     print(json.dumps({"server": args.server, "flags": args.flags, "requests": args.requests,
                       "ir_per_request": round(total / args.requests), "file": measured}))
 
