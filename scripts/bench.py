@@ -3,15 +3,31 @@
 same run.
 
     python3 scripts/bench.py [--runs 5] [--requests 300000] [--rate 10000] [--seconds 5]
+        [--no-redis] [--variant NAME=FLAGS ...]
+        [--limitador BINARY [--limitador-redis] [--limitador-limits FILE]]
+    python3 scripts/bench.py --open-loop [--workers 2] [--rates 5000,10000,20000] [--runs 3]
 
 Each run measures, in turn, on core 0 (taskset), with the load on core 1:
   * the ceiling: the no-op server `rls-noop` on a current-thread and on a multi-thread runtime
     (one worker); the faster of the two is the run's ceiling;
   * the service, embedded default (in-process origin);
-  * the service with the Redis origin (local redis-server, keys under a fresh prefix).
+  * the service with the Redis origin (local redis-server, keys under a fresh prefix), unless
+    --no-redis;
+  * each --variant: the embedded service with extra flags (`--variant
+    "window 1M=--http2-stream-window 1048576"`), to measure one setting at a time;
+  * with --limitador BINARY: Limitador (Kuadrant's RLS; this project neither ships nor builds
+    it) with its memory storage, and with --limitador-redis its Redis storage too, on a limits
+    file equivalent to ours (1e9 per hour per `remote_address`; its 2.x syntax,
+    `descriptors[0].remote_address`: give --limitador-limits for another version's).
 Two loads per server: h2load, hot key, 4 connections x 16 streams, throughput; and
 `gcounter-loadtest`, open loop at --rate over 1,000 keys, latency percentiles.
 Prints one JSON line per measurement, then a Markdown table of medians over the runs.
+
+--open-loop measures latency, not a ceiling, with both cores serving: the no-op server (a
+multi-thread runtime with --workers workers) and the service with `--workers`, neither
+pinned, each under `gcounter-loadtest` at each of --rates (open loop, 1,000 keys; the load
+generator shares the cores, as it must on a 2-core machine). Prints p50/p99/p99.9 per rate
+and the service's p99 as a ratio to the no-op's at the same rate.
 Needs: h2load (Debian nghttp2-client), taskset, redis-server on 127.0.0.1:6379.
 """
 
@@ -41,6 +57,14 @@ descriptors:
   - key: remote_address
     rate_limit: { unit: hour, requests_per_unit: 1000000000 }
 """
+# The same limit for Limitador 2.x (namespace = the request's domain).
+LIMITADOR_LIMITS = """\
+- namespace: bench
+  max_value: 1000000000
+  seconds: 3600
+  conditions: []
+  variables: ["descriptors[0].remote_address"]
+"""
 
 
 def free_port():
@@ -65,11 +89,12 @@ def wait_port(port, proc, timeout=10.0):
 class Server:
     """A server pinned to the server core, stopped on exit from the `with` block."""
 
-    def __init__(self, name, argv, grpc_port, http_port=None):
+    def __init__(self, name, argv, grpc_port, http_port=None, cores=SERVER_CORE):
         self.name, self.argv, self.grpc_port, self.http_port = name, argv, grpc_port, http_port
+        self.cores = cores
 
     def __enter__(self):
-        self.proc = subprocess.Popen(["taskset", "-c", SERVER_CORE] + self.argv,
+        self.proc = subprocess.Popen(["taskset", "-c", self.cores] + self.argv,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.grpc_port, self.proc)
         return self
@@ -83,7 +108,7 @@ class Server:
 
     def origin_operations(self):
         """Regional origin round trips so far (the service's own counter)."""
-        if self.http_port is None:
+        if self.http_port is None or not self.name.startswith("service"):
             return 0
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics").read().decode()
         return sum(float(m.group(1)) for m in
@@ -103,12 +128,12 @@ def h2load(port, body, requests):
     return rps
 
 
-def loadtest(port, args, seconds=None):
+def loadtest(port, args, seconds=None, rate=None, cores=LOAD_CORE):
     out = subprocess.run(
-        ["taskset", "-c", LOAD_CORE, LOADTEST, "--target", f"127.0.0.1:{port}",
+        ["taskset", "-c", cores, LOADTEST, "--target", f"127.0.0.1:{port}",
          "--domain", "bench", "--descriptor", "remote_address=10.0.{key}",
          "--key-space", "1000", "--connections", "4", "--concurrency", "64",
-         "--rate", str(args.rate), "--duration", f"{seconds or args.seconds}s",
+         "--rate", str(rate or args.rate), "--duration", f"{seconds or args.seconds}s",
          "--warmup", "0s" if seconds else "1s"],
         capture_output=True, text=True)
     if out.returncode != 0:
@@ -146,42 +171,123 @@ def main():
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379")
+    parser.add_argument("--no-redis", action="store_true",
+                        help="leave out the service with the Redis origin")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                        help="also the embedded service with these extra flags")
+    parser.add_argument("--no-build", action="store_true",
+                        help="use the release binaries as they are")
+    parser.add_argument("--limitador", metavar="BINARY",
+                        help="also Limitador's limitador-server (memory storage)")
+    parser.add_argument("--limitador-redis", action="store_true",
+                        help="with --limitador: its Redis storage too (on --redis-url)")
+    parser.add_argument("--limitador-limits", metavar="FILE",
+                        help="with --limitador: its limits file (default: 2.x syntax)")
+    parser.add_argument("--open-loop", action="store_true",
+                        help="latency at fixed rates with --workers workers (see above)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rates", default="5000,10000,20000")
     args = parser.parse_args()
     for tool in ("h2load", "taskset"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is missing (h2load: apt-get install nghttp2-client)")
-    subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT, check=True)
+    if args.limitador and not os.access(args.limitador, os.X_OK):
+        sys.exit(f"--limitador {args.limitador}: not an executable")
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT,
+                       check=True)
 
     work = tempfile.mkdtemp(prefix="rls-bench-")
     limits = os.path.join(work, "limits.yaml")
     body = os.path.join(work, "body.bin")
     with open(limits, "w") as f:
         f.write(LIMITS)
+    limitador_limits = args.limitador_limits or os.path.join(work, "limitador.yaml")
+    if not args.limitador_limits:
+        with open(limitador_limits, "w") as f:
+            f.write(LIMITADOR_LIMITS)
     subprocess.run([LOADTEST, "--domain", "bench", "--descriptor", "remote_address=10.0.0.1",
                     "--write-grpc-body", body], check=True)
 
-    def noop(flavor):
+    def noop(flavor, workers=1, cores=SERVER_CORE):
         port = free_port()
         return Server(f"noop {flavor}", [NOOP, "--grpc-addr", f"127.0.0.1:{port}",
-                                         "--runtime", flavor, "--workers", "1"], port)
+                                         "--runtime", flavor, "--workers", str(workers)],
+                      port, cores=cores)
 
-    def service(name, *extra):
+    def service(name, *extra, cores=SERVER_CORE):
         grpc, http = free_port(), free_port()
         return Server(name, [SERVICE, "serve", "--config", limits, "--log-level", "warn",
                              "--grpc-addr", f"127.0.0.1:{grpc}", "--http-addr",
-                             f"127.0.0.1:{http}", *extra], grpc, http)
+                             f"127.0.0.1:{http}", *extra], grpc, http, cores=cores)
+
+    def limitador(name, *storage):
+        grpc, http = free_port(), free_port()
+        return Server(name, [args.limitador, limitador_limits, "--rls-ip", "127.0.0.1",
+                             "--rls-port", str(grpc), "--http-ip", "127.0.0.1",
+                             "--http-port", str(http), *storage], grpc, http)
+
+    if args.open_loop:
+        open_loop(args, noop, service)
+        return
 
     rows = []
     for run in range(1, args.runs + 1):
         prefix = f"bench{os.getpid()}r{run}:"
-        for server in (noop("current-thread"), noop("multi-thread"),
-                       service("service, embedded"),
-                       service("service, Redis origin", "--redis-url", args.redis_url,
-                               "--redis-prefix", prefix)):
+        servers = [noop("current-thread"), noop("multi-thread"), service("service, embedded")]
+        if not args.no_redis:
+            servers.append(service("service, Redis origin", "--redis-url", args.redis_url,
+                                   "--redis-prefix", prefix))
+        for variant in args.variant:
+            name, _, flags = variant.partition("=")
+            servers.append(service(f"service, {name}", *flags.split()))
+        if args.limitador:
+            servers.append(limitador("limitador, memory", "memory"))
+            if args.limitador_redis:
+                servers.append(limitador("limitador, redis", "redis", args.redis_url))
+        for server in servers:
             with server:
                 time.sleep(0.3)
                 rows.append(measure(server, args, body, run))
     summarize(rows)
+
+
+def open_loop(args, noop, service):
+    """Latency at fixed rates, both cores serving (see the module's doc)."""
+    rates = [int(rate) for rate in args.rates.split(",")]
+    both = f"{SERVER_CORE},{LOAD_CORE}"
+    rows = []
+    for run in range(1, args.runs + 1):
+        for server in (noop("multi-thread", args.workers, cores=both),
+                       service(f"service, --workers {args.workers}", "--workers",
+                               str(args.workers), cores=both)):
+            with server:
+                time.sleep(0.3)
+                loadtest(server.grpc_port, args, seconds=1, rate=rates[0], cores=both)
+                for rate in rates:
+                    latency = loadtest(server.grpc_port, args, rate=rate, cores=both)
+                    row = {"run": run, "server": server.name, "rate": rate,
+                           "answered": latency["ok"] + latency["over_limit"],
+                           "p50_us": latency["p50_us"], "p99_us": latency["p99_us"],
+                           "p99_9_us": latency["p99_9_us"], "errors": latency["errors"]}
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    by = {(r["run"], r["server"], r["rate"]): r for r in rows}
+    servers = list(dict.fromkeys(r["server"] for r in rows))
+    runs = sorted({r["run"] for r in rows})
+    print()
+    print("| server | rate /s | p50 µs | p99 µs | p99.9 µs | p99 ratio to the no-op's | errors |")
+    print("|---|---|---|---|---|---|---|")
+    for rate in rates:
+        for server in servers:
+            mine = [by[(run, server, rate)] for run in runs]
+            ratio = statistics.median(
+                by[(run, server, rate)]["p99_us"] / max(by[(run, servers[0], rate)]["p99_us"], 1)
+                for run in runs)
+            print(f"| {server} | {rate:,} | {statistics.median(r['p50_us'] for r in mine):,.0f} | "
+                  f"{statistics.median(r['p99_us'] for r in mine):,.0f} | "
+                  f"{statistics.median(r['p99_9_us'] for r in mine):,.0f} | {ratio:.2f} | "
+                  f"{sum(r['errors'] for r in mine)} |")
 
 
 def summarize(rows):

@@ -12,6 +12,7 @@ use super::limits::{DomainLimits, Level, Node, ValueMatch};
 use super::raw::{RawDescriptor, RawFile, RawRateLimit};
 use super::rule::{Rule, RuleLimit, push_namespace_segment, window_ms};
 use super::unit::Unit;
+use crate::telemetry::RuleSeries;
 
 const UNITS: &str = "second, minute, hour, day, week, month or year";
 
@@ -496,6 +497,7 @@ impl Compiler<'_> {
             value_to_metric: at.value_to_metric,
             penalty_ms: limits.penalty_ms,
             path: at.path.into(),
+            series: RuleSeries::default(),
         });
         self.rules.push(Arc::clone(&rule));
         rule

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::unit::Unit;
+use crate::telemetry::RuleSeries;
 
 /// The limit of a rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,9 @@ pub struct Rule {
     /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
     /// not injective, for logs and metrics only.
     pub path: Arc<str>,
+    /// The rule's metric series under `path`, resolved on its first decision (no label
+    /// lookup per decision).
+    pub series: RuleSeries,
 }
 
 impl Rule {
@@ -188,6 +192,7 @@ mod tests {
             value_to_metric: false,
             penalty_ms: 0,
             path: "d.k".into(),
+            series: RuleSeries::default(),
         }
     }
 

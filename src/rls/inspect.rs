@@ -48,7 +48,7 @@ impl RateLimiter {
                 Ok(InspectedCounter {
                     counter: CounterKey {
                         workspace: Arc::clone(domain.name()),
-                        namespace: limited.namespace,
+                        namespace: limited.namespace.into_owned(),
                         identifier: limited.identifier,
                         duration_ms: limited.duration_ms,
                     },

@@ -36,10 +36,11 @@ pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 
 use crate::config::LimitsConfig;
-use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome};
+use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome, Usage};
 use gcounter_engine::engine::Engine;
 use overall::{Role, Tally};
-use plan::Plan;
+use plan::{INLINE_PLANS, Plan};
+use smallvec::SmallVec;
 
 /// How the service answers, beyond what the limits config says.
 #[derive(Debug, Clone, Default)]
@@ -136,10 +137,11 @@ impl RateLimiter {
         };
         let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
 
+        // The response's own list (prost's message holds a `Vec`).
         let mut statuses = Vec::with_capacity(plans.len());
-        let mut roles = Vec::with_capacity(plans.len());
+        let mut roles: SmallVec<[Role; INLINE_PLANS]> = SmallVec::new();
         // Per plan: whether it consumed (accepted with a cost), for `all_or_nothing`.
-        let mut consumed = Vec::with_capacity(plans.len());
+        let mut consumed: SmallVec<[bool; INLINE_PLANS]> = SmallVec::new();
         let mut tally = Tally::default();
         let global_quota = self.settings.quota_mode;
         for plan in &plans {
@@ -157,7 +159,7 @@ impl RateLimiter {
                 }
                 Plan::Unlimited(rule) => {
                     self.metrics
-                        .decision(domain.name(), &rule.path, DecisionOutcome::Unlimited);
+                        .rule_unlimited(&rule.series, domain.name(), &rule.path);
                     (response::unlimited(), Role::Unlimited)
                 }
                 Plan::Limited(limited) => {
@@ -176,26 +178,43 @@ impl RateLimiter {
                         (false, false, true) => (Code::OverLimit, DecisionOutcome::ShadowOverLimit),
                         (false, false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
                     };
-                    let rule_label = limited.rule_path.as_ref().unwrap_or(&self.override_label);
-                    let counted = match &limited.rule {
-                        // Labels with request values: capped per rule.
-                        Some(rule) if rule.detailed_metric || rule.value_to_metric => self
-                            .metrics
-                            .detailed_decision(domain.name(), &rule.path, rule_label, outcome),
-                        _ => {
-                            self.metrics.decision(domain.name(), rule_label, outcome);
-                            rule_label
-                        }
-                    };
+                    let rule_label = limited.rule_path.as_deref().unwrap_or(&self.override_label);
                     let limit = u64::from(window.requests_per_unit);
-                    self.metrics.upstream_decision(
-                        domain.name(),
-                        counted,
-                        outcome,
-                        limited.cost,
+                    let usage = Usage {
+                        hits: limited.cost,
                         limit,
-                        limit.saturating_sub(verdict.remaining),
-                    );
+                        used_after: limit.saturating_sub(verdict.remaining),
+                    };
+                    match limited.rule {
+                        // Labels with request values: capped per rule.
+                        Some(rule) if rule.detailed_metric || rule.value_to_metric => {
+                            let counted = self.metrics.detailed_decision(
+                                domain.name(),
+                                &rule.path,
+                                rule_label,
+                                outcome,
+                            );
+                            self.metrics
+                                .upstream_decision(domain.name(), counted, outcome, usage);
+                        }
+                        // The rule's path: its series resolved once.
+                        Some(rule) => self.metrics.rule_decision(
+                            &rule.series,
+                            domain.name(),
+                            &rule.path,
+                            outcome,
+                            usage,
+                        ),
+                        None => {
+                            self.metrics.decision(domain.name(), rule_label, outcome);
+                            self.metrics.upstream_decision(
+                                domain.name(),
+                                rule_label,
+                                outcome,
+                                usage,
+                            );
+                        }
+                    }
                     if outcome == DecisionOutcome::ShadowOverLimit {
                         tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
                     }
@@ -269,7 +288,7 @@ impl RateLimiter {
                 .zip(&statuses)
                 .filter(|(_, status)| status.code != Code::OverLimit as i32)
                 .filter_map(|(plan, _)| match plan {
-                    Plan::Limited(limited) => limited.rule.as_ref()?.metadata.as_deref(),
+                    Plan::Limited(limited) => limited.rule?.metadata.as_deref(),
                     Plan::NoLimit | Plan::Unlimited(_) => None,
                 });
             metadata::dynamic_metadata(request, passed)
@@ -300,11 +319,11 @@ impl RateLimiter {
     async fn decide(
         &self,
         workspace: &Arc<str>,
-        limited: &plan::Limited,
+        limited: &plan::Limited<'_>,
     ) -> (gcounter_engine::engine::Verdict, plan::LimitWindow) {
         let hit = |window: plan::LimitWindow| limited.hit(workspace, window);
         // `penalty` (our extension) lives on the rule; an override has none.
-        let penalty_ms = limited.rule.as_ref().map_or(0, |rule| rule.penalty_ms);
+        let penalty_ms = limited.rule.map_or(0, |rule| rule.penalty_ms);
         let first = limited.window();
         if !limited.has_more_limits() {
             let verdict = if limited.refund {
@@ -350,7 +369,7 @@ impl RateLimiter {
 
 impl RateLimiter {
     /// Refunds what one accepted descriptor consumed, in every one of its limits.
-    async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited) {
+    async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited<'_>) {
         for window in limited.windows() {
             self.engine.refund(limited.hit(workspace, window)).await;
         }

@@ -1,11 +1,13 @@
 //! From a request descriptor to what the engine must decide: the matched rule (or the
 //! request's own override), the counter identity and the cost.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::sync::Arc;
 
 use compact_str::{CompactString, ToCompactString};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use smallvec::SmallVec;
 
 use gcounter_engine::cell_key::CounterKeyRef;
 use gcounter_engine::engine::Hit;
@@ -20,26 +22,36 @@ pub enum Plan<'c> {
     NoLimit,
     /// `unlimited: true`: OK, nothing counted.
     Unlimited(&'c Arc<Rule>),
-    Limited(Limited),
+    Limited(Limited<'c>),
 }
 
-/// A descriptor that will be counted.
+/// The plans of one request: inline up to [`INLINE_PLANS`] descriptors (Envoy's requests
+/// rarely carry more), so a warm request allocates no list of them.
+pub type Plans<'c> = SmallVec<[Plan<'c>; INLINE_PLANS]>;
+
+/// Descriptors a request may have before its per-descriptor lists go to the heap.
+pub const INLINE_PLANS: usize = 4;
+
+/// A descriptor that will be counted. What comes from the config is borrowed from it (the
+/// request holds the config's snapshot): no reference count of a shared rule is written per
+/// request.
 #[derive(Debug)]
-pub struct Limited {
-    pub namespace: Arc<str>,
+pub struct Limited<'c> {
+    /// The rule's namespace, or a request override's own (built per request).
+    pub namespace: Cow<'c, Arc<str>>,
     /// Inline up to 24 bytes: most identifiers (an address, an API key) cost no allocation.
     pub identifier: CompactString,
     pub duration_ms: u64,
     pub requests_per_unit: u32,
     pub unit: crate::config::Unit,
-    pub name: Option<Arc<str>>,
     pub shadow_mode: bool,
     /// The rule's `quota_mode`; never for a request override (as upstream).
     pub quota_mode: bool,
-    /// The rule's path for metrics and logs; `None` for a request override.
-    pub rule_path: Option<Arc<str>>,
+    /// The rule's label for metrics and logs (its path, or for `detailed_metric` and
+    /// `value_to_metric` rules a name with request values); `None` for a request override.
+    pub rule_path: Option<Cow<'c, Arc<str>>>,
     /// The matched rule; `None` for a request override.
-    pub rule: Option<Arc<Rule>>,
+    pub rule: Option<&'c Arc<Rule>>,
     pub cost: u64,
     /// Envoy's `is_negative_hits`: give `cost` back (a refund) instead of consuming it.
     pub refund: bool,
@@ -53,7 +65,7 @@ pub struct LimitWindow {
     pub unit: crate::config::Unit,
 }
 
-impl Limited {
+impl Limited<'_> {
     /// The engine's hit of this descriptor on one of its limits, in `workspace` (the domain).
     pub fn hit<'a>(&'a self, workspace: &'a Arc<str>, window: LimitWindow) -> Hit<'a> {
         Hit {
@@ -68,6 +80,11 @@ impl Limited {
         }
     }
 
+    /// The rule's `name` (`current_limit.name`); none for a request override.
+    pub fn name(&self) -> Option<&Arc<str>> {
+        self.rule.and_then(|rule| rule.name.as_ref())
+    }
+
     /// The descriptor's first (or only) limit.
     pub fn window(&self) -> LimitWindow {
         LimitWindow {
@@ -79,9 +96,7 @@ impl Limited {
 
     /// Whether the rule has several limits (`rate_limits`).
     pub fn has_more_limits(&self) -> bool {
-        self.rule
-            .as_ref()
-            .is_some_and(|rule| !rule.more_limits.is_empty())
+        self.rule.is_some_and(|rule| !rule.more_limits.is_empty())
     }
 
     /// Every limit of the descriptor, the first one first, then the rule's other limits in
@@ -114,40 +129,39 @@ pub fn plan<'c>(
     domain: &'c DomainLimits,
     descriptors: &[RateLimitDescriptor],
     request_hits_addend: u32,
-) -> Vec<Plan<'c>> {
-    let mut plans: Vec<Plan<'c>> = descriptors
+) -> Plans<'c> {
+    let mut plans: Plans<'c> = descriptors
         .iter()
         .map(|d| plan_one(domain, d, request_hits_addend))
         .collect();
 
-    let replaced: Vec<Arc<str>> = plans
+    let replaces = |rule: &'c Arc<Rule>| rule.replaces.iter();
+    let mut replaced = plans
         .iter()
         .filter_map(rule_of)
-        .flat_map(|rule| rule.replaces.iter().cloned())
-        .collect();
-    if !replaced.is_empty() {
-        for plan in &mut plans {
-            let is_replaced = match plan {
-                Plan::Limited(limited) => limited
-                    .rule
-                    .as_ref()
-                    .and_then(|rule| rule.name.as_ref())
-                    .is_some_and(|name| replaced.contains(name)),
-                Plan::NoLimit | Plan::Unlimited(_) => false,
-            };
-            if is_replaced {
-                *plan = Plan::NoLimit;
-            }
+        .flat_map(replaces)
+        .peekable();
+    if replaced.peek().is_none() {
+        return plans;
+    }
+    let replaced: Vec<&'c Arc<str>> = replaced.collect();
+    for plan in &mut plans {
+        let is_replaced = match plan {
+            Plan::Limited(limited) => limited.name().is_some_and(|name| replaced.contains(&name)),
+            Plan::NoLimit | Plan::Unlimited(_) => false,
+        };
+        if is_replaced {
+            *plan = Plan::NoLimit;
         }
     }
     plans
 }
 
-fn rule_of<'p>(plan: &'p Plan<'_>) -> Option<&'p Arc<Rule>> {
+fn rule_of<'c>(plan: &Plan<'c>) -> Option<&'c Arc<Rule>> {
     match plan {
         Plan::NoLimit => None,
-        Plan::Unlimited(rule) => Some(rule),
-        Plan::Limited(limited) => limited.rule.as_ref(),
+        Plan::Unlimited(rule) => Some(*rule),
+        Plan::Limited(limited) => limited.rule,
     }
 }
 
@@ -176,7 +190,6 @@ fn plan_one<'c>(
             duration_ms: unit.seconds().saturating_mul(1_000),
             requests_per_unit: limit.requests_per_unit,
             unit,
-            name: None,
             // As envoyproxy/ratelimit: an override is never in shadow or quota mode.
             shadow_mode: false,
             quota_mode: false,
@@ -200,16 +213,15 @@ fn plan_one<'c>(
             },
             Some(duration_ms),
         ) => Plan::Limited(Limited {
-            namespace: Arc::clone(&rule.namespace),
+            namespace: Cow::Borrowed(&rule.namespace),
             identifier: identifier(descriptor, found.shared),
             duration_ms,
             requests_per_unit: *requests_per_unit,
             unit: *unit,
-            name: rule.name.clone(),
             shadow_mode: rule.shadow_mode,
             quota_mode: rule.quota_mode,
             rule_path: Some(metric_label(domain, rule, descriptor, found.shared)),
-            rule: Some(Arc::clone(rule)),
+            rule: Some(rule),
             cost,
             refund: descriptor.is_negative_hits,
         }),
@@ -222,36 +234,41 @@ fn plan_one<'c>(
 /// route metadata keeps its count. The window is the override's unit, part of the counter's
 /// identity, so an override of another unit never reads a count of a different window. No
 /// rule matched: a namespace under `!override/`, which no config namespace can start with.
-fn override_namespace(rule: Option<&Arc<Rule>>, descriptor: &RateLimitDescriptor) -> Arc<str> {
+fn override_namespace<'c>(
+    rule: Option<&'c Arc<Rule>>,
+    descriptor: &RateLimitDescriptor,
+) -> Cow<'c, Arc<str>> {
     if let Some(rule) = rule {
-        return Arc::clone(&rule.namespace);
+        return Cow::Borrowed(&rule.namespace);
     }
     let mut namespace = String::from(OVERRIDE_NAMESPACE);
     for entry in &descriptor.entries {
         let _ = write!(namespace, "{}:{}/", entry.key.len(), entry.key);
     }
-    namespace.into()
+    Cow::Owned(namespace.into())
 }
 
 /// The metric label of a matched rule: its path, or, for `detailed_metric` and
 /// `value_to_metric` rules, the name upstream gives the descriptor's stats (request values
 /// in it; the caller caps their series per rule).
-fn metric_label(
+fn metric_label<'c>(
     domain: &DomainLimits,
-    rule: &Rule,
+    rule: &'c Rule,
     descriptor: &RateLimitDescriptor,
     shared: u64,
-) -> Arc<str> {
+) -> Cow<'c, Arc<str>> {
     if !rule.detailed_metric && !rule.value_to_metric {
-        return Arc::clone(&rule.path);
+        return Cow::Borrowed(&rule.path);
     }
     let entries = descriptor
         .entries
         .iter()
         .map(|e| (e.key.as_str(), e.value.as_str()));
-    domain
-        .metric_key(entries, rule.detailed_metric, shared)
-        .into()
+    Cow::Owned(
+        domain
+            .metric_key(entries, rule.detailed_metric, shared)
+            .into(),
+    )
 }
 
 /// The per-descriptor `hits_addend` wins (0 checks without consuming); otherwise the
@@ -270,7 +287,20 @@ fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
 /// starts with: every value of that wildcard shares the counter, and the namespace names
 /// the wildcard.
 fn identifier(descriptor: &RateLimitDescriptor, shared: u64) -> CompactString {
-    let capacity = descriptor.entries.iter().map(|e| e.value.len() + 8).sum();
+    // The exact length (the prefix's digits, `:`, the value), so an identifier that fits
+    // inline (24 bytes) is not put on the heap by an estimate.
+    let capacity = descriptor
+        .entries
+        .iter()
+        .map(|e| {
+            let digits = e
+                .value
+                .len()
+                .checked_ilog10()
+                .map_or(1, |log| log as usize + 1);
+            e.value.len() + digits + 1
+        })
+        .sum();
     let mut identifier = CompactString::with_capacity(capacity);
     for (i, entry) in descriptor.entries.iter().enumerate() {
         if i < 64 && shared & (1 << i) != 0 {

@@ -48,7 +48,7 @@ pub fn unlimited() -> DescriptorStatus {
 /// The status of a limited descriptor; `window` is the limit the verdict is about (with
 /// several limits, the most constrained one, or the one that denied).
 pub fn limited(
-    limited: &Limited,
+    limited: &Limited<'_>,
     window: LimitWindow,
     verdict: &Verdict,
     code: Code,
@@ -56,7 +56,9 @@ pub fn limited(
     DescriptorStatus {
         code: code as i32,
         current_limit: Some(RateLimit {
-            name: limited.name.as_deref().unwrap_or_default().to_owned(),
+            name: limited
+                .name()
+                .map_or_else(String::new, |name| name.to_string()),
             requests_per_unit: window.requests_per_unit,
             unit: units::to_proto(window.unit) as i32,
         }),

@@ -14,8 +14,9 @@ use prometheus_client::registry::Registry;
 use gcounter_engine::recorder::{DecisionSource, FlushRecord, OriginOp, Recorder};
 
 use super::connections::ConnectionMetricFamilies;
+use super::rule_series::{RuleSeries, next_registry_id};
 use super::sharded::ShardedCounter;
-use super::upstream_stats::UpstreamStats;
+use super::upstream_stats::{UpstreamStats, Usage};
 
 /// A label value shared with the compiled config: recording a decision clones an `Arc`
 /// instead of allocating a `String`.
@@ -135,6 +136,8 @@ struct DetailedSeries {
 }
 
 pub struct Metrics {
+    /// Which registry a rule's resolved series belong to (`RuleSeries`).
+    id: u64,
     registry: Registry,
     /// envoyproxy/ratelimit's names, without our `rls` prefix (`upstream_stats`).
     upstream_registry: Registry,
@@ -396,6 +399,7 @@ impl Metrics {
         let mut upstream_registry = Registry::default();
         upstream_registry.register_collector(Box::new(Arc::clone(&upstream)));
         Self {
+            id: next_registry_id(),
             connections,
             registry,
             upstream_registry,
@@ -453,6 +457,59 @@ impl Metrics {
         self.decisions.get_or_create(&labels).inc();
     }
 
+    /// [`Self::decision`] and [`Self::upstream_decision`] of a rule whose label is its path
+    /// (not `detailed_metric`, no `value_to_metric`), through the handles `series` keeps: no
+    /// label is hashed once the rule's series are resolved.
+    pub fn rule_decision(
+        &self,
+        series: &RuleSeries,
+        domain: &Arc<str>,
+        path: &Arc<str>,
+        outcome: DecisionOutcome,
+        usage: Usage,
+    ) {
+        let Some(resolved) = series.resolved(self.id) else {
+            self.decision(domain, path, outcome);
+            self.upstream_decision(domain, path, outcome, usage);
+            return;
+        };
+        self.count_resolved(resolved, domain, path, outcome);
+        let stats = resolved
+            .upstream
+            .get_or_init(|| self.upstream.stats_of(domain, path));
+        self.upstream.count(stats, outcome, usage);
+    }
+
+    /// An unlimited rule's decision (`rls_descriptor_decisions_total` only), through `series`.
+    pub fn rule_unlimited(&self, series: &RuleSeries, domain: &Arc<str>, path: &Arc<str>) {
+        let outcome = DecisionOutcome::Unlimited;
+        match series.resolved(self.id) {
+            Some(resolved) => self.count_resolved(resolved, domain, path, outcome),
+            None => self.decision(domain, path, outcome),
+        }
+    }
+
+    fn count_resolved(
+        &self,
+        resolved: &super::rule_series::Resolved,
+        domain: &Arc<str>,
+        path: &Arc<str>,
+        outcome: DecisionOutcome,
+    ) {
+        // Indexed by the enum's order; every outcome has its slot.
+        if let Some(slot) = resolved.decisions.get(outcome as usize) {
+            slot.get_or_init(|| {
+                let labels = DecisionLabels {
+                    domain: SharedLabel(Arc::clone(domain)),
+                    rule: SharedLabel(Arc::clone(path)),
+                    outcome,
+                };
+                self.decisions.get_or_create(&labels).clone()
+            })
+            .inc();
+        }
+    }
+
     /// A decision of a `detailed_metric` rule: counted in the series of `label` (the rule's
     /// path and the request's value) while the rule has fewer series than its cap, else in
     /// the rule's own series.
@@ -490,12 +547,9 @@ impl Metrics {
         domain: &Arc<str>,
         label: &Arc<str>,
         outcome: DecisionOutcome,
-        hits: u64,
-        limit: u64,
-        used_after: u64,
+        usage: Usage,
     ) {
-        self.upstream
-            .record(domain, label, outcome, hits, limit, used_after);
+        self.upstream.record(domain, label, outcome, usage);
     }
 
     /// Upstream's `NEAR_LIMIT_RATIO` (`--near-limit-ratio`), in `[0, 1]`.

@@ -3,10 +3,13 @@
 mod connections;
 mod logging;
 mod metrics;
+mod rule_series;
 mod sharded;
 mod upstream_stats;
 
 pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};
 pub use logging::{LogFormat, init_logging};
 pub use metrics::{DecisionOutcome, Metrics, MetricsSettings, RequestOutcome, SharedLabel};
+pub use rule_series::RuleSeries;
 pub use sharded::ShardedCounter;
+pub use upstream_stats::Usage;

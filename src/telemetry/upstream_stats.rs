@@ -25,7 +25,7 @@ use super::sharded::ShardedCounter;
 
 /// The counts of one rule label.
 #[derive(Debug, Default)]
-struct RuleStats {
+pub struct RuleStats {
     total_hits: ShardedCounter,
     over_limit: ShardedCounter,
     near_limit: ShardedCounter,
@@ -35,11 +35,23 @@ struct RuleStats {
 
 type Key = (SharedLabel, SharedLabel);
 
+/// What one limited decision did to its window, as upstream's stats count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// The decision's hits (its cost).
+    pub hits: u64,
+    /// The limit of the window decided on.
+    pub limit: u64,
+    /// The window's count after an accepted decision (`limit - remaining`).
+    pub used_after: u64,
+}
+
 /// Upstream's per-rule counters. Which labels exist is decided by the caller (the per-rule
 /// series cap of `Metrics::detailed_decision`), so this map is bounded by it.
 #[derive(Debug, Default)]
 pub struct UpstreamStats {
-    rules: RwLock<HashMap<Key, RuleStats>>,
+    /// `Arc`s so a rule's resolved series (`RuleSeries`) keeps its own handle.
+    rules: RwLock<HashMap<Key, Arc<RuleStats>>>,
     /// `NEAR_LIMIT_RATIO` in millionths (an atomic so tests and `serve` set it after building).
     near_limit_ratio_ppm: AtomicU64,
 }
@@ -69,17 +81,14 @@ impl UpstreamStats {
         u64::try_from(scaled).unwrap_or(u64::MAX)
     }
 
-    /// One limited decision of `hits` under `label`. `used_after` is the window's count after an
-    /// accepted decision (`limit - remaining`); the hits above the near-limit threshold count as
+    /// One limited decision of `usage.hits` under `label`; the hits above the near-limit threshold count as
     /// `near_limit`, as upstream counts them.
     pub fn record(
         &self,
         domain: &Arc<str>,
         label: &Arc<str>,
         outcome: DecisionOutcome,
-        hits: u64,
-        limit: u64,
-        used_after: u64,
+        usage: Usage,
     ) {
         let key = (
             SharedLabel(Arc::clone(domain)),
@@ -93,22 +102,32 @@ impl UpstreamStats {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&key)
         {
-            self.count(stats, outcome, hits, limit, used_after);
+            self.count(stats, outcome, usage);
             return;
         }
         let mut rules = self.rules.write().unwrap_or_else(PoisonError::into_inner);
         let stats = rules.entry(key).or_default();
-        self.count(stats, outcome, hits, limit, used_after);
+        self.count(stats, outcome, usage);
     }
 
-    fn count(
-        &self,
-        stats: &RuleStats,
-        outcome: DecisionOutcome,
-        hits: u64,
-        limit: u64,
-        used_after: u64,
-    ) {
+    /// The stats of `label`, created if new: what a rule's resolved series keeps, so its later
+    /// decisions go to [`Self::count`] without the map.
+    pub fn stats_of(&self, domain: &Arc<str>, label: &Arc<str>) -> Arc<RuleStats> {
+        let mut rules = self.rules.write().unwrap_or_else(PoisonError::into_inner);
+        let key = (
+            SharedLabel(Arc::clone(domain)),
+            SharedLabel(Arc::clone(label)),
+        );
+        Arc::clone(rules.entry(key).or_default())
+    }
+
+    /// One limited decision in `stats` (see [`Self::record`]).
+    pub fn count(&self, stats: &RuleStats, outcome: DecisionOutcome, usage: Usage) {
+        let Usage {
+            hits,
+            limit,
+            used_after,
+        } = usage;
         stats.total_hits.add(hits);
         match outcome {
             DecisionOutcome::WithinLimit => {
@@ -220,25 +239,53 @@ mod tests {
             .map_or(0, |s| pick(s).get())
     }
 
+    fn usage(hits: u64, limit: u64, used_after: u64) -> Usage {
+        Usage {
+            hits,
+            limit,
+            used_after,
+        }
+    }
+
     /// Upstream's arithmetic: threshold floor(10 × 0.8) = 8; a hit of 3 taking the count from
     /// 7 to 10 has 2 hits above it.
     #[test]
     fn near_limit_counts_only_the_hits_above_the_threshold() {
         let stats = UpstreamStats::new();
         let (domain, label): (Arc<str>, Arc<str>) = (Arc::from("d"), Arc::from("d.k"));
-        stats.record(&domain, &label, DecisionOutcome::WithinLimit, 7, 10, 7);
+        stats.record(
+            &domain,
+            &label,
+            DecisionOutcome::WithinLimit,
+            usage(7, 10, 7),
+        );
         assert_eq!(count(&stats, &label, |s| &s.near_limit), 0);
-        stats.record(&domain, &label, DecisionOutcome::WithinLimit, 3, 10, 10);
+        stats.record(
+            &domain,
+            &label,
+            DecisionOutcome::WithinLimit,
+            usage(3, 10, 10),
+        );
         assert_eq!(count(&stats, &label, |s| &s.near_limit), 2);
         assert_eq!(count(&stats, &label, |s| &s.within_limit), 10);
-        stats.record(&domain, &label, DecisionOutcome::ShadowOverLimit, 4, 10, 10);
+        stats.record(
+            &domain,
+            &label,
+            DecisionOutcome::ShadowOverLimit,
+            usage(4, 10, 10),
+        );
         assert_eq!(count(&stats, &label, |s| &s.over_limit), 4);
         assert_eq!(count(&stats, &label, |s| &s.shadow_mode), 4);
         assert_eq!(count(&stats, &label, |s| &s.total_hits), 14);
 
         stats.set_near_limit_ratio(0.5);
         let other: Arc<str> = Arc::from("d.other");
-        stats.record(&domain, &other, DecisionOutcome::WithinLimit, 1, 10, 6);
+        stats.record(
+            &domain,
+            &other,
+            DecisionOutcome::WithinLimit,
+            usage(1, 10, 6),
+        );
         assert_eq!(count(&stats, &other, |s| &s.near_limit), 1);
     }
 
@@ -251,9 +298,7 @@ mod tests {
                 &domain,
                 &Arc::from(label),
                 DecisionOutcome::OverLimit,
-                1,
-                5,
-                5,
+                usage(1, 5, 5),
             );
         }
         let mut registry = prometheus_client::registry::Registry::default();
