@@ -134,7 +134,7 @@ fn flood() {
 fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
     engine: &Arc<Engine>,
     work: impl FnOnce(Arc<Engine>) -> F,
-) -> (T, Duration, Vec<Duration>) {
+) -> (T, Walk) {
     use std::sync::atomic::{AtomicBool, Ordering};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -172,8 +172,14 @@ fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
             last = now;
         }
         let (output, took) = task.await.expect("the background task");
-        (output, took, turns)
+        (output, Walk { took, turns })
     })
+}
+
+/// How long background work took, and each turn of the decision loop beside it.
+struct Walk {
+    took: Duration,
+    turns: Vec<Duration>,
 }
 
 /// `(p99, max)` in milliseconds.
@@ -204,7 +210,16 @@ fn roomy_engine(clock: &Arc<ManualClock>) -> Arc<Engine> {
     ))
 }
 
-fn report(bench: &str, cells: usize, extra: &str, took: Duration, turns: &[Duration]) {
+/// A roomy engine in the middle of a one-minute window, `keys` counters decided once each.
+fn filled(keys: u64) -> (Arc<ManualClock>, Arc<Engine>) {
+    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
+    let engine = roomy_engine(&clock);
+    fill(&engine, 0..keys, |_| {});
+    (clock, engine)
+}
+
+fn report(bench: &str, cells: usize, extra: &str, walk: &Walk) {
+    let (took, turns) = (walk.took, &walk.turns);
     let (p99, max) = tail_ms(turns);
     println!(
         "{{\"bench\":\"{bench}\",\"live_cells\":{cells},{extra}\"took_ms\":{:.1},\"decisions\":{},\"turn_p99_ms\":{p99:.3},\"turn_max_ms\":{max:.3}}}",
@@ -218,20 +233,16 @@ fn report(bench: &str, cells: usize, extra: &str, took: Duration, turns: &[Durat
 /// (`Cache::retain` held the only thread for the whole table.)
 fn reap() {
     const KEYS: u64 = 500_000;
-    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
-    let engine = roomy_engine(&clock);
-    fill(&engine, 0..KEYS, |_| {});
+    let (clock, engine) = filled(KEYS);
     let cells = engine.live_cells();
     // two windows later, every one of them is past its sliding window
     clock.advance(2 * MINUTE_MS);
-    let (reaped, took, turns) =
-        while_deciding(&engine, |engine| async move { engine.reap().await });
+    let (reaped, walk) = while_deciding(&engine, |engine| async move { engine.reap().await });
     report(
         "warm decision while reaping",
         cells,
         &format!("\"reaped\":{reaped},"),
-        took,
-        &turns,
+        &walk,
     );
 }
 
@@ -239,19 +250,16 @@ fn reap() {
 /// (500,000 of them hold a count), while a warm key decides.
 fn flush() {
     const KEYS: u64 = 500_000;
-    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
-    let engine = roomy_engine(&clock);
-    fill(&engine, 0..KEYS, |_| {});
+    let (_, engine) = filled(KEYS);
     let cells = engine.live_cells();
-    let (rows, took, turns) = while_deciding(&engine, |engine| async move {
+    let (rows, walk) = while_deciding(&engine, |engine| async move {
         engine.publishable(0.0).await.len()
     });
     report(
         "warm decision during the flush walk",
         cells,
         &format!("\"rows\":{rows},"),
-        took,
-        &turns,
+        &walk,
     );
 }
 
@@ -260,9 +268,7 @@ fn flush() {
 /// while a warm key decides.
 fn sync() {
     const KEYS: u64 = 500_000;
-    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
-    let engine = roomy_engine(&clock);
-    fill(&engine, 0..KEYS, |_| {});
+    let (_, engine) = filled(KEYS);
     let cells = engine.live_cells();
     let sequence = engine.now_ms() / MINUTE_MS;
     let synced: Vec<(CellKey, PnCount, PnCount)> = (0..KEYS)
@@ -284,7 +290,7 @@ fn sync() {
         })
         .collect();
     let rows = synced.len();
-    let (created, took, turns) = while_deciding(&engine, move |engine| async move {
+    let (created, walk) = while_deciding(&engine, move |engine| async move {
         engine
             .merge_synced_all(&synced, |(key, foreign, own)| (key, *foreign, *own))
             .await
@@ -293,8 +299,7 @@ fn sync() {
         "warm decision during the sync merge",
         cells,
         &format!("\"rows\":{rows},\"created\":{created},"),
-        took,
-        &turns,
+        &walk,
     );
 }
 
@@ -302,13 +307,13 @@ fn sync() {
 /// while a warm key decides.
 fn replay() {
     const KEYS: u64 = 100_000;
-    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
-    let engine = roomy_engine(&clock);
+    let engine = roomy_engine(&Arc::new(ManualClock::new(
+        1_000 * MINUTE_MS + MINUTE_MS / 2,
+    )));
     decide_each(&engine, 0..KEYS, MINUTE_MS);
     let pending = engine.pending_replay_cells();
     let cells = engine.live_cells();
-    let ((), took, turns) =
-        while_deciding(&engine, |engine| async move { engine.replay_now().await });
+    let ((), walk) = while_deciding(&engine, |engine| async move { engine.replay_now().await });
     report(
         "warm decision during a replay",
         cells,
@@ -316,8 +321,7 @@ fn replay() {
             "\"pending\":{pending},\"left\":{},",
             engine.pending_replay_cells()
         ),
-        took,
-        &turns,
+        &walk,
     );
 }
 
@@ -327,9 +331,7 @@ fn replay() {
 /// Reports the slowest single decision of that pass and the longest loop turn.
 fn rollover() {
     const KEYS: u64 = 500_000;
-    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
-    let engine = roomy_engine(&clock);
-    fill(&engine, 0..KEYS, |_| {});
+    let (clock, engine) = filled(KEYS);
     clock.advance(MINUTE_MS);
     fill(&engine, 0..KEYS, |_| {});
     let cells = engine.live_cells();
@@ -337,7 +339,7 @@ fn rollover() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread runtime");
-    let (slowest, took, turns, reaped) = runtime.block_on(async {
+    let (slowest, walk, reaped) = runtime.block_on(async {
         let reaper = {
             let engine = Arc::clone(&engine);
             tokio::spawn(async move { engine.reap().await })
@@ -371,7 +373,7 @@ fn rollover() {
         }
         let took = started.elapsed();
         let reaped = reaper.await.expect("the reaper task");
-        (slowest, took, turns, reaped)
+        (slowest, Walk { took, turns }, reaped)
     });
     report(
         "decisions across a window rollover",
@@ -380,8 +382,7 @@ fn rollover() {
             "\"reaped\":{reaped},\"slowest_decision_ms\":{:.3},",
             slowest.as_secs_f64() * 1e3
         ),
-        took,
-        &turns,
+        &walk,
     );
 }
 
