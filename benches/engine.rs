@@ -89,28 +89,89 @@ fn warm_one_key(c: &mut Criterion) {
     group.finish();
 }
 
-fn warm_one_million_keys(c: &mut Criterion) {
-    const KEYS: usize = 1_000_000;
-    // Two cells per key: the current window and the previous one.
-    let engine = engine(2 * KEYS + KEYS / 10);
+/// Warm decisions in a fixed pseudo-random order over `keys` counters (two live cells each:
+/// the current window and the previous one), as real traffic would miss the caches.
+fn warm_over(c: &mut Criterion, group_name: &str, case: &str, engine: &Engine, keys: &[String]) {
     let ids = Ids::new();
-    let keys = identifiers(KEYS);
-    for key in &keys {
-        decide(&engine, ids.hit(key));
-    }
-    // A fixed pseudo-random order: cache misses as real traffic would have them.
-    let mut order: Vec<usize> = (0..KEYS).collect();
+    let mut order: Vec<usize> = (0..keys.len()).collect();
     fastrand::Rng::with_seed(7).shuffle(&mut order);
     let mut next = 0;
-    let mut group = c.benchmark_group("engine");
+    let mut group = c.benchmark_group(group_name);
     group.throughput(Throughput::Elements(1));
-    group.bench_function("warm decision, 1M keys", |b| {
+    group.bench_function(case, |b| {
         b.iter(|| {
-            next = (next + 1) % KEYS;
-            decide(&engine, ids.hit(&keys[order[next]]))
+            next = (next + 1) % keys.len();
+            decide(engine, ids.hit(&keys[order[next]]))
         })
     });
     group.finish();
+}
+
+/// Warm decision cost as the live cells grow: 1k, 10k, 100k, 1M, 2M cells (each counter has
+/// two), the table sized well above them.
+fn warm_vs_live_cells(c: &mut Criterion) {
+    for keys in [500, 5_000, 50_000, 500_000, 1_000_000] {
+        // Room for four times the cells in count and bytes: no shard of the table evicts
+        // (at 2 × keys + 10 %, uneven shards evicted, and evicted cells made cold decisions).
+        let engine = Arc::new(Engine::new(
+            EngineSettings {
+                max_cells: 4 * keys,
+                max_cell_bytes: 4 * keys as u64 * 4_096,
+                ..EngineSettings::default()
+            },
+            Arc::new(InProcessOrigin::new(4 * keys)),
+            Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2)),
+            Arc::new(Metrics::new()),
+        ));
+        let ids = Ids::new();
+        let keys = identifiers(keys);
+        for key in &keys {
+            decide(&engine, ids.hit(key));
+        }
+        let cells = engine.live_cells();
+        warm_over(
+            c,
+            "engine live cells",
+            &format!("warm decision, {cells} cells"),
+            &engine,
+            &keys,
+        );
+    }
+}
+
+/// At the byte cap: the service's defaults (`--max-cells` 1M, `--max-cell-bytes` 256 MiB),
+/// 1M counters decided once each (2M cells wanted, the byte cap keeps ~780k), then warm
+/// decisions over the counters whose both cells are still in memory.
+fn warm_at_the_byte_cap(c: &mut Criterion) {
+    let engine = Arc::new(Engine::new(
+        EngineSettings::default(),
+        Arc::new(InProcessOrigin::new(1_000_000)),
+        Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2)),
+        Arc::new(Metrics::new()),
+    ));
+    let ids = Ids::new();
+    let all = identifiers(1_000_000);
+    for key in &all {
+        decide(&engine, ids.hit(key));
+    }
+    let warm: Vec<String> = all
+        .into_iter()
+        .filter(|key| {
+            let state = engine.inspect(&ids.hit(key).counter);
+            state.current.is_some() && state.previous.is_some()
+        })
+        .collect();
+    let cells = engine.live_cells();
+    warm_over(
+        c,
+        "engine live cells",
+        &format!(
+            "warm decision at the byte cap, {cells} cells ({} warm counters)",
+            warm.len()
+        ),
+        &engine,
+        &warm,
+    );
 }
 
 /// Runs `work(thread)` on `threads` threads started together; each returns the time of its
@@ -226,6 +287,7 @@ criterion_group!(
     warm_one_key,
     threads,
     cold_decision,
-    warm_one_million_keys
+    warm_vs_live_cells,
+    warm_at_the_byte_cap
 );
 criterion_main!(benches);

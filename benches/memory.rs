@@ -1,5 +1,6 @@
-//! Resident memory per live cell, the cap under a flood of unique identifiers, and what
-//! reaping a full table costs a warm decision.
+//! Resident memory per live cell, the cap under a flood of unique identifiers, and what the
+//! background walks of a full table (reaping, the global flush and sync, a replay cycle, a
+//! window rollover) cost a warm decision.
 //!
 //! `cargo bench --bench memory` (not criterion: it measures bytes, once, in a fresh process).
 //! The engine is the embedded default's: in-process origin, replay run as the background
@@ -14,10 +15,12 @@
 )]
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use gcounter_engine::cell_key::CounterKeyRef;
+use gcounter_engine::cell_key::{CellKey, CounterKeyRef};
 use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock};
+use gcounter_engine::pn::PnCount;
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
 
@@ -51,6 +54,10 @@ fn engine(max_cells: usize, max_cell_bytes: u64) -> Engine {
 
 /// Decide once on each of `keys` (identifiers like client addresses), replaying as the service does.
 fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) {
+    // The replay yields to the runtime between its batches of 1,000 cells.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a current-thread runtime");
     let workspace: Arc<str> = "bench".into();
     let namespace: Arc<str> = "14:remote_address/".into();
     let mut identifier = String::new();
@@ -68,17 +75,11 @@ fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) 
             .now_or_never()
             .expect("the embedded engine decides without waiting");
         if i % REPLAY_EVERY == REPLAY_EVERY - 1 {
-            engine
-                .replay_now()
-                .now_or_never()
-                .expect("in-process replay is immediate");
+            runtime.block_on(engine.replay_now());
             each(i + 1);
         }
     }
-    engine
-        .replay_now()
-        .now_or_never()
-        .expect("in-process replay is immediate");
+    runtime.block_on(engine.replay_now());
 }
 
 fn per_cell() {
@@ -127,33 +128,18 @@ fn flood() {
     );
 }
 
-/// 1M expired cells reaped on a one-thread runtime (`--workers 1`) while a task decides on a
-/// warm key in a loop: the longest loop turn is the longest a decision waited for the reaper.
-/// (`Cache::retain` held the only thread for the whole table.)
-fn reap() {
+/// A warm key on a current-thread runtime (`--workers 1`): decide on it in a loop, yielding
+/// between decisions, until `work` is done. Each loop turn is what a decision waited for
+/// `work`. Returns `work`'s output, how long it took and the turns.
+fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
+    engine: &Arc<Engine>,
+    work: impl FnOnce(Arc<Engine>) -> F,
+) -> (T, Walk) {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::{Duration, Instant};
-    const KEYS: u64 = 500_000;
-    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
-    let engine = Arc::new(Engine::new(
-        EngineSettings {
-            max_cells: 1_000_000,
-            max_cell_bytes: 1 << 30,
-            max_pending_replay: 1_000_000,
-            ..EngineSettings::default()
-        },
-        Arc::new(InProcessOrigin::new(1_000_000)),
-        clock.clone(),
-        Arc::new(Metrics::new()),
-    ));
-    fill(&engine, 0..KEYS, |_| {});
-    let cells = engine.live_cells();
-    // two windows later, every one of them is past its sliding window
-    clock.advance(2 * MINUTE_MS);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread runtime");
-    let (turns, reap_took, reaped) = runtime.block_on(async {
+    runtime.block_on(async {
         let workspace: Arc<str> = "bench".into();
         let namespace: Arc<str> = "14:remote_address/".into();
         let hot = Hit {
@@ -163,19 +149,20 @@ fn reap() {
         };
         engine.check(hot).await;
         let done = Arc::new(AtomicBool::new(false));
-        let reaper = {
-            let (engine, done) = (Arc::clone(&engine), Arc::clone(&done));
+        let task = {
+            let done = Arc::clone(&done);
+            let work = work(Arc::clone(engine));
             tokio::spawn(async move {
                 let started = Instant::now();
-                let reaped = engine.reap().await;
+                let output = work.await;
                 done.store(true, Ordering::Release);
-                (started.elapsed(), reaped)
+                (output, started.elapsed())
             })
         };
-        // Sized up front: growing it mid-reap is a large allocation, and glibc then
-        // consolidates the half million small chunks the reaper just freed (35 ms, once),
+        // Sized up front: growing it mid-walk is a large allocation, and glibc then
+        // consolidates the half million small chunks a reaper just freed (35 ms, once),
         // which a service spreads over its many large allocations instead.
-        let mut turns: Vec<Duration> = Vec::with_capacity(1 << 20);
+        let mut turns: Vec<Duration> = Vec::with_capacity(1 << 21);
         let mut last = Instant::now();
         while !done.load(Ordering::Acquire) {
             tokio::task::yield_now().await;
@@ -184,27 +171,269 @@ fn reap() {
             turns.push(now - last);
             last = now;
         }
-        let (took, reaped) = reaper.await.expect("the reaper task");
-        (turns, took, reaped)
-    });
-    let mut sorted = turns.clone();
+        let (output, took) = task.await.expect("the background task");
+        (output, Walk { took, turns })
+    })
+}
+
+/// How long background work took, and each turn of the decision loop beside it.
+struct Walk {
+    took: Duration,
+    turns: Vec<Duration>,
+}
+
+/// `(p99, max)` in milliseconds.
+fn tail_ms(turns: &[Duration]) -> (f64, f64) {
+    let mut sorted = turns.to_vec();
     sorted.sort();
     let at = |q: f64| {
         sorted
             .get(((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1)))
             .map_or(0.0, |d| d.as_secs_f64() * 1e3)
     };
+    (at(0.99), at(1.0))
+}
+
+/// An engine as `reap` and the walks below use it: room for 2M cells and a million pending
+/// replays, so neither cap binds.
+fn roomy_engine(clock: &Arc<ManualClock>) -> Arc<Engine> {
+    Arc::new(Engine::new(
+        EngineSettings {
+            max_cells: 2_000_000,
+            max_cell_bytes: 2 << 30,
+            max_pending_replay: 1_000_000,
+            ..EngineSettings::default()
+        },
+        Arc::new(InProcessOrigin::new(2_000_000)),
+        Arc::clone(clock) as Arc<dyn gcounter_engine::engine::Clock>,
+        Arc::new(Metrics::new()),
+    ))
+}
+
+/// A roomy engine in the middle of a one-minute window, `keys` counters decided once each.
+fn filled(keys: u64) -> (Arc<ManualClock>, Arc<Engine>) {
+    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
+    let engine = roomy_engine(&clock);
+    fill(&engine, 0..keys, |_| {});
+    (clock, engine)
+}
+
+fn report(bench: &str, cells: usize, extra: &str, walk: &Walk) {
+    let (took, turns) = (walk.took, &walk.turns);
+    let (p99, max) = tail_ms(turns);
     println!(
-        "{{\"bench\":\"warm decision while reaping\",\"live_cells\":{cells},\"reaped\":{reaped},\"reap_ms\":{:.1},\"decisions\":{},\"turn_p99_ms\":{:.3},\"turn_max_ms\":{:.3}}}",
-        reap_took.as_secs_f64() * 1e3,
+        "{{\"bench\":\"{bench}\",\"live_cells\":{cells},{extra}\"took_ms\":{:.1},\"decisions\":{},\"turn_p99_ms\":{p99:.3},\"turn_max_ms\":{max:.3}}}",
+        took.as_secs_f64() * 1e3,
         turns.len(),
-        at(0.99),
-        at(1.0)
     );
 }
 
+/// 1M expired cells reaped on a one-thread runtime (`--workers 1`) while a task decides on a
+/// warm key in a loop: the longest loop turn is the longest a decision waited for the reaper.
+/// (`Cache::retain` held the only thread for the whole table.)
+fn reap() {
+    const KEYS: u64 = 500_000;
+    let (clock, engine) = filled(KEYS);
+    let cells = engine.live_cells();
+    // two windows later, every one of them is past its sliding window
+    clock.advance(2 * MINUTE_MS);
+    let (reaped, walk) = while_deciding(&engine, |engine| async move { engine.reap().await });
+    report(
+        "warm decision while reaping",
+        cells,
+        &format!("\"reaped\":{reaped},"),
+        &walk,
+    );
+}
+
+/// The engine's part of a global flush tick at 1M cells: the walk for publishable cells
+/// (500,000 of them hold a count), while a warm key decides.
+fn flush() {
+    const KEYS: u64 = 500_000;
+    let (_, engine) = filled(KEYS);
+    let cells = engine.live_cells();
+    let (rows, walk) = while_deciding(&engine, |engine| async move {
+        engine.publishable(0.0).await.len()
+    });
+    report(
+        "warm decision during the flush walk",
+        cells,
+        &format!("\"rows\":{rows},"),
+        &walk,
+    );
+}
+
+/// The engine's part of a global sync tick at 1M cells: merging what the store returned for
+/// every cell (each current and previous cell of 500,000 counters, foreign counts in each),
+/// while a warm key decides.
+fn sync() {
+    const KEYS: u64 = 500_000;
+    let (_, engine) = filled(KEYS);
+    let cells = engine.live_cells();
+    let sequence = engine.now_ms() / MINUTE_MS;
+    let synced: Vec<(CellKey, PnCount, PnCount)> = (0..KEYS)
+        .flat_map(|i| {
+            let identifier = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+            [sequence - 1, sequence].map(|sequence| {
+                (
+                    CellKey::new(
+                        "bench",
+                        "14:remote_address/",
+                        &identifier,
+                        MINUTE_MS,
+                        sequence,
+                    ),
+                    PnCount::hits(3),
+                    PnCount::default(),
+                )
+            })
+        })
+        .collect();
+    let rows = synced.len();
+    let (created, walk) = while_deciding(&engine, move |engine| async move {
+        engine
+            .merge_synced_all(&synced, |(key, foreign, own)| (key, *foreign, *own))
+            .await
+    });
+    report(
+        "warm decision during the sync merge",
+        cells,
+        &format!("\"rows\":{rows},\"created\":{created},"),
+        &walk,
+    );
+}
+
+/// One replay cycle of 100,000 pending cells (batches of 1,000 to the in-process origin),
+/// while a warm key decides.
+fn replay() {
+    const KEYS: u64 = 100_000;
+    let engine = roomy_engine(&Arc::new(ManualClock::new(
+        1_000 * MINUTE_MS + MINUTE_MS / 2,
+    )));
+    decide_each(&engine, 0..KEYS, MINUTE_MS);
+    let pending = engine.pending_replay_cells();
+    let cells = engine.live_cells();
+    let ((), walk) = while_deciding(&engine, |engine| async move { engine.replay_now().await });
+    report(
+        "warm decision during a replay",
+        cells,
+        &format!(
+            "\"pending\":{pending},\"left\":{},",
+            engine.pending_replay_cells()
+        ),
+        &walk,
+    );
+}
+
+/// Window rollover with 1M live cells: 500,000 counters decided in two windows, then the
+/// clock moves into the next window and every counter decides again (its current cell is
+/// new, its previous cell warm) while the reaper drops the 500,000 cells two windows old.
+/// Reports the slowest single decision of that pass and the longest loop turn.
+fn rollover() {
+    const KEYS: u64 = 500_000;
+    let (clock, engine) = filled(KEYS);
+    clock.advance(MINUTE_MS);
+    fill(&engine, 0..KEYS, |_| {});
+    let cells = engine.live_cells();
+    clock.advance(MINUTE_MS);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a current-thread runtime");
+    let (slowest, walk, reaped) = runtime.block_on(async {
+        let reaper = {
+            let engine = Arc::clone(&engine);
+            tokio::spawn(async move { engine.reap().await })
+        };
+        let workspace: Arc<str> = "bench".into();
+        let namespace: Arc<str> = "14:remote_address/".into();
+        let mut identifier = String::new();
+        let mut turns: Vec<Duration> = Vec::with_capacity(KEYS as usize);
+        let mut slowest = Duration::ZERO;
+        let started = Instant::now();
+        let mut last = started;
+        for i in 0..KEYS {
+            use std::fmt::Write;
+            identifier.clear();
+            let _ = write!(identifier, "10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+            let hit = Hit {
+                counter: CounterKeyRef::new(&workspace, &namespace, &identifier, MINUTE_MS),
+                limit: 1_000,
+                cost: 1,
+            };
+            let decided = Instant::now();
+            engine.check(hit).await;
+            slowest = slowest.max(decided.elapsed());
+            if i % REPLAY_EVERY == REPLAY_EVERY - 1 {
+                engine.replay_now().await;
+            }
+            tokio::task::yield_now().await;
+            let now = Instant::now();
+            turns.push(now - last);
+            last = now;
+        }
+        let took = started.elapsed();
+        let reaped = reaper.await.expect("the reaper task");
+        (slowest, Walk { took, turns }, reaped)
+    });
+    report(
+        "decisions across a window rollover",
+        cells,
+        &format!(
+            "\"reaped\":{reaped},\"slowest_decision_ms\":{:.3},",
+            slowest.as_secs_f64() * 1e3
+        ),
+        &walk,
+    );
+}
+
+/// Decide once on each of `keys` with no replay in between (their work stays pending).
+fn decide_each(engine: &Engine, keys: std::ops::Range<u64>, duration_ms: u64) {
+    let workspace: Arc<str> = "bench".into();
+    let namespace: Arc<str> = "14:remote_address/".into();
+    for i in keys {
+        let identifier = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+        let hit = Hit {
+            counter: CounterKeyRef::new(&workspace, &namespace, &identifier, duration_ms),
+            limit: 1_000,
+            cost: 1,
+        };
+        engine
+            .check(hit)
+            .now_or_never()
+            .expect("the embedded engine decides without waiting");
+    }
+}
+
+/// `WARM_DECISIONS` (default 1,000,000) warm decisions on one key, nothing else: run it
+/// under `valgrind --tool=callgrind` twice with different counts, and the difference of the
+/// instruction totals divided by the difference of the counts is the instructions of one
+/// warm decision (repeatable on a shared machine, unlike its time).
+fn warm_loop() {
+    let decisions: u64 = std::env::var("WARM_DECISIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000);
+    let engine = engine(1_000, 1 << 30);
+    let workspace: Arc<str> = "bench".into();
+    let namespace: Arc<str> = "14:remote_address/".into();
+    let hit = Hit {
+        counter: CounterKeyRef::new(&workspace, &namespace, "10.0.0.1", MINUTE_MS),
+        limit: u64::MAX / 2,
+        cost: 1,
+    };
+    for _ in 0..decisions {
+        std::hint::black_box(
+            engine
+                .check(std::hint::black_box(hit))
+                .now_or_never()
+                .expect("the embedded engine decides without waiting"),
+        );
+    }
+    println!("{{\"bench\":\"warm loop\",\"decisions\":{decisions}}}");
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; a filter argument picks one of the two.
+    // `cargo bench` passes `--bench`; a filter argument picks one case.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
     if wants("per_cell") {
@@ -215,5 +444,21 @@ fn main() {
     }
     if wants("reap") {
         reap();
+    }
+    if wants("flush") {
+        flush();
+    }
+    if wants("sync") {
+        sync();
+    }
+    if wants("replay") {
+        replay();
+    }
+    if wants("rollover") {
+        rollover();
+    }
+    // Only on request: it is a callgrind target, not a measurement of its own.
+    if filter.as_deref() == Some("warm_loop") {
+        warm_loop();
     }
 }

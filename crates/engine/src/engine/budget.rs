@@ -8,10 +8,12 @@
 
 use crate::cell_key::CellKey;
 
-/// What a cell holds besides its key's strings: the key itself, the `Arc<WindowCell>` and
-/// its allocation, and quick_cache's slot, links, hash-table entry and ghost record.
-/// Sizes on x86-64: `CellKey` 72 B, the `Arc` 8 B, the cell's allocation 88 B (its counters,
-/// both halves of each PN-counter, with the `Arc`'s counts; 72 B before refunds), quick_cache ~40 B per resident entry with its share of ghosts. The memory
+/// What a cell holds besides its key's strings: the key itself, the `SharedCell` and its
+/// allocation, and quick_cache's slot, links, hash-table entry and ghost record.
+/// Sizes on x86-64: `CellKey` 72 B, the `SharedCell` 8 B, the cell's allocation 88 B (its
+/// counters, both halves of each PN-counter, the remembered previous total, with the
+/// `triomphe::Arc`'s count; before the remembered total: 72 B with std's `Arc` and its two
+/// counts, 88 B too), quick_cache ~40 B per resident entry with its share of ghosts. The memory
 /// bench measured 241 B per live cell with the in-process origin's ~50 B component included,
 /// before refunds added 16 B to the cell (the in-process origin keeps refunds in a map of
 /// their own, filled only by components that have some).
@@ -19,7 +21,7 @@ pub const CELL_OVERHEAD_BYTES: u64 = 208;
 
 /// Bytes of one replay-queue entry besides its key's strings.
 pub const QUEUE_ENTRY_BYTES: u64 =
-    (size_of::<CellKey>() + size_of::<std::sync::Arc<super::WindowCell>>()) as u64;
+    (size_of::<CellKey>() + size_of::<super::cell::SharedCell>()) as u64;
 
 /// Bytes of one strict-mode entry besides its key's strings (the key, the deadline and
 /// quick_cache's bookkeeping).

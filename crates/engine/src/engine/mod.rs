@@ -38,7 +38,7 @@ use crate::recorder::{DecisionSource, OriginOp, Recorder};
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
 use crate::throttle::Throttle;
-use cell::ReplayNeed;
+use cell::{ReplayNeed, SharedCell};
 use inspect::HeavyHitters;
 use penalty::PenaltyBox;
 use refresh::{RefreshGate, Turn};
@@ -117,7 +117,7 @@ pub struct Publishable {
     pub key: CellKey,
     /// The region's hits and refunds of the cell.
     pub count: PnCount,
-    cell: Arc<WindowCell>,
+    cell: SharedCell,
 }
 
 impl Publishable {
@@ -222,21 +222,18 @@ impl Engine {
         }
         let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
         let key = current_key(&hit, &position);
-        // The warm path: both cells in memory, nothing to refresh. It awaits nothing.
-        let previous = match position.previous_sequence() {
-            Some(sequence) => self.table.get(&key.with_sequence(sequence)).map(Some),
-            None => Some(None),
-        };
-        if let (Some(previous), Some(current)) = (previous, self.table.get(&key))
+        // The warm path: the current cell in memory, nothing to refresh, and the previous
+        // window's total remembered in it (one lookup) or its cell in memory (two). It awaits
+        // nothing.
+        if let Some(current) = self.table.get(&key)
             && self.refresh_needed(&current, &key, now_ms).is_none()
+            && let Some(previous) = self.previous_total(&current, &key, &position)
         {
-            let previous_total = previous.as_ref().map_or(0, |cell| cell.total());
-            let previous_shared = previous.is_some_and(|cell| cell.global() > 0);
             let verdict = self.consume(
                 &hit,
                 &key,
                 &position,
-                (previous_total, previous_shared),
+                previous,
                 &current,
                 DecisionSource::Local,
             );
@@ -261,7 +258,7 @@ impl Engine {
         let key = current_key(&hit, &position);
         let mut source = DecisionSource::Local;
         let current = self.cell(key, now_ms, &mut source).await;
-        let (given, need) = current.refund(hit.cost);
+        let (given, need) = current.refund(hit.cost, self.table.changes());
         self.queue_replay(need, &key, &current);
         let mut left = hit.cost.saturating_sub(given);
         let previous_total = match position.previous_sequence() {
@@ -269,7 +266,7 @@ impl Engine {
                 let previous_key = key.with_sequence(sequence);
                 let previous = self.cell(previous_key, now_ms, &mut source).await;
                 if left > 0 {
-                    let (given, need) = previous.refund(left);
+                    let (given, need) = previous.refund(left, self.table.changes());
                     self.queue_replay(need, &previous_key, &previous);
                     left = left.saturating_sub(given);
                 }
@@ -294,8 +291,12 @@ impl Engine {
     }
 
     /// Put a cell whose work waits for replay in the queue (or mark it overflowed).
-    fn queue_replay(&self, need: ReplayNeed, key: &CellKeyRef<'_>, cell: &Arc<WindowCell>) {
-        if need == ReplayNeed::Enqueue && !self.replay.push(key.to_owned_key(), Arc::clone(cell)) {
+    fn queue_replay(&self, need: ReplayNeed, key: &CellKeyRef<'_>, cell: &SharedCell) {
+        if need == ReplayNeed::Enqueue
+            && !self
+                .replay
+                .push(key.to_owned_key(), SharedCell::clone(cell))
+        {
             cell.mark_overflowed();
             self.metrics.replay_overflow();
         }
@@ -318,15 +319,16 @@ impl Engine {
         }
         let mut source = DecisionSource::Local;
         let previous = match position.previous_sequence() {
-            Some(sequence) => {
-                let previous = self
-                    .cell(key.with_sequence(sequence), now_ms, &mut source)
-                    .await;
-                (previous.total(), previous.global() > 0)
-            }
-            None => (0, false),
+            Some(sequence) => Some(
+                self.cell(key.with_sequence(sequence), now_ms, &mut source)
+                    .await,
+            ),
+            None => None,
         };
         let current = self.cell(key, now_ms, &mut source).await;
+        let previous = previous.map_or((0, false), |previous| {
+            current.remember_previous(&previous, self.table.changes())
+        });
         if let Some(freshness) = self.settings.freshness
             && let Some(op) = self.refresh_needed(&current, &key, now_ms)
             && self.refresh(&current, &key, op, now_ms, freshness).await
@@ -380,6 +382,26 @@ impl Engine {
         }
     }
 
+    /// The previous window's total and whether another region counts in it, for a decision
+    /// in `current`: remembered in the current cell while still valid, else read from the
+    /// previous cell (and remembered for the next decisions). `None`: the previous cell is not
+    /// in memory (the slow path reads it from the origin).
+    fn previous_total(
+        &self,
+        current: &WindowCell,
+        key: &CellKeyRef<'_>,
+        position: &WindowPosition,
+    ) -> Option<(u64, bool)> {
+        let Some(sequence) = position.previous_sequence() else {
+            return Some((0, false));
+        };
+        if let Some(remembered) = current.previous(self.table.changes()) {
+            return Some(remembered);
+        }
+        let previous = self.table.get(&key.with_sequence(sequence))?;
+        Some(current.remember_previous(&previous, self.table.changes()))
+    }
+
     /// Why the cell must be read from the origin before deciding, if it must.
     fn refresh_needed(
         &self,
@@ -405,7 +427,7 @@ impl Engine {
         key: &CellKeyRef<'_>,
         position: &WindowPosition,
         (previous_total, previous_shared): (u64, bool),
-        current: &Arc<WindowCell>,
+        current: &SharedCell,
         source: DecisionSource,
     ) -> Verdict {
         let now_ms = position.now_ms();
@@ -416,6 +438,7 @@ impl Engine {
             position.duration_ms,
             hit.cost,
             hit.limit,
+            self.table.changes(),
         );
         self.queue_replay(need, key, current);
         // Early in a window the current cell has no foreign count yet: the previous one's
@@ -461,7 +484,7 @@ impl Engine {
         key: CellKeyRef<'_>,
         now_ms: u64,
         source: &mut DecisionSource,
-    ) -> Arc<WindowCell> {
+    ) -> SharedCell {
         if let Some(cell) = self.table.get(&key) {
             return cell;
         }
@@ -485,8 +508,8 @@ impl Engine {
                         WindowCell::default()
                     }
                 };
-                let cell = Arc::new(cell);
-                let _ = guard.insert(Arc::clone(&cell));
+                let cell = SharedCell::new(cell);
+                let _ = guard.insert(SharedCell::clone(&cell));
                 cell
             }
         }
@@ -514,8 +537,8 @@ impl Engine {
             .origin_call(op, read.is_ok(), started.elapsed());
         let ok = match read {
             Ok(read) => {
-                cell.merge_regional(read.total);
-                cell.merge_own(read.own);
+                cell.merge_regional(read.total, self.table.changes());
+                cell.merge_own(read.own, self.table.changes());
                 cell.mark_fresh_until(now_ms.saturating_add(freshness.as_millis() as u64));
                 true
             }
@@ -545,7 +568,10 @@ impl Engine {
         self.send_penalties(origin).await;
         let started = std::time::Instant::now();
         let now_ms = self.clock.now_ms();
-        let replayed = self.replay.replay(origin, self.fresh_until(now_ms)).await;
+        let replayed = self
+            .replay
+            .replay(origin, self.fresh_until(now_ms), self.table.changes())
+            .await;
         for &cells in &replayed.batches {
             self.metrics.replay_batch(cells);
         }
@@ -683,8 +709,31 @@ impl Engine {
     /// it did.
     pub fn merge_synced(&self, key: &CellKey, foreign: PnCount, own: PnCount) -> bool {
         let (cell, created) = self.table.get_or_insert_empty(key);
-        cell.merge_global(foreign);
-        cell.merge_regional(own);
+        cell.merge_global(foreign, self.table.changes());
+        cell.merge_regional(own, self.table.changes());
+        created
+    }
+
+    /// [`merge_synced`](Self::merge_synced) for every cell one sync read, yielding to the
+    /// runtime every `table::WALK_SLICE` cells as the table walks do: a sync of a million
+    /// cells must not hold a one-worker runtime's only thread. Returns the cells created.
+    /// `counts` gives each cell's key, the other regions' sum and this region's own row (a
+    /// function pointer, not a closure: the future stays `Send` for any caller).
+    pub async fn merge_synced_all<S: Sync>(
+        &self,
+        cells: &[S],
+        counts: for<'s> fn(&'s S) -> (&'s CellKey, PnCount, PnCount),
+    ) -> u64 {
+        let mut created = 0;
+        for (merged, cell) in cells.iter().enumerate() {
+            if merged % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            let (key, foreign, own) = counts(cell);
+            if self.merge_synced(key, foreign, own) {
+                created += 1;
+            }
+        }
         created
     }
 
@@ -745,7 +794,7 @@ impl Engine {
             if !cell.is_overflowed() || !cell.claim_overflowed() {
                 continue;
             }
-            if !self.replay.push(key, Arc::clone(&cell)) {
+            if !self.replay.push(key, SharedCell::clone(&cell)) {
                 cell.mark_overflowed();
                 self.replay.note_overflow();
                 break;
@@ -781,7 +830,7 @@ impl Engine {
                 waiting += 1;
                 continue;
             }
-            if self.replay.push(key, Arc::clone(&cell)) {
+            if self.replay.push(key, SharedCell::clone(&cell)) {
                 queued += 1;
             } else {
                 cell.mark_overflowed();

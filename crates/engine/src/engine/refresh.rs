@@ -106,7 +106,10 @@ mod tests {
             })
         };
         tokio::task::yield_now().await;
-        cell.merge_regional(crate::pn::PnCount::hits(42));
+        cell.merge_regional(
+            crate::pn::PnCount::hits(42),
+            &crate::engine::cell::SealedChanges::default(),
+        );
         leader.finish();
         assert!(
             follower.await.expect("follower task"),

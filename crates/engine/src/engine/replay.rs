@@ -1,12 +1,12 @@
 //! Replay: accepted local work travels to the regional origin in batches, off the hot path.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
 use super::budget::QUEUE_ENTRY_BYTES;
-use super::cell::WindowCell;
+use super::cell::{SealedChanges, SharedCell};
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 use crate::regional::{OriginError, RegionalOrigin};
@@ -43,13 +43,13 @@ pub struct Replayed {
 
 #[derive(Default)]
 struct Pending {
-    cells: Vec<(CellKey, Arc<WindowCell>)>,
+    cells: Vec<(CellKey, SharedCell)>,
     /// Bytes the entries hold (their keys' strings included).
     bytes: u64,
 }
 
 impl Pending {
-    fn push(&mut self, key: CellKey, cell: Arc<WindowCell>) {
+    fn push(&mut self, key: CellKey, cell: SharedCell) {
         self.bytes = self.bytes.saturating_add(entry_bytes(&key));
         self.cells.push((key, cell));
     }
@@ -73,7 +73,7 @@ impl ReplayQueue {
 
     /// Queue a cell. `false` when the queue is full (in entries or bytes): the caller marks
     /// the cell overflowed and counts it; a later accept or the recovery walk queues it.
-    pub fn push(&self, key: CellKey, cell: Arc<WindowCell>) -> bool {
+    pub fn push(&self, key: CellKey, cell: SharedCell) -> bool {
         let len = {
             let mut pending = self.lock();
             if pending.cells.len() >= self.capacity
@@ -134,7 +134,12 @@ impl ReplayQueue {
     /// but never taken is still `Queued` (no accept would queue it again), and one taken
     /// but not merged is `Idle` with its work unpublished: dropped with the future, either
     /// kept its work out of every later replay.
-    pub async fn replay(&self, origin: &dyn RegionalOrigin, fresh_until_ms: u64) -> Replayed {
+    pub async fn replay(
+        &self,
+        origin: &dyn RegionalOrigin,
+        fresh_until_ms: u64,
+        changes: &SealedChanges,
+    ) -> Replayed {
         let mut in_flight = InFlight {
             queue: self,
             cells: std::mem::take(&mut *self.lock()).cells,
@@ -166,7 +171,7 @@ impl ReplayQueue {
             match outcome {
                 Ok(totals) => {
                     for ((_, cell), total) in chunk.iter().zip(totals) {
-                        cell.merge_regional(total);
+                        cell.merge_regional(total, changes);
                         cell.mark_fresh_until(fresh_until_ms);
                     }
                     replayed.batches.push(chunk.len());
@@ -177,18 +182,24 @@ impl ReplayQueue {
                 }
             }
             in_flight.done = end;
+            if in_flight.done < in_flight.cells.len() {
+                // An origin that answers at once (in-process) never yields: between batches
+                // the decisions of a one-worker runtime get the thread back (100,000 pending
+                // cells held it for the whole replay).
+                tokio::task::yield_now().await;
+            }
         }
         replayed
     }
 
     /// Queue again cells taken for a replay that did not land.
-    fn requeue_taken(&self, cells: &[(CellKey, Arc<WindowCell>)]) {
+    fn requeue_taken(&self, cells: &[(CellKey, SharedCell)]) {
         let mut requeue = self.lock();
         for (key, cell) in cells {
             // Re-queued past the cap on purpose: these cells were already in the queue once,
             // and leaving them out would keep their work local.
             if cell.requeue() {
-                requeue.push(key.clone(), Arc::clone(cell));
+                requeue.push(key.clone(), SharedCell::clone(cell));
             }
         }
     }
@@ -199,7 +210,7 @@ impl ReplayQueue {
 /// hold their queue entry. Dropping it before the end queues the unsettled ones again.
 struct InFlight<'q> {
     queue: &'q ReplayQueue,
-    cells: Vec<(CellKey, Arc<WindowCell>)>,
+    cells: Vec<(CellKey, SharedCell)>,
     done: usize,
     taken: usize,
 }
@@ -221,7 +232,7 @@ impl Drop for InFlight<'_> {
         let mut pending = self.queue.lock();
         for (key, cell) in untaken {
             // Still `Queued`: this entry is their only one.
-            pending.push(key.clone(), Arc::clone(cell));
+            pending.push(key.clone(), SharedCell::clone(cell));
         }
     }
 }
@@ -264,11 +275,11 @@ mod tests {
     }
 
     /// A cell with `count` accepted, queued as the engine queues it.
-    fn accepted(queue: &ReplayQueue, identifier: &str, count: u64) -> Arc<WindowCell> {
-        let cell = Arc::new(WindowCell::default());
-        let (_, need) = cell.try_consume(0, 0, 60_000, count, 1_000);
+    fn accepted(queue: &ReplayQueue, identifier: &str, count: u64) -> SharedCell {
+        let cell = SharedCell::new(super::super::cell::WindowCell::default());
+        let (_, need) = cell.try_consume(0, 0, 60_000, count, 1_000, &SealedChanges::default());
         assert_eq!(need, super::super::cell::ReplayNeed::Enqueue);
-        assert!(queue.push(key(identifier), Arc::clone(&cell)));
+        assert!(queue.push(key(identifier), SharedCell::clone(&cell)));
         cell
     }
 
@@ -283,8 +294,11 @@ mod tests {
             .iter()
             .map(|id| accepted(&queue, id, 3))
             .collect();
-        let dropped =
-            tokio::time::timeout(Duration::from_millis(10), queue.replay(&Hangs, u64::MAX)).await;
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(10),
+            queue.replay(&Hangs, u64::MAX, &SealedChanges::default()),
+        )
+        .await;
         assert!(
             dropped.is_err(),
             "the hanging replay was cut by the timeout"
@@ -293,14 +307,16 @@ mod tests {
 
         // Accepts meanwhile do not queue them twice.
         for cell in &cells {
-            let (_, need) = cell.try_consume(0, 0, 60_000, 1, 1_000);
+            let (_, need) = cell.try_consume(0, 0, 60_000, 1, 1_000, &SealedChanges::default());
             assert_eq!(need, super::super::cell::ReplayNeed::None);
         }
         assert_eq!(queue.len(), 5);
 
         // The next replay carries everything accepted, before and after the drop.
         let origin = InProcessOrigin::new(100);
-        let replayed = queue.replay(&origin, u64::MAX).await;
+        let replayed = queue
+            .replay(&origin, u64::MAX, &SealedChanges::default())
+            .await;
         assert!(replayed.error.is_none(), "{:?}", replayed.error);
         assert_eq!(replayed.batches, vec![2, 2, 1]);
         assert_eq!(queue.len(), 0);
@@ -343,8 +359,11 @@ mod tests {
             accepted(&queue, id, 1);
         }
         let origin = FirstOnly(InProcessOrigin::new(100), Default::default());
-        let dropped =
-            tokio::time::timeout(Duration::from_millis(10), queue.replay(&origin, u64::MAX)).await;
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(10),
+            queue.replay(&origin, u64::MAX, &SealedChanges::default()),
+        )
+        .await;
         assert!(dropped.is_err());
         assert_eq!(queue.len(), 1, "the landed batch of two is settled");
     }

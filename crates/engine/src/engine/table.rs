@@ -8,7 +8,7 @@ use quick_cache::sync::{Cache, GuardResult, PlaceholderGuard};
 use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, Weighter};
 
 use super::budget::CellBudget;
-use super::cell::WindowCell;
+use super::cell::{SealedChanges, SharedCell, WindowCell};
 use crate::cell_key::{CellKey, CellKeyRef};
 
 /// Cells visited by a background walk (reaping, overflow recovery) between two yields to the
@@ -38,7 +38,7 @@ const MIN_LARGEST_CELLS_PER_SHARD: u64 = 32;
 /// share, can forget the oldest of them. Protected cells leave at the end of their window,
 /// when the reaper drops them.
 pub struct CellTable {
-    cells: Cache<CellKey, Arc<WindowCell>, CellWeighter, DefaultHashBuilder, Protection>,
+    cells: Cache<CellKey, SharedCell, CellWeighter, DefaultHashBuilder, Protection>,
     protection: Protection,
     budget: CellBudget,
 }
@@ -50,8 +50,8 @@ pub struct CellWeighter {
     budget: CellBudget,
 }
 
-impl Weighter<CellKey, Arc<WindowCell>> for CellWeighter {
-    fn weight(&self, key: &CellKey, cell: &Arc<WindowCell>) -> u64 {
+impl Weighter<CellKey, SharedCell> for CellWeighter {
+    fn weight(&self, key: &CellKey, cell: &SharedCell) -> u64 {
         if cell.is_protected() {
             0
         } else {
@@ -70,6 +70,8 @@ impl Weighter<CellKey, Arc<WindowCell>> for CellWeighter {
 #[derive(Clone)]
 pub struct Protection {
     reserved: Arc<AtomicU64>,
+    /// Told when a cell a later window remembers leaves the table.
+    changes: Arc<SealedChanges>,
     capacity: u64,
     budget: CellBudget,
 }
@@ -94,10 +96,10 @@ impl Protection {
     }
 }
 
-impl Lifecycle<CellKey, Arc<WindowCell>> for Protection {
+impl Lifecycle<CellKey, SharedCell> for Protection {
     type RequestState = ();
 
-    fn before_evict(&self, _: &mut (), key: &CellKey, cell: &mut Arc<WindowCell>) {
+    fn before_evict(&self, _: &mut (), key: &CellKey, cell: &mut SharedCell) {
         if !cell.is_protected()
             && cell.deserves_protection()
             && self.try_reserve(self.budget.weigh(key))
@@ -105,14 +107,20 @@ impl Lifecycle<CellKey, Arc<WindowCell>> for Protection {
             cell.protect();
         }
     }
+
+    /// A later window may remember this cell's total: it must look the cell up again (see
+    /// `WindowCell::on_leaving_table`).
+    fn on_evict(&self, _: &mut (), _: CellKey, cell: SharedCell) {
+        cell.on_leaving_table(&self.changes);
+    }
 }
 
 type CellGuard<'a> =
-    PlaceholderGuard<'a, CellKey, Arc<WindowCell>, CellWeighter, DefaultHashBuilder, Protection>;
+    PlaceholderGuard<'a, CellKey, SharedCell, CellWeighter, DefaultHashBuilder, Protection>;
 
 /// The outcome of looking a cell up.
 pub enum Lookup<'a> {
-    Warm(Arc<WindowCell>),
+    Warm(SharedCell),
     /// The cell is not in memory; the holder must fill it. Concurrent lookups of the same key
     /// wait for this one (single flight), so a cold cell is read from the origin once.
     Cold(CellGuard<'a>),
@@ -124,6 +132,7 @@ impl CellTable {
     pub fn new(budget: CellBudget, largest_cell_bytes: u64) -> Self {
         let protection = Protection {
             reserved: Arc::new(AtomicU64::new(0)),
+            changes: Arc::new(SealedChanges::default()),
             capacity: budget.protected_bytes,
             budget,
         };
@@ -161,7 +170,7 @@ impl CellTable {
     }
 
     /// A warm hit takes no allocation: the borrowed key is compared in place.
-    pub fn get(&self, key: &CellKeyRef<'_>) -> Option<Arc<WindowCell>> {
+    pub fn get(&self, key: &CellKeyRef<'_>) -> Option<SharedCell> {
         self.cells.get(key)
     }
 
@@ -175,22 +184,22 @@ impl CellTable {
 
     /// The cell of `key`, created empty when missing (the global sync imports counts for
     /// cells this process has not used yet). Returns whether it was created.
-    pub fn get_or_insert_empty(&self, key: &CellKey) -> (Arc<WindowCell>, bool) {
+    pub fn get_or_insert_empty(&self, key: &CellKey) -> (SharedCell, bool) {
         match self.cells.get_value_or_guard(key, None) {
             GuardResult::Value(cell) => (cell, false),
             GuardResult::Guard(guard) => {
-                let cell = Arc::new(WindowCell::default());
-                let _ = guard.insert(Arc::clone(&cell));
+                let cell = SharedCell::new(WindowCell::default());
+                let _ = guard.insert(SharedCell::clone(&cell));
                 (cell, true)
             }
             // Only with a timeout, and none was given; a detached cell is harmless.
-            GuardResult::Timeout => (Arc::new(WindowCell::default()), false),
+            GuardResult::Timeout => (SharedCell::new(WindowCell::default()), false),
         }
     }
 
     /// Every live cell, for the background walks (global flush, overflow recovery). Each
     /// step takes one shard's read lock for one entry.
-    pub fn cells(&self) -> impl Iterator<Item = (CellKey, Arc<WindowCell>)> + Send + '_ {
+    pub fn cells(&self) -> impl Iterator<Item = (CellKey, SharedCell)> + Send + '_ {
         self.cells.iter()
     }
 
@@ -211,7 +220,10 @@ impl CellTable {
             }
             // Only the cell seen: a new cell under the same key (impossible for a past
             // sequence, but cheap to rule out) stays.
-            if let Some((key, cell)) = self.cells.remove_if(&key, |held| Arc::ptr_eq(held, &cell)) {
+            if let Some((key, cell)) = self
+                .cells
+                .remove_if(&key, |held| SharedCell::ptr_eq(held, &cell))
+            {
                 if cell.is_protected() {
                     self.protection.release(self.budget.weigh(&key));
                 }
@@ -223,6 +235,12 @@ impl CellTable {
 
     pub fn len(&self) -> usize {
         self.cells.len()
+    }
+
+    /// The changes of sealed cells (see [`SealedChanges`]): every path that changes a cell's
+    /// count tells it.
+    pub fn changes(&self) -> &SealedChanges {
+        &self.protection.changes
     }
 
     /// Bytes held by protected cells (charged to the protected share).
@@ -272,7 +290,11 @@ mod tests {
     /// Consume `cost` of `limit` in the cell of `key` (created when missing).
     fn use_cell(table: &CellTable, key: &CellKey, cost: u64, limit: u64) {
         let (cell, _) = table.get_or_insert_empty(key);
-        assert!(cell.try_consume(0, 0, 60_000, cost, limit).0.allowed);
+        assert!(
+            cell.try_consume(0, 0, 60_000, cost, limit, table.changes())
+                .0
+                .allowed
+        );
     }
 
     #[tokio::test]
@@ -358,6 +380,32 @@ mod tests {
         assert_eq!(table.protected_bytes(), 0);
     }
 
+    /// A cell whose total a later window remembers (see `WindowCell::remember_previous`)
+    /// leaves the table: the remembered total is stale, so the next decision looks the cell up
+    /// (and reads it from the origin) instead of trusting it.
+    #[test]
+    fn evicting_a_remembered_cell_makes_its_remembered_total_stale() {
+        let table = table_of(1_000);
+        // a full table first, so the cell enters where one-off keys are evicted from
+        for i in 0..2_000 {
+            table.get_or_insert_empty(&key(&format!("before-{i}"), 60_000, 1));
+        }
+        let remembered = key("remembered", 60_000, 1);
+        let (previous, _) = table.get_or_insert_empty(&remembered);
+        let current = WindowCell::default();
+        current.remember_previous(&previous, table.changes());
+        assert!(current.previous(table.changes()).is_some());
+        drop(previous);
+        for i in 0..50_000 {
+            table.get_or_insert_empty(&key(&i.to_string(), 60_000, 2));
+        }
+        assert!(
+            table.get(&remembered.borrowed()).is_none(),
+            "evicted by the flood"
+        );
+        assert_eq!(current.previous(table.changes()), None);
+    }
+
     /// Break 9's other half: a cell holding work the replay queue refused is not evicted.
     #[test]
     fn an_overflowed_cell_is_not_evicted() {
@@ -367,7 +415,11 @@ mod tests {
         }
         let overflowed = key("overflowed", 60_000, 1);
         let (cell, _) = table.get_or_insert_empty(&overflowed);
-        assert!(cell.try_consume(0, 0, 60_000, 1, 100).0.allowed);
+        assert!(
+            cell.try_consume(0, 0, 60_000, 1, 100, table.changes())
+                .0
+                .allowed
+        );
         cell.mark_overflowed();
         for i in 0..50_000 {
             table.get_or_insert_empty(&key(&i.to_string(), 60_000, 1));

@@ -1002,6 +1002,37 @@ async fn a_refund_rides_the_replay_queue_like_an_accept() {
     );
 }
 
+/// One lookup per decision: the previous window's total is remembered in the current cell,
+/// and whatever changes the previous cell after that reaches the next decision (a foreign
+/// count from the global sync, a refund of a reservation made in it, an accept delayed
+/// across the boundary).
+#[tokio::test]
+async fn changes_of_the_previous_cell_reach_the_decisions_that_remembered_it() {
+    let (engine, clock, _) = engine_at(20_000);
+    let names = Names::new();
+    assert!(engine.check(names.hit("a", 6, 10)).await.allowed);
+    clock.set(21_000);
+    // previous 6, fully weighted at the start of the window: remembered from now on
+    assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 4);
+    assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 4);
+
+    engine.merge_synced(
+        &names.cell_key("a", 20),
+        PnCount::hits(3),
+        PnCount::default(),
+    );
+    assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 1);
+
+    assert_eq!(engine.refund(names.hit("a", 2, 10)).await.remaining, 3);
+    assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 3);
+
+    // a decision that read the clock just before the boundary consumes in the old cell
+    clock.set(20_999);
+    assert!(engine.check(names.hit("a", 1, 100)).await.allowed);
+    clock.set(21_000);
+    assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 2);
+}
+
 /// What `origin` holds for `key` (hits − refunds), `None` if it cannot be read.
 async fn origin_total(origin: &dyn RegionalOrigin, key: &CellKey) -> Option<u64> {
     origin.read(key).await.ok().map(|r| r.total.value())

@@ -244,12 +244,10 @@ impl GlobalCounters {
                 return None;
             }
         };
-        let mut created = 0u64;
-        for cell in &cells {
-            if self.engine.merge_synced(&cell.key, cell.foreign, cell.own) {
-                created += 1;
-            }
-        }
+        let created = self
+            .engine
+            .merge_synced_all(&cells, |cell| (&cell.key, cell.foreign, cell.own))
+            .await;
         self.metrics
             .global_sync(cells.len() as u64, created, started.elapsed());
         Some(cells.len())
@@ -288,10 +286,9 @@ impl GlobalCounters {
                 return None;
             }
         };
-        for cell in &own {
-            self.engine
-                .merge_synced(&cell.key, PnCount::default(), cell.own);
-        }
+        self.engine
+            .merge_synced_all(&own, |cell| (&cell.key, PnCount::default(), cell.own))
+            .await;
         tracing::debug!(cells = own.len(), "own global rows read back");
         self.own_read
             .store(true, std::sync::atomic::Ordering::Release);
