@@ -14,6 +14,7 @@ pub mod pn;
 pub mod recorder;
 pub mod redact;
 pub mod regional;
+pub mod sharded;
 pub mod throttle;
 
 pub use throttle::Throttle;

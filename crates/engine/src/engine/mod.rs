@@ -37,6 +37,7 @@ use crate::pn::PnCount;
 use crate::recorder::{DecisionSource, OriginOp, Recorder};
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
+use crate::sharded::ShardedCount;
 use crate::throttle::Throttle;
 use cell::{ReplayNeed, SharedCell};
 use inspect::HeavyHitters;
@@ -161,8 +162,9 @@ pub struct Engine {
     /// Decisions on cells another region also counts, admitted and denied (cumulative): their
     /// ratio tells the global counters how far over its limit a shared counter is offered,
     /// which is what the delay before regions hear of each other multiplies (ACCURACY.md).
-    shared_admitted: AtomicU64,
-    shared_denied: AtomicU64,
+    /// Sharded: written on every decision on a shared cell, by every core.
+    shared_admitted: ShardedCount,
+    shared_denied: ShardedCount,
 }
 
 /// [`Engine::shared_decisions`]: decisions on cells another region also counts, since start.
@@ -194,8 +196,8 @@ impl Engine {
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
             origin_epoch: AtomicU64::new(origin.epoch()),
             contended_at_ms: AtomicU64::new(0),
-            shared_admitted: AtomicU64::new(0),
-            shared_denied: AtomicU64::new(0),
+            shared_admitted: ShardedCount::default(),
+            shared_denied: ShardedCount::default(),
             settings,
             origin,
             clock,
@@ -742,10 +744,10 @@ impl Engine {
     /// bounce its cache line between cores).
     fn note_shared(&self, allowed: bool, now_ms: u64) {
         if allowed {
-            self.shared_admitted.fetch_add(1, Ordering::Relaxed);
+            self.shared_admitted.inc();
             return;
         }
-        self.shared_denied.fetch_add(1, Ordering::Relaxed);
+        self.shared_denied.inc();
         if self.contended_at_ms.load(Ordering::Relaxed) < now_ms {
             self.contended_at_ms.fetch_max(now_ms, Ordering::Relaxed);
         }
@@ -754,8 +756,8 @@ impl Engine {
     /// Decisions on cells another region also counts since start (relaxed reads).
     pub fn shared_decisions(&self) -> SharedDecisions {
         SharedDecisions {
-            admitted: self.shared_admitted.load(Ordering::Relaxed),
-            denied: self.shared_denied.load(Ordering::Relaxed),
+            admitted: self.shared_admitted.get(),
+            denied: self.shared_denied.get(),
         }
     }
 
