@@ -47,6 +47,19 @@ fn engine_at(now_ms: u64) -> (Arc<Engine>, Arc<ManualClock>, Arc<InProcessOrigin
     (Arc::new(engine), clock, origin)
 }
 
+/// An engine at 10 s on the manual clock over `origin`, its settings the defaults as
+/// `adjust` changes them, reporting to `recorder`.
+fn engine_over<O: RegionalOrigin + 'static>(
+    origin: &Arc<O>,
+    adjust: impl FnOnce(&mut EngineSettings),
+    recorder: Arc<dyn Recorder>,
+) -> Engine {
+    let mut settings = EngineSettings::default();
+    adjust(&mut settings);
+    let clock = Arc::new(ManualClock::new(10_000));
+    Engine::new(settings, origin.clone(), clock, recorder)
+}
+
 struct Names {
     workspace: Arc<str>,
     namespace: Arc<str>,
@@ -248,8 +261,7 @@ impl RegionalOrigin for SwitchableOrigin {
 #[tokio::test]
 async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     let origin = Arc::new(SwitchableOrigin::new(true));
-    let clock = Arc::new(ManualClock::new(10_000));
-    let engine = Engine::new(EngineSettings::default(), origin.clone(), clock, metrics());
+    let engine = engine_over(&origin, |_| {}, metrics());
     let names = Names::new();
     for _ in 0..4 {
         assert!(engine.check(names.hit("a", 1, 5)).await.allowed);
@@ -275,17 +287,8 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
 
 #[tokio::test]
 async fn the_cell_cap_holds() {
-    let clock = Arc::new(ManualClock::new(10_000));
-    let settings = EngineSettings {
-        max_cells: 100,
-        ..EngineSettings::default()
-    };
-    let engine = Engine::new(
-        settings,
-        Arc::new(InProcessOrigin::new(100)),
-        clock,
-        metrics(),
-    );
+    let origin = Arc::new(InProcessOrigin::new(100));
+    let engine = engine_over(&origin, |s| s.max_cells = 100, metrics());
     let workspace: Arc<str> = "d".into();
     let namespace: Arc<str> = "1:k/".into();
     for i in 0..5_000 {
@@ -413,14 +416,9 @@ async fn after_a_denial_strict_mode_reads_the_origin_on_each_decision() {
 
 #[tokio::test]
 async fn replay_overflow_keeps_the_work_in_the_cell() {
-    let clock = Arc::new(ManualClock::new(10_000));
     let origin = Arc::new(InProcessOrigin::new(100));
-    let settings = EngineSettings {
-        max_pending_replay: 1,
-        ..EngineSettings::default()
-    };
     let overflows = Arc::new(OverflowCount::default());
-    let engine = Engine::new(settings, origin.clone(), clock, overflows.clone());
+    let engine = engine_over(&origin, |s| s.max_pending_replay = 1, overflows.clone());
     let names = Names::new();
     engine.check(names.hit("a", 1, 10)).await;
     engine.check(names.hit("b", 2, 10)).await;
@@ -455,13 +453,8 @@ async fn a_replay_sent_twice_counts_once() {
 
 #[tokio::test]
 async fn an_evicted_cell_resumes_its_component_from_the_origin() {
-    let clock = Arc::new(ManualClock::new(10_000));
     let origin = Arc::new(InProcessOrigin::new(1_000));
-    let settings = EngineSettings {
-        max_cells: 8,
-        ..EngineSettings::default()
-    };
-    let engine = Engine::new(settings, origin.clone(), clock, metrics());
+    let engine = engine_over(&origin, |s| s.max_cells = 8, metrics());
     let names = Names::new();
     for _ in 0..3 {
         engine.check(names.hit("a", 1, 10)).await;
@@ -523,12 +516,7 @@ async fn publishable_cells_and_synced_counts() {
 #[tokio::test]
 async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     let origin = Arc::new(SwitchableOrigin::new(true));
-    let clock = Arc::new(ManualClock::new(10_000));
-    let settings = EngineSettings {
-        max_pending_replay: 4,
-        ..EngineSettings::default()
-    };
-    let engine = Engine::new(settings, origin.clone(), clock, metrics());
+    let engine = engine_over(&origin, |s| s.max_pending_replay = 4, metrics());
     let names = Names::new();
     let ids: Vec<String> = (0..40).map(|i| format!("one-shot-{i}")).collect();
     for id in &ids {
@@ -601,13 +589,12 @@ async fn reaping_a_large_table_lets_decisions_run_meanwhile() {
 /// The final replay (shutdown) also sends the cells the queue had refused.
 #[tokio::test]
 async fn the_final_replay_includes_overflowed_cells() {
-    let clock = Arc::new(ManualClock::new(10_000));
     let origin = Arc::new(InProcessOrigin::new(1_000));
-    let settings = EngineSettings {
-        max_pending_replay: 3,
-        ..EngineSettings::default()
-    };
-    let engine = Arc::new(Engine::new(settings, origin.clone(), clock, metrics()));
+    let engine = Arc::new(engine_over(
+        &origin,
+        |s| s.max_pending_replay = 3,
+        metrics(),
+    ));
     let names = Names::new();
     let ids: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
     for id in &ids {
