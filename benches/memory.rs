@@ -25,6 +25,8 @@ use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
 
 const MINUTE_MS: u64 = 60_000;
+/// Where the benches' clock starts: in the middle of a minute window.
+const START_MS: u64 = 1_000 * MINUTE_MS + MINUTE_MS / 2;
 /// Decisions between two replays (the service replays every 100 ms).
 const REPLAY_EVERY: u64 = 10_000;
 
@@ -47,7 +49,7 @@ fn engine(max_cells: usize, max_cell_bytes: u64) -> Engine {
             ..EngineSettings::default()
         },
         Arc::new(InProcessOrigin::new(max_cells)),
-        Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2)),
+        Arc::new(ManualClock::new(START_MS)),
         Arc::new(Metrics::new()),
     )
 }
@@ -212,7 +214,7 @@ fn roomy_engine(clock: &Arc<ManualClock>) -> Arc<Engine> {
 
 /// A roomy engine in the middle of a one-minute window, `keys` counters decided once each.
 fn filled(keys: u64) -> (Arc<ManualClock>, Arc<Engine>) {
-    let clock = Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2));
+    let clock = Arc::new(ManualClock::new(START_MS));
     let engine = roomy_engine(&clock);
     fill(&engine, 0..keys, |_| {});
     (clock, engine)
@@ -228,78 +230,74 @@ fn report(bench: &str, cells: usize, extra: &str, walk: &Walk) {
     );
 }
 
-/// 1M expired cells reaped on a one-thread runtime (`--workers 1`) while a task decides on a
-/// warm key in a loop: the longest loop turn is the longest a decision waited for the reaper.
-/// (`Cache::retain` held the only thread for the whole table.)
+/// A background job at 1M cells (500,000 counters decided in two windows, as `filled`),
+/// `prepare`d and then run on a one-thread runtime (`--workers 1`) while a task decides on a
+/// warm key in a loop: the longest loop turn is the longest a decision waited for the job.
+/// Reported under `bench`, with what `fields` says of the job's output.
+fn at_a_million_cells<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
+    bench: &str,
+    prepare: impl FnOnce(&ManualClock),
+    work: impl FnOnce(Arc<Engine>) -> F,
+    fields: impl FnOnce(&T) -> String,
+) {
+    let (clock, engine) = filled(500_000);
+    let cells = engine.live_cells();
+    prepare(&clock);
+    let (output, walk) = while_deciding(&engine, work);
+    report(bench, cells, &fields(&output), &walk);
+}
+
+/// 1M expired cells reaped (`Cache::retain` held the only thread for the whole table).
 fn reap() {
-    const KEYS: u64 = 500_000;
-    let (clock, engine) = filled(KEYS);
-    let cells = engine.live_cells();
-    // two windows later, every one of them is past its sliding window
-    clock.advance(2 * MINUTE_MS);
-    let (reaped, walk) = while_deciding(&engine, |engine| async move { engine.reap().await });
-    report(
+    at_a_million_cells(
         "warm decision while reaping",
-        cells,
-        &format!("\"reaped\":{reaped},"),
-        &walk,
+        // two windows later, every one of them is past its sliding window
+        |clock| clock.advance(2 * MINUTE_MS),
+        |engine| async move { engine.reap().await },
+        |reaped| format!("\"reaped\":{reaped},"),
     );
 }
 
-/// The engine's part of a global flush tick at 1M cells: the walk for publishable cells
-/// (500,000 of them hold a count), while a warm key decides.
+/// The engine's part of a global flush tick: the walk for publishable cells (500,000 of
+/// them hold a count).
 fn flush() {
-    const KEYS: u64 = 500_000;
-    let (_, engine) = filled(KEYS);
-    let cells = engine.live_cells();
-    let (rows, walk) = while_deciding(&engine, |engine| async move {
-        engine.publishable(0.0).await.len()
-    });
-    report(
+    at_a_million_cells(
         "warm decision during the flush walk",
-        cells,
-        &format!("\"rows\":{rows},"),
-        &walk,
+        |_| {},
+        |engine| async move { engine.publishable(0.0).await.len() },
+        |rows| format!("\"rows\":{rows},"),
     );
 }
 
-/// The engine's part of a global sync tick at 1M cells: merging what the store returned for
-/// every cell (each current and previous cell of 500,000 counters, foreign counts in each),
-/// while a warm key decides.
+/// The engine's part of a global sync tick: merging what the store returned for every cell
+/// (each current and previous cell of the 500,000 counters, foreign counts in each).
 fn sync() {
-    const KEYS: u64 = 500_000;
-    let (_, engine) = filled(KEYS);
-    let cells = engine.live_cells();
-    let sequence = engine.now_ms() / MINUTE_MS;
-    let synced: Vec<(CellKey, PnCount, PnCount)> = (0..KEYS)
+    let sequence = START_MS / MINUTE_MS;
+    let synced: Vec<(CellKey, PnCount, PnCount)> = (0..500_000u64)
         .flat_map(|i| {
             let identifier = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
             [sequence - 1, sequence].map(|sequence| {
-                (
-                    CellKey::new(
-                        "bench",
-                        "14:remote_address/",
-                        &identifier,
-                        MINUTE_MS,
-                        sequence,
-                    ),
-                    PnCount::hits(3),
-                    PnCount::default(),
-                )
+                let key = CellKey::new(
+                    "bench",
+                    "14:remote_address/",
+                    &identifier,
+                    MINUTE_MS,
+                    sequence,
+                );
+                (key, PnCount::hits(3), PnCount::default())
             })
         })
         .collect();
     let rows = synced.len();
-    let (created, walk) = while_deciding(&engine, move |engine| async move {
-        engine
-            .merge_synced_all(&synced, |(key, foreign, own)| (key, *foreign, *own))
-            .await
-    });
-    report(
+    at_a_million_cells(
         "warm decision during the sync merge",
-        cells,
-        &format!("\"rows\":{rows},\"created\":{created},"),
-        &walk,
+        |_| {},
+        move |engine| async move {
+            engine
+                .merge_synced_all(&synced, |(key, foreign, own)| (key, *foreign, *own))
+                .await
+        },
+        |created| format!("\"rows\":{rows},\"created\":{created},"),
     );
 }
 
@@ -307,9 +305,7 @@ fn sync() {
 /// while a warm key decides.
 fn replay() {
     const KEYS: u64 = 100_000;
-    let engine = roomy_engine(&Arc::new(ManualClock::new(
-        1_000 * MINUTE_MS + MINUTE_MS / 2,
-    )));
+    let engine = roomy_engine(&Arc::new(ManualClock::new(START_MS)));
     decide_each(&engine, 0..KEYS, MINUTE_MS);
     let pending = engine.pending_replay_cells();
     let cells = engine.live_cells();
