@@ -432,26 +432,19 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument picks one case.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
-    if wants("per_cell") {
-        per_cell();
-    }
-    if wants("flood") {
-        flood();
-    }
-    if wants("reap") {
-        reap();
-    }
-    if wants("flush") {
-        flush();
-    }
-    if wants("sync") {
-        sync();
-    }
-    if wants("replay") {
-        replay();
-    }
-    if wants("rollover") {
-        rollover();
+    let cases: [(&str, fn()); 7] = [
+        ("per_cell", per_cell),
+        ("flood", flood),
+        ("reap", reap),
+        ("flush", flush),
+        ("sync", sync),
+        ("replay", replay),
+        ("rollover", rollover),
+    ];
+    for (name, case) in cases {
+        if wants(name) {
+            case();
+        }
     }
     // Only on request: it is a callgrind target, not a measurement of its own.
     if filter.as_deref() == Some("warm_loop") {
