@@ -330,6 +330,18 @@ fn minute_hit<'a>(names: &'a Names, cost: u64, limit: u64) -> Hit<'a> {
     names.hit_for("a", 60_000, cost, limit)
 }
 
+/// The penalty the penalty-box tests give their rule: five minutes.
+const PENALTY_MS: u64 = 300_000;
+
+/// Whether a cost-1 hit on client "a" under `limit` per minute, with the rule's penalty
+/// ([`PENALTY_MS`]), is allowed.
+async fn allowed_with_penalty(engine: &Engine, names: &Names, limit: u64) -> bool {
+    engine
+        .check_with_penalty(minute_hit(names, 1, limit), PENALTY_MS)
+        .await
+        .allowed
+}
+
 #[tokio::test]
 async fn a_stale_cell_reads_the_origin_before_deciding() {
     let (a, b, clock, origin) = shared_region(1_000);
@@ -696,74 +708,41 @@ async fn the_penalty_box_holds_a_client_past_its_window_and_lets_it_out() {
 async fn the_penalty_box_holds_across_the_processes_of_a_region() {
     let (a, b, clock, origin) = shared_region(1_000);
     let names = Names::new();
-    let penalty = 300_000;
     for _ in 0..2 {
-        assert!(
-            a.check_with_penalty(minute_hit(&names, 1, 2), penalty)
-                .await
-                .allowed
-        );
+        assert!(allowed_with_penalty(&a, &names, 2).await);
     }
-    assert!(
-        !a.check_with_penalty(minute_hit(&names, 1, 2), penalty)
-            .await
-            .allowed
-    );
+    assert!(!allowed_with_penalty(&a, &names, 2).await);
     a.replay_now().await;
     // the next minute: b has never seen this client; its cold cell reads the region's box
     clock.advance(90_000);
     let held = b
-        .check_with_penalty(minute_hit(&names, 1, 2), penalty)
+        .check_with_penalty(minute_hit(&names, 1, 2), PENALTY_MS)
         .await;
     assert!(!held.allowed, "b holds the client a penalized");
     assert_eq!(held.until_reset_ms, 210_000);
     // the origin down: b still holds it (it took the penalty into its own box)
     origin.down.store(true, Ordering::SeqCst);
     clock.advance(10_000);
-    assert!(
-        !b.check_with_penalty(minute_hit(&names, 1, 2), penalty)
-            .await
-            .allowed
-    );
+    assert!(!allowed_with_penalty(&b, &names, 2).await);
     clock.advance(200_000);
-    assert!(
-        b.check_with_penalty(minute_hit(&names, 1, 2), penalty)
-            .await
-            .allowed
-    );
+    assert!(allowed_with_penalty(&b, &names, 2).await);
 }
 
 #[tokio::test]
 async fn a_failed_penalty_send_degrades_to_the_local_box_and_is_retried() {
     let (a, b, clock, origin) = shared_region(1_000);
     let names = Names::new();
-    let penalty = 300_000;
     origin.down.store(true, Ordering::SeqCst);
-    assert!(
-        a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
-            .await
-            .allowed
-    );
-    assert!(
-        !a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
-            .await
-            .allowed
-    );
+    assert!(allowed_with_penalty(&a, &names, 1).await);
+    assert!(!allowed_with_penalty(&a, &names, 1).await);
     a.replay_now().await;
     clock.advance(60_000);
-    assert!(
-        !a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
-            .await
-            .allowed,
-        "local box"
-    );
+    assert!(!allowed_with_penalty(&a, &names, 1).await, "local box");
     origin.down.store(false, Ordering::SeqCst);
     a.replay_now().await;
     clock.advance(60_000);
     assert!(
-        !b.check_with_penalty(minute_hit(&names, 1, 1), penalty)
-            .await
-            .allowed,
+        !allowed_with_penalty(&b, &names, 1).await,
         "sent on the next cycle"
     );
 }
@@ -818,17 +797,8 @@ async fn a_dropped_penalty_send_is_sent_by_the_next_cycle() {
         metrics(),
     );
     let names = Names::new();
-    let penalty = 300_000;
-    assert!(
-        a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
-            .await
-            .allowed
-    );
-    assert!(
-        !a.check_with_penalty(minute_hit(&names, 1, 1), penalty)
-            .await
-            .allowed
-    );
+    assert!(allowed_with_penalty(&a, &names, 1).await);
+    assert!(!allowed_with_penalty(&a, &names, 1).await);
     let counter = minute_hit(&names, 1, 1).counter.to_owned_key();
     let dropped = tokio::time::timeout(Duration::from_millis(50), a.replay_now()).await;
     assert!(dropped.is_err(), "the send hangs");
@@ -836,7 +806,7 @@ async fn a_dropped_penalty_send_is_sent_by_the_next_cycle() {
     origin.hang.store(false, Ordering::SeqCst);
     a.replay_now().await;
     let until = other.penalty_until(&counter).await.expect("read");
-    assert_eq!(until, 100_000 + penalty, "sent by the next cycle");
+    assert_eq!(until, 100_000 + PENALTY_MS, "sent by the next cycle");
 }
 
 /// An origin whose store a test can replace (as a Sentinel failover replaces the master): the
