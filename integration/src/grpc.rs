@@ -194,6 +194,36 @@ pub fn codes(response: &RateLimitResponse) -> Vec<Code> {
     response.statuses.iter().map(code).collect()
 }
 
+/// Sends `calls` requests with the single descriptor `entries`; each must be answered OK.
+pub async fn assert_admitted(
+    client: &mut RlsClient,
+    calls: usize,
+    domain: &str,
+    entries: &[(&str, &str)],
+) {
+    for call in 1..=calls {
+        let response = should_rate_limit(client, request(domain, vec![descriptor(entries)])).await;
+        assert_eq!(
+            overall(&response),
+            Code::Ok,
+            "call {call} of {calls}: {response:?}"
+        );
+    }
+}
+
+/// The codes of `calls` decisions in a row, each made by `decide`: how a test walks one
+/// counter up to and past its limit.
+pub async fn codes_in_a_row(
+    calls: usize,
+    mut decide: impl AsyncFnMut() -> DescriptorStatus,
+) -> Vec<Code> {
+    let mut codes = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        codes.push(code(&decide().await));
+    }
+    codes
+}
+
 /// The value of the response header `name` (any case) the service asks Envoy to add.
 pub fn header<'r>(response: &'r RateLimitResponse, name: &str) -> Option<&'r str> {
     response

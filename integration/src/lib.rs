@@ -28,6 +28,7 @@ mod scenario;
 mod service;
 pub mod sql_admin;
 pub mod tls;
+pub mod upstream;
 pub mod windows;
 pub mod xds;
 
@@ -35,6 +36,7 @@ pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;
 pub use http::{HttpResponse, http_get, http_post};
 pub use service::{Launch, Service};
+pub use upstream::UpstreamRuntime;
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -265,6 +267,15 @@ pub fn now_ms() -> u64 {
     u64::try_from(now.as_millis()).expect("milliseconds fit in u64")
 }
 
+/// Asserts that `text` (an error output, a list of problems) mentions `needle`; `whose`
+/// names the text in the failure.
+pub fn assert_mentions(text: &str, needle: &str, whose: &str) {
+    assert!(
+        text.contains(needle),
+        "{whose} does not mention {needle:?}:\n{text}"
+    );
+}
+
 /// A temporary directory holding one limits file `limits.yaml` with `yaml`;
 /// the directory and the file's path. Keep the directory alive while the
 /// service runs.
@@ -286,6 +297,19 @@ pub fn one_rule(domain: &str, key: &str, unit: &str, multiplier: u32, limit: u64
                unit_multiplier: {multiplier}\n      \
                requests_per_unit: {limit}\n"
     )
+}
+
+/// A domain of top-level rules, one descriptor key each, from `(key, unit, requests_per_unit)`:
+/// the limits most request-semantics tests need, so a test states its numbers rather than
+/// spelling out the same YAML around them.
+pub fn flat_rules(domain: &str, rules: &[(&str, &str, u64)]) -> String {
+    let mut yaml = format!("domain: {domain}\ndescriptors:\n");
+    for (key, unit, limit) in rules {
+        yaml.push_str(&format!(
+            "  - key: {key}\n    rate_limit: {{ unit: {unit}, requests_per_unit: {limit} }}\n"
+        ));
+    }
+    yaml
 }
 
 /// The service on a limits file holding `yaml`, with `args`; keep the directory alive while

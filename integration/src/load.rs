@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::grpc::{DescriptorStatus, RateLimitRequest, RateLimitResponse, RlsClient};
-use super::now_ms;
+use super::{Service, now_ms};
 
 /// One request of a paced run and what came of it.
 #[derive(Debug)]
@@ -31,6 +31,21 @@ impl Sent {
     pub fn latency(&self) -> Duration {
         Duration::from_millis(self.received_ms.saturating_sub(self.sent_ms))
     }
+}
+
+/// [`paced`] load on one new client of `service`, in the background (the test thread is then
+/// free to cut, kill or measure); await the handle for what was sent.
+pub async fn in_background<F>(
+    service: &Service,
+    rate_per_sec: f64,
+    duration: Duration,
+    request: F,
+) -> tokio::task::JoinHandle<Vec<Sent>>
+where
+    F: Fn(usize) -> RateLimitRequest + Send + 'static,
+{
+    let client = super::grpc::rls_client(service.grpc_addr).await;
+    tokio::spawn(paced(vec![client], rate_per_sec, duration, request))
 }
 
 /// Sends `rate_per_sec × duration` requests, request `i` at `start + i / rate_per_sec` to
@@ -97,6 +112,18 @@ pub fn latency_summary<'a>(sent: impl IntoIterator<Item = &'a Sent>) -> String {
         at(100),
         ms.len()
     )
+}
+
+/// Asserts that no call of `what` (a run's name) failed: a decision for every request,
+/// whatever happened meanwhile; shows how many failed and the first five.
+pub fn assert_no_grpc_errors(sent: &[Sent], what: &str) {
+    let errors = grpc_errors(sent);
+    assert!(
+        errors.is_empty(),
+        "{what}: {} gRPC errors, e.g. {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
 }
 
 /// The gRPC errors among `sent`, as `code: message`.

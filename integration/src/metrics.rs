@@ -72,6 +72,17 @@ pub fn requests(text: &str, outcome: &str) -> Option<f64> {
     sample(text, "rls_requests_total", &[("outcome", outcome)])
 }
 
+/// `rls_descriptor_decisions_total{domain, rule, outcome}`, the decisions of one rule's
+/// series (`rule` is its series name, as upstream names its stats) with `outcome`
+/// (`within_limit`, `over_limit`, `shadow_over_limit`, ...).
+pub fn decisions(text: &str, domain: &str, rule: &str, outcome: &str) -> Option<f64> {
+    sample(
+        text,
+        "rls_descriptor_decisions_total",
+        &[("domain", domain), ("rule", rule), ("outcome", outcome)],
+    )
+}
+
 /// Like [`sample`], with 0 for a series not (yet) exported.
 pub fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     sample(text, name, labels).unwrap_or(0.0)

@@ -114,6 +114,15 @@ pub fn pn_counts_under(url: &str, prefix: &str) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
+/// The hits and the refunds summed over the cells under `prefix` whose key holds `part`
+/// (a counter's name, a window's duration), on the node at `url`.
+pub fn pn_sum_under(url: &str, prefix: &str, part: &str) -> (u64, u64) {
+    pn_counts_under(url, prefix)
+        .into_iter()
+        .filter(|(key, _, _)| key.contains(part))
+        .fold((0, 0), |(h, r), (_, hits, refunds)| (h + hits, r + refunds))
+}
+
 /// Deletes every key under `prefix` on the node at `url` (tidying the shared Redis).
 pub fn delete_under(url: &str, prefix: &str) {
     let keys: Vec<String> = pn_counts_under(url, prefix)

@@ -2,10 +2,10 @@
 //! tests work with.
 
 use super::grpc::{
-    self, DescriptorStatus, RateLimitDescriptor, RateLimitRequest, RateLimitResponse, RlsClient,
-    descriptor, request,
+    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
+    RlsClient, descriptor, request,
 };
-use super::metrics::sample;
+use super::metrics;
 use super::{Launch, Service};
 
 /// Hold the whole value: its temp dir holds the config file.
@@ -58,6 +58,26 @@ impl Rls {
         response.statuses.remove(0)
     }
 
+    /// Asserts each `(rule, outcome, count)` of `domain`'s
+    /// `rls_descriptor_decisions_total`.
+    pub fn assert_decisions(&self, domain: &str, want: &[(&str, &str, f64)]) {
+        let text = self.metrics();
+        for &(rule, outcome, count) in want {
+            let got = metrics::decisions(&text, domain, rule, outcome);
+            assert_eq!(got, Some(count), "{rule} {outcome}:\n{text}");
+        }
+    }
+
+    /// The codes of `calls` requests in a row with the single descriptor `entries`.
+    pub async fn codes_in_a_row(
+        &mut self,
+        calls: usize,
+        domain: &str,
+        entries: &[(&str, &str)],
+    ) -> Vec<Code> {
+        grpc::codes_in_a_row(calls, async || self.one(domain, entries).await).await
+    }
+
     pub fn metrics(&self) -> String {
         self.service.metrics()
     }
@@ -65,12 +85,7 @@ impl Rls {
     /// `rls_descriptor_decisions_total{domain, rule, outcome}`; panics when absent.
     pub fn decisions(&self, domain: &str, rule: &str, outcome: &str) -> f64 {
         let text = self.metrics();
-        sample(
-            &text,
-            "rls_descriptor_decisions_total",
-            &[("domain", domain), ("rule", rule), ("outcome", outcome)],
-        )
-        .unwrap_or_else(|| {
+        metrics::decisions(&text, domain, rule, outcome).unwrap_or_else(|| {
             panic!("no rls_descriptor_decisions_total{{domain={domain:?},rule={rule:?},outcome={outcome:?}}} in /metrics:\n{text}")
         })
     }

@@ -252,6 +252,49 @@ impl Service {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Polls `check` every 50 ms until it passes (`Ok`): a condition awaited, not a fixed
+    /// sleep. Fails after `timeout` naming `what` it awaited, with the last state `check`
+    /// described (`Err`) and the log's tail.
+    pub fn wait_until(
+        &self,
+        timeout: Duration,
+        what: &str,
+        mut check: impl FnMut() -> Result<(), String>,
+    ) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let state = match check() {
+                Ok(()) => return,
+                Err(state) => state,
+            };
+            assert!(
+                Instant::now() < deadline,
+                "not within {timeout:?}: {what}\n{state}\n--- log ---\n{}",
+                self.log_tail(30)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends SIGTERM and waits up to `within` for a clean exit (status 0); how long it took.
+    /// Fails, showing the log's tail, while the process still runs after `within` or when it
+    /// exits with an error.
+    pub fn terminate_cleanly(&mut self, within: Duration) -> Duration {
+        let signalled = Instant::now();
+        self.send_signal("TERM");
+        let status = self.wait_exit(within);
+        let took = signalled.elapsed();
+        let log = self.log_tail(30);
+        let status = status.unwrap_or_else(|| {
+            panic!("still running {within:?} after SIGTERM\n--- log ---\n{log}")
+        });
+        assert!(
+            status.success(),
+            "exit status {status} after SIGTERM\n--- log ---\n{log}"
+        );
+        took
+    }
+
     /// Waits up to `timeout` for the process to exit; its status, or None if
     /// it is still running.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
@@ -283,6 +326,14 @@ impl Service {
     /// The running limits as `/rlconfig` shows them.
     pub fn rlconfig(&self) -> String {
         self.admin_get("/rlconfig").body_text()
+    }
+
+    /// Waits up to `timeout` until `/rlconfig` holds `needle` (a reload, a pushed config).
+    pub fn wait_rlconfig(&self, timeout: Duration, needle: &str) {
+        self.wait_until(timeout, &format!("{needle:?} in /rlconfig"), || {
+            let text = self.rlconfig();
+            text.contains(needle).then_some(()).ok_or(text)
+        });
     }
 
     /// `rls_config_reloads_total{result}` (0 before the first).

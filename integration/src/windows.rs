@@ -84,4 +84,15 @@ impl WindowTally {
         }
         failures
     }
+
+    /// Asserts that [`check`](Self::check) finds every `full` window decided, its
+    /// admitted/limit within `bounds`.
+    pub fn assert_full_windows(&self, full: Range<u64>, limit: u64, bounds: RangeInclusive<f64>) {
+        let (low, high) = (*bounds.start(), *bounds.end());
+        let failures = self.check(full, limit, bounds);
+        assert!(
+            failures.is_empty(),
+            "full windows outside [{low:.2}, {high:.2}] × limit: {failures:?}"
+        );
+    }
 }

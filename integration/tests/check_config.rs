@@ -115,13 +115,7 @@ fn every_readme_example_of_envoyproxy_ratelimit_is_valid() {
 #[test]
 fn unknown_unit_is_rejected() {
     assert_rejected(
-        "domain: d
-descriptors:
-  - key: k
-    rate_limit:
-      unit: fortnight
-      requests_per_unit: 1
-",
+        &support::one_rule("d", "k", "fortnight", 1, 1),
         Some(5),
         &["unknown unit `fortnight`", "descriptors[0].rate_limit.unit"],
     );
@@ -129,16 +123,11 @@ descriptors:
 
 #[test]
 fn unknown_field_is_rejected() {
+    // A valid rule with one field too many, on its last line.
+    let rule = support::one_rule("d", "k", "second", 1, 1);
     assert_rejected(
-        "domain: d
-descriptors:
-  - key: k
-    rate_limit:
-      unit: second
-      requests_per_unit: 1
-      requests_per_minute: 5
-",
-        Some(7),
+        &format!("{rule}      requests_per_minute: 5\n"),
+        Some(8),
         &["unknown field `requests_per_minute`"],
     );
     assert_rejected(

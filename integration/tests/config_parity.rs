@@ -20,14 +20,9 @@ use support::{Launch, Service};
 /// Room for every counting test: all its calls fall in one minute.
 const WORK: Duration = Duration::from_secs(3);
 
-const PLAIN_YAML: &str = "\
-domain: plain
-descriptors:
-  - key: a
-    rate_limit: { unit: minute, requests_per_unit: 1 }
-  - key: b
-    rate_limit: { unit: minute, requests_per_unit: 5 }
-";
+fn plain_yaml() -> String {
+    support::flat_rules("plain", &[("a", "minute", 1), ("b", "minute", 5)])
+}
 
 /// The global switch makes every descriptor a quota: our flag, and upstream's `QUOTA_MODE`.
 #[tokio::test]
@@ -36,7 +31,7 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
         (&["--quota-mode"][..], &[][..]),
         (&[][..], &[("QUOTA_MODE", "true")][..]),
     ] {
-        let mut rls = Rls::start_with(PLAIN_YAML, args, Launch::env(env)).await;
+        let mut rls = Rls::start_with(&plain_yaml(), args, Launch::env(env)).await;
         support::stay_in_one_minute(WORK);
         let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
         rls.check("plain", both()).await;
@@ -55,7 +50,8 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
         );
     }
     // Without the switch the same requests are denied.
-    let mut rls = Rls::start_with(PLAIN_YAML, &[], Launch::env(&[("QUOTA_MODE", "false")])).await;
+    let mut rls =
+        Rls::start_with(&plain_yaml(), &[], Launch::env(&[("QUOTA_MODE", "false")])).await;
     support::stay_in_one_minute(WORK);
     let both = || vec![descriptor(&[("a", "1")]), descriptor(&[("b", "1")])];
     rls.check("plain", both()).await;
@@ -63,12 +59,9 @@ async fn global_quota_mode_from_the_flag_or_upstreams_variable() {
     assert_eq!(overall(&r), Code::OverLimit, "{r:?}");
 }
 
-const SHADOW_YAML: &str = "\
-domain: shadow
-descriptors:
-  - key: user
-    rate_limit: { unit: minute, requests_per_unit: 1 }
-";
+fn shadow_yaml() -> String {
+    support::flat_rules("shadow", &[("user", "minute", 1)])
+}
 
 /// Global shadow mode, by our flag or upstream's `SHADOW_MODE`: the descriptor keeps its
 /// OVER_LIMIT status (dashboards and Envoy's per-descriptor view see it), only the overall
@@ -79,7 +72,7 @@ async fn global_shadow_mode_keeps_descriptor_statuses_and_turns_only_the_overall
         (&["--shadow-mode", "--response-headers"][..], &[][..]),
         (&["--response-headers"][..], &[("SHADOW_MODE", "1")][..]),
     ] {
-        let mut rls = Rls::start_with(SHADOW_YAML, args, Launch::env(env)).await;
+        let mut rls = Rls::start_with(&shadow_yaml(), args, Launch::env(env)).await;
         support::stay_in_one_minute(WORK);
         let first = rls
             .check("shadow", vec![descriptor(&[("user", "u")])])
@@ -159,52 +152,38 @@ async fn an_unlimited_rule_stays_unlimited_when_replaced_and_still_replaces() {
 async fn a_request_override_counts_on_the_matched_rules_counter() {
     let mut rls = Rls::start(&support::one_rule("ovr", "api_key", "minute", 1, 3), &[]).await;
     support::stay_in_one_minute(WORK);
-    for _ in 0..2 {
-        let r = rls
-            .check("ovr", vec![descriptor(&[("api_key", "k")])])
-            .await;
-        assert_eq!(codes(&r), [Code::Ok], "{r:?}");
+    let rule = || descriptor(&[("api_key", "k")]);
+    let per = |value, limit, unit: Unit| with_override(&[("api_key", value)], limit, unit as i32);
+    // In order: (step, the request's one descriptor, its code and remaining).
+    let steps = [
+        ("a hit on the rule", rule(), (Code::Ok, 2)),
+        ("a second hit on the rule", rule(), (Code::Ok, 1)),
+        // Two hits already counted on the rule: an override of 3 per minute has 1 left.
+        (
+            "the override's last",
+            per("k", 3, Unit::Minute),
+            (Code::Ok, 0),
+        ),
+        (
+            "the override, over",
+            per("k", 3, Unit::Minute),
+            (Code::OverLimit, 0),
+        ),
+        // And the config's limit sees the override's hit.
+        ("the rule after the override", rule(), (Code::OverLimit, 0)),
+        // Another value is another counter; an hourly override is another window.
+        (
+            "another value",
+            per("other", 1, Unit::Minute),
+            (Code::Ok, 0),
+        ),
+        ("an hourly override", per("k", 1, Unit::Hour), (Code::Ok, 0)),
+    ];
+    for (step, descriptor, want) in steps {
+        let r = rls.check("ovr", vec![descriptor]).await;
+        let got = (codes(&r), r.statuses.first().map(|s| s.limit_remaining));
+        assert_eq!(got, (vec![want.0], Some(want.1)), "{step}: {r:?}");
     }
-    // Two hits already counted on the rule: an override of 3 per minute has 1 left.
-    let r = rls
-        .check(
-            "ovr",
-            vec![with_override(&[("api_key", "k")], 3, Unit::Minute as i32)],
-        )
-        .await;
-    assert_eq!(codes(&r), [Code::Ok], "{r:?}");
-    assert_eq!(r.statuses[0].limit_remaining, 0, "{r:?}");
-    let r = rls
-        .check(
-            "ovr",
-            vec![with_override(&[("api_key", "k")], 3, Unit::Minute as i32)],
-        )
-        .await;
-    assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
-    // And the config's limit sees the override's hit.
-    let r = rls
-        .check("ovr", vec![descriptor(&[("api_key", "k")])])
-        .await;
-    assert_eq!(codes(&r), [Code::OverLimit], "{r:?}");
-    // Another value is another counter; an hourly override is another window.
-    let r = rls
-        .check(
-            "ovr",
-            vec![with_override(
-                &[("api_key", "other")],
-                1,
-                Unit::Minute as i32,
-            )],
-        )
-        .await;
-    assert_eq!(codes(&r), [Code::Ok], "{r:?}");
-    let r = rls
-        .check(
-            "ovr",
-            vec![with_override(&[("api_key", "k")], 1, Unit::Hour as i32)],
-        )
-        .await;
-    assert_eq!(codes(&r), [Code::Ok], "{r:?}");
 }
 
 fn write(path: &std::path::Path, text: &str) {
@@ -213,6 +192,15 @@ fn write(path: &std::path::Path, text: &str) {
             .unwrap_or_else(|e| panic!("mkdir {}: {e}", parent.display()));
     }
     std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// A temporary directory holding `files`: (path under it, text).
+fn tree(files: &[(&str, String)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (path, text) in files {
+        write(&dir.path().join(path), text);
+    }
+    dir
 }
 
 fn symlink(target: &str, link: &std::path::Path) {
@@ -243,15 +231,13 @@ fn served_domains(service: &Service) -> Vec<String> {
 /// and a file ending in an empty document (a templated file's trailing `---`) loads.
 #[tokio::test]
 async fn a_directory_tree_loads_like_upstreams_runtime() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = tree(&[
+        ("alpha.yaml", one_rule("alpha", 1)),
+        ("teams/beta.conf", format!("{}---\n", one_rule("beta", 2))),
+        ("teams/deep/gamma", one_rule("gamma", 3)),
+        (".dot.yml", one_rule("dot", 4)),
+    ]);
     let root = dir.path();
-    write(&root.join("alpha.yaml"), &one_rule("alpha", 1));
-    write(
-        &root.join("teams/beta.conf"),
-        &format!("{}---\n", one_rule("beta", 2)),
-    );
-    write(&root.join("teams/deep/gamma"), &one_rule("gamma", 3));
-    write(&root.join(".dot.yml"), &one_rule("dot", 4));
 
     let service = Service::start(root, &[]);
     assert_eq!(served_domains(&service), ["alpha", "beta", "dot", "gamma"]);
@@ -312,16 +298,8 @@ fn a_configmap_volume_directory_loads_once_and_reloads_on_swap() {
     symlink("..2026_01_01_00_01_00.2", &volume.join("..data_tmp"));
     std::fs::rename(volume.join("..data_tmp"), volume.join("..data")).expect("swap ..data");
     std::fs::remove_dir_all(volume.join("..2026_01_01_00_00_00.1")).expect("remove old version");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !rlconfig().contains("requests_per_unit=7") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not reloaded 20 s after the ..data swap:\n{}\n{}",
-            rlconfig(),
-            service.log_tail(30)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Reloaded after the swap.
+    service.wait_rlconfig(Duration::from_secs(20), "requests_per_unit=7");
     assert_eq!(served_domains(&service), ["alpha", "beta"]);
 }
 
@@ -330,13 +308,12 @@ fn a_configmap_volume_directory_loads_once_and_reloads_on_swap() {
 /// is refused.
 #[tokio::test]
 async fn merged_domains_serve_the_rules_of_every_file() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let other = "domain: shared\ndescriptors:\n  - key: other\n    rate_limit: {unit: hour, requests_per_unit: 9}\n";
+    let dir = tree(&[
+        ("a.yaml", one_rule("shared", 1)),
+        ("b.yaml", other.to_owned()),
+    ]);
     let root = dir.path();
-    write(&root.join("a.yaml"), &one_rule("shared", 1));
-    write(
-        &root.join("b.yaml"),
-        "domain: shared\ndescriptors:\n  - key: other\n    rate_limit: {unit: hour, requests_per_unit: 9}\n",
-    );
     for (args, env) in [
         (&["--merge-domain-config"][..], &[][..]),
         (&[][..], &[("MERGE_DOMAIN_CONFIG", "true")][..]),
@@ -584,17 +561,7 @@ async fn value_to_metric_and_detailed_metric_labels_are_upstreams_and_capped() {
     )
     .await;
     let text = rls.service.metrics();
-    let decisions = |rule: &str| {
-        support::metrics::sample(
-            &text,
-            "rls_descriptor_decisions_total",
-            &[
-                ("domain", "names"),
-                ("rule", rule),
-                ("outcome", "within_limit"),
-            ],
-        )
-    };
+    let decisions = |rule: &str| support::metrics::decisions(&text, "names", rule, "within_limit");
     assert_eq!(decisions("names.route_draw.method"), Some(1.0), "{text}");
     assert_eq!(decisions("names.route_paint.method"), Some(1.0), "{text}");
     // The third value is over the cap of 2: counted in the rule's own series.
@@ -622,83 +589,57 @@ async fn upstream_readme_examples_10_and_11_answer_and_name_series_as_upstream()
             grpc::should_rate_limit(&mut client, request(domain, vec![descriptor(entries)])).await;
         codes(&r)[0]
     };
-    // Example 11: five for files/a.pdf and five for files/b.csv exhaust the shared 10.
-    for _ in 0..5 {
-        assert_eq!(
-            call("example11", &[("files", "files/a.pdf")]).await,
-            Code::Ok
-        );
-        assert_eq!(
-            call("example11", &[("files", "files/b.csv")]).await,
-            Code::Ok
-        );
+    // Example 11, in order: (key, value, calls, the answer each call gets).
+    let example11 = [
+        // Five for files/a.pdf and five for files/b.csv exhaust the shared 10.
+        ("files", "files/a.pdf", 5, Code::Ok),
+        ("files", "files/b.csv", 5, Code::Ok),
+        ("files", "files/c.txt", 1, Code::OverLimit),
+        // Without share_threshold each value has its own 10.
+        ("files_no_share", "files_no_share/a.pdf", 10, Code::Ok),
+        ("files_no_share", "files_no_share/a.pdf", 1, Code::OverLimit),
+        ("files_no_share", "files_no_share/b.csv", 1, Code::Ok),
+    ];
+    for (key, value, calls, want) in example11 {
+        for i in 1..=calls {
+            let got = call("example11", &[(key, value)]).await;
+            assert_eq!(got, want, "example11 {key}: {value}, call {i} of {calls}");
+        }
     }
-    assert_eq!(
-        call("example11", &[("files", "files/c.txt")]).await,
-        Code::OverLimit
-    );
-    // Without share_threshold each value has its own 10.
-    for _ in 0..10 {
-        assert_eq!(
-            call("example11", &[("files_no_share", "files_no_share/a.pdf")]).await,
-            Code::Ok
-        );
-    }
-    assert_eq!(
-        call("example11", &[("files_no_share", "files_no_share/a.pdf")]).await,
-        Code::OverLimit
-    );
-    assert_eq!(
-        call("example11", &[("files_no_share", "files_no_share/b.csv")]).await,
-        Code::Ok
-    );
 
-    // Example 10 and 11's series names.
-    call(
-        "example10",
-        &[
-            ("route", "api"),
-            ("http_method", "GET"),
-            ("subject_id", "123"),
-        ],
-    )
-    .await;
-    call(
-        "example10_wildcard",
-        &[
-            ("user", "alice"),
-            ("action", "readfile"),
-            ("resource", "documents"),
-        ],
-    )
-    .await;
-    call(
-        "example11_metrics",
-        &[("route", "api/v1"), ("method", "GET")],
-    )
-    .await;
-    let text = service.metrics();
-    for (domain, rule) in [
+    // Example 10 and 11's series names: (domain, one request's entries, its rule's series).
+    let series = [
         (
             "example10",
+            &[
+                ("route", "api"),
+                ("http_method", "GET"),
+                ("subject_id", "123"),
+            ][..],
             "example10.route_api.http_method_GET.subject_id",
         ),
         (
             "example10_wildcard",
+            &[
+                ("user", "alice"),
+                ("action", "readfile"),
+                ("resource", "documents"),
+            ],
             "example10_wildcard.user_alice.action_readfile.resource",
         ),
-        ("example11_metrics", "example11_metrics.route_api/*.method"),
-    ] {
+        (
+            "example11_metrics",
+            &[("route", "api/v1"), ("method", "GET")],
+            "example11_metrics.route_api/*.method",
+        ),
+    ];
+    for (domain, entries, _) in series {
+        call(domain, entries).await;
+    }
+    let text = service.metrics();
+    for (domain, _, rule) in series {
         assert_eq!(
-            support::metrics::sample(
-                &text,
-                "rls_descriptor_decisions_total",
-                &[
-                    ("domain", domain),
-                    ("rule", rule),
-                    ("outcome", "within_limit")
-                ],
-            ),
+            support::metrics::decisions(&text, domain, rule, "within_limit"),
             Some(1.0),
             "{rule}\n{text}"
         );

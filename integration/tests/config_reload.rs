@@ -252,11 +252,5 @@ async fn a_config_file_with_no_end_or_a_fifo_is_refused_and_the_service_still_st
         service.log_tail(30)
     );
 
-    service.send_signal("TERM");
-    let exit = service.wait_exit(Duration::from_secs(15));
-    assert!(
-        exit.is_some_and(|status| status.success()),
-        "SIGTERM did not stop the service cleanly: {exit:?}\n{}",
-        service.log_tail(30)
-    );
+    service.terminate_cleanly(Duration::from_secs(15));
 }

@@ -12,7 +12,7 @@ use gcounter_rls_integration as support;
 use std::time::Duration;
 
 use support::example::{Client, Stack};
-use support::metrics::sample;
+use support::metrics::decisions;
 use support::{Example, HttpResponse};
 
 /// The requests of one test fit in this (on a loaded 2-core machine, with margin).
@@ -173,16 +173,7 @@ fn shadow_mode_rollout() {
 
     let metrics = stack.service.metrics();
     let decisions = |rule: &str, outcome: &str| {
-        sample(
-            &metrics,
-            "rls_descriptor_decisions_total",
-            &[
-                ("domain", "shadow-mode"),
-                ("rule", rule),
-                ("outcome", outcome),
-            ],
-        )
-        .unwrap_or(0.0)
+        decisions(&metrics, "shadow-mode", rule, outcome).unwrap_or(0.0)
     };
     let trial = "shadow-mode.path_/api/*";
     let enforced = "shadow-mode.remote_address";

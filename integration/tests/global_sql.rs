@@ -21,7 +21,7 @@ use gcounter_rls_integration as support;
 use std::time::{Duration, Instant};
 
 use support::grpc::{self, Code, RlsClient, code, costing, hit, one_status, request};
-use support::load::{self, Sent, grpc_errors};
+use support::load::{self, Sent};
 use support::metrics::count;
 use support::proxy::{Cut, Proxy};
 use support::sql_admin::{Backend, TestDb, region_args};
@@ -126,59 +126,35 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     let mut cc = grpc::rls_client(c.grpc_addr).await;
     let cell = ("left", "tenant", "acme");
 
-    let status = one_status(
-        &mut ca,
-        request("left", vec![costing("tenant", "acme", 60)]),
-    )
-    .await;
-    assert_eq!(code(&status), Code::Ok, "a: 60 of 100: {status:?}");
-    assert_eq!(status.limit_remaining, 40, "a: {status:?}");
+    // One request of `cost` on tenant acme's budget in `client`'s region: (code, remaining).
+    let take = async |client: &mut RlsClient, cost: u64| {
+        let status = one_status(
+            client,
+            request("left", vec![costing("tenant", "acme", cost)]),
+        )
+        .await;
+        (code(&status), status.limit_remaining)
+    };
 
-    let took = wait_remaining(
-        &mut cb,
-        cell,
-        40,
-        Duration::from_secs(5),
-        "b sees a's 60",
-        &b,
-    )
-    .await;
-    println!("{backend:?}: b saw a's 60 after {took:?}");
+    assert_eq!(take(&mut ca, 60).await, (Code::Ok, 40), "a: 60 of 100");
 
-    let denied = one_status(
-        &mut cb,
-        request("left", vec![costing("tenant", "acme", 41)]),
-    )
-    .await;
+    // Waits until `client` of `service` sees `want` left of the cell.
+    let sees = async |client: &mut RlsClient, service: &Service, want: u32, what: &str| {
+        let took = wait_remaining(client, cell, want, Duration::from_secs(5), what, service).await;
+        println!("{backend:?}: {what} after {took:?}");
+    };
+
+    sees(&mut cb, &b, 40, "b sees a's 60").await;
+
     assert_eq!(
-        code(&denied),
+        take(&mut cb, 41).await.0,
         Code::OverLimit,
-        "b: 41 > 40 left: {denied:?}"
+        "b: 41 > 40 left"
     );
-    let passed = one_status(
-        &mut cb,
-        request("left", vec![costing("tenant", "acme", 40)]),
-    )
-    .await;
-    assert_eq!(code(&passed), Code::Ok, "b: 40 = 40 left: {passed:?}");
-    assert_eq!(passed.limit_remaining, 0, "b: {passed:?}");
+    assert_eq!(take(&mut cb, 40).await, (Code::Ok, 0), "b: 40 = 40 left");
 
-    let took = wait_remaining(
-        &mut cc,
-        cell,
-        0,
-        Duration::from_secs(5),
-        "c sees a's 60 + b's 40",
-        &c,
-    )
-    .await;
-    println!("{backend:?}: c saw a's 60 + b's 40 after {took:?}");
-    let denied = one_status(&mut cc, request("left", vec![costing("tenant", "acme", 1)])).await;
-    assert_eq!(
-        code(&denied),
-        Code::OverLimit,
-        "c: nothing left: {denied:?}"
-    );
+    sees(&mut cc, &c, 0, "c sees a's 60 + b's 40").await;
+    assert_eq!(take(&mut cc, 1).await.0, Code::OverLimit, "c: nothing left");
 
     // The table holds each region's own component (c has none: it accepted nothing).
     let rows = db.counts_by_region();
@@ -264,12 +240,7 @@ async fn concentrated_traffic_stays_within_fifteen_percent() {
     let mut all: Vec<(usize, Sent)> = Vec::new();
     while let Some(done) = runs.join_next().await {
         let (i, sent) = done.expect("a load task panicked");
-        let errors = grpc_errors(&sent);
-        assert!(
-            errors.is_empty(),
-            "region {}: gRPC errors: {errors:?}",
-            regions[i]
-        );
+        load::assert_no_grpc_errors(&sent, &format!("region {}", regions[i]));
         all.extend(sent.into_iter().map(|s| (i, s)));
     }
 
@@ -277,16 +248,12 @@ async fn concentrated_traffic_stays_within_fifteen_percent() {
     for (region, s) in &all {
         tally.record(*region, s).expect("one status per answer");
     }
-    // Lower bound as a sanity check: the load saturates the limit, so a full window admits
-    // close to it.
-    let failures = tally.check(first_full..first_full + FULL_WINDOWS, LIMIT, 0.80..=1.15);
     for (r, s) in regions.iter().zip(&services) {
         println!("region {r}: {}", global_summary(s));
     }
-    assert!(
-        failures.is_empty(),
-        "full windows outside [0.80, 1.15] × limit: {failures:?}"
-    );
+    // Lower bound as a sanity check: the load saturates the limit, so a full window admits
+    // close to it.
+    tally.assert_full_windows(first_full..first_full + FULL_WINDOWS, LIMIT, 0.80..=1.15);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -332,13 +299,10 @@ async fn database_outage_loses_nothing_marked_flushed() {
             ],
         ),
     );
-    let client = grpc::rls_client(a.grpc_addr).await;
-    let load = tokio::spawn(load::paced(
-        vec![client],
-        RATE,
-        Duration::from_secs(12),
-        |_| hit("outage", "tenant", "acme"),
-    ));
+    let load = load::in_background(&a, RATE, Duration::from_secs(12), |_| {
+        hit("outage", "tenant", "acme")
+    })
+    .await;
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = count(&a.metrics(), "rls_global_write_errors_total", &[]);
@@ -355,8 +319,7 @@ async fn database_outage_loses_nothing_marked_flushed() {
     );
 
     let sent = load.await.expect("the load task panicked");
-    let errors = grpc_errors(&sent);
-    assert!(errors.is_empty(), "gRPC errors: {errors:?}");
+    load::assert_no_grpc_errors(&sent, "the outage run");
     let accepted = accepted(&sent);
     assert_eq!(
         accepted,
@@ -430,18 +393,7 @@ async fn sigterm_writes_a_final_flush() {
     // Nothing flushed yet (the first tick is an hour away, or ran before any request).
     assert_eq!(db.region_count("a"), 0, "no flush before SIGTERM");
     drop(client);
-    a.send_signal("TERM");
-    let status = a.wait_exit(Duration::from_secs(15)).unwrap_or_else(|| {
-        panic!(
-            "no exit within 15 s of SIGTERM\n--- log ---\n{}",
-            a.log_tail(30)
-        )
-    });
-    assert!(
-        status.success(),
-        "exit status {status}\n--- log ---\n{}",
-        a.log_tail(30)
-    );
+    a.terminate_cleanly(Duration::from_secs(15));
     assert_eq!(
         db.counts_by_region(),
         vec![("a".to_string(), ACCEPTED)],

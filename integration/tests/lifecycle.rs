@@ -455,14 +455,11 @@ async fn nothing_accepted_is_lost_to_outages_and_a_shutdown() {
             ],
         ),
     );
-    let client = grpc::rls_client(service.grpc_addr).await;
     let load_keys = keys.clone();
-    let load = tokio::spawn(load::paced(
-        vec![client],
-        200.0,
-        Duration::from_secs(11),
-        move |i| hit("zerolost", "user", &load_keys[i % load_keys.len()]),
-    ));
+    let load = load::in_background(&service, 200.0, Duration::from_secs(11), move |i| {
+        hit("zerolost", "user", &load_keys[i % load_keys.len()])
+    })
+    .await;
     let step = |secs: u64| tokio::time::sleep(Duration::from_secs(secs));
     step(1).await;
     redis_proxy.cut(Cut::Refuse);

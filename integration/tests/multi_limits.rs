@@ -66,6 +66,19 @@ async fn spend(client: &mut RlsClient, cost: u64) -> (Code, (u32, Unit), u32, Op
     (code(&status), limit, status.limit_remaining, header)
 }
 
+/// Spends `cost` and asserts the decision, `want`: (code, the status's (limit, unit),
+/// remaining); the `RateLimit-Limit` header.
+async fn assert_spends(
+    client: &mut RlsClient,
+    cost: u64,
+    want: (Code, (u32, Unit), u32),
+    why: &str,
+) -> Option<String> {
+    let (got, limit, remaining, header) = spend(client, cost).await;
+    assert_eq!((got, limit, remaining), want, "cost {cost}: {why}");
+    header
+}
+
 /// Polls a peek in `client` until the remaining is no longer the second's untouched 6 (the
 /// hour's count from the other process or region has arrived), and returns it.
 async fn remaining_once_converged(client: &mut RlsClient, service: &Service) -> u32 {
@@ -97,23 +110,14 @@ async fn scenario(a: &Service, b: &Service) {
     let mut cb = grpc::rls_client(b.grpc_addr).await;
     support::avoid_window_boundary(Duration::from_secs(1), Duration::from_millis(400));
 
-    let (got, limit, remaining, header) = spend(&mut ca, 5).await;
-    assert_eq!(
-        (got, limit, remaining),
-        (Code::Ok, (6, Unit::Second), 1),
-        "cost 5"
-    );
+    let header = assert_spends(&mut ca, 5, (Code::Ok, (6, Unit::Second), 1), "within both").await;
     assert_eq!(
         header.as_deref(),
         Some("6, 10;w=3600, 6;w=1"),
         "our RateLimit-Limit lists every policy"
     );
-    let (got, limit, remaining, _) = spend(&mut ca, 2).await;
-    assert_eq!(
-        (got, limit, remaining),
-        (Code::OverLimit, (6, Unit::Second), 0),
-        "cost 2: denied by the second's limit"
-    );
+    let denied = (Code::OverLimit, (6, Unit::Second), 0);
+    assert_spends(&mut ca, 2, denied, "denied by the second's limit").await;
 
     let_the_second_slide_out();
     assert_eq!(
@@ -121,12 +125,9 @@ async fn scenario(a: &Service, b: &Service) {
         5,
         "the hour holds 5: the denied request's 2 were refunded"
     );
-    let (got, limit, remaining, _) = spend(&mut cb, 5).await;
-    assert_eq!(
-        (got, limit, remaining),
-        (Code::Ok, (10, Unit::Hour), 0),
-        "cost 5 reaches the hour's limit exactly; the hour is now the most constrained"
-    );
+    let exactly = (Code::Ok, (10, Unit::Hour), 0);
+    let why = "reaches the hour's limit exactly; the hour is now the most constrained";
+    assert_spends(&mut cb, 5, exactly, why).await;
     let (got, limit, _, _) = spend(&mut cb, 1).await;
     assert_eq!(
         (got, limit),
@@ -146,11 +147,7 @@ async fn several_limits_are_all_or_nothing_across_processes_sharing_redis() {
     scenario(&a, &b).await;
     // The hour's cell: a's 5 + 2 − 2 refunded, b's 5; every second's cell holds what passed.
     support::eventually("the hour's cell in Redis (hits, refunds)", (12, 2), || {
-        redis_admin::pn_counts_under(LOCAL_REDIS_URL, &prefix)
-            .into_iter()
-            .filter(|(key, _, _)| key.contains(":3600000:"))
-            .map(|(_, hits, refunds)| (hits, refunds))
-            .fold((0, 0), |(h, r), (hits, refunds)| (h + hits, r + refunds))
+        redis_admin::pn_sum_under(LOCAL_REDIS_URL, &prefix, ":3600000:")
     });
     let seconds: Vec<u64> = redis_admin::counts_under(LOCAL_REDIS_URL, &prefix)
         .into_iter()
@@ -265,11 +262,7 @@ async fn all_or_nothing_across_descriptors_on_redis() {
     assert_eq!(codes(&denied), [Code::Ok, Code::OverLimit], "{denied:?}");
     // The team's cell in Redis: 2 hits, 1 refunded (the denied request's).
     support::eventually("the team's cell (hits, refunds)", (2, 1), || {
-        redis_admin::pn_counts_under(LOCAL_REDIS_URL, &prefix)
-            .into_iter()
-            .filter(|(key, _, _)| key.contains("4:team"))
-            .map(|(_, hits, refunds)| (hits, refunds))
-            .fold((0, 0), |(h, r), (hits, refunds)| (h + hits, r + refunds))
+        redis_admin::pn_sum_under(LOCAL_REDIS_URL, &prefix, "4:team")
     });
     // Another process (without the setting) sees the team's second unit free.
     let mut cb = grpc::rls_client(b.grpc_addr).await;

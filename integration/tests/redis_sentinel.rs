@@ -11,25 +11,18 @@ use gcounter_redis::testing::{SentinelSet, TlsOptions, TlsRedis, UnixRedis};
 
 use std::time::{Duration, Instant};
 
-use support::grpc::{self, Code, code, descriptor, hit, request};
-use support::load::{self, grpc_errors};
+use support::grpc::{self, Code, code, hit};
+use support::load;
 use support::metrics::count;
 use support::redis_admin;
-use support::{Service, now_ms};
+use support::{Service, UpstreamRuntime, now_ms};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
 /// RUNTIME_ROOT/ratelimit/config/limits.yaml with one rule: `limit` a day per `user`.
-fn runtime_root(limit: u64) -> tempfile::TempDir {
-    let root = tempfile::tempdir().expect("temp dir");
-    let dir = root.path().join("ratelimit").join("config");
-    std::fs::create_dir_all(&dir).expect("create runtime dir");
-    std::fs::write(
-        dir.join("limits.yaml"),
-        support::one_rule("upstream", "user", "day", 1, limit),
-    )
-    .expect("write limits");
-    root
+/// Upstream's runtime directory with `limit` a day for each `user` of domain `upstream`.
+fn runtime_root(limit: u64) -> UpstreamRuntime {
+    UpstreamRuntime::new(&support::one_rule("upstream", "user", "day", 1, limit))
 }
 
 fn replays(text: &str, result: &str) -> f64 {
@@ -73,14 +66,10 @@ async fn failover_under_load(how: Failover) {
     const RATE: f64 = 200.0;
     let mut set = SentinelSet::start_or_fail("rlmaster", Some("n0de@pw"), Some("s3nt"));
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let root = runtime_root(1_000_000);
-    let root_path = root.path().to_string_lossy().into_owned();
+    let runtime = runtime_root(1_000_000);
     let prefix = redis_admin::unique_prefix("sentinel");
     let redis_url = format!("{},{}", set.name, set.sentinel_addrs().join(","));
-    let service = Service::start_upstream(&[
-        ("RUNTIME_ROOT", &root_path),
-        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-        ("USE_STATSD", "false"),
+    let service = Service::start_upstream(&runtime.env(&[
         ("LOG_LEVEL", "info"),
         ("REDIS_SOCKET_TYPE", "tcp"),
         ("REDIS_TYPE", "sentinel"),
@@ -88,14 +77,11 @@ async fn failover_under_load(how: Failover) {
         ("REDIS_AUTH", "n0de@pw"),
         ("REDIS_SENTINEL_AUTH", "s3nt"),
         ("CACHE_KEY_PREFIX", &prefix),
-    ]);
-    let client = grpc::rls_client(service.grpc_addr).await;
-    let load = tokio::spawn(load::paced(
-        vec![client],
-        RATE,
-        Duration::from_secs(12),
-        |i| hit("upstream", "user", KEYS[i % KEYS.len()]),
-    ));
+    ]));
+    let load = load::in_background(&service, RATE, Duration::from_secs(12), |i| {
+        hit("upstream", "user", KEYS[i % KEYS.len()])
+    })
+    .await;
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = service.metrics();
@@ -126,13 +112,7 @@ async fn failover_under_load(how: Failover) {
     );
 
     let sent = load.await.expect("the load task");
-    let errors = grpc_errors(&sent);
-    assert!(
-        errors.is_empty(),
-        "{} gRPC errors, e.g. {:?}",
-        errors.len(),
-        &errors[..errors.len().min(5)]
-    );
+    load::assert_no_grpc_errors(&sent, &format!("{how:?}"));
     let accepted = sent
         .iter()
         .filter(|s| s.first_status().is_some_and(|st| code(st) == Code::Ok))
@@ -188,25 +168,14 @@ async fn unix_socket_with_redis_auth_from_upstreams_variables() {
     support::avoid_window_boundary(DAY, Duration::from_secs(10));
     let redis = UnixRedis::start("s0cket:pw").unwrap_or_else(|e| panic!("{e}"));
     let socket = redis.socket.to_string_lossy().into_owned();
-    let root = runtime_root(10);
-    let root_path = root.path().to_string_lossy().into_owned();
-    let service = Service::start_upstream(&[
-        ("RUNTIME_ROOT", &root_path),
-        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-        ("USE_STATSD", "false"),
+    let runtime = runtime_root(10);
+    let service = Service::start_upstream(&runtime.env(&[
         ("REDIS_URL", &socket),
         // A password with a ':' is `user:password` to upstream: the default user here.
         ("REDIS_AUTH", "default:s0cket:pw"),
-    ]);
+    ]));
     let mut client = grpc::rls_client(service.grpc_addr).await;
-    for _ in 0..3 {
-        let response = grpc::should_rate_limit(
-            &mut client,
-            request("upstream", vec![descriptor(&[("user", "unix")])]),
-        )
-        .await;
-        assert_eq!(response.overall_code, Code::Ok as i32);
-    }
+    grpc::assert_admitted(&mut client, 3, "upstream", &[("user", "unix")]).await;
     let url = format!("redis+unix://{socket}?pass=s0cket%3Apw");
     let deadline = Instant::now() + Duration::from_secs(10);
     while stored(&url, "") != 3 {
@@ -233,8 +202,7 @@ async fn tls_client_certificate_from_upstreams_variables() {
         ..TlsOptions::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    let root = runtime_root(10);
-    let root_path = root.path().to_string_lossy().into_owned();
+    let runtime = runtime_root(10);
     let prefix = redis_admin::unique_prefix("mtls");
     let addr = format!("127.0.0.1:{}", tls.server.port);
     let file = |path: &std::path::Path| path.to_string_lossy().into_owned();
@@ -243,10 +211,7 @@ async fn tls_client_certificate_from_upstreams_variables() {
         file(&tls.client_cert_file),
         file(&tls.client_key_file),
     );
-    let service = Service::start_upstream(&[
-        ("RUNTIME_ROOT", &root_path),
-        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-        ("USE_STATSD", "false"),
+    let service = Service::start_upstream(&runtime.env(&[
         ("REDIS_SOCKET_TYPE", "tcp"),
         ("REDIS_URL", &addr),
         ("REDIS_TLS", "true"),
@@ -254,16 +219,9 @@ async fn tls_client_certificate_from_upstreams_variables() {
         ("REDIS_TLS_CLIENT_CERT", &cert),
         ("REDIS_TLS_CLIENT_KEY", &key),
         ("CACHE_KEY_PREFIX", &prefix),
-    ]);
+    ]));
     let mut client = grpc::rls_client(service.grpc_addr).await;
-    for _ in 0..2 {
-        let response = grpc::should_rate_limit(
-            &mut client,
-            request("upstream", vec![descriptor(&[("user", "mtls")])]),
-        )
-        .await;
-        assert_eq!(response.overall_code, Code::Ok as i32);
-    }
+    grpc::assert_admitted(&mut client, 2, "upstream", &[("user", "mtls")]).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let text = service.metrics();
@@ -283,13 +241,12 @@ async fn tls_client_certificate_from_upstreams_variables() {
 /// Bad Sentinel and TLS settings stop start-up naming the variable (and the file).
 #[test]
 fn bad_sentinel_and_tls_settings_stop_start_up() {
-    let root = runtime_root(10);
-    let root_path = root.path().to_string_lossy().into_owned();
+    let runtime = runtime_root(10);
     let run = |env: &[(&str, &str)]| {
         let (output, _, ended) = support::process::run_within(
             std::process::Command::new(support::binary())
                 .env_clear()
-                .env("RUNTIME_ROOT", &root_path)
+                .env("RUNTIME_ROOT", &runtime.root)
                 .env("USE_STATSD", "false")
                 .env("REDIS_SOCKET_TYPE", "tcp")
                 .env("HOST", "127.0.0.1")

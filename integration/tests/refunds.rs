@@ -26,13 +26,11 @@ use support::sql_admin::{Backend, FAST_GLOBAL, TestDb, region_args};
 
 const HOUR: Duration = Duration::from_secs(3_600);
 const DOMAIN: &str = "ai";
-const LIMITS: &str = "domain: ai
-descriptors:
-  - key: api_key
-    rate_limit:
-      unit: hour
-      requests_per_unit: 100
-";
+
+/// Every key's budget: 100 tokens an hour.
+fn limits() -> String {
+    support::one_rule(DOMAIN, "api_key", "hour", 1, 100)
+}
 
 /// Reserves `tokens` for `key`: (code, remaining).
 async fn reserve(client: &mut RlsClient, key: &str, tokens: u64) -> (Code, u32) {
@@ -50,6 +48,17 @@ async fn refund(client: &mut RlsClient, key: &str, tokens: u64) -> (Code, u32) {
     descriptor.is_negative_hits = true;
     let status = one_status(client, request(DOMAIN, vec![descriptor])).await;
     (code(&status), status.limit_remaining)
+}
+
+/// Reserves the `left` tokens of `key`, all of them: then one more is denied.
+async fn reserve_the_rest(client: &mut RlsClient, key: &str, left: u64, why: &str) {
+    assert_eq!(
+        reserve(client, key, left).await,
+        (Code::Ok, 0),
+        "{key}: {why}"
+    );
+    let one_more = reserve(client, key, 1).await.0;
+    assert_eq!(one_more, Code::OverLimit, "{key}: one more than {why}");
 }
 
 /// Polls a peek in `client` until `key`'s remaining is `want`; panics after 10 s.
@@ -119,28 +128,19 @@ async fn scenario(a: &Service, b: &Service) {
         a,
     )
     .await;
-    assert_eq!(
-        reserve(&mut cb, "team-1", 100).await,
-        (Code::Ok, 0),
-        "the whole budget"
-    );
-    assert_eq!(
-        reserve(&mut cb, "team-1", 1).await.0,
-        Code::OverLimit,
-        "refunds gave back budget, never created any"
-    );
+    let why = "the whole budget: refunds gave back budget, never created any";
+    reserve_the_rest(&mut cb, "team-1", 100, why).await;
 
     // Nothing consumed, nothing to give back.
     assert_eq!(refund(&mut ca, "team-2", 50).await, (Code::Ok, 100));
-    assert_eq!(reserve(&mut ca, "team-2", 100).await, (Code::Ok, 0));
-    assert_eq!(reserve(&mut ca, "team-2", 1).await.0, Code::OverLimit);
+    reserve_the_rest(&mut ca, "team-2", 100, "the refund of nothing gave nothing").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reservations_and_refunds_across_processes_sharing_redis() {
     redis_admin::require_local_redis();
     let prefix = redis_admin::unique_prefix("refunds");
-    let (_dir, path) = support::limits_file(LIMITS);
+    let (_dir, path) = support::limits_file(&limits());
     let args = redis_args(LOCAL_REDIS_URL, &prefix, &[]);
     let a = Service::start(&path, &args);
     let b = Service::start(&path, &args);
@@ -150,14 +150,9 @@ async fn reservations_and_refunds_across_processes_sharing_redis() {
         "the cells in Redis (hits, refunds)",
         vec![(240, 140), (100, 0)],
         || {
-            redis_admin::pn_counts_under(LOCAL_REDIS_URL, &prefix)
-                .into_iter()
-                .map(|(key, hits, refunds)| (key.contains("team-1"), hits, refunds))
-                .fold(vec![(0, 0), (0, 0)], |mut out, (first, hits, refunds)| {
-                    let slot = &mut out[usize::from(!first)];
-                    *slot = (slot.0 + hits, slot.1 + refunds);
-                    out
-                })
+            ["team-1", "team-2"]
+                .map(|team| redis_admin::pn_sum_under(LOCAL_REDIS_URL, &prefix, team))
+                .to_vec()
         },
     );
     redis_admin::delete_under(LOCAL_REDIS_URL, &prefix);
@@ -166,7 +161,7 @@ async fn reservations_and_refunds_across_processes_sharing_redis() {
 async fn across_regions(backend: Backend) {
     let db = TestDb::create(backend, "refunds");
     let url = db.url();
-    let (_dir, path) = support::limits_file(LIMITS);
+    let (_dir, path) = support::limits_file(&limits());
     let a = Service::start(&path, &region_args("a", &url, &FAST_GLOBAL));
     let b = Service::start(&path, &region_args("b", &url, &FAST_GLOBAL));
     scenario(&a, &b).await;

@@ -27,7 +27,7 @@ use support::grpc::{
     self, Code, HealthCheckRequest, RateLimitRequest, RlsClient, ServingStatus, UInt64Value, code,
     descriptor, hit, one_status, request,
 };
-use support::load::{self, Sent, grpc_errors};
+use support::load::{self, Sent};
 use support::metrics::count;
 use support::proxy::{Cut, Proxy, proxied_redis};
 use support::redis_admin::{self, LOCAL_REDIS_URL, redis_args};
@@ -118,6 +118,11 @@ fn origin_summary(text: &str) -> String {
     )
 }
 
+/// [`wait_replayed`] as most tests wait: 300 ms without a replay, within 10 s.
+fn replayed(service: &Service) -> String {
+    wait_replayed(service, Duration::from_millis(300), Duration::from_secs(10))
+}
+
 /// Polls /metrics until no cell waits for replay, the circuit is closed, and no replay ran
 /// for `quiet` (so none is in flight); returns the last text.
 fn wait_replayed(service: &Service, quiet: Duration, timeout: Duration) -> String {
@@ -201,8 +206,7 @@ async fn processes_sharing_redis_converge_within_ten_percent() {
     })
     .await;
 
-    let errors = grpc_errors(&sent);
-    assert!(errors.is_empty(), "gRPC errors: {errors:?}");
+    load::assert_no_grpc_errors(&sent, "the convergence run");
 
     let mut tally = WindowTally::new(WINDOW_MS, PROCESSES);
     let mut disagreements = 0;
@@ -216,15 +220,11 @@ async fn processes_sharing_redis_converge_within_ten_percent() {
         "{} requests; {disagreements} decided in another window than the one they were sent in",
         sent.len()
     );
-    let failures = tally.check(first_full..first_full + FULL_WINDOWS, LIMIT, 0.95..=1.10);
     for (i, service) in services.iter().enumerate() {
         println!("process {i}: {}", origin_summary(&service.metrics()));
     }
     redis_admin::delete_under(LOCAL_REDIS_URL, &prefix);
-    assert!(
-        failures.is_empty(),
-        "full windows outside [0.95, 1.10] × limit: {failures:?}"
-    );
+    tally.assert_full_windows(first_full..first_full + FULL_WINDOWS, LIMIT, 0.95..=1.10);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -252,11 +252,7 @@ async fn a_warm_key_decides_without_touching_redis() {
     // The first decision is cold: it reads the current and the previous cell.
     let first = one_status(&mut client, hit("warm", "hot", "k")).await;
     assert_eq!(code(&first), Code::Ok, "{first:?}");
-    wait_replayed(
-        &service,
-        Duration::from_millis(300),
-        Duration::from_secs(10),
-    );
+    replayed(&service);
 
     let calls_before = redis_admin::command_calls(&url);
     let metrics_before = service.metrics();
@@ -280,11 +276,7 @@ async fn a_warm_key_decides_without_touching_redis() {
     }
     let elapsed = started.elapsed();
     assert_eq!(answered, N);
-    let metrics_after = wait_replayed(
-        &service,
-        Duration::from_millis(300),
-        Duration::from_secs(10),
-    );
+    let metrics_after = replayed(&service);
     let calls_after = redis_admin::command_calls(&url);
 
     let delta = |name: &str| {
@@ -368,13 +360,10 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
         &path,
         &redis_args(&through_proxy, &prefix, &["--freshness", "500ms"]),
     );
-    let client = grpc::rls_client(service.grpc_addr).await;
-    let load = tokio::spawn(load::paced(
-        vec![client],
-        RATE,
-        Duration::from_secs(9),
-        |i| hit("outage", "user", KEYS[i % KEYS.len()]),
-    ));
+    let load = load::in_background(&service, RATE, Duration::from_secs(9), |i| {
+        hit("outage", "user", KEYS[i % KEYS.len()])
+    })
+    .await;
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before_cut = service.metrics();
@@ -411,13 +400,7 @@ async fn redis_outage_causes_no_grpc_errors_and_loses_nothing() {
         origin_summary(&settled)
     );
 
-    let errors = grpc_errors(&sent);
-    assert!(
-        errors.is_empty(),
-        "{} gRPC errors during the outage test, e.g. {:?}",
-        errors.len(),
-        &errors[..errors.len().min(5)]
-    );
+    load::assert_no_grpc_errors(&sent, "the outage test");
     let mut accepted: BTreeMap<&str, u64> = BTreeMap::new();
     let mut not_ok = 0;
     for s in &sent {
@@ -762,17 +745,8 @@ async fn sigterm_replays_pending_cells() {
     assert_eq!(before, 0, "nothing is replayed before the shutdown");
 
     drop(client);
-    let signalled = Instant::now();
-    service.send_signal("TERM");
-    let status = service.wait_exit(Duration::from_secs(15));
-    let log = service.log_tail(30);
-    let status =
-        status.unwrap_or_else(|| panic!("still running 15 s after SIGTERM\n--- log ---\n{log}"));
-    println!(
-        "exited with {status} {:?} after SIGTERM",
-        signalled.elapsed()
-    );
-    assert!(status.success(), "exit status {status}\n--- log ---\n{log}");
+    let took = service.terminate_cleanly(Duration::from_secs(15));
+    println!("exited cleanly {took:?} after SIGTERM");
 
     let stored = redis_admin::counts_under(LOCAL_REDIS_URL, &prefix);
     let stored_total: u64 = stored.iter().map(|(_, c)| c).sum();
@@ -832,19 +806,13 @@ async fn sigterm_with_redis_down_exits_promptly() {
         origin_summary(&before)
     );
     proxy.cut(Cut::Freeze);
-    let signalled = Instant::now();
-    service.send_signal("TERM");
-    let status = service.wait_exit(Duration::from_secs(10));
-    let log = service.log_tail(30);
-    let status =
-        status.unwrap_or_else(|| panic!("still running 10 s after SIGTERM\n--- log ---\n{log}"));
-    let took = signalled.elapsed();
-    println!("Redis partitioned at SIGTERM: exited with {status} {took:?} after the signal");
-    assert!(status.success(), "exit status {status}\n--- log ---\n{log}");
+    let took = service.terminate_cleanly(Duration::from_secs(10));
+    println!("Redis partitioned at SIGTERM: exited cleanly {took:?} after the signal");
     assert!(
         took < Duration::from_secs(5),
         "the final replay must give up at --final-replay-timeout (2 s): took {took:?}"
     );
+    let log = service.log_tail(30);
     assert!(
         log.contains("replay failed"),
         "the lost final replay must be logged\n--- log ---\n{log}"
@@ -875,11 +843,7 @@ async fn a_replay_that_times_out_is_not_counted_twice() {
         let status = one_status(&mut client, hit("stall", "user", "alice")).await;
         assert_eq!(code(&status), Code::Ok, "{status:?}");
     }
-    wait_replayed(
-        &service,
-        Duration::from_millis(300),
-        Duration::from_secs(10),
-    );
+    replayed(&service);
 
     let mut admin = redis_admin::connect(&redis.url());
     let () = redis::cmd("CLIENT")

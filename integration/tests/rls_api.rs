@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use support::Service;
 use support::grpc::{
-    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitResponse, UInt64Value, Unit, code,
-    codes, descriptor, overall, request, with_override,
+    self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
+    UInt64Value, Unit, code, codes, descriptor, header, overall, request, with_override,
 };
 use support::metrics::{requests, sample};
 use support::rls::Rls;
@@ -87,15 +87,23 @@ async fn statuses_follow_request_order_and_a_limit_of_n_lets_n_through() {
     };
     support::stay_in_one_minute(WORK);
 
-    for i in 1..=3u32 {
+    // Three accepted; the fourth is over on the first descriptor only; a denial consumes
+    // nothing, so the fifth is over too, while the other descriptor keeps counting its own
+    // accepts.
+    for i in 1..=5u32 {
         let r = rls.check("api", descriptors()).await;
-        assert_eq!(overall(&r), Code::Ok, "call {i}: {r:?}");
+        let (want, three_remaining) = if i <= 3 {
+            (Code::Ok, 3 - i)
+        } else {
+            (Code::OverLimit, 0)
+        };
+        assert_eq!(overall(&r), want, "call {i}: {r:?}");
         let [three, unmatched, hundred] = &r.statuses[..] else {
             unreachable!()
         };
-        assert_eq!(code(three), Code::Ok, "call {i}: {r:?}");
+        assert_eq!(code(three), want, "call {i}: {r:?}");
         assert_limit(three, 3, Unit::Minute, "three_per_minute");
-        assert_eq!(three.limit_remaining, 3 - i, "call {i}: {r:?}");
+        assert_eq!(three.limit_remaining, three_remaining, "call {i}: {r:?}");
         assert_reset_within(three, Duration::from_secs(60));
 
         assert_not_limited(unmatched, &format!("call {i}, unmatched descriptor"));
@@ -104,26 +112,6 @@ async fn statuses_follow_request_order_and_a_limit_of_n_lets_n_through() {
         assert_limit(hundred, 100, Unit::Hour, "");
         assert_eq!(hundred.limit_remaining, 100 - i, "call {i}: {r:?}");
         assert_reset_within(hundred, Duration::from_secs(3_600));
-    }
-
-    // The fourth is over on the first descriptor only; a denial consumes nothing, so the
-    // fifth is over too, while the other descriptor keeps counting its own accepts.
-    for (i, hundred_remaining) in [(4, 96), (5, 95)] {
-        let r = rls.check("api", descriptors()).await;
-        assert_eq!(overall(&r), Code::OverLimit, "call {i}: {r:?}");
-        let [three, unmatched, hundred] = &r.statuses[..] else {
-            unreachable!()
-        };
-        assert_eq!(code(three), Code::OverLimit, "call {i}: {r:?}");
-        assert_limit(three, 3, Unit::Minute, "three_per_minute");
-        assert_eq!(three.limit_remaining, 0, "call {i}: {r:?}");
-        assert_reset_within(three, Duration::from_secs(60));
-        assert_not_limited(unmatched, &format!("call {i}, unmatched descriptor"));
-        assert_eq!(code(hundred), Code::Ok, "call {i}: {r:?}");
-        assert_eq!(
-            hundred.limit_remaining, hundred_remaining,
-            "call {i}: {r:?}"
-        );
     }
 
     let text = rls.metrics();
@@ -138,23 +126,18 @@ async fn statuses_follow_request_order_and_a_limit_of_n_lets_n_through() {
 async fn unknown_domain_and_unmatched_descriptors_are_ok_without_a_limit() {
     let mut rls = Rls::start(ORDER_YAML, &[]).await;
 
-    let r = rls
-        .check(
+    // (case, domain, descriptors): each answered OK without a limit.
+    let cases = [
+        (
+            "an unknown domain",
             "no_such_domain",
             vec![
                 descriptor(&[("k", "three")]),
                 descriptor(&[("k", "hundred")]),
             ],
-        )
-        .await;
-    assert_eq!(overall(&r), Code::Ok, "{r:?}");
-    for s in &r.statuses {
-        assert_not_limited(s, "unknown domain");
-    }
-    assert!(r.response_headers_to_add.is_empty(), "{r:?}");
-
-    let r = rls
-        .check(
+        ),
+        (
+            "unmatched descriptors",
             "api",
             vec![
                 // Unknown value of a known key.
@@ -167,11 +150,15 @@ async fn unknown_domain_and_unmatched_descriptors_are_ok_without_a_limit() {
                 descriptor(&[("K", "three")]),
                 descriptor(&[("k", "THREE")]),
             ],
-        )
-        .await;
-    assert_eq!(overall(&r), Code::Ok, "{r:?}");
-    for (i, s) in r.statuses.iter().enumerate() {
-        assert_not_limited(s, &format!("unmatched descriptor {i}"));
+        ),
+    ];
+    for (case, domain, descriptors) in cases {
+        let r = rls.check(domain, descriptors).await;
+        assert_eq!(overall(&r), Code::Ok, "{case}: {r:?}");
+        for (i, s) in r.statuses.iter().enumerate() {
+            assert_not_limited(s, &format!("{case}: descriptor {i}"));
+        }
+        assert!(r.response_headers_to_add.is_empty(), "{case}: {r:?}");
     }
     // Nothing above was counted against k=three.
     support::stay_in_one_minute(WORK);
@@ -238,14 +225,8 @@ descriptors:
     );
     // The limited sibling still limits.
     support::stay_in_one_minute(WORK);
-    assert_eq!(
-        code(&rls.one("internal", &[("azure", "x")]).await),
-        Code::Ok
-    );
-    assert_eq!(
-        code(&rls.one("internal", &[("azure", "x")]).await),
-        Code::OverLimit
-    );
+    let azure = rls.codes_in_a_row(2, "internal", &[("azure", "x")]).await;
+    assert_eq!(azure, [Code::Ok, Code::OverLimit]);
 }
 
 #[tokio::test]
@@ -334,21 +315,16 @@ async fn shadow_mode_rule_answers_ok_over_the_limit_and_reports_it() {
         assert_limit(s, 2, Unit::Minute, "");
         assert_eq!(s.limit_remaining, 2u32.saturating_sub(i), "call {i}: {s:?}");
     }
-    assert_eq!(
-        rls.decisions("shadow", "shadow.user_a", "within_limit"),
-        2.0
-    );
-    assert_eq!(
-        rls.decisions("shadow", "shadow.user_a", "shadow_over_limit"),
-        2.0
+    rls.assert_decisions(
+        "shadow",
+        &[
+            ("shadow.user_a", "within_limit", 2.0),
+            ("shadow.user_a", "shadow_over_limit", 2.0),
+        ],
     );
 
     // A rule without shadow_mode in the same domain limits.
-    let codes = [
-        code(&rls.one("shadow", &[("user", "b")]).await),
-        code(&rls.one("shadow", &[("user", "b")]).await),
-        code(&rls.one("shadow", &[("user", "b")]).await),
-    ];
+    let codes = rls.codes_in_a_row(3, "shadow", &[("user", "b")]).await;
     assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
     assert_eq!(rls.decisions("shadow", "shadow.user_b", "over_limit"), 1.0);
 }
@@ -373,17 +349,13 @@ async fn global_shadow_mode_answers_ok_to_everything_and_reports_shadow_decision
             assert_limit(s, 2, Unit::Minute, "");
         }
     }
-    assert_eq!(
-        rls.decisions("shadow", "shadow.user_b", "within_limit"),
-        2.0
-    );
-    assert_eq!(
-        rls.decisions("shadow", "shadow.user_b", "shadow_over_limit"),
-        3.0
-    );
-    assert_eq!(
-        rls.decisions("shadow", "shadow.user_a", "shadow_over_limit"),
-        3.0
+    rls.assert_decisions(
+        "shadow",
+        &[
+            ("shadow.user_b", "within_limit", 2.0),
+            ("shadow.user_b", "shadow_over_limit", 3.0),
+            ("shadow.user_a", "shadow_over_limit", 3.0),
+        ],
     );
     let text = rls.metrics();
     assert_eq!(requests(&text, "ok"), Some(5.0), "{text}");
@@ -469,108 +441,50 @@ descriptors:
 
 #[tokio::test]
 async fn a_request_limit_override_is_honoured() {
-    let yaml = "\
-domain: ovr
-descriptors:
-  - key: o
-    value: x
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-";
-    let mut rls = Rls::start(yaml, &[]).await;
-    support::stay_in_one_minute(WORK);
-    let expected = [(Code::Ok, 1), (Code::Ok, 0), (Code::OverLimit, 0)];
-    for (i, (want_code, want_remaining)) in expected.into_iter().enumerate() {
-        let r = rls
-            .check(
+    let mut rls = Rls::start(&support::one_rule("ovr", "o", "minute", 1, 100), &[]).await;
+
+    // (case, request, the words its error message must hold)
+    let cases: [(&str, RateLimitRequest, &[&str]); 4] = [
+        (
+            "an override with unit UNKNOWN",
+            request(
                 "ovr",
-                vec![with_override(&[("o", "x")], 2, Unit::Minute as i32)],
-            )
-            .await;
-        let s = &r.statuses[0];
+                vec![with_override(&[("o", "x")], 2, Unit::Unknown as i32)],
+            ),
+            &["unit", "UNKNOWN"],
+        ),
+        (
+            "an override with unit 99",
+            request(
+                "ovr",
+                vec![
+                    descriptor(&[("o", "x")]),
+                    with_override(&[("o", "x")], 2, 99),
+                ],
+            ),
+            &["unit", "99"],
+        ),
+        (
+            "no domain",
+            request("", vec![descriptor(&[("o", "x")])]),
+            &["domain"],
+        ),
+        ("no descriptor", request("ovr", vec![]), &["descriptor"]),
+    ];
+    for (case, request, words) in cases {
+        let status = grpc::should_rate_limit_err(&mut rls.client, request).await;
         assert_eq!(
-            (code(s), s.limit_remaining),
-            (want_code, want_remaining),
-            "call {}: {r:?}",
-            i + 1
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{case}: {status:?}"
         );
-        assert_limit(s, 2, Unit::Minute, "");
-        assert_reset_within(s, Duration::from_secs(60));
-        assert_eq!(overall(&r), want_code, "call {}: {r:?}", i + 1);
+        for word in words {
+            assert!(
+                status.message().contains(word),
+                "{case}: the message should name the {word}: {status:?}"
+            );
+        }
     }
-    // Without the override the config's limit applies again.
-    let s = rls.one("ovr", &[("o", "x")]).await;
-    assert_eq!(code(&s), Code::Ok, "{s:?}");
-    assert_limit(&s, 100, Unit::Minute, "");
-
-    // An override also applies to a descriptor no rule matches (in a known domain).
-    let s = rls
-        .check(
-            "ovr",
-            vec![with_override(&[("free", "y")], 1, Unit::Hour as i32)],
-        )
-        .await
-        .statuses
-        .remove(0);
-    assert_eq!(code(&s), Code::Ok, "{s:?}");
-    assert_limit(&s, 1, Unit::Hour, "");
-}
-
-#[tokio::test]
-async fn invalid_requests_are_invalid_argument() {
-    let yaml = "\
-domain: ovr
-descriptors:
-  - key: o
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-";
-    let mut rls = Rls::start(yaml, &[]).await;
-
-    let status = grpc::should_rate_limit_err(
-        &mut rls.client,
-        request(
-            "ovr",
-            vec![with_override(&[("o", "x")], 2, Unit::Unknown as i32)],
-        ),
-    )
-    .await;
-    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
-    assert!(
-        status.message().contains("unit") && status.message().contains("UNKNOWN"),
-        "the message should name the bad unit: {status:?}"
-    );
-
-    let status = grpc::should_rate_limit_err(
-        &mut rls.client,
-        request(
-            "ovr",
-            vec![
-                descriptor(&[("o", "x")]),
-                with_override(&[("o", "x")], 2, 99),
-            ],
-        ),
-    )
-    .await;
-    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
-    assert!(
-        status.message().contains("unit") && status.message().contains("99"),
-        "the message should name the bad unit: {status:?}"
-    );
-
-    let status = grpc::should_rate_limit_err(
-        &mut rls.client,
-        request("", vec![descriptor(&[("o", "x")])]),
-    )
-    .await;
-    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
-    assert!(status.message().contains("domain"), "{status:?}");
-
-    let status = grpc::should_rate_limit_err(&mut rls.client, request("ovr", vec![])).await;
-    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
-    assert!(status.message().contains("descriptor"), "{status:?}");
 
     let text = rls.metrics();
     assert_eq!(requests(&text, "invalid_argument"), Some(4.0), "{text}");
@@ -580,18 +494,10 @@ descriptors:
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 99), "{s:?}");
 }
 
-const HEADERS_YAML: &str = "\
-domain: hdr
-descriptors:
-  - key: wide
-    rate_limit:
-      unit: hour
-      requests_per_unit: 10
-  - key: narrow
-    rate_limit:
-      unit: minute
-      requests_per_unit: 2
-";
+/// The same limits as the in-process header tests (`src/rls/tests.rs`).
+fn headers_yaml() -> String {
+    support::flat_rules("hdr", &[("wide", "hour", 10), ("narrow", "minute", 2)])
+}
 
 fn header_map(r: &RateLimitResponse) -> HashMap<String, String> {
     let map: HashMap<String, String> = r
@@ -613,7 +519,7 @@ fn hdr_descriptors() -> Vec<RateLimitDescriptor> {
 
 #[tokio::test]
 async fn response_headers_are_off_by_default() {
-    let mut rls = Rls::start(HEADERS_YAML, &[]).await;
+    let mut rls = Rls::start(&headers_yaml(), &[]).await;
     support::stay_in_one_minute(WORK);
     for i in 1..=3 {
         let r = rls.check("hdr", hdr_descriptors()).await;
@@ -624,19 +530,19 @@ async fn response_headers_are_off_by_default() {
 
 #[tokio::test]
 async fn response_headers_describe_the_most_constrained_descriptor() {
-    let mut rls = Rls::start(HEADERS_YAML, &["--response-headers"]).await;
+    let mut rls = Rls::start(&headers_yaml(), &["--response-headers"]).await;
     support::stay_in_one_minute(WORK);
     // (narrow remaining, over?)
     for (i, remaining, over) in [(1, "1", false), (2, "0", false), (3, "0", true)] {
         let r = rls.check("hdr", hdr_descriptors()).await;
         let h = header_map(&r);
         assert_eq!(
-            h.get("ratelimit-limit").map(String::as_str),
+            header(&r, "ratelimit-limit"),
             Some("2"),
             "call {i}: the minute limit has fewer remaining than the hour limit: {r:?}"
         );
         assert_eq!(
-            h.get("ratelimit-remaining").map(String::as_str),
+            header(&r, "ratelimit-remaining"),
             Some(remaining),
             "call {i}: {r:?}"
         );
@@ -652,7 +558,7 @@ async fn response_headers_describe_the_most_constrained_descriptor() {
         if over {
             assert_eq!(overall(&r), Code::OverLimit, "{r:?}");
             assert_eq!(
-                h.get("retry-after").map(String::as_str),
+                header(&r, "retry-after"),
                 Some(reset.to_string().as_str()),
                 "Retry-After should equal the reset when over: {r:?}"
             );
@@ -674,7 +580,7 @@ async fn response_headers_describe_the_most_constrained_descriptor() {
 #[tokio::test]
 async fn response_header_names_can_be_changed() {
     let mut rls = Rls::start(
-        HEADERS_YAML,
+        &headers_yaml(),
         &[
             "--response-headers",
             "--limit-header",
@@ -698,17 +604,8 @@ async fn response_header_names_can_be_changed() {
         ["X-Foo-Limit", "X-Foo-Remaining", "X-Foo-Reset"],
         "{r:?}"
     );
-    let h = header_map(&r);
-    assert_eq!(
-        h.get("x-foo-limit").map(String::as_str),
-        Some("10"),
-        "{r:?}"
-    );
-    assert_eq!(
-        h.get("x-foo-remaining").map(String::as_str),
-        Some("9"),
-        "{r:?}"
-    );
+    let limit_and_remaining = (header(&r, "x-foo-limit"), header(&r, "x-foo-remaining"));
+    assert_eq!(limit_and_remaining, (Some("10"), Some("9")), "{r:?}");
 }
 
 #[tokio::test]

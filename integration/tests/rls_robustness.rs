@@ -3,13 +3,13 @@
 
 use gcounter_rls_integration as support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::Service;
 use support::grpc::{
     self, Code, HealthCheckRequest, RateLimitDescriptor, ServingStatus, Unit, descriptor, request,
 };
-use support::metrics::{requests, sample};
+use support::metrics::{decisions, requests, sample};
 
 const YAML: &str = "\
 domain: robust
@@ -220,15 +220,7 @@ async fn admin_endpoints_answer() {
     assert!(text.contains("# TYPE rls_requests counter"), "{text}");
     assert_eq!(requests(&text, "ok"), Some(1.0), "{text}");
     assert_eq!(
-        sample(
-            &text,
-            "rls_descriptor_decisions_total",
-            &[
-                ("domain", "robust"),
-                ("rule", "robust.k_v"),
-                ("outcome", "within_limit")
-            ]
-        ),
+        decisions(&text, "robust", "robust.k_v", "within_limit"),
         Some(1.0),
         "{text}"
     );
@@ -256,17 +248,8 @@ async fn sigterm_exits_zero_promptly() {
     )
     .await;
 
-    let sent = Instant::now();
-    service.send_signal("TERM");
-    let status = service.wait_exit(Duration::from_secs(5));
-    let log = service.log_tail(30);
-    let status = status
-        .unwrap_or_else(|| panic!("still running 5 s after SIGTERM\n--- service log ---\n{log}"));
-    assert!(
-        status.success(),
-        "exit status after SIGTERM: {status}\n--- service log ---\n{log}"
-    );
-    assert!(sent.elapsed() < Duration::from_secs(5));
+    let took = service.terminate_cleanly(Duration::from_secs(5));
+    assert!(took < Duration::from_secs(5), "{took:?}");
     drop(client);
 }
 
@@ -347,15 +330,7 @@ async fn detailed_metric_series_are_capped_per_rule() {
         "10 detailed series and the rule's own: {series:#?}"
     );
     assert_eq!(
-        sample(
-            &text,
-            "rls_descriptor_decisions_total",
-            &[
-                ("domain", "detailed"),
-                ("rule", "detailed.api_key"),
-                ("outcome", "within_limit")
-            ]
-        ),
+        decisions(&text, "detailed", "detailed.api_key", "within_limit"),
         Some(190.0),
         "{text}"
     );

@@ -119,6 +119,18 @@ async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
     assert!(service.is_running(), "{}", service.log_tail(30));
 }
 
+/// Once the service had half a second to accept what it would of `flood`, asserts that it
+/// holds at most `cap` descriptors more than `before` (and 2 of its runtime's own).
+async fn assert_descriptors_capped(pid: u32, before: usize, cap: usize, flood: &str) {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = open_fds(pid).expect("the service's fds");
+    assert!(
+        during <= before + cap + 2,
+        "{flood} took {} descriptors (cap {cap})",
+        during - before
+    );
+}
+
 /// Break 3: silent TCP connections. With `--max-connections 8` and a 1 s preface deadline,
 /// 40 connections that never send a byte cost at most 8 descriptors, are closed after the
 /// deadline, and neither /healthz nor a new gRPC call is shut out. Before the fix every one
@@ -138,13 +150,7 @@ async fn idle_connections_are_capped_and_closed() {
                 .expect("connect (the kernel backlog accepts)"),
         );
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let during = open_fds(pid).expect("the service's fds");
-    assert!(
-        during <= before + 8 + 2,
-        "40 silent connections took {} descriptors (cap 8)",
-        during - before
-    );
+    assert_descriptors_capped(pid, before, 8, "40 silent connections").await;
     let health = service.admin_get("/healthz");
     assert_eq!(health.status, 200, "/healthz during the idle flood");
 
@@ -306,13 +312,7 @@ async fn admin_half_requests_are_capped_and_timed_out() {
             .expect("half a request head");
         partial.push(stream);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let during = open_fds(pid).expect("the service's fds");
-    assert!(
-        during <= before + 4 + 2,
-        "12 half requests took {} descriptors (cap 4)",
-        during - before
-    );
+    assert_descriptors_capped(pid, before, 4, "12 half requests").await;
     // The first four are closed after the 1 s header deadline.
     let mut first = partial.remove(0);
     let mut buf = [0u8; 64];

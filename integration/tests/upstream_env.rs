@@ -8,9 +8,9 @@ use gcounter_rls_integration as support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::Service;
 use support::grpc::{self, Code, descriptor, request};
 use support::process::run_within;
+use support::{Service, UpstreamRuntime};
 
 const LIMITS: &str = "
 domain: upstream
@@ -20,12 +20,8 @@ descriptors:
 ";
 
 /// RUNTIME_ROOT/<sub>/config/limits.yaml, as upstream lays it out.
-fn runtime_root() -> tempfile::TempDir {
-    let root = tempfile::tempdir().expect("temp dir");
-    let dir = root.path().join("ratelimit").join("config");
-    std::fs::create_dir_all(&dir).expect("create runtime dir");
-    std::fs::write(dir.join("limits.yaml"), LIMITS).expect("write limits");
-    root
+fn runtime_root() -> UpstreamRuntime {
+    UpstreamRuntime::new(LIMITS)
 }
 
 fn unique_prefix() -> String {
@@ -35,8 +31,7 @@ fn unique_prefix() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_serve_from_upstreams_variables_alone() {
     support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
-    let root = runtime_root();
-    let root_path = root.path().to_string_lossy().into_owned();
+    let runtime = runtime_root();
     let prefix = unique_prefix();
     let prometheus = support::local_addr(support::free_port());
     let prometheus_text = prometheus.to_string();
@@ -44,7 +39,7 @@ async fn runs_serve_from_upstreams_variables_alone() {
     let debug_port_text = debug_port.to_string();
     let service = Service::start_upstream(&[
         ("DEBUG_PORT", &debug_port_text),
-        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_ROOT", &runtime.root),
         ("RUNTIME_SUBDIRECTORY", "ratelimit"),
         ("RUNTIME_IGNOREDOTFILES", "true"),
         ("USE_PROMETHEUS", "true"),
@@ -157,18 +152,14 @@ fn assert_refused(env: &[(&str, &str)], variable: &str) {
     assert!(ended, "{env:?} was not refused at start");
     let text = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{env:?}: exit 0");
-    assert!(
-        text.contains(variable),
-        "{env:?}: the error does not name {variable}: {text}"
-    );
+    support::assert_mentions(&text, variable, &format!("{env:?}: the error"));
 }
 
 #[test]
 fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
-    let root = runtime_root();
-    let root_path = root.path().to_string_lossy().into_owned();
+    let runtime = runtime_root();
     let base = [
-        ("RUNTIME_ROOT", root_path.as_str()),
+        ("RUNTIME_ROOT", runtime.root.as_str()),
         ("RUNTIME_SUBDIRECTORY", "ratelimit"),
         ("REDIS_SOCKET_TYPE", "tcp"),
         ("REDIS_URL", "127.0.0.1:6379"),
@@ -227,18 +218,14 @@ async fn mtls_connection_age_and_json_from_upstreams_variables_alone() {
 
     support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
     let mtls = UpstreamMtls::new();
-    let root = runtime_root();
-    let root_path = root.path().to_string_lossy().into_owned();
+    let runtime = runtime_root();
     let prefix = unique_prefix();
     let env = [
-        &[
-            ("RUNTIME_ROOT", root_path.as_str()),
-            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-            ("USE_STATSD", "false"),
+        &runtime.env(&[
             ("REDIS_SOCKET_TYPE", "tcp"),
             ("REDIS_URL", "127.0.0.1:6379"),
             ("CACHE_KEY_PREFIX", &prefix),
-        ][..],
+        ])[..],
         &mtls.env(),
         &[
             ("GRPC_MAX_CONNECTION_AGE", "300ms"),
@@ -352,41 +339,27 @@ async fn redis_over_a_unix_socket_as_upstreams_default() {
     }
     let _redis = Kill(redis);
 
-    let root = runtime_root();
-    let root_path = root.path().to_string_lossy().into_owned();
-    let service = Service::start_upstream(&[
-        ("RUNTIME_ROOT", &root_path),
-        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-        ("USE_STATSD", "false"),
-        ("REDIS_URL", &socket_text),
-    ]);
+    let runtime = runtime_root();
+    let service = Service::start_upstream(&runtime.env(&[("REDIS_URL", &socket_text)]));
     let mut client = grpc::rls_client(service.grpc_addr).await;
-    let response = grpc::should_rate_limit(
-        &mut client,
-        request("upstream", vec![descriptor(&[("k", "unix")])]),
-    )
-    .await;
-    assert_eq!(response.overall_code, Code::Ok as i32);
+    grpc::assert_admitted(&mut client, 1, "upstream", &[("k", "unix")]).await;
 
     // The replay reached the Redis behind the socket.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let what = format!("a key in the Redis behind {socket_text}");
+    service.wait_until(Duration::from_secs(10), &what, || {
         let keys = Command::new("redis-cli")
             .arg("-s")
             .arg(&socket)
             .args(["--scan"])
             .output()
             .expect("run redis-cli");
-        if !String::from_utf8_lossy(&keys.stdout).trim().is_empty() {
-            break;
+        let keys = String::from_utf8_lossy(&keys.stdout);
+        if keys.trim().is_empty() {
+            Err("no key".to_owned())
+        } else {
+            Ok(())
         }
-        assert!(
-            Instant::now() < deadline,
-            "no key in the Redis behind {socket_text}:\n{}",
-            service.log_tail(30)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    });
 }
 
 /// The next status a `Health/Watch` stream sends, within 10 s.
@@ -409,10 +382,9 @@ async fn next_status(
 /// NOT_SERVING at SIGTERM; `""` and ours turn NOT_SERVING at SIGTERM too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_health_under_upstreams_name_follows_healthcheck() {
-    let root = runtime_root();
-    let root_path = root.path().to_string_lossy().into_owned();
+    let runtime = runtime_root();
     let mut service = Service::start_upstream(&[
-        ("RUNTIME_ROOT", &root_path),
+        ("RUNTIME_ROOT", &runtime.root),
         ("RUNTIME_SUBDIRECTORY", "ratelimit"),
         ("BACKEND_TYPE", "redis"),
         ("REDIS_SOCKET_TYPE", "tcp"),
@@ -469,11 +441,7 @@ async fn grpc_health_under_upstreams_name_follows_healthcheck() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_stats_for_detailed_rules_share_the_series_cap() {
     support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
-    let root = tempfile::tempdir().expect("temp dir");
-    let dir = root.path().join("ratelimit").join("config");
-    std::fs::create_dir_all(&dir).expect("create runtime dir");
-    std::fs::write(
-        dir.join("limits.yaml"),
+    let runtime = UpstreamRuntime::new(
         "domain: stats
 descriptors:
   - key: user
@@ -481,19 +449,14 @@ descriptors:
     shadow_mode: true
     rate_limit: { unit: hour, requests_per_unit: 1 }
 ",
-    )
-    .expect("write limits");
-    let root_path = root.path().to_string_lossy().into_owned();
+    );
     let prefix = unique_prefix();
-    let service = Service::start_upstream(&[
-        ("RUNTIME_ROOT", &root_path),
-        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-        ("USE_STATSD", "false"),
+    let service = Service::start_upstream(&runtime.env(&[
         ("REDIS_SOCKET_TYPE", "tcp"),
         ("REDIS_URL", "127.0.0.1:6379"),
         ("CACHE_KEY_PREFIX", &prefix),
         ("RLS_MAX_METRIC_SERIES_PER_RULE", "1"),
-    ]);
+    ]));
     let mut client = grpc::rls_client(service.grpc_addr).await;
     for user in ["a", "a", "b"] {
         let response = grpc::should_rate_limit(

@@ -11,8 +11,11 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use gcounter_engine::engine::ManualClock;
 
-use gcounter_rls_integration::grpc::{code, codes, descriptor, header, overall, request};
-use gcounter_rls_integration::metrics::sample;
+use gcounter_rls_integration::flat_rules;
+use gcounter_rls_integration::grpc::{
+    code, codes, codes_in_a_row, descriptor, header, overall, request,
+};
+use gcounter_rls_integration::metrics::decisions;
 
 use super::{HeaderNames, RateLimiter, RlsSettings};
 use crate::telemetry::Metrics;
@@ -64,6 +67,16 @@ impl Harness {
         }
     }
 
+    /// The codes of `calls` requests in a row with the single descriptor `entries`.
+    async fn codes_in_a_row(
+        &self,
+        calls: usize,
+        domain: &str,
+        entries: &[(&str, &str)],
+    ) -> Vec<Code> {
+        codes_in_a_row(calls, async || self.one(domain, entries).await).await
+    }
+
     async fn one(&self, domain: &str, entries: &[(&str, &str)]) -> DescriptorStatus {
         let mut response = self.check(domain, vec![descriptor(entries)]).await;
         assert_eq!(response.statuses.len(), 1, "{response:?}");
@@ -72,11 +85,7 @@ impl Harness {
 
     /// `rls_descriptor_decisions_total{domain, rule, outcome}`, if the series exists.
     fn decisions(&self, domain: &str, rule: &str, outcome: &str) -> Option<f64> {
-        sample(
-            &self.metrics.encode(),
-            "rls_descriptor_decisions_total",
-            &[("domain", domain), ("rule", rule), ("outcome", outcome)],
-        )
+        decisions(&self.metrics.encode(), domain, rule, outcome)
     }
 }
 
@@ -92,11 +101,7 @@ fn two_per_minute() -> String {
 #[tokio::test]
 async fn a_limit_of_n_lets_n_through_and_the_window_slides() {
     let h = Harness::new(&two_per_minute(), RlsSettings::default());
-    let codes = [
-        code(&h.one("d", &[("k", "a")]).await),
-        code(&h.one("d", &[("k", "a")]).await),
-        code(&h.one("d", &[("k", "a")]).await),
-    ];
+    let codes = h.codes_in_a_row(3, "d", &[("k", "a")]).await;
     assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
 
     // Half-way through the next minute the previous one still weighs 2 × 1/2 = 1: one more.
@@ -175,11 +180,7 @@ async fn a_shadow_rule_answers_ok_over_its_limit_and_counts_it() {
     }
     assert_eq!(h.decisions("s", "s.user_a", "within_limit"), Some(2.0));
     assert_eq!(h.decisions("s", "s.user_a", "shadow_over_limit"), Some(2.0));
-    let codes = [
-        code(&h.one("s", &[("user", "b")]).await),
-        code(&h.one("s", &[("user", "b")]).await),
-        code(&h.one("s", &[("user", "b")]).await),
-    ];
+    let codes = h.codes_in_a_row(3, "s", &[("user", "b")]).await;
     assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
     assert_eq!(h.decisions("s", "s.user_b", "over_limit"), Some(1.0));
 }
@@ -191,16 +192,13 @@ async fn global_shadow_mode_turns_only_the_overall_code_ok() {
         ..RlsSettings::default()
     };
     let h = Harness::new(SHADOW, settings);
-    for call in 1..=4 {
-        let r = h
-            .check(
-                "s",
-                vec![descriptor(&[("user", "b")]), descriptor(&[("user", "a")])],
-            )
-            .await;
-        assert_eq!(overall(&r), Code::Ok, "call {call}: {r:?}");
-        let want_b = if call > 2 { Code::OverLimit } else { Code::Ok };
-        assert_eq!(codes(&r), [want_b, Code::Ok], "call {call}: {r:?}");
+    let b_then_a = || vec![descriptor(&[("user", "b")]), descriptor(&[("user", "a")])];
+    // Call by call, the statuses: b's rule is over from the third call, a's is in shadow mode.
+    let (ok, over) = (Code::Ok, Code::OverLimit);
+    for (call, statuses) in (1..).zip([[ok, ok], [ok, ok], [over, ok], [over, ok]]) {
+        let r = h.check("s", b_then_a()).await;
+        let got = (overall(&r), codes(&r));
+        assert_eq!(got, (ok, statuses.to_vec()), "call {call}: {r:?}");
     }
     assert_eq!(h.decisions("s", "s.user_b", "shadow_over_limit"), Some(2.0));
 }
@@ -233,15 +231,8 @@ async fn a_request_override_counts_in_the_window_of_its_unit() {
 
 #[tokio::test]
 async fn response_headers_describe_the_most_constrained_descriptor_exactly() {
-    let yaml = "\
-domain: hdr
-descriptors:
-  - key: wide
-    rate_limit: { unit: hour, requests_per_unit: 10 }
-  - key: narrow
-    rate_limit: { unit: minute, requests_per_unit: 2 }
-";
-    let h = Harness::new(yaml, with_response_headers());
+    let yaml = flat_rules("hdr", &[("wide", "hour", 10), ("narrow", "minute", 2)]);
+    let h = Harness::new(&yaml, with_response_headers());
     h.clock.advance(20_000);
     let both = || vec![descriptor(&[("wide", "w")]), descriptor(&[("narrow", "n")])];
     // Over: the exact wait (40.001 s: at the rollover the 2 still weigh fully), rounded up.
@@ -278,6 +269,11 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 2 }
 ";
 
+/// One descriptor per key of `keys`, each the single entry `key: value`.
+fn one_entry_each(keys: &[&str], value: &str) -> Vec<RateLimitDescriptor> {
+    keys.iter().map(|key| descriptor(&[(key, value)])).collect()
+}
+
 fn with_response_headers() -> RlsSettings {
     RlsSettings {
         response_headers: Some(HeaderNames::default()),
@@ -290,37 +286,32 @@ fn with_response_headers() -> RlsSettings {
 #[tokio::test]
 async fn quota_mode_denies_only_when_every_quota_is_over() {
     let h = Harness::new(QUOTAS, with_response_headers());
-    let both = || {
-        vec![
-            descriptor(&[("quota_a", "x")]),
-            descriptor(&[("quota_b", "x")]),
-        ]
-    };
-    let first = h.check("q", both()).await;
-    assert_eq!(overall(&first), Code::Ok, "{first:?}");
-    // quota_a (1/min) is over, quota_b still has room: OK overall, statuses per descriptor.
-    let second = h.check("q", both()).await;
-    assert_eq!(codes(&second), [Code::OverLimit, Code::Ok], "{second:?}");
-    assert_eq!(overall(&second), Code::Ok, "{second:?}");
-    // No Retry-After on an OK answer; the headers describe the fewest remaining.
-    assert_eq!(header(&second, "Retry-After"), None, "{second:?}");
-    assert_eq!(
-        header(&second, "RateLimit-Remaining"),
-        Some("0"),
-        "{second:?}"
-    );
-    let third = h.check("q", both()).await;
-    assert_eq!(codes(&third), [Code::OverLimit, Code::Ok], "{third:?}");
-    assert_eq!(overall(&third), Code::Ok, "{third:?}");
-    // Now both are over: OVER_LIMIT.
-    let fourth = h.check("q", both()).await;
-    assert_eq!(
-        codes(&fourth),
-        [Code::OverLimit, Code::OverLimit],
-        "{fourth:?}"
-    );
-    assert_eq!(overall(&fourth), Code::OverLimit, "{fourth:?}");
-    assert!(header(&fourth, "Retry-After").is_some(), "{fourth:?}");
+    let both = || one_entry_each(&["quota_a", "quota_b"], "x");
+    // Call by call: the statuses (per descriptor) and the overall code. From the second call
+    // quota_a (1/min) is over while quota_b (3/min) has room: OK overall; from the fourth both
+    // are over: OVER_LIMIT.
+    let (ok, over) = (Code::Ok, Code::OverLimit);
+    let calls = [
+        ([ok, ok], ok),
+        ([over, ok], ok),
+        ([over, ok], ok),
+        ([over, over], over),
+    ];
+    for (call, (statuses, want)) in (1..).zip(calls) {
+        let r = h.check("q", both()).await;
+        assert_eq!(
+            (codes(&r), overall(&r)),
+            (statuses.to_vec(), want),
+            "call {call}: {r:?}"
+        );
+        // Retry-After only on an OVER_LIMIT answer.
+        let retry_after = header(&r, "Retry-After");
+        assert_eq!(retry_after.is_some(), want == over, "call {call}: {r:?}");
+        if call == 2 {
+            // The headers describe the fewest remaining.
+            assert_eq!(header(&r, "RateLimit-Remaining"), Some("0"), "{r:?}");
+        }
+    }
 
     // A lone quota descriptor over its limit is all the quotas: OVER_LIMIT.
     let alone = h.check("q", vec![descriptor(&[("quota_a", "x")])]).await;
@@ -336,13 +327,7 @@ async fn quota_mode_denies_only_when_every_quota_is_over() {
 #[tokio::test]
 async fn a_regular_descriptor_over_its_limit_still_denies_beside_quotas() {
     let h = Harness::new(QUOTAS, with_response_headers());
-    let mixed = || {
-        vec![
-            descriptor(&[("regular", "r")]),
-            descriptor(&[("quota_a", "r")]),
-            descriptor(&[("quota_b", "r")]),
-        ]
-    };
+    let mixed = || one_entry_each(&["regular", "quota_a", "quota_b"], "r");
     for _ in 0..2 {
         let r = h.check("q", mixed()).await;
         assert_eq!(codes(&r).first(), Some(&Code::Ok), "{r:?}");
@@ -357,15 +342,6 @@ async fn a_regular_descriptor_over_its_limit_still_denies_beside_quotas() {
     assert_eq!(header(&r, "RateLimit-Limit"), Some("2"), "{r:?}");
 }
 
-const TEAM_AND_USER: &str = "\
-domain: aon
-descriptors:
-  - key: team
-    rate_limit: { unit: minute, requests_per_unit: 2 }
-  - key: user
-    rate_limit: { unit: minute, requests_per_unit: 1 }
-";
-
 /// `all_or_nothing`: an OVER_LIMIT request gives back what its passed descriptors consumed;
 /// without it (upstream's way) they keep it.
 #[tokio::test]
@@ -375,7 +351,10 @@ async fn all_or_nothing_across_descriptors_refunds_the_passed_ones() {
             all_or_nothing,
             ..RlsSettings::default()
         };
-        let h = Harness::new(TEAM_AND_USER, settings);
+        let h = Harness::new(
+            &flat_rules("aon", &[("team", "minute", 2), ("user", "minute", 1)]),
+            settings,
+        );
         let both = || vec![descriptor(&[("team", "t")]), descriptor(&[("user", "u")])];
         assert_eq!(overall(&h.check("aon", both()).await), Code::Ok);
         let denied = h.check("aon", both()).await;

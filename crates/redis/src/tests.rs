@@ -23,6 +23,14 @@ const LOCAL_REDIS: &str = "redis://127.0.0.1:6379";
 /// G-Counter's view of the batch and of the totals.
 trait ReplayHits {
     async fn replay_hits(&self, batch: &[(CellKey, u64)]) -> Result<Vec<u64>, OriginError>;
+
+    /// One cell's cumulative `hits` of this process: the cell's total after, `None` on an
+    /// error.
+    async fn replay_one(&self, key: &CellKey, hits: u64) -> Option<u64> {
+        let totals = self.replay_hits(&[(key.clone(), hits)]).await.ok()?;
+        assert_eq!(totals.len(), 1, "one total for one cell: {totals:?}");
+        totals.first().copied()
+    }
 }
 
 impl ReplayHits for RedisOrigin {
@@ -69,6 +77,24 @@ async fn local_redis() -> RedisOrigin {
     RedisOrigin::connect(settings(&[LOCAL_REDIS.into()], false)).expect("valid settings")
 }
 
+/// A 3-node cluster of this test's own, its node URLs and an origin on it.
+fn cluster_origin() -> (RedisCluster, Vec<String>, RedisOrigin) {
+    let cluster = RedisCluster::start_or_fail(3);
+    let urls = cluster.urls();
+    let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
+    (cluster, urls, origin)
+}
+
+/// `n` cells of distinct counters: spread over a cluster's slots.
+fn spread_cells(n: usize) -> Vec<CellKey> {
+    (0..n).map(|i| cell(&format!("{i}"), 60_000, 1)).collect()
+}
+
+/// One batch publishing the same cumulative `count` for each of `keys`.
+fn each(keys: &[CellKey], count: u64) -> Vec<(CellKey, u64)> {
+    keys.iter().map(|k| (k.clone(), count)).collect()
+}
+
 /// A plain connection for looking at keys behind the origin's back.
 async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(url).expect("valid url");
@@ -106,6 +132,36 @@ fn cell(identifier: &str, duration_ms: u64, sequence: u64) -> CellKey {
     }
 }
 
+/// A runtime for the plain tests of `connect`, which needs one to spawn its connection
+/// tasks on: enter it while the origins live.
+fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Settings on the written `urls`, a cluster or not, keys under `prefix`.
+fn settings_on(urls: &[&str], cluster: bool, prefix: &str) -> RedisSettings {
+    RedisSettings {
+        urls: urls.iter().map(|u| u.to_string()).collect(),
+        cluster,
+        key_prefix: prefix.into(),
+        ..Default::default()
+    }
+}
+
+/// Settings on the sentinels at `urls`, watching the master `name`.
+fn sentinels_on(urls: &[&str], name: &str) -> RedisSettings {
+    RedisSettings {
+        sentinel: Some(SentinelMaster {
+            name: name.into(),
+            ..Default::default()
+        }),
+        ..settings_on(urls, false, "rl:")
+    }
+}
+
 fn total_own(total: u64, own: u64) -> CellRead {
     CellRead {
         total: PnCount::hits(total),
@@ -115,18 +171,10 @@ fn total_own(total: u64, own: u64) -> CellRead {
 
 #[test]
 fn settings_that_can_never_work_are_refused() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = current_thread_runtime();
     let _inside = runtime.enter();
     let with = |urls: &[&str], cluster: bool, prefix: &str| {
-        RedisOrigin::connect(RedisSettings {
-            urls: urls.iter().map(|u| u.to_string()).collect(),
-            cluster,
-            key_prefix: prefix.into(),
-            ..Default::default()
-        })
+        RedisOrigin::connect(settings_on(urls, cluster, prefix))
     };
     assert!(matches!(
         with(&[], false, "rl:"),
@@ -241,54 +289,44 @@ fn connecting_outside_a_runtime_is_an_error_not_a_panic() {
 /// it takes: one node, a cluster, the sentinels.
 #[test]
 fn checking_the_settings_needs_no_runtime_and_refuses_what_connect_refuses() {
-    let settings = |urls: &[&str], cluster: bool, prefix: &str| RedisSettings {
-        urls: urls.iter().map(|u| u.to_string()).collect(),
-        cluster,
-        key_prefix: prefix.into(),
-        ..Default::default()
-    };
-    let sentinels = |urls: &[&str], name: &str| RedisSettings {
-        sentinel: Some(SentinelMaster {
-            name: name.into(),
-            ..Default::default()
-        }),
-        ..settings(urls, false, "rl:")
-    };
     let refused = [
-        ("no URL", settings(&[], false, "rl:")),
+        ("no URL", settings_on(&[], false, "rl:")),
         (
             "a brace in the prefix",
-            settings(&[LOCAL_REDIS], false, "{rl}:"),
+            settings_on(&[LOCAL_REDIS], false, "{rl}:"),
         ),
         (
             "an http URL",
-            settings(&["http://127.0.0.1:6379"], false, "rl:"),
+            settings_on(&["http://127.0.0.1:6379"], false, "rl:"),
         ),
-        ("no scheme", settings(&["127.0.0.1:6379"], false, "rl:")),
+        ("no scheme", settings_on(&["127.0.0.1:6379"], false, "rl:")),
         (
             "a bad cluster seed",
-            settings(&["redis://127.0.0.1:7000", "not a url"], false, "rl:"),
+            settings_on(&["redis://127.0.0.1:7000", "not a url"], false, "rl:"),
         ),
-        ("an empty master name", sentinels(&["redis://s1:26379"], "")),
+        (
+            "an empty master name",
+            sentinels_on(&["redis://s1:26379"], ""),
+        ),
         (
             "mixed sentinel schemes",
-            sentinels(&["redis://s1:26379", "rediss://s2:26379"], "m"),
+            sentinels_on(&["redis://s1:26379", "rediss://s2:26379"], "m"),
         ),
     ];
     for (case, settings) in refused {
         assert!(settings.check().is_err(), "{case}: {settings:?}");
     }
     let taken = [
-        ("one node", settings(&[LOCAL_REDIS], false, "rl:")),
+        ("one node", settings_on(&[LOCAL_REDIS], false, "rl:")),
         (
             "a cluster",
-            settings(
+            settings_on(
                 &["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"],
                 false,
                 "rl:",
             ),
         ),
-        ("sentinels", sentinels(&["redis://s1:26379"], "m")),
+        ("sentinels", sentinels_on(&["redis://s1:26379"], "m")),
     ];
     for (case, settings) in taken {
         assert!(settings.check().is_ok(), "{case}: {settings:?}");
@@ -367,36 +405,22 @@ async fn publishing_the_same_or_an_older_count_again_changes_nothing() {
         HashMap::from([(origin.process_id().to_owned(), "5".to_owned())])
     );
     // Only a larger count moves it.
-    assert_eq!(
-        origin
-            .replay_hits(&[(a.clone(), 8), (b.clone(), 2)])
-            .await
-            .ok(),
-        Some(vec![8, 2])
-    );
+    let totals = origin.replay_hits(&[(a.clone(), 8), (b.clone(), 2)]).await;
+    assert_eq!(totals.ok(), Some(vec![8, 2]));
 }
 
 #[tokio::test]
 async fn a_zero_count_reads_without_creating_a_key() {
     let origin = local_redis().await;
     let key = cell("1:zero", 20_000, 1);
-    assert_eq!(
-        origin.replay_hits(&[(key.clone(), 0)]).await.ok(),
-        Some(vec![0])
-    );
+    assert_eq!(origin.replay_one(&key, 0).await, Some(0));
     let exists: i64 = admin(LOCAL_REDIS, &["EXISTS", &origin.redis_key(&key)]).await;
     assert_eq!(exists, 0);
     assert_eq!(origin.read(&key).await.ok(), Some(total_own(0, 0)));
     // Another process's count shows through a zero of this one.
     let other = another_process(&origin, &[LOCAL_REDIS.into()]);
-    assert_eq!(
-        other.replay_hits(&[(key.clone(), 3)]).await.ok(),
-        Some(vec![3])
-    );
-    assert_eq!(
-        origin.replay_hits(&[(key.clone(), 0)]).await.ok(),
-        Some(vec![3])
-    );
+    assert_eq!(other.replay_one(&key, 3).await, Some(3));
+    assert_eq!(origin.replay_one(&key, 0).await, Some(3));
     assert_eq!(origin.read(&key).await.ok(), Some(total_own(3, 0)));
 }
 
@@ -406,27 +430,12 @@ async fn two_processes_sum_their_components_and_each_reads_its_own() {
     let second = another_process(&first, &[LOCAL_REDIS.into()]);
     assert_ne!(first.process_id(), second.process_id());
     let key = cell("1:shared", 60_000, 9);
-    assert_eq!(
-        first.replay_hits(&[(key.clone(), 4)]).await.ok(),
-        Some(vec![4])
-    );
-    assert_eq!(
-        second.replay_hits(&[(key.clone(), 1)]).await.ok(),
-        Some(vec![5])
-    );
+    assert_eq!(first.replay_one(&key, 4).await, Some(4));
+    assert_eq!(second.replay_one(&key, 1).await, Some(5));
     // Each resends its own count: nothing moves; each grows only its own component.
-    assert_eq!(
-        first.replay_hits(&[(key.clone(), 4)]).await.ok(),
-        Some(vec![5])
-    );
-    assert_eq!(
-        second.replay_hits(&[(key.clone(), 1)]).await.ok(),
-        Some(vec![5])
-    );
-    assert_eq!(
-        second.replay_hits(&[(key.clone(), 3)]).await.ok(),
-        Some(vec![7])
-    );
+    assert_eq!(first.replay_one(&key, 4).await, Some(5));
+    assert_eq!(second.replay_one(&key, 1).await, Some(5));
+    assert_eq!(second.replay_one(&key, 3).await, Some(7));
     assert_eq!(first.read(&key).await.ok(), Some(total_own(7, 4)));
     assert_eq!(second.read(&key).await.ok(), Some(total_own(7, 3)));
     let hash = fields(LOCAL_REDIS, &first.redis_key(&key)).await;
@@ -440,10 +449,7 @@ async fn two_processes_sum_their_components_and_each_reads_its_own() {
     // A restarted process is a new component: it starts from 0 and cannot overwrite the old.
     let restarted = another_process(&first, &[LOCAL_REDIS.into()]);
     assert_eq!(restarted.read(&key).await.ok(), Some(total_own(7, 0)));
-    assert_eq!(
-        restarted.replay_hits(&[(key.clone(), 1)]).await.ok(),
-        Some(vec![8])
-    );
+    assert_eq!(restarted.replay_one(&key, 1).await, Some(8));
 }
 
 #[tokio::test]
@@ -509,10 +515,7 @@ async fn cells_are_hashes_that_live_about_three_windows() {
     assert!((55_000..=60_000).contains(&ttl), "PTTL {ttl}");
     // Every publication refreshes the expiry, a resend of the same count too.
     let _: i64 = admin(LOCAL_REDIS, &["PEXPIRE", &name, "5000"]).await;
-    assert_eq!(
-        origin.replay_hits(&[(key.clone(), 1)]).await.ok(),
-        Some(vec![1])
-    );
+    assert_eq!(origin.replay_one(&key, 1).await, Some(1));
     let ttl: i64 = admin(LOCAL_REDIS, &["PTTL", &name]).await;
     assert!((55_000..=60_000).contains(&ttl), "PTTL {ttl}");
 }
@@ -526,13 +529,8 @@ async fn the_script_is_loaded_again_after_script_flush() {
         RedisOrigin::connect(settings(std::slice::from_ref(&url), false)).expect("valid settings");
     let (a, b) = (cell("1:flush-a", 60_000, 1), cell("1:flush-b", 60_000, 1));
     // A fresh server never saw the script: the first replay loads it.
-    assert_eq!(
-        origin
-            .replay_hits(&[(a.clone(), 1), (b.clone(), 2)])
-            .await
-            .ok(),
-        Some(vec![1, 2])
-    );
+    let totals = origin.replay_hits(&[(a.clone(), 1), (b.clone(), 2)]).await;
+    assert_eq!(totals.ok(), Some(vec![1, 2]));
     for round in 1..=3 {
         let _: () = admin(&url, &["SCRIPT", "FLUSH"]).await;
         let loaded: Vec<bool> =
@@ -625,26 +623,31 @@ async fn an_unreachable_redis_gives_errors_in_bounded_time() {
     }
 }
 
-/// Calls until one succeeds (a reconnect may cost a failed call or two).
-async fn eventually_read(origin: &RedisOrigin, key: &CellKey) -> Result<CellRead, OriginError> {
+/// Calls until one succeeds, `pause` apart; the last error after 10 s.
+async fn until_ok<T>(
+    pause: Duration,
+    mut call: impl AsyncFnMut() -> Result<T, OriginError>,
+) -> Result<T, OriginError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match origin.read(key).await {
-            Ok(read) => return Ok(read),
+        match call().await {
+            Ok(answer) => return Ok(answer),
             Err(error) if Instant::now() > deadline => return Err(error),
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => tokio::time::sleep(pause).await,
         }
     }
+}
+
+/// Reads until a read succeeds (a reconnect may cost a failed call or two).
+async fn eventually_read(origin: &RedisOrigin, key: &CellKey) -> Result<CellRead, OriginError> {
+    until_ok(Duration::from_millis(50), async || origin.read(key).await).await
 }
 
 /// Replays the same cumulative count twice: the G-Counter keeps the `max`, so the resend
 /// counts once.
 async fn assert_a_resend_counts_once(origin: &RedisOrigin, key: &CellKey) {
     for _ in 0..2 {
-        assert_eq!(
-            origin.replay_hits(&[(key.clone(), 2)]).await.ok(),
-            Some(vec![2])
-        );
+        assert_eq!(origin.replay_one(key, 2).await, Some(2));
     }
     assert_eq!(origin.read(key).await.ok(), Some(total_own(2, 2)));
 }
@@ -673,14 +676,10 @@ async fn eventually_replay(
     origin: &RedisOrigin,
     batch: &[(CellKey, u64)],
 ) -> Result<Vec<u64>, OriginError> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match origin.replay_hits(batch).await {
-            Ok(totals) => return Ok(totals),
-            Err(error) if Instant::now() > deadline => return Err(error),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
+    until_ok(Duration::from_millis(100), async || {
+        origin.replay_hits(batch).await
+    })
+    .await
 }
 
 #[tokio::test]
@@ -696,12 +695,10 @@ async fn a_redis_that_comes_up_late_is_used_once_it_answers() {
 
 #[tokio::test]
 async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resend_once() {
-    let cluster = RedisCluster::start_or_fail(3);
-    let urls = cluster.urls();
-    let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
+    let (_cluster, urls, origin) = cluster_origin();
     assert!(origin.is_cluster());
 
-    let keys: Vec<CellKey> = (0..200).map(|i| cell(&format!("{i}"), 60_000, 1)).collect();
+    let keys = spread_cells(200);
     let slots: std::collections::HashSet<_> = keys
         .iter()
         .map(|k| Slot::for_key(origin.redis_key(k)))
@@ -713,7 +710,7 @@ async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resen
     );
 
     // Each key twice in one batch: first 1, then 1 + i (the total after each entry).
-    let mut batch: Vec<(CellKey, u64)> = keys.iter().map(|k| (k.clone(), 1)).collect();
+    let mut batch = each(&keys, 1);
     batch.extend(
         keys.iter()
             .enumerate()
@@ -747,7 +744,7 @@ async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resen
         assert_eq!(other.read(key).await.ok(), Some(total_own(n, 0)), "{key:?}");
     }
     // The other process adds its own components.
-    let its: Vec<(CellKey, u64)> = keys.iter().map(|k| (k.clone(), 2)).collect();
+    let its = each(&keys, 2);
     let totals = other.replay_hits(&its).await.expect("cluster replay");
     assert_eq!(totals, (3..=202).collect::<Vec<u64>>());
     for (i, key) in keys.iter().enumerate() {
@@ -774,12 +771,9 @@ async fn a_cluster_splits_the_batch_by_slot_keeps_batch_order_and_counts_a_resen
 
 #[tokio::test]
 async fn a_cluster_reloads_the_script_after_script_flush() {
-    let cluster = RedisCluster::start_or_fail(3);
-    let urls = cluster.urls();
-    let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
-    let keys: Vec<CellKey> = (0..30).map(|i| cell(&format!("{i}"), 60_000, 1)).collect();
-    let batch =
-        |count: u64| -> Vec<(CellKey, u64)> { keys.iter().map(|k| (k.clone(), count)).collect() };
+    let (_cluster, urls, origin) = cluster_origin();
+    let keys = spread_cells(30);
+    let batch = |count: u64| each(&keys, count);
     // New nodes never saw the script: the first replay loads it.
     assert_eq!(origin.replay_hits(&batch(1)).await.ok(), Some(vec![1; 30]));
     for count in [2, 3] {
@@ -805,12 +799,9 @@ async fn a_cluster_reloads_the_script_after_script_flush() {
 
 #[tokio::test]
 async fn a_dead_cluster_node_fails_the_batch_in_bounded_time_and_the_resend_counts_once() {
-    let mut cluster = RedisCluster::start_or_fail(3);
-    let urls = cluster.urls();
-    let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
-    let keys: Vec<CellKey> = (0..60).map(|i| cell(&format!("{i}"), 60_000, 1)).collect();
-    let batch =
-        |count: u64| -> Vec<(CellKey, u64)> { keys.iter().map(|k| (k.clone(), count)).collect() };
+    let (mut cluster, urls, origin) = cluster_origin();
+    let keys = spread_cells(60);
+    let batch = |count: u64| each(&keys, count);
     assert_eq!(origin.replay_hits(&batch(1)).await.ok(), Some(vec![1; 60]));
 
     // Which keys live on the node about to die.
@@ -852,9 +843,7 @@ async fn a_dead_cluster_node_fails_the_batch_in_bounded_time_and_the_resend_coun
 
 #[tokio::test]
 async fn a_resend_during_and_after_a_slot_migration_counts_once() {
-    let cluster = RedisCluster::start_or_fail(3);
-    let urls = cluster.urls();
-    let origin = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
+    let (_cluster, urls, origin) = cluster_origin();
     let own = origin.process_id().to_owned();
     // Two cells of one counter: one slot, one pipeline.
     let (moved, stays) = (cell("1:m", 60_000, 1), cell("1:m", 60_000, 2));
@@ -1028,9 +1017,7 @@ async fn processes_share_the_penalty_box_which_keeps_the_later_moment_and_expire
 
 #[tokio::test]
 async fn a_cluster_holds_penalties_of_counters_in_many_slots() {
-    let cluster = RedisCluster::start_or_fail(3);
-    let urls = cluster.urls();
-    let a = RedisOrigin::connect(settings(&urls, true)).expect("valid settings");
+    let (_cluster, urls, a) = cluster_origin();
     let b = another_process(&a, &urls);
     let until = now_ms() + 60_000;
     let penalties: Vec<_> = (0..50).map(|i| (counter(&format!("{i}")), until)).collect();
@@ -1117,21 +1104,9 @@ async fn sentinel_names_the_master_and_a_failover_moves_the_origin() {
 
 #[test]
 fn sentinel_settings_that_can_never_work_are_refused() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = current_thread_runtime();
     let _guard = runtime.enter();
-    let with = |urls: &[&str], name: &str| {
-        RedisOrigin::connect(RedisSettings {
-            urls: urls.iter().map(|u| u.to_string()).collect(),
-            sentinel: Some(SentinelMaster {
-                name: name.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-    };
+    let with = |urls: &[&str], name: &str| RedisOrigin::connect(sentinels_on(urls, name));
     assert!(with(&["redis://s1:26379", "redis://s2:26379"], "m").is_ok());
     assert!(matches!(
         with(&["redis://s1:26379"], ""),

@@ -829,39 +829,56 @@ async fn gcounter_laws(store: &dyn GlobalStore) {
     assert_eq!(left, previous, "grouping changes nothing");
 }
 
-macro_rules! shared_tests {
-    ($kind:ident) => {
-        shared_tests!(@each $kind:
-            publish_then_sync_sees_foreign_sums,
-            lower_or_equal_counts_change_nothing,
-            own_and_foreign_stay_separate,
-            sync_returns_only_cells_another_region_wrote,
-            expired_rows_are_excluded_and_cleaned_up,
-            too_long_strings_are_skipped_and_counted,
-            keys_compare_as_bytes,
-            duplicates_in_one_publish_merge_with_max,
-            refunds_merge_per_half_capped_at_hits,
-            invalid_regions_are_refused,
-            empty_publish_writes_nothing,
-            gcounter_laws,
+/// One `#[tokio::test]` per store test, in the module of one kind of store that invokes it:
+/// a `shared` test takes the store (from a fixture: every kind runs it), an `sql` test takes
+/// the kind and runs where the module says `sql: yes` (the SQL stores).
+macro_rules! store_tests {
+    ($kind:ident, sql: $sql:ident) => {
+        store_tests!(@each $kind $sql:
+            shared publish_then_sync_sees_foreign_sums,
+            shared lower_or_equal_counts_change_nothing,
+            shared own_and_foreign_stay_separate,
+            shared sync_returns_only_cells_another_region_wrote,
+            shared expired_rows_are_excluded_and_cleaned_up,
+            shared too_long_strings_are_skipped_and_counted,
+            shared keys_compare_as_bytes,
+            shared duplicates_in_one_publish_merge_with_max,
+            shared refunds_merge_per_half_capped_at_hits,
+            shared invalid_regions_are_refused,
+            shared empty_publish_writes_nothing,
+            shared gcounter_laws,
+            sql rows_from_before_refunds_keep_working,
+            sql migration_is_idempotent_and_creates_the_indexes,
+            sql stored_columns_follow_the_design,
+            sql cleanup_deletes_in_bounded_batches,
+            sql chunks_stay_below_the_placeholder_limit,
+            sql concurrent_publishers_do_not_deadlock,
         );
     };
-    (@each $kind:ident: $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $name() {
-                let fixture = super::Fixture::new(super::Kind::$kind).await;
-                super::$name(fixture.store()).await;
-                fixture.finish().await;
-            }
-        )*
+    (@each $kind:ident $sql:ident: $($how:ident $name:ident),* $(,)?) => {
+        $(store_tests!(@one $how $sql $kind $name);)*
     };
+    (@one shared $sql:ident $kind:ident $name:ident) => {
+        #[tokio::test]
+        async fn $name() {
+            let fixture = super::Fixture::new(super::Kind::$kind).await;
+            super::$name(fixture.store()).await;
+            fixture.finish().await;
+        }
+    };
+    (@one sql yes $kind:ident $name:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            super::$name(super::Kind::$kind).await;
+        }
+    };
+    (@one sql no $kind:ident $name:ident) => {};
 }
 
 mod memory {
     use super::*;
 
-    shared_tests!(Memory);
+    store_tests!(Memory, sql: no);
 
     #[tokio::test]
     async fn chunks_and_injected_failures() {
@@ -1255,32 +1272,10 @@ async fn rows_from_before_refunds_keep_working(kind: Kind) {
     fixture.finish().await;
 }
 
-macro_rules! sql_tests {
-    ($kind:ident) => {
-        sql_tests!(@each $kind:
-            rows_from_before_refunds_keep_working,
-            migration_is_idempotent_and_creates_the_indexes,
-            stored_columns_follow_the_design,
-            cleanup_deletes_in_bounded_batches,
-            chunks_stay_below_the_placeholder_limit,
-            concurrent_publishers_do_not_deadlock,
-        );
-    };
-    (@each $kind:ident: $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Kind::$kind).await;
-            }
-        )*
-    };
-}
-
 mod sqlite {
     use super::*;
 
-    shared_tests!(Sqlite);
-    sql_tests!(Sqlite);
+    store_tests!(Sqlite, sql: yes);
 
     #[tokio::test]
     async fn a_file_database_keeps_its_rows() {
@@ -1317,8 +1312,7 @@ mod sqlite {
 mod mysql {
     use super::*;
 
-    shared_tests!(MySql);
-    sql_tests!(MySql);
+    store_tests!(MySql, sql: yes);
 
     #[tokio::test]
     async fn string_columns_are_binary() {
@@ -1365,8 +1359,7 @@ mod mysql {
 }
 
 mod postgres {
-    shared_tests!(Postgres);
-    sql_tests!(Postgres);
+    store_tests!(Postgres, sql: yes);
 }
 
 /// A database down at start is not an error until it is used (issue 15, break 10: `serve`

@@ -22,7 +22,7 @@ mod manifests;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -51,6 +51,46 @@ fn rls_container(docs: &[Doc]) -> &Value {
         .iter()
         .find(|c| str_at(c, "name") == Some("gcounter-rls"))
         .expect("the gcounter-rls Deployment has a container named gcounter-rls")
+}
+
+/// The one container of the Deployment kept under `dir` as its authors wrote it, checked to
+/// run our image as upstream's: `/bin/ratelimit`, which the image provides.
+fn foreign_deployment_container<'d>(docs: &'d [Doc], dir: &str) -> &'d Value {
+    let deployment = of_kind(docs, "Deployment")
+        .into_iter()
+        .find(|d| d.file.starts_with(dir))
+        .unwrap_or_else(|| panic!("a Deployment under {dir}"));
+    let containers = items(&deployment.value, "spec.template.spec.containers");
+    assert_eq!(containers.len(), 1, "{}", deployment.describe());
+    let container = &containers[0];
+    assert_eq!(str_at(container, "image"), Some("gcounter-rls:dev"));
+    assert_eq!(
+        strings(items(container, "command")),
+        ["/bin/ratelimit"],
+        "upstream's command, which the image provides"
+    );
+    container
+}
+
+/// A container's `env:` as written: (name, value) pairs.
+fn env_of(container: &Value) -> Vec<(String, String)> {
+    items(container, "env")
+        .iter()
+        .map(|e| {
+            (
+                str_at(e, "name").expect("env name").to_string(),
+                str_at(e, "value").expect("env value").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Asserts that `env` sets every one of `expected`.
+fn assert_sets(env: &[(String, String)], expected: &[&str]) {
+    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in expected {
+        assert!(names.contains(expected), "{expected} not in {names:?}");
+    }
 }
 
 /// The value following `flag` in `args` (`--flag value` or `--flag=value`).
@@ -305,10 +345,7 @@ fn the_structure_check_rejects_broken_envoy_filters() {
         let mut filter = original.clone();
         mutate(&mut filter);
         let problems = envoy_filter::problems(&filter).join("\n");
-        assert!(
-            problems.contains(needle),
-            "expected a problem mentioning {needle:?}, got:\n{problems}"
-        );
+        support::assert_mentions(&problems, needle, "the structure check's problems");
     }
 }
 
@@ -849,16 +886,8 @@ fn a_configmap_style_update_is_hot_reloaded() {
     std::fs::remove_dir_all(volume.join("..2026_01_01_00_00_00.000000001"))
         .expect("remove the old version");
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !rlconfig().contains("requests_per_unit=7") {
-        assert!(
-            Instant::now() < deadline,
-            "the new limit is not served 20 s after the ..data swap:\n{}\n--- service log ---\n{}",
-            rlconfig(),
-            service.log_tail(30)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The new limit served after the swap.
+    service.wait_rlconfig(Duration::from_secs(20), "requests_per_unit=7");
     assert!(
         !rlconfig().contains("requests_per_unit=3"),
         "{}",
@@ -880,38 +909,18 @@ const UPSTREAM_DEPLOYMENT_DIR: &str = "integration/k8s/upstream/";
 #[test]
 fn upstreams_deployment_runs_our_image_with_its_env_unchanged() {
     let docs = manifests();
-    let deployment = of_kind(&docs, "Deployment")
-        .into_iter()
-        .find(|d| d.file.starts_with(UPSTREAM_DEPLOYMENT_DIR))
-        .expect("upstream's Deployment under integration/k8s/upstream/");
-    let containers = items(&deployment.value, "spec.template.spec.containers");
-    assert_eq!(containers.len(), 1, "{}", deployment.describe());
-    let container = &containers[0];
-    assert_eq!(str_at(container, "image"), Some("gcounter-rls:dev"));
-    assert_eq!(
-        strings(items(container, "command")),
-        ["/bin/ratelimit"],
-        "upstream's command, which the image provides"
+    let container = foreign_deployment_container(&docs, UPSTREAM_DEPLOYMENT_DIR);
+    let env = env_of(container);
+    assert_sets(
+        &env,
+        &[
+            "REDIS_URL",
+            "RUNTIME_ROOT",
+            "RUNTIME_SUBDIRECTORY",
+            "HOST",
+            "GRPC_HOST",
+        ],
     );
-    let env: Vec<(String, String)> = items(container, "env")
-        .iter()
-        .map(|e| {
-            (
-                str_at(e, "name").expect("env name").to_string(),
-                str_at(e, "value").expect("env value").to_string(),
-            )
-        })
-        .collect();
-    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
-    for expected in [
-        "REDIS_URL",
-        "RUNTIME_ROOT",
-        "RUNTIME_SUBDIRECTORY",
-        "HOST",
-        "GRPC_HOST",
-    ] {
-        assert!(names.contains(&expected), "{expected} not in {names:?}");
-    }
     let mount = items(container, "volumeMounts")
         .iter()
         .find_map(|m| str_at(m, "mountPath"))
@@ -982,15 +991,7 @@ fn envoy_gateways_deployment_runs_our_image_fed_over_xds() {
     use support::xds::{AdsServer, ServerTls, domain};
 
     let docs = manifests();
-    let deployment = of_kind(&docs, "Deployment")
-        .into_iter()
-        .find(|d| d.file.starts_with(ENVOY_GATEWAY_DEPLOYMENT_DIR))
-        .expect("Envoy Gateway's Deployment under integration/k8s/envoy-gateway/");
-    let containers = items(&deployment.value, "spec.template.spec.containers");
-    assert_eq!(containers.len(), 1, "{}", deployment.describe());
-    let container = &containers[0];
-    assert_eq!(str_at(container, "image"), Some("gcounter-rls:dev"));
-    assert_eq!(strings(items(container, "command")), ["/bin/ratelimit"]);
+    let container = foreign_deployment_container(&docs, ENVOY_GATEWAY_DEPLOYMENT_DIR);
     let certs_mount = items(container, "volumeMounts")
         .iter()
         .find(|m| str_at(m, "name") == Some("certs"))
@@ -1010,11 +1011,9 @@ fn envoy_gateways_deployment_runs_our_image_fed_over_xds() {
     // Envoy Gateway's xDS server for rate limits: mTLS, clients from the same CA.
     let ads = AdsServer::start_with(0, Some(ServerTls::new(&ca.server(), Some(&ca))));
     let metrics_port = support::free_port();
-    let env: Vec<(String, String)> = items(container, "env")
-        .iter()
-        .map(|e| {
-            let name = str_at(e, "name").expect("env name").to_string();
-            let value = str_at(e, "value").expect("env value").to_string();
+    let env: Vec<(String, String)> = env_of(container)
+        .into_iter()
+        .map(|(name, value)| {
             let value = match name.as_str() {
                 // Envoy Gateway's Service name; the certificate names localhost.
                 "CONFIG_GRPC_XDS_SERVER_URL" => format!("localhost:{}", ads.addr.port()),
@@ -1028,17 +1027,17 @@ fn envoy_gateways_deployment_runs_our_image_fed_over_xds() {
             (name, value)
         })
         .collect();
-    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
-    for expected in [
-        "CONFIG_TYPE",
-        "CONFIG_GRPC_XDS_SERVER_URL",
-        "CONFIG_GRPC_XDS_SERVER_USE_TLS",
-        "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
-        "FORCE_START_WITHOUT_INITIAL_CONFIG",
-        "GRPC_SERVER_USE_TLS",
-    ] {
-        assert!(names.contains(&expected), "{expected} not in {names:?}");
-    }
+    assert_sets(
+        &env,
+        &[
+            "CONFIG_TYPE",
+            "CONFIG_GRPC_XDS_SERVER_URL",
+            "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+            "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+            "FORCE_START_WITHOUT_INITIAL_CONFIG",
+            "GRPC_SERVER_USE_TLS",
+        ],
+    );
     let local: Vec<(&str, &str)> = env.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     let service = Service::start_upstream(&local);
     let health = service.admin_get("/healthcheck");
@@ -1055,17 +1054,7 @@ fn envoy_gateways_deployment_runs_our_image_fed_over_xds() {
     ads.wait_ack("1");
     let node = ads.requests()[0].node.clone().unwrap_or_default();
     assert_eq!(node.id, "envoy-ratelimit");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let rlconfig = service.rlconfig();
-        if rlconfig.contains("envoy-gateway-test.k: unit=MINUTE requests_per_unit=3") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pushed limits are not served:\n{rlconfig}\n{}",
-            service.log_tail(30)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // The pushed limits served.
+    let pushed = "envoy-gateway-test.k: unit=MINUTE requests_per_unit=3";
+    service.wait_rlconfig(Duration::from_secs(10), pushed);
 }

@@ -35,15 +35,15 @@ impl Recorder for OverflowCount {
     fn global_cleanup(&self, _: Duration) {}
 }
 
+/// An engine with the default settings over `origin`, deciding by `clock`.
+fn engine_on(origin: Arc<dyn RegionalOrigin>, clock: &Arc<ManualClock>) -> Engine {
+    Engine::new(EngineSettings::default(), origin, clock.clone(), metrics())
+}
+
 fn engine_at(now_ms: u64) -> (Arc<Engine>, Arc<ManualClock>, Arc<InProcessOrigin>) {
     let clock = Arc::new(ManualClock::new(now_ms));
     let origin = Arc::new(InProcessOrigin::new(1_000));
-    let engine = Engine::new(
-        EngineSettings::default(),
-        origin.clone(),
-        clock.clone(),
-        metrics(),
-    );
+    let engine = engine_on(origin.clone(), &clock);
     (Arc::new(engine), clock, origin)
 }
 
@@ -124,17 +124,13 @@ async fn admits_up_to_the_limit_then_denies() {
 async fn the_previous_cell_slides_out() {
     let (engine, clock, _) = engine_at(10_000);
     let names = Names::new();
-    for _ in 0..10 {
-        assert!(engine.check(names.hit("a", 1, 10)).await.allowed);
-    }
+    admit(&engine, &names, "a", 10, 10).await;
     // half-way into the next cell, half of the previous 10 still count
     clock.set(11_500);
     let v = engine.check(names.hit("a", 1, 10)).await;
     assert!(v.allowed);
     assert_eq!(v.remaining, 4);
-    for _ in 0..4 {
-        assert!(engine.check(names.hit("a", 1, 10)).await.allowed);
-    }
+    admit(&engine, &names, "a", 4, 10).await;
     assert!(!engine.check(names.hit("a", 1, 10)).await.allowed);
     // two cells later nothing of it is left
     clock.set(13_000);
@@ -178,12 +174,7 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     assert_eq!(engine.pending_replay_cells(), 0);
 
     // a second engine of the same region starts cold and reads the total
-    let other = Engine::new(
-        EngineSettings::default(),
-        Arc::new(sibling(&origin, "other")),
-        clock.clone(),
-        metrics(),
-    );
+    let other = engine_on(Arc::new(sibling(&origin, "other")), &clock);
     let v = other.check(names.hit("a", 1, 10)).await;
     assert_eq!(v.remaining, 3);
     other.replay_now().await;
@@ -263,9 +254,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     let origin = Arc::new(SwitchableOrigin::new(true));
     let engine = engine_over(&origin, |_| {}, metrics());
     let names = Names::new();
-    for _ in 0..4 {
-        assert!(engine.check(names.hit("a", 1, 5)).await.allowed);
-    }
+    admit(&engine, &names, "a", 4, 5).await;
     engine.replay_now().await;
     assert_eq!(
         engine.pending_replay_cells(),
@@ -431,67 +420,60 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
     let origin = Arc::new(InProcessOrigin::new(100));
     let overflows = Arc::new(OverflowCount::default());
     let engine = engine_over(&origin, |s| s.max_pending_replay = 1, overflows.clone());
-    let names = Names::new();
-    engine.check(names.hit("a", 1, 10)).await;
-    engine.check(names.hit("b", 2, 10)).await;
-    assert_eq!(engine.pending_replay_cells(), 1);
+    let cells = Replaying::new(engine, origin);
+    cells.hit("a", 1).await;
+    cells.hit("b", 2).await;
+    assert_eq!(cells.engine.pending_replay_cells(), 1);
     assert_eq!(overflows.0.load(Ordering::Relaxed), 1);
-    engine.replay_now().await;
+    cells.engine.replay_now().await;
     // b's next accept queues it again, with the earlier work
-    engine.check(names.hit("b", 1, 10)).await;
-    engine.replay_now().await;
-    let key = names.cell_key("b", 10);
-    assert_eq!(origin_total(&*origin, &key).await, Some(3));
+    cells.hit("b", 1).await;
+    assert_eq!(cells.replayed_total("b").await, Some(3));
 }
 
 #[tokio::test]
 async fn a_replay_sent_twice_counts_once() {
-    let (engine, _, origin) = engine_at(10_000);
-    let names = Names::new();
+    let origin = Arc::new(InProcessOrigin::new(1_000));
+    let cells = Replaying::new(engine_over(&origin, |_| {}, metrics()), origin);
     for _ in 0..4 {
-        engine.check(names.hit("a", 1, 10)).await;
+        cells.hit("a", 1).await;
     }
-    engine.replay_now().await;
+    cells.engine.replay_now().await;
     // the same cumulative value again, as after a timeout whose command did land
-    let key = names.cell_key("a", 10);
+    let key = cells.names.cell_key("a", 10);
     assert_eq!(
-        origin.replay(&[(key.clone(), PnCount::hits(4))]).await.ok(),
+        cells.origin.replay(&[(key, PnCount::hits(4))]).await.ok(),
         Some(vec![PnCount::hits(4)])
     );
-    engine.check(names.hit("a", 1, 10)).await;
-    engine.replay_now().await;
-    assert_eq!(origin_total(&*origin, &key).await, Some(5));
+    cells.hit("a", 1).await;
+    assert_eq!(cells.replayed_total("a").await, Some(5));
 }
 
 #[tokio::test]
 async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     let origin = Arc::new(InProcessOrigin::new(1_000));
-    let engine = engine_over(&origin, |s| s.max_cells = 8, metrics());
-    let names = Names::new();
+    let cells = Replaying::new(engine_over(&origin, |s| s.max_cells = 8, metrics()), origin);
     for _ in 0..3 {
-        engine.check(names.hit("a", 1, 10)).await;
+        cells.hit("a", 1).await;
     }
-    engine.replay_now().await;
+    cells.engine.replay_now().await;
     // push "a" out of the table (eight evictable cells)
     for id in ["b", "c", "d", "e", "f", "g", "h"] {
-        engine.check(names.hit(id, 1, 10)).await;
+        cells.hit(id, 1).await;
     }
-    engine.replay_now().await;
-    engine.check(names.hit("a", 1, 10)).await;
-    engine.replay_now().await;
-    let key = names.cell_key("a", 10);
-    assert_eq!(origin_total(&*origin, &key).await, Some(4));
+    cells.engine.replay_now().await;
+    cells.hit("a", 1).await;
+    assert_eq!(cells.replayed_total("a").await, Some(4));
 }
 
 #[tokio::test]
 async fn publishable_cells_and_synced_counts() {
     let (engine, _, _) = engine_at(10_000);
     let names = Names::new();
-    for _ in 0..3 {
-        engine.check(names.hit("low", 1, 10)).await;
-    }
-    for _ in 0..6 {
-        engine.check(names.hit("high", 1, 10)).await;
+    for (identifier, hits) in [("low", 3), ("high", 6)] {
+        for _ in 0..hits {
+            engine.check(names.hit(identifier, 1, 10)).await;
+        }
     }
     let rows = engine.publishable(0.5).await;
     let keys: Vec<(&str, PnCount)> = rows.iter().map(|r| (&*r.key.identifier, r.count)).collect();
@@ -627,9 +609,7 @@ async fn a_denial_answers_when_the_same_request_would_pass() {
     // early, the previous cell still weighs 10 then; 1 ms later it weighs 9.
     let (engine, clock, _) = engine_at(10_200);
     let names = Names::new();
-    for _ in 0..10 {
-        assert!(engine.check(names.hit("a", 1, 10)).await.allowed);
-    }
+    admit(&engine, &names, "a", 10, 10).await;
     let denied = engine.check(names.hit("a", 1, 10)).await;
     assert!(!denied.allowed);
     assert_eq!(denied.until_reset_ms, 801);
@@ -688,20 +668,13 @@ async fn the_penalty_box_holds_a_client_past_its_window_and_lets_it_out() {
             .is_some()
     );
     clock.advance(2_500);
-    assert!(
-        engine
-            .check_with_penalty(names.hit("a", 1, 3), penalty)
-            .await
-            .allowed,
-        "out of the box"
-    );
-    assert!(
-        engine
-            .check_with_penalty(names.hit("b", 1, 3), penalty)
-            .await
-            .allowed,
-        "others never in it"
-    );
+    for (identifier, why) in [("a", "out of the box"), ("b", "others never in it")] {
+        let hit = names.hit(identifier, 1, 3);
+        assert!(
+            engine.check_with_penalty(hit, penalty).await.allowed,
+            "{why}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -790,12 +763,7 @@ async fn a_dropped_penalty_send_is_sent_by_the_next_cycle() {
         inner: shared,
         hang: AtomicBool::new(true),
     });
-    let a = Engine::new(
-        EngineSettings::default(),
-        origin.clone(),
-        clock.clone(),
-        metrics(),
-    );
+    let a = engine_on(origin.clone(), &clock);
     let names = Names::new();
     assert!(allowed_with_penalty(&a, &names, 1).await);
     assert!(!allowed_with_penalty(&a, &names, 1).await);
@@ -849,16 +817,9 @@ async fn a_replaced_origin_gets_every_cell_republished() {
         stores: [InProcessOrigin::new(100), InProcessOrigin::new(100)],
         current: AtomicU64::new(0),
     });
-    let engine = Engine::new(
-        EngineSettings::default(),
-        origin.clone(),
-        clock.clone(),
-        metrics(),
-    );
+    let engine = engine_on(origin.clone(), &clock);
     let names = Names::new();
-    for _ in 0..3 {
-        assert!(engine.check(names.hit("quiet", 1, 100)).await.allowed);
-    }
+    admit(&engine, &names, "quiet", 3, 100).await;
     assert!(engine.check(names.hit("busy", 1, 100)).await.allowed);
     assert_eq!(
         engine.republish_after_origin_change().await,
@@ -991,6 +952,45 @@ async fn changes_of_the_previous_cell_reach_the_decisions_that_remembered_it() {
 }
 
 /// What `origin` holds for `key` (hits − refunds), `None` if it cannot be read.
+/// `times` hits of 1 on `identifier` (limit `limit`), each of them admitted.
+async fn admit(engine: &Engine, names: &Names, identifier: &str, times: usize, limit: u64) {
+    for hit in 1..=times {
+        let allowed = engine.check(names.hit(identifier, 1, limit)).await.allowed;
+        assert!(allowed, "{identifier}: hit {hit} of {times} admitted");
+    }
+}
+
+/// An engine at 10 s over an in-process origin, hitting the tests' counter (limit 10) at
+/// second 10: what the replay tests drive and read back from the origin.
+struct Replaying {
+    engine: Engine,
+    origin: Arc<InProcessOrigin>,
+    names: Names,
+}
+
+impl Replaying {
+    fn new(engine: Engine, origin: Arc<InProcessOrigin>) -> Self {
+        Self {
+            engine,
+            origin,
+            names: Names::new(),
+        }
+    }
+
+    /// A hit of `cost` on `identifier`, whatever it decides.
+    async fn hit(&self, identifier: &str, cost: u64) {
+        self.engine
+            .check(self.names.hit(identifier, cost, 10))
+            .await;
+    }
+
+    /// The origin's total of `identifier`'s cell once the engine replayed what it holds.
+    async fn replayed_total(&self, identifier: &str) -> Option<u64> {
+        self.engine.replay_now().await;
+        origin_total(&*self.origin, &self.names.cell_key(identifier, 10)).await
+    }
+}
+
 async fn origin_total(origin: &dyn RegionalOrigin, key: &CellKey) -> Option<u64> {
     origin.read(key).await.ok().map(|r| r.total.value())
 }

@@ -2,24 +2,59 @@
 
 use super::*;
 use crate::cell_key::{CellKey, CounterKeyRef};
-use crate::engine::{Clock, EngineSettings, Hit, ManualClock};
+use crate::engine::{Clock, EngineSettings, Hit, ManualClock, Verdict};
 use crate::global::MemoryStore;
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::InProcessOrigin;
 
+/// The clock's start: an hour into the window of the tests' hourly cell.
+const START_MS: u64 = 3_600_000 * 100 + 1_000;
+
+/// One region's process: its engine and the global counters syncing it through the store.
+/// Every test hits the same counter ([`Names::hit`]), limit 100.
 struct Region {
     engine: Arc<Engine>,
     counters: GlobalCounters,
+    names: Names,
+}
+
+impl Region {
+    /// A hit of `cost` on the shared counter (0 only looks).
+    async fn check(&self, cost: u64) -> Verdict {
+        self.engine.check(self.names.hit(cost)).await
+    }
+
+    /// Admits `cost` and flushes, the cell then at least at the floor: its one row written.
+    async fn admit_and_publish(&self, cost: u64) {
+        assert!(self.check(cost).await.allowed, "{cost} fits");
+        assert_eq!(self.counters.flush().await.published, 1, "{cost} published");
+    }
+
+    /// What the region sees left of the limit once it synced.
+    async fn synced_remaining(&self) -> u64 {
+        self.counters.sync().await;
+        self.remaining().await
+    }
+
+    /// What the region sees left of the limit.
+    async fn remaining(&self) -> u64 {
+        self.check(0).await.remaining
+    }
+}
+
+/// An engine on an in-process regional origin, as `serve` builds one per process.
+fn engine(clock: Arc<ManualClock>, recorder: Arc<dyn Recorder>) -> Arc<Engine> {
+    Arc::new(Engine::new(
+        EngineSettings::default(),
+        Arc::new(InProcessOrigin::new(1_000)),
+        clock,
+        recorder,
+    ))
 }
 
 fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Region {
     let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
-    let engine = Arc::new(Engine::new(
-        EngineSettings::default(),
-        Arc::new(InProcessOrigin::new(1_000)),
-        clock.clone(),
-        metrics.clone(),
-    ));
+    let engine = engine(clock.clone(), metrics.clone());
     let counters = GlobalCounters::new(
         store.clone(),
         engine.clone(),
@@ -31,7 +66,11 @@ fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Reg
         },
         metrics,
     );
-    Region { engine, counters }
+    Region {
+        engine,
+        counters,
+        names: names(),
+    }
 }
 
 struct Names {
@@ -56,9 +95,10 @@ fn names() -> Names {
     }
 }
 
+/// Regions `a` and `b` on one store and one clock.
 fn setup() -> (Arc<MemoryStore>, Region, Region) {
     let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
+    let clock = Arc::new(ManualClock::new(START_MS));
     let a = region("a", &store, &clock);
     let b = region("b", &store, &clock);
     (store, a, b)
@@ -67,37 +107,28 @@ fn setup() -> (Arc<MemoryStore>, Region, Region) {
 #[tokio::test]
 async fn a_region_admits_only_what_another_left() {
     let (_, a, b) = setup();
-    let names = names();
-    assert!(a.engine.check(names.hit(60)).await.allowed);
-    assert_eq!(a.counters.flush().await.published, 1);
+    a.admit_and_publish(60).await;
     assert_eq!(b.counters.sync().await, Some(1));
-    assert!(
-        !b.engine.check(names.hit(41)).await.allowed,
-        "41 does not fit"
-    );
-    assert!(b.engine.check(names.hit(40)).await.allowed, "40 does");
+    assert!(!b.check(41).await.allowed, "41 does not fit");
+    assert!(b.check(40).await.allowed, "40 does");
     // B's 40 is below the publish floor (half of 100): it stays in B
     assert_eq!(b.counters.flush().await, Flushed::default());
     // A's own row is never imported as foreign: A still sees exactly its 60
-    a.counters.sync().await;
-    assert_eq!(a.engine.check(names.hit(0)).await.remaining, 40);
+    assert_eq!(a.synced_remaining().await, 40);
 }
 
 #[tokio::test]
 async fn a_restarted_process_reads_its_regions_own_rows_back_once() {
     let (store, a, _) = setup();
-    let names = names();
-    assert!(a.engine.check(names.hit(70)).await.allowed);
-    assert_eq!(a.counters.flush().await.published, 1);
+    a.admit_and_publish(70).await;
     // No other region wrote the cell: sync leaves it out.
     assert_eq!(a.counters.sync().await, Some(0));
     // The process restarts (its in-process origin and cells are gone); same store and clock.
-    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
-    let restarted = region("a", &store, &clock);
-    assert_eq!(restarted.engine.check(names.hit(0)).await.remaining, 100);
+    let restarted = region("a", &store, &Arc::new(ManualClock::new(START_MS)));
+    assert_eq!(restarted.remaining().await, 100);
     assert_eq!(restarted.counters.sync().await, Some(0));
     assert_eq!(
-        restarted.engine.check(names.hit(0)).await.remaining,
+        restarted.remaining().await,
         30,
         "the region's 70 are back from its own row"
     );
@@ -108,18 +139,15 @@ async fn a_restarted_process_reads_its_regions_own_rows_back_once() {
         .await
         .map(|report| assert_eq!(report.published(), 1))
         .unwrap_or_else(|e| panic!("{e}"));
-    restarted.counters.sync().await;
-    assert_eq!(restarted.engine.check(names.hit(0)).await.remaining, 30);
+    assert_eq!(restarted.synced_remaining().await, 30);
 }
 
 #[tokio::test]
 async fn below_the_floor_stays_local_and_unchanged_cells_are_not_rewritten() {
     let (store, a, _) = setup();
-    let names = names();
-    a.engine.check(names.hit(49)).await;
+    a.check(49).await;
     assert_eq!(a.counters.flush().await, Flushed::default());
-    a.engine.check(names.hit(1)).await;
-    assert_eq!(a.counters.flush().await.published, 1);
+    a.admit_and_publish(1).await;
     assert_eq!(a.counters.flush().await, Flushed::default(), "unchanged");
     assert_eq!(store.rows().len(), 1);
     assert_eq!(store.rows()[0].count, 50);
@@ -128,30 +156,24 @@ async fn below_the_floor_stays_local_and_unchanged_cells_are_not_rewritten() {
 #[tokio::test]
 async fn a_failed_flush_keeps_rows_pending_until_the_store_returns() {
     let (store, a, b) = setup();
-    let names = names();
-    a.engine.check(names.hit(70)).await;
+    a.check(70).await;
     store.set_failing(true);
     assert_eq!(a.counters.flush().await.failed, 1);
     assert_eq!(b.counters.sync().await, None, "sync fails too");
     store.set_failing(false);
     assert_eq!(a.counters.flush().await.published, 1, "still pending");
     b.counters.sync().await;
-    assert!(!b.engine.check(names.hit(31)).await.allowed);
+    assert!(!b.check(31).await.allowed);
 }
 
 #[tokio::test]
 async fn a_failed_sync_keeps_the_imported_counts() {
     let (store, a, b) = setup();
-    let names = names();
-    a.engine.check(names.hit(80)).await;
-    a.counters.flush().await;
+    a.admit_and_publish(80).await;
     b.counters.sync().await;
     store.set_failing(true);
     assert_eq!(b.counters.sync().await, None);
-    assert!(
-        !b.engine.check(names.hit(21)).await.allowed,
-        "80 imported stays"
-    );
+    assert!(!b.check(21).await.allowed, "80 imported stays");
 }
 
 #[test]
@@ -206,14 +228,8 @@ impl Recorder for JobCount {
 /// (flushes that wrote, syncs).
 async fn jobs_in_a_minute(flush_interval: Duration, sync_interval: Duration) -> (u64, u64) {
     let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
     let jobs = Arc::new(JobCount::default());
-    let engine = Arc::new(Engine::new(
-        EngineSettings::default(),
-        Arc::new(InProcessOrigin::new(1_000)),
-        clock,
-        Arc::new(NoRecorder),
-    ));
+    let engine = engine(Arc::new(ManualClock::new(START_MS)), Arc::new(NoRecorder));
     let settings = GlobalSettings {
         flush_interval,
         sync_interval,
@@ -263,14 +279,9 @@ async fn flush_and_sync_each_keep_their_own_rate() {
 #[tokio::test(start_paused = true)]
 async fn flush_and_sync_speed_up_with_the_overload_of_a_shared_counter() {
     let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
+    let clock = Arc::new(ManualClock::new(START_MS));
     let jobs = Arc::new(JobCount::default());
-    let engine = Arc::new(Engine::new(
-        EngineSettings::default(),
-        Arc::new(InProcessOrigin::new(1_000)),
-        clock.clone(),
-        Arc::new(NoRecorder),
-    ));
+    let engine = engine(clock.clone(), Arc::new(NoRecorder));
     let settings = GlobalSettings {
         flush_interval: Duration::from_secs(1),
         sync_interval: Duration::from_secs(1),
