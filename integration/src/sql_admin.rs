@@ -210,6 +210,29 @@ impl TestDb {
             .collect()
     }
 
+    /// Whether the counts table exists: the service migrates in the background once the
+    /// database answers, so a test awaits this before reading a table it did not create.
+    pub fn has_schema(&self) -> bool {
+        let sql = match self.backend {
+            Backend::MariaDb => {
+                "SELECT COUNT(*) FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'ratelimit_window_counts'"
+            }
+            Backend::Postgres => {
+                "SELECT COUNT(*) FROM information_schema.tables \
+                 WHERE table_catalog = current_database() AND table_name = 'ratelimit_window_counts'"
+            }
+            Backend::Sqlite => {
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'ratelimit_window_counts'"
+            }
+        };
+        self.query(sql)
+            .first()
+            .and_then(|row| row.first())
+            .map(String::as_str)
+            == Some("1")
+    }
+
     /// The sum of `region`'s components (0 without rows).
     pub fn region_count(&self, region: &str) -> u64 {
         self.counts_by_region()

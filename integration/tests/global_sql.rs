@@ -390,7 +390,11 @@ async fn sigterm_writes_a_final_flush() {
         let status = one_status(&mut client, hit("term", "tenant", "acme")).await;
         assert_eq!(code(&status), Code::Ok, "request {i}: {status:?}");
     }
-    // Nothing flushed yet (the first tick is an hour away, or ran before any request).
+    // Nothing flushed yet (the first tick is an hour away, or ran before any request). The
+    // table is read once the service's background migration has created it.
+    support::eventually("the service migrated the database", true, || {
+        db.has_schema()
+    });
     assert_eq!(db.region_count("a"), 0, "no flush before SIGTERM");
     drop(client);
     a.terminate_cleanly(Duration::from_secs(15));

@@ -83,14 +83,20 @@ async fn failover_under_load(how: Failover) {
     })
     .await;
 
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = service.metrics();
+    // Fail over once the replay has reached the first master: awaited, not a fixed sleep (a
+    // loaded machine starts the service and its first replay later).
     let old_master = set.master_port().expect("a master");
     let old_url = format!("redis://:n0de%40pw@127.0.0.1:{old_master}");
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while stored(&old_url, &prefix) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         stored(&old_url, &prefix) > 0,
-        "replay reached the first master before the failover"
+        "replay reached the first master before the failover\n{}",
+        service.log_tail(40)
     );
+    let before = service.metrics();
     let failover_ms = now_ms();
     let new_master = tokio::task::block_in_place(|| match how {
         Failover::Command => set.failover(),
