@@ -88,6 +88,18 @@ pub struct PublishReport {
 }
 
 impl PublishReport {
+    /// One chunk written (or not): its row count, and its inputs published if it committed.
+    pub fn record_chunk(&mut self, chunk: &[PreparedRow<'_>], written: Result<(), StoreError>) {
+        if written.is_ok() {
+            for i in chunk.iter().flat_map(|row| &row.inputs) {
+                if let Some(outcome) = self.outcomes.get_mut(*i) {
+                    *outcome = RowOutcome::Published;
+                }
+            }
+        }
+        self.chunks.push(written.map(|()| chunk.len()));
+    }
+
     fn count(&self, outcome: RowOutcome) -> usize {
         self.outcomes.iter().filter(|o| **o == outcome).count()
     }
@@ -224,6 +236,57 @@ pub fn fits(key: &CellKey) -> bool {
         && key.identifier.len() <= IDENTIFIER_MAX_BYTES as usize
         && i64::try_from(key.duration_ms).is_ok()
         && i64::try_from(key.sequence).is_ok()
+}
+
+/// A store that writes a publish's prepared rows a chunk (one statement) at a time: all
+/// [`publish_in_chunks`] needs of it.
+pub trait ChunkWriter: Sync {
+    /// Distinct rows per chunk (at least 1).
+    fn chunk_rows(&self) -> usize;
+
+    /// Upsert one chunk of `region`'s rows (see [`GlobalStore::publish`]); it commits on its
+    /// own.
+    fn write_chunk<'a>(
+        &'a self,
+        region: &'a str,
+        chunk: &'a [PreparedRow<'_>],
+        now_ms: u64,
+    ) -> StoreFuture<'a, ()>;
+}
+
+/// [`GlobalStore::publish`] through a [`ChunkWriter`]: the region checked, the rows prepared
+/// ([`prepare_rows`]) and written chunk by chunk, the inputs of each chunk that committed
+/// marked published. After a chunk could not reach the store (a connection error or a
+/// timeout) the rest are not attempted: waiting out every chunk's timeout would only delay
+/// the report.
+pub async fn publish_in_chunks(
+    writer: &impl ChunkWriter,
+    region: &str,
+    rows: &[(CellKey, PnCount)],
+    now_ms: u64,
+) -> Result<PublishReport, StoreError> {
+    check_region(region)?;
+    let (prepared, outcomes) = prepare_rows(rows);
+    let mut report = PublishReport {
+        outcomes,
+        chunks: Vec::new(),
+    };
+    let mut down = false;
+    for chunk in prepared.chunks(writer.chunk_rows().max(1)) {
+        let written = if down {
+            Err(StoreError::Connection(
+                "not attempted: an earlier chunk could not reach the database".into(),
+            ))
+        } else {
+            writer.write_chunk(region, chunk, now_ms).await
+        };
+        down = matches!(
+            written,
+            Err(StoreError::Connection(_) | StoreError::Timeout(_))
+        );
+        report.record_chunk(chunk, written);
+    }
+    Ok(report)
 }
 
 pub fn check_region(region: &str) -> Result<(), StoreError> {
