@@ -92,26 +92,14 @@ impl TransportSettings {
         let window = (u64::from(MIN_WINDOW), u64::from(MAX_WINDOW));
         // Below 1 KiB not even a small Envoy request fits; above 64 MiB one stream could hold
         // more than a whole default budget.
-        for (flag, value, (min, max)) in [
+        #[rustfmt::skip]
+        let sizes = [
             ("max-connections", self.max_connections as u64, (1, 1 << 20)),
-            (
-                "max-admin-connections",
-                self.max_admin_connections as u64,
-                (1, 1 << 16),
-            ),
-            (
-                "max-concurrent-streams",
-                u64::from(self.max_concurrent_streams),
-                (1, 10_000),
-            ),
-            (
-                "max-request-bytes",
-                self.max_request_bytes as u64,
-                (1 << 10, 64 << 20),
-            ),
-        ] {
-            within(flag, value, min, max)?;
-        }
+            ("max-admin-connections", self.max_admin_connections as u64, (1, 1 << 16)),
+            ("max-concurrent-streams", u64::from(self.max_concurrent_streams), (1, 10_000)),
+            ("max-request-bytes", self.max_request_bytes as u64, (1 << 10, 64 << 20)),
+        ];
+        all_within(&sizes)?;
         let buffered = self.max_buffered_request_bytes as u64;
         within(
             "max-buffered-request-bytes",
@@ -125,78 +113,45 @@ impl TransportSettings {
                 format!("{} (and at least --max-request-bytes)", e.problem),
             )
         })?;
-        for (flag, value, (min, max)) in [
-            (
-                "max-inflight-requests",
-                self.max_inflight_requests as u64,
-                (1, 1 << 20),
-            ),
-            (
-                "http2-stream-window",
-                u64::from(self.http2_stream_window),
-                window,
-            ),
-            (
-                "http2-connection-window",
-                u64::from(self.http2_connection_window),
-                window,
-            ),
-        ] {
-            within(flag, value, min, max)?;
-        }
+        #[rustfmt::skip]
+        let more_sizes = [
+            ("max-inflight-requests", self.max_inflight_requests as u64, (1, 1 << 20)),
+            ("http2-stream-window", u64::from(self.http2_stream_window), window),
+            ("http2-connection-window", u64::from(self.http2_connection_window), window),
+        ];
+        all_within(&more_sizes)?;
         let ms = Duration::from_millis;
         let s = Duration::from_secs;
+        #[rustfmt::skip]
+        let durations = [
+            ("preface-timeout", self.preface_timeout, (ms(10), s(600))),
+            ("admin-header-timeout", self.admin_header_timeout, (ms(10), s(600))),
+            ("max-accept-backoff", self.max_accept_backoff, (ms(1), s(60))),
+            ("request-timeout", self.request_timeout, (ms(1), s(3_600))),
+            ("http2-keepalive-interval", self.http2_keepalive_interval, (ms(100), s(86_400))),
+            ("http2-keepalive-timeout", self.http2_keepalive_timeout, (ms(100), s(3_600))),
+            ("tcp-keepalive", self.tcp_keepalive, (s(1), s(86_400))),
+        ];
+        all_within(&durations)?;
+        // Checked only when set.
         let month = s(30 * 86_400);
-        // The durations; an optional one is checked only when set.
-        for (flag, value, (min, max)) in [
-            (
-                "preface-timeout",
-                Some(self.preface_timeout),
-                (ms(10), s(600)),
-            ),
-            (
-                "admin-header-timeout",
-                Some(self.admin_header_timeout),
-                (ms(10), s(600)),
-            ),
-            (
-                "max-accept-backoff",
-                Some(self.max_accept_backoff),
-                (ms(1), s(60)),
-            ),
-            (
-                "request-timeout",
-                Some(self.request_timeout),
-                (ms(1), s(3_600)),
-            ),
-            (
-                "http2-keepalive-interval",
-                Some(self.http2_keepalive_interval),
-                (ms(100), s(86_400)),
-            ),
-            (
-                "http2-keepalive-timeout",
-                Some(self.http2_keepalive_timeout),
-                (ms(100), s(3_600)),
-            ),
-            ("tcp-keepalive", Some(self.tcp_keepalive), (s(1), s(86_400))),
-            (
-                "max-connection-age",
-                self.max_connection_age,
-                (ms(100), month),
-            ),
-            (
-                "max-connection-age-grace",
-                self.max_connection_age_grace,
-                (ms(1), month),
-            ),
-        ] {
-            if let Some(value) = value {
-                within(flag, value, min, max)?;
-            }
+        if let Some(age) = self.max_connection_age {
+            within("max-connection-age", age, ms(100), month)?;
+        }
+        if let Some(grace) = self.max_connection_age_grace {
+            within("max-connection-age-grace", grace, ms(1), month)?;
         }
         Ok(())
     }
+}
+
+/// Each `(flag, value, (min, max))` in turn, as [`within`]; the first out of its range fails.
+fn all_within<T: Copy + PartialOrd + fmt::Debug>(
+    bounds: &[(&'static str, T, (T, T))],
+) -> Result<(), InvalidTransportSetting> {
+    bounds
+        .iter()
+        .try_for_each(|&(flag, value, (min, max))| within(flag, value, min, max))
 }
 
 /// `value` of `--flag` within `min..=max` (a count, a size or a duration).

@@ -10,8 +10,8 @@ use std::sync::{Mutex, PoisonError};
 
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    ChunkWriter, DEFAULT_CHUNK_ROWS, GlobalStore, MemoryStore, PreparedRow, PublishReport,
-    StoreError, StoreFuture, SyncedCell, publish_in_chunks,
+    Chunk, GlobalStore, MemoryStore, PublishReport, StoreError, StoreFuture, SyncedCell,
+    publish_in_chunks,
 };
 use gcounter_engine::pn::PnCount;
 use serde::Serialize;
@@ -96,29 +96,18 @@ impl LaggedStore {
     }
 }
 
-/// Every chunk "commits" at once, counted as one statement; the rows become visible to reads
-/// after the lag (`publish` queues them).
-impl ChunkWriter for LaggedStore {
-    fn chunk_rows(&self) -> usize {
-        DEFAULT_CHUNK_ROWS
-    }
-
-    fn write_chunk<'a>(
-        &'a self,
-        _: &'a str,
-        chunk: &'a [PreparedRow<'_>],
-        _: u64,
-    ) -> StoreFuture<'a, ()> {
-        let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
-        load.upsert_statements += 1;
-        load.rows_written += chunk.len() as u64;
-        Box::pin(std::future::ready(Ok(())))
-    }
-}
-
 impl GlobalStore for LaggedStore {
     fn name(&self) -> &'static str {
         "simulated"
+    }
+
+    /// Every chunk "commits" at once, counted as one statement; the rows become visible to
+    /// reads after the lag (`publish` queues them).
+    fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()> {
+        let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
+        load.upsert_statements += 1;
+        load.rows_written += chunk.rows.len() as u64;
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn publish<'a>(

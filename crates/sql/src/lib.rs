@@ -19,8 +19,7 @@ use sea_orm::{
 use dialect::{Dialect, PARAMS_PER_ROW};
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    ChunkWriter, DEFAULT_CHUNK_ROWS, GlobalStore, PreparedRow, PublishReport, StoreError,
-    StoreFuture, SyncedCell, check_region, publish_in_chunks,
+    Chunk, DEFAULT_CHUNK_ROWS, GlobalStore, StoreError, StoreFuture, SyncedCell, check_region,
 };
 use gcounter_engine::pn::PnCount;
 use gcounter_engine::redact::{redact_in, redact_url};
@@ -296,25 +295,6 @@ impl SqlStore {
     }
 }
 
-impl ChunkWriter for SqlStore {
-    fn chunk_rows(&self) -> usize {
-        self.chunk_rows
-    }
-
-    fn write_chunk<'a>(
-        &'a self,
-        region: &'a str,
-        chunk: &'a [PreparedRow<'_>],
-        now_ms: u64,
-    ) -> StoreFuture<'a, ()> {
-        let stmt = self.dialect().upsert(region, chunk, now_ms);
-        Box::pin(async move {
-            self.run(|| self.db.execute_raw(stmt.clone())).await?;
-            Ok(())
-        })
-    }
-}
-
 impl GlobalStore for SqlStore {
     fn migrate_schema(&self) -> StoreFuture<'_, ()> {
         Box::pin(self.migrate())
@@ -328,13 +308,18 @@ impl GlobalStore for SqlStore {
         }
     }
 
-    fn publish<'a>(
-        &'a self,
-        region: &'a str,
-        rows: &'a [(CellKey, PnCount)],
-        now_ms: u64,
-    ) -> StoreFuture<'a, PublishReport> {
-        Box::pin(publish_in_chunks(self, region, rows, now_ms))
+    fn chunk_rows(&self) -> usize {
+        self.chunk_rows
+    }
+
+    fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()> {
+        let stmt = self
+            .dialect()
+            .upsert(chunk.region, chunk.rows, chunk.now_ms);
+        Box::pin(async move {
+            self.run(|| self.db.execute_raw(stmt.clone())).await?;
+            Ok(())
+        })
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {

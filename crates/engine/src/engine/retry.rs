@@ -78,14 +78,10 @@ mod tests {
     /// Walk time forward one ms at a time on the same counts (moving them into the previous
     /// cell at the rollover) and find the first moment `decide` passes.
     fn brute_force(counts: WindowCounts, cost: u64, limit: u64) -> Option<u64> {
-        let WindowCounts {
-            current,
-            previous,
-            elapsed_ms,
-            duration_ms,
-        } = counts;
+        let (current, previous, duration_ms) =
+            (counts.current, counts.previous, counts.duration_ms);
         for wait in 0..=2 * duration_ms {
-            let at = elapsed_ms + wait;
+            let at = counts.elapsed_ms + wait;
             let (cur, prev, elapsed) = match at / duration_ms {
                 0 => (current, previous, at),
                 1 => (0, current, at - duration_ms),

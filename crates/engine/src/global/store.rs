@@ -139,12 +139,23 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// above `i64::MAX` are stored as `i64::MAX`.
     ///
     /// An `Err` means nothing was attempted (an invalid region); otherwise see the report.
+    /// Every store writes through [`publish_in_chunks`], with its own [`Self::write_chunk`].
     fn publish<'a>(
         &'a self,
         region: &'a str,
         rows: &'a [(CellKey, PnCount)],
         now_ms: u64,
-    ) -> StoreFuture<'a, PublishReport>;
+    ) -> StoreFuture<'a, PublishReport> {
+        Box::pin(publish_in_chunks(self, region, rows, now_ms))
+    }
+
+    /// Distinct rows per chunk of a publish (at least 1).
+    fn chunk_rows(&self) -> usize {
+        DEFAULT_CHUNK_ROWS
+    }
+
+    /// Upsert one chunk of a publish (see [`Self::publish`]); it commits on its own.
+    fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()>;
 
     /// Every cell with `expires_at > now_ms` that another region wrote (a live row with
     /// `region != region`): the sum of the other regions' components (`foreign`) and this
@@ -238,29 +249,21 @@ pub fn fits(key: &CellKey) -> bool {
         && i64::try_from(key.sequence).is_ok()
 }
 
-/// A store that writes a publish's prepared rows a chunk (one statement) at a time: all
-/// [`publish_in_chunks`] needs of it.
-pub trait ChunkWriter: Sync {
-    /// Distinct rows per chunk (at least 1).
-    fn chunk_rows(&self) -> usize;
-
-    /// Upsert one chunk of `region`'s rows (see [`GlobalStore::publish`]); it commits on its
-    /// own.
-    fn write_chunk<'a>(
-        &'a self,
-        region: &'a str,
-        chunk: &'a [PreparedRow<'_>],
-        now_ms: u64,
-    ) -> StoreFuture<'a, ()>;
+/// One chunk of a region's publish, as [`GlobalStore::write_chunk`] writes it.
+#[derive(Clone, Copy)]
+pub struct Chunk<'a> {
+    pub region: &'a str,
+    pub rows: &'a [PreparedRow<'a>],
+    pub now_ms: u64,
 }
 
-/// [`GlobalStore::publish`] through a [`ChunkWriter`]: the region checked, the rows prepared
+/// [`GlobalStore::publish`] of every store: the region checked, the rows prepared
 /// ([`prepare_rows`]) and written chunk by chunk, the inputs of each chunk that committed
 /// marked published. After a chunk could not reach the store (a connection error or a
 /// timeout) the rest are not attempted: waiting out every chunk's timeout would only delay
 /// the report.
-pub async fn publish_in_chunks(
-    writer: &impl ChunkWriter,
+pub async fn publish_in_chunks<S: GlobalStore + ?Sized>(
+    writer: &S,
     region: &str,
     rows: &[(CellKey, PnCount)],
     now_ms: u64,
@@ -278,7 +281,14 @@ pub async fn publish_in_chunks(
                 "not attempted: an earlier chunk could not reach the database".into(),
             ))
         } else {
-            writer.write_chunk(region, chunk, now_ms).await
+            let rows = chunk;
+            writer
+                .write_chunk(Chunk {
+                    region,
+                    rows,
+                    now_ms,
+                })
+                .await
         };
         down = matches!(
             written,

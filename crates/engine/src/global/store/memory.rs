@@ -4,10 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::{
-    ChunkWriter, GlobalStore, PreparedRow, PublishReport, StoreError, StoreFuture, SyncedCell,
-    check_region, clamp, publish_in_chunks,
-};
+use super::{Chunk, GlobalStore, StoreError, StoreFuture, SyncedCell, check_region, clamp};
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
@@ -102,12 +99,7 @@ impl MemoryStore {
     }
 
     /// One chunk's upsert, or the failure the store was told to inject.
-    fn write_chunk_now(
-        &self,
-        region: &str,
-        chunk: &[PreparedRow<'_>],
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    fn write_chunk_now(&self, chunk: Chunk<'_>) -> Result<(), StoreError> {
         let mut state = self.state();
         if state.failing {
             return Err(StoreError::Connection("memory store set to fail".into()));
@@ -116,11 +108,11 @@ impl MemoryStore {
             state.failing_chunks -= 1;
             return Err(StoreError::Query("injected chunk failure".into()));
         }
-        let updated_at = clamp(now_ms);
-        for row in chunk {
+        let updated_at = clamp(chunk.now_ms);
+        for row in chunk.rows {
             state
                 .rows
-                .entry((row.key.clone(), region.into()))
+                .entry((row.key.clone(), chunk.region.into()))
                 .and_modify(|c| {
                     c.count = c.count.max(row.count);
                     c.refunds = c.refunds.max(row.refunds).min(c.count);
@@ -225,35 +217,17 @@ impl MemoryStore {
     }
 }
 
-impl ChunkWriter for MemoryStore {
-    fn chunk_rows(&self) -> usize {
-        self.chunk_rows
-    }
-
-    fn write_chunk<'a>(
-        &'a self,
-        region: &'a str,
-        chunk: &'a [PreparedRow<'_>],
-        now_ms: u64,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(std::future::ready(
-            self.write_chunk_now(region, chunk, now_ms),
-        ))
-    }
-}
-
 impl GlobalStore for MemoryStore {
     fn name(&self) -> &'static str {
         "memory"
     }
 
-    fn publish<'a>(
-        &'a self,
-        region: &'a str,
-        rows: &'a [(CellKey, PnCount)],
-        now_ms: u64,
-    ) -> StoreFuture<'a, PublishReport> {
-        Box::pin(publish_in_chunks(self, region, rows, now_ms))
+    fn chunk_rows(&self) -> usize {
+        self.chunk_rows
+    }
+
+    fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(self.write_chunk_now(chunk)))
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
