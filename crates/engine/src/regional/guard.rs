@@ -291,6 +291,15 @@ mod tests {
         }
     }
 
+    /// A guard over an origin that answers after `hang`, its circuit opened by the default
+    /// five reads timing out.
+    async fn opened_by_timeouts(hang: Duration) -> (Arc<Scripted>, GuardedOrigin<Scripted>) {
+        let (inner, guard) = guarded(Act::Hang(hang));
+        failed_reads(&guard, 5, |e| matches!(e, OriginError::Timeout(_))).await;
+        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        (inner, guard)
+    }
+
     /// Opens the circuit with the default five failures.
     async fn trip(inner: &Scripted, guard: &GuardedOrigin<Scripted>) {
         inner.set(Act::Fail);
@@ -365,9 +374,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn timeouts_count_as_failures() {
-        let (inner, guard) = guarded(Act::Hang(Duration::from_secs(5)));
-        failed_reads(&guard, 5, |e| matches!(e, OriginError::Timeout(_))).await;
-        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        let (inner, _guard) = opened_by_timeouts(Duration::from_secs(5)).await;
         assert_eq!(inner.calls(), 5);
     }
 
@@ -464,10 +471,7 @@ mod tests {
     /// timeout for the whole slow period.
     #[tokio::test(start_paused = true)]
     async fn slow_successes_keep_the_circuit_open_for_reads() {
-        let (inner, guard) = guarded(Act::Hang(Duration::from_millis(200)));
-        // Reads time out: the circuit opens.
-        failed_reads(&guard, 5, |e| matches!(e, OriginError::Timeout(_))).await;
-        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        let (inner, guard) = opened_by_timeouts(Duration::from_millis(200)).await;
         let mut read_attempts = 0;
         for _ in 0..100 {
             tokio::time::advance(Duration::from_millis(100)).await;
