@@ -128,15 +128,7 @@ fn main() -> ExitCode {
             .map_or_else(runtime::available_cores, usize::from),
         _ => runtime::available_cores(),
     };
-    let flavor = runtime::flavor_for(workers);
-    let runtime = match runtime::build(flavor, workers) {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let outcome = runtime.block_on(async {
+    let command = async {
         match cli.command {
             Command::Serve(args) => serve_command(*args).await,
             Command::Migrate { database_url } => migrate(&database_url).await,
@@ -146,15 +138,8 @@ fn main() -> ExitCode {
             } => cleanup(&database_url, batch).await,
             Command::CheckConfig { .. } => Ok(()),
         }
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    };
+    runtime::run_main(runtime::flavor_for(workers), workers, command)
 }
 
 /// `serve`: the flags validated once, the listeners bound, then [`serve::run`] until SIGTERM or

@@ -8,6 +8,7 @@
 
 use std::io;
 use std::num::NonZeroUsize;
+use std::process::ExitCode;
 
 use tokio::runtime::{Builder, Runtime};
 
@@ -44,6 +45,31 @@ pub fn build(flavor: Flavor, workers: usize) -> io::Result<Runtime> {
         }
     };
     builder.enable_all().thread_name("rls-worker").build()
+}
+
+/// A binary's `main` (the service's, the load tools'): runs `command` to its end on a runtime
+/// of `flavor` with `workers` threads, and turns the outcome into the exit code; an error, or
+/// a runtime that cannot start, is logged and printed on stderr.
+pub fn run_main(
+    flavor: Flavor,
+    workers: usize,
+    command: impl Future<Output = anyhow::Result<()>>,
+) -> ExitCode {
+    let runtime = match build(flavor, workers) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]

@@ -213,14 +213,28 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn a_task_that_ends_or_panics_early_is_reported_by_name() {
-        let mut supervisor = Supervisor::new();
-        let stop = supervisor.stop_signal(Stage::Background);
-        supervisor.spawn(Stage::Background, "steady", async move {
+    /// A task that runs until its stage is told to stop, as a server or a loop does.
+    fn run_until_stopped(supervisor: &mut Supervisor, stage: Stage, name: &'static str) {
+        let stop = supervisor.stop_signal(stage);
+        supervisor.spawn(stage, name, async move {
             stop.cancelled().await;
             Ok(())
         });
+    }
+
+    /// Shutdown within a second, with no task failed or aborted.
+    async fn shuts_down_cleanly(supervisor: Supervisor) {
+        let report = supervisor.shutdown(Duration::from_secs(1)).await;
+        assert!(
+            report.failed.is_empty() && report.aborted.is_empty(),
+            "{report:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_ends_or_panics_early_is_reported_by_name() {
+        let mut supervisor = Supervisor::new();
+        run_until_stopped(&mut supervisor, Stage::Background, "steady");
         supervisor.spawn(Stage::Background, "panics", async {
             tokio::time::sleep(Duration::from_millis(10)).await;
             panic!("boom");
@@ -236,11 +250,7 @@ mod tests {
         assert!(second.reason.contains("listener closed"), "{second:?}");
         let next = tokio::time::timeout(Duration::from_secs(60), supervisor.next_failure()).await;
         assert!(next.is_err(), "the steady task is not a failure");
-        let report = supervisor.shutdown(Duration::from_secs(1)).await;
-        assert!(
-            report.failed.is_empty() && report.aborted.is_empty(),
-            "{report:?}"
-        );
+        shuts_down_cleanly(supervisor).await;
     }
 
     /// A background task that ends before shutdown fails health (here: a flag standing for
@@ -248,11 +258,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_task_that_ends_before_shutdown_fails_health() {
         let mut supervisor = Supervisor::new();
-        let stop = supervisor.stop_signal(Stage::Background);
-        supervisor.spawn(Stage::Background, "global counters", async move {
-            stop.cancelled().await;
-            Ok(())
-        });
+        run_until_stopped(&mut supervisor, Stage::Background, "global counters");
         supervisor.spawn(Stage::Background, "replay and reaping", async {
             tokio::time::sleep(Duration::from_millis(10)).await;
             Ok(())
@@ -269,22 +275,14 @@ mod tests {
             .await;
         assert!(!healthy.load(Ordering::SeqCst), "health must fail");
         assert_eq!(failed, vec!["replay and reaping"]);
-        let report = supervisor.shutdown(Duration::from_secs(1)).await;
-        assert!(
-            report.failed.is_empty() && report.aborted.is_empty(),
-            "{report:?}"
-        );
+        shuts_down_cleanly(supervisor).await;
     }
 
     /// All tasks running: `until` returns at shutdown and health is untouched.
     #[tokio::test(start_paused = true)]
     async fn no_task_ends_health_stays() {
         let mut supervisor = Supervisor::new();
-        let stop = supervisor.stop_signal(Stage::Serving);
-        supervisor.spawn(Stage::Serving, "server", async move {
-            stop.cancelled().await;
-            Ok(())
-        });
+        run_until_stopped(&mut supervisor, Stage::Serving, "server");
         let mut failures = 0;
         supervisor
             .until(tokio::time::sleep(Duration::from_secs(1)), |_| {
@@ -293,8 +291,7 @@ mod tests {
             })
             .await;
         assert_eq!(failures, 0);
-        let report = supervisor.shutdown(Duration::from_secs(1)).await;
-        assert!(report.failed.is_empty(), "{report:?}");
+        shuts_down_cleanly(supervisor).await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -330,11 +327,7 @@ mod tests {
     async fn a_server_that_does_not_drain_is_aborted_at_the_timeout() {
         let mut supervisor = Supervisor::new();
         supervisor.spawn(Stage::Serving, "stuck", std::future::pending());
-        let background_stop = supervisor.stop_signal(Stage::Background);
-        supervisor.spawn(Stage::Background, "replay", async move {
-            background_stop.cancelled().await;
-            Ok(())
-        });
+        run_until_stopped(&mut supervisor, Stage::Background, "replay");
         let started = tokio::time::Instant::now();
         let report = supervisor.shutdown(Duration::from_secs(2)).await;
         assert_eq!(report.aborted, vec!["stuck"]);

@@ -504,22 +504,22 @@ impl Compiler<'_> {
     }
 
     fn unlimited(&mut self, raw: &RawRateLimit, place: &str) -> Option<RuleLimit> {
+        // The fields that give a window, which an unlimited rule has none of (with their line
+        // when present).
+        let window_fields = [
+            ("unit", raw.unit.as_ref().map(line_of)),
+            ("unit_multiplier", raw.unit_multiplier.as_ref().map(line_of)),
+        ];
         let mut ok = true;
-        if let Some(unit) = &raw.unit {
-            self.error(
-                line_of(unit),
-                &format!("{place}.unit"),
-                "`unlimited: true` must not be combined with `unit`",
-            );
-            ok = false;
-        }
-        if let Some(multiplier) = &raw.unit_multiplier {
-            self.error(
-                line_of(multiplier),
-                &format!("{place}.unit_multiplier"),
-                "`unlimited: true` must not be combined with `unit_multiplier`",
-            );
-            ok = false;
+        for (field, line) in window_fields {
+            if let Some(line) = line {
+                self.error(
+                    line,
+                    &format!("{place}.{field}"),
+                    format!("`unlimited: true` must not be combined with `{field}`"),
+                );
+                ok = false;
+            }
         }
         // `requests_per_unit` is ignored, as upstream does.
         ok.then_some(RuleLimit::Unlimited)

@@ -341,8 +341,7 @@ impl Localizer for MessageOnly {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
+    use super::super::test_files::{mkdir, symlink, temp_dir, write};
     use super::*;
 
     fn rendered(result: Result<LimitsConfig, ConfigErrors>) -> Vec<String> {
@@ -352,19 +351,9 @@ mod tests {
         }
     }
 
-    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-        let path = dir.join(name);
-        if let Err(e) = fs::write(&path, text) {
-            panic!("writing {}: {e}", path.display());
-        }
-        path
-    }
-
-    fn temp_dir() -> tempfile::TempDir {
-        match tempfile::tempdir() {
-            Ok(dir) => dir,
-            Err(e) => panic!("tempdir: {e}"),
-        }
+    /// The config at `path`, which must load.
+    fn loaded(path: &Path, options: &LoadOptions) -> LimitsConfig {
+        load_path(path, options).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn domain(name: &str) -> String {
@@ -508,14 +497,9 @@ mod tests {
         write(dir.path(), "a.yaml", &domain("alpha"));
         // Any extension, and subdirectories: as upstream's runtime.
         let sub = dir.path().join("team");
-        if let Err(e) = fs::create_dir(&sub) {
-            panic!("mkdir: {e}");
-        }
+        mkdir(&sub);
         write(&sub, "gamma.conf", &domain("gamma"));
-        let config = match load_path(dir.path(), &LoadOptions::default()) {
-            Ok(config) => config,
-            Err(e) => panic!("{e}"),
-        };
+        let config = loaded(dir.path(), &LoadOptions::default());
         let names: Vec<&str> = config.domains().map(|d| &**d.name()).collect();
         assert_eq!(names, ["alpha", "beta", "gamma"]);
         assert_eq!(config.rule_count(), 3);
@@ -548,23 +532,17 @@ mod tests {
         // A ConfigMap volume: `..<timestamp>/` holds the files, `..data` links to it and
         // each top-level name links through `..data`.
         let version = dir.path().join("..2026_01_01_00_00_00.1");
-        if let Err(e) = fs::create_dir(&version) {
-            panic!("mkdir: {e}");
-        }
+        mkdir(&version);
         write(&version, "b.yaml", &domain("beta"));
         for (target, name) in [
             ("..2026_01_01_00_00_00.1", "..data"),
             ("..data/b.yaml", "b.yaml"),
         ] {
-            if let Err(e) = std::os::unix::fs::symlink(target, dir.path().join(name)) {
-                panic!("symlink: {e}");
-            }
+            symlink(target, &dir.path().join(name));
         }
         let names = |options: &LoadOptions| -> Vec<String> {
-            match load_path(dir.path(), options) {
-                Ok(config) => config.domains().map(|d| d.name().to_string()).collect(),
-                Err(e) => panic!("{e}"),
-            }
+            let config = loaded(dir.path(), options);
+            config.domains().map(|d| d.name().to_string()).collect()
         };
         assert_eq!(names(&LoadOptions::default()), ["alpha", "beta", "hidden"]);
         let ignoring = LoadOptions {
@@ -613,10 +591,7 @@ mod tests {
             merge_domains: true,
             ..LoadOptions::default()
         };
-        let config = match load_path(dir.path(), &merging) {
-            Ok(config) => config,
-            Err(e) => panic!("{e}"),
-        };
+        let config = loaded(dir.path(), &merging);
         assert_eq!(config.domains().count(), 1);
         assert_eq!(config.rule_count(), 2);
         let m = config.domain("m");
@@ -725,9 +700,7 @@ mod tests {
         let dir = temp_dir();
         write(dir.path(), "a.yaml", &domain("a"));
         let zero = dir.path().join("zero.yaml");
-        if let Err(e) = std::os::unix::fs::symlink("/dev/zero", &zero) {
-            panic!("{e}");
-        }
+        symlink("/dev/zero", &zero);
         let fifo = dir.path().join("fifo.yml");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(
@@ -787,10 +760,7 @@ mod tests {
     #[test]
     fn example_config_of_the_repository_loads() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.yaml");
-        let config = match load_path(&path, &LoadOptions::default()) {
-            Ok(config) => config,
-            Err(e) => panic!("{e}"),
-        };
+        let config = loaded(&path, &LoadOptions::default());
         let example = config.domain("example");
         let find = |entries: &[(&str, &str)]| {
             example

@@ -24,6 +24,16 @@ impl<'de> Deserialize<'de> for Node {
 
 struct NodeVisitor;
 
+/// The visits of scalars, which all answer [`Node::Scalar`]: a scalar's value does not matter
+/// here, only where it stands. (A `Visitor` has no common entry point for them.)
+macro_rules! scalar_visits {
+    ($($visit:ident($($value:ty)?)),* $(,)?) => {$(
+        fn $visit<E>(self $(, _: $value)?) -> Result<Node, E> {
+            Ok(Node::Scalar)
+        }
+    )*};
+}
+
 impl<'de> Visitor<'de> for NodeVisitor {
     type Value = Node;
 
@@ -31,44 +41,17 @@ impl<'de> Visitor<'de> for NodeVisitor {
         f.write_str("any YAML node")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_i128<E>(self, _: i128) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_u128<E>(self, _: u128) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_bytes<E>(self, _: &[u8]) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_unit<E>(self) -> Result<Node, E> {
-        Ok(Node::Scalar)
-    }
-
-    fn visit_none<E>(self) -> Result<Node, E> {
-        Ok(Node::Scalar)
+    scalar_visits! {
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_i128(i128),
+        visit_u64(u64),
+        visit_u128(u128),
+        visit_f64(f64),
+        visit_str(&str),
+        visit_bytes(&[u8]),
+        visit_unit(),
+        visit_none(),
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Node, D::Error> {

@@ -12,6 +12,8 @@ mod penalty;
 pub(crate) mod raw;
 mod read;
 mod rule;
+#[cfg(test)]
+mod test_files;
 mod unit;
 mod walk;
 mod watch;

@@ -8,74 +8,53 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawFile {
-    #[serde(default)]
     pub domain: Option<Spanned<String>>,
-    #[serde(default)]
     pub descriptors: Option<Vec<Spanned<RawDescriptor>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawDescriptor {
-    #[serde(default)]
     pub key: Option<Spanned<String>>,
-    #[serde(default)]
     pub value: Option<Spanned<String>>,
-    #[serde(default)]
     pub rate_limit: Option<Spanned<RawRateLimit>>,
     /// Our extension: several limits on one descriptor (each its own counter; a request passes
     /// only if every one does). Exclusive with `rate_limit`.
-    #[serde(default)]
     pub rate_limits: Option<Spanned<Vec<Spanned<RawRateLimit>>>>,
-    #[serde(default)]
     pub descriptors: Option<Vec<Spanned<RawDescriptor>>>,
-    #[serde(default)]
     pub shadow_mode: Option<bool>,
-    #[serde(default)]
     pub detailed_metric: Option<bool>,
     /// Upstream's quota mode: over this limit, the request is over only when every quota
     /// descriptor of the request is.
-    #[serde(default)]
     pub quota_mode: Option<bool>,
     /// Upstream's `share_threshold`: on a wildcard value, every value it matches counts on one
     /// counter.
-    #[serde(default)]
     pub share_threshold: Option<Spanned<bool>>,
     /// Upstream's `metadata`: any mapping, returned in the response's dynamic metadata when
     /// this descriptor's rule passes.
-    #[serde(default)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     /// Upstream's `value_to_metric`: metric names carry the request's value at this level.
-    #[serde(default)]
     pub value_to_metric: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawRateLimit {
-    #[serde(default)]
     pub unit: Option<Spanned<String>>,
-    #[serde(default)]
     pub requests_per_unit: Option<Spanned<u32>>,
-    #[serde(default)]
     pub unlimited: Option<Spanned<bool>>,
-    #[serde(default)]
     pub name: Option<Spanned<String>>,
-    #[serde(default)]
     pub replaces: Option<Vec<Spanned<RawReplaces>>>,
     /// Our extension: windows of `unit × unit_multiplier`.
-    #[serde(default)]
     pub unit_multiplier: Option<Spanned<u32>>,
     /// Our extension: a client that goes over stays denied this long (`5m`; `penalty`).
-    #[serde(default)]
     pub penalty: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawReplaces {
-    #[serde(default)]
     pub name: Option<Spanned<String>>,
 }

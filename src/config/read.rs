@@ -114,22 +114,13 @@ fn kind_name(kind: &std::fs::FileType) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_files::{symlink, temp_dir, write};
     use super::*;
-
-    fn temp_dir() -> tempfile::TempDir {
-        match tempfile::tempdir() {
-            Ok(dir) => dir,
-            Err(e) => panic!("cannot create a temporary directory: {e}"),
-        }
-    }
 
     #[test]
     fn a_file_at_the_cap_is_read_and_one_byte_more_is_refused() {
         let dir = temp_dir();
-        let path = dir.path().join("a.yaml");
-        if let Err(e) = std::fs::write(&path, "x".repeat(100)) {
-            panic!("{e}");
-        }
+        let path = write(dir.path(), "a.yaml", &"x".repeat(100));
         assert!(read_text(&path, 100).is_ok_and(|t| t.len() == 100));
         assert!(matches!(
             read_text(&path, 99),
@@ -141,9 +132,7 @@ mod tests {
     fn a_symlink_to_dev_zero_is_refused_without_reading_it() {
         let dir = temp_dir();
         let path = dir.path().join("zero.yaml");
-        if let Err(e) = std::os::unix::fs::symlink("/dev/zero", &path) {
-            panic!("{e}");
-        }
+        symlink("/dev/zero", &path);
         let error = read_text(&path, u64::MAX).map(|t| t.len());
         assert!(
             matches!(error, Err(ReadError::NotRegular("a character device"))),

@@ -100,29 +100,15 @@ fn sorted_children(dir: &Path, options: WalkOptions) -> Result<Vec<(PathBuf, boo
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_files::{mkdir, symlink, temp_dir};
     use super::*;
 
-    fn temp_dir() -> tempfile::TempDir {
-        match tempfile::tempdir() {
-            Ok(dir) => dir,
-            Err(e) => panic!("tempdir: {e}"),
-        }
-    }
-
     fn touch(path: &Path) {
-        if let Some(parent) = path.parent()
-            && let Err(e) = fs::create_dir_all(parent)
-        {
-            panic!("mkdir {}: {e}", parent.display());
+        if let Some(parent) = path.parent() {
+            mkdir(parent);
         }
         if let Err(e) = fs::write(path, "x") {
             panic!("write {}: {e}", path.display());
-        }
-    }
-
-    fn link(target: &str, path: &Path) {
-        if let Err(e) = std::os::unix::fs::symlink(target, path) {
-            panic!("symlink {}: {e}", path.display());
         }
     }
 
@@ -163,12 +149,12 @@ mod tests {
         let dir = temp_dir();
         let root = dir.path();
         touch(&root.join("..2026_01_01_00_00_00.1/limits.yaml"));
-        link("..2026_01_01_00_00_00.1", &root.join("..data"));
-        link("..data/limits.yaml", &root.join("limits.yaml"));
+        symlink("..2026_01_01_00_00_00.1", &root.join("..data"));
+        symlink("..data/limits.yaml", &root.join("limits.yaml"));
         // A loop and a link to a directory: neither is followed.
-        fs::create_dir(root.join("sub")).unwrap_or_else(|e| panic!("{e}"));
-        link("..", &root.join("sub/up"));
-        link("loop", &root.join("loop"));
+        mkdir(&root.join("sub"));
+        symlink("..", &root.join("sub/up"));
+        symlink("loop", &root.join("loop"));
         let files = walk(root, false, 100);
         // The looping link is returned as a file; reading it fails with ELOOP, at once.
         assert_eq!(files, ["limits.yaml", "loop"]);

@@ -30,27 +30,32 @@ impl ConnectionMetricFamilies {
             "Open connections per listener (grpc, admin); capped by --max-connections and --max-admin-connections",
             families.open.clone(),
         );
-        registry.register(
-            "connections_accepted",
-            "Connections accepted per listener",
-            families.accepted.clone(),
-        );
-        registry.register(
-            "connections_preface_timeouts",
-            "Connections closed for sending nothing (no HTTP/2 preface) within --preface-timeout",
-            families.preface_timeouts.clone(),
-        );
-        registry.register(
-            "accept_errors",
-            "Accept errors (EMFILE, ENFILE, ...) per listener; each pauses the accept loop",
-            families.accept_errors.clone(),
-        );
-        registry.register(
-            "tls_handshake_failures",
-            "TLS handshakes that failed (no or an untrusted client certificate, a bad ClientHello); \
-             those that timed out count as preface timeouts",
-            families.tls_handshake_failures.clone(),
-        );
+        // The counters: one registration each, from one table.
+        for (name, help, family) in [
+            (
+                "connections_accepted",
+                "Connections accepted per listener",
+                &families.accepted,
+            ),
+            (
+                "connections_preface_timeouts",
+                "Connections closed for sending nothing (no HTTP/2 preface) within --preface-timeout",
+                &families.preface_timeouts,
+            ),
+            (
+                "accept_errors",
+                "Accept errors (EMFILE, ENFILE, ...) per listener; each pauses the accept loop",
+                &families.accept_errors,
+            ),
+            (
+                "tls_handshake_failures",
+                "TLS handshakes that failed (no or an untrusted client certificate, a bad ClientHello); \
+                 those that timed out count as preface timeouts",
+                &families.tls_handshake_failures,
+            ),
+        ] {
+            registry.register(name, help, family.clone());
+        }
         families
     }
 

@@ -252,40 +252,24 @@ mod tests {
     #[test]
     fn near_limit_counts_only_the_hits_above_the_threshold() {
         let stats = UpstreamStats::new();
-        let (domain, label): (Arc<str>, Arc<str>) = (Arc::from("d"), Arc::from("d.k"));
-        stats.record(
-            &domain,
-            &label,
-            DecisionOutcome::WithinLimit,
-            usage(7, 10, 7),
-        );
+        let domain: Arc<str> = Arc::from("d");
+        let record = |label: &Arc<str>, outcome, hits, used_after| {
+            stats.record(&domain, label, outcome, usage(hits, 10, used_after));
+        };
+        let label: Arc<str> = Arc::from("d.k");
+        record(&label, DecisionOutcome::WithinLimit, 7, 7);
         assert_eq!(count(&stats, &label, |s| &s.near_limit), 0);
-        stats.record(
-            &domain,
-            &label,
-            DecisionOutcome::WithinLimit,
-            usage(3, 10, 10),
-        );
+        record(&label, DecisionOutcome::WithinLimit, 3, 10);
         assert_eq!(count(&stats, &label, |s| &s.near_limit), 2);
         assert_eq!(count(&stats, &label, |s| &s.within_limit), 10);
-        stats.record(
-            &domain,
-            &label,
-            DecisionOutcome::ShadowOverLimit,
-            usage(4, 10, 10),
-        );
+        record(&label, DecisionOutcome::ShadowOverLimit, 4, 10);
         assert_eq!(count(&stats, &label, |s| &s.over_limit), 4);
         assert_eq!(count(&stats, &label, |s| &s.shadow_mode), 4);
         assert_eq!(count(&stats, &label, |s| &s.total_hits), 14);
 
         stats.set_near_limit_ratio(0.5);
         let other: Arc<str> = Arc::from("d.other");
-        stats.record(
-            &domain,
-            &other,
-            DecisionOutcome::WithinLimit,
-            usage(1, 10, 6),
-        );
+        record(&other, DecisionOutcome::WithinLimit, 1, 6);
         assert_eq!(count(&stats, &other, |s| &s.near_limit), 1);
     }
 

@@ -20,32 +20,22 @@ pub struct Listeners {
     pub admin: BoundedListener,
 }
 
+/// A listener that could not be bound, named by its flag (`--<name>-addr`).
 #[derive(Debug, thiserror::Error)]
-pub enum BindError {
-    #[error("cannot listen on --grpc-addr {addr}: {source}")]
-    Grpc {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("cannot listen on --http-addr {addr}: {source}")]
-    Admin {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("cannot listen on --{name}-addr {addr}: {source}")]
-    Side {
-        name: &'static str,
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+#[error("cannot listen on --{name}-addr {addr}: {source}")]
+pub struct BindError {
+    name: &'static str,
+    addr: SocketAddr,
+    source: std::io::Error,
 }
 
-/// Binds an optional side listener of the admin kind (`metrics`: upstream's PROMETHEUS_ADDR;
-/// `debug`: its DEBUG_PORT); [`bounded_side`] gives it its bounds.
+/// Binds the listener of `--<name>-addr`: the gRPC and admin ones ([`bind`]), or an optional
+/// side listener of the admin kind (`metrics`: upstream's PROMETHEUS_ADDR; `debug`: its
+/// DEBUG_PORT), which [`bounded_side`] gives its bounds.
 pub async fn bind_side(name: &'static str, addr: SocketAddr) -> Result<TcpListener, BindError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| BindError::Side { name, addr, source })
+        .map_err(|source| BindError { name, addr, source })
 }
 
 /// A side listener with the admin port's bounds, a connection cap of its own
@@ -89,18 +79,8 @@ pub async fn bind(
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "cannot read or raise the open-files limit"),
     }
-    let grpc = TcpListener::bind(grpc_addr)
-        .await
-        .map_err(|source| BindError::Grpc {
-            addr: grpc_addr,
-            source,
-        })?;
-    let admin = TcpListener::bind(admin_addr)
-        .await
-        .map_err(|source| BindError::Admin {
-            addr: admin_addr,
-            source,
-        })?;
+    let grpc = bind_side("grpc", grpc_addr).await?;
+    let admin = bind_side("http", admin_addr).await?;
     Ok((grpc, admin))
 }
 

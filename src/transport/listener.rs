@@ -178,15 +178,21 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_cap_holds_and_a_closed_connection_frees_its_slot() {
+    /// A bounded listener on a free loopback port, and its address.
+    async fn listening(
+        max_connections: usize,
+        preface_timeout: Duration,
+    ) -> (BoundedListener, std::net::SocketAddr) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let mut bounded = BoundedListener::new(
-            listener,
-            settings(1, Duration::from_secs(60)),
-            ConnectionMetrics::default(),
-        );
+        let settings = settings(max_connections, preface_timeout);
+        let bounded = BoundedListener::new(listener, settings, ConnectionMetrics::default());
+        (bounded, addr)
+    }
+
+    #[tokio::test]
+    async fn the_cap_holds_and_a_closed_connection_frees_its_slot() {
+        let (mut bounded, addr) = listening(1, Duration::from_secs(60)).await;
         let _a = TcpStream::connect(addr).await.expect("connect a");
         let _b = TcpStream::connect(addr).await.expect("connect b");
         let first = bounded.accept().await;
@@ -203,13 +209,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_silent_connection_fails_its_read_after_the_preface_timeout() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let mut bounded = BoundedListener::new(
-            listener,
-            settings(4, Duration::from_millis(100)),
-            ConnectionMetrics::default(),
-        );
+        let (mut bounded, addr) = listening(4, Duration::from_millis(100)).await;
 
         let _silent = TcpStream::connect(addr).await.expect("connect");
         let mut conn = bounded.accept().await;

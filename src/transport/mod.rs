@@ -13,6 +13,47 @@
 //!
 //! It knows HTTP/2, gRPC framing and TCP; it knows nothing of rate limits, Redis or SQL.
 
+/// `AsyncWrite` for a stream whose writes go unchanged to its field `$inner`, an `Unpin`
+/// stream (`BoundedConn`, `PrefaceDeadline`: only their reads differ). Every method is
+/// forwarded, the vectored ones too, so the wrapper never hides a capability of the stream.
+macro_rules! forward_async_write {
+    ($inner:ident) => {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::pin::Pin::new(&mut self.get_mut().$inner).poll_write(cx, buf)
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.get_mut().$inner).poll_flush(cx)
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.get_mut().$inner).poll_shutdown(cx)
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::pin::Pin::new(&mut self.get_mut().$inner).poll_write_vectored(cx, bufs)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            self.$inner.is_write_vectored()
+        }
+    };
+}
+
 mod admin;
 mod bind;
 mod budget;

@@ -1,5 +1,6 @@
 //! The transport's bounds, as `serve` flags set them, and their sanity checks.
 
+use std::fmt;
 use std::time::Duration;
 
 /// Every bound the transport applies. Defaults are the `serve` flags' defaults.
@@ -88,52 +89,21 @@ const MAX_WINDOW: u32 = (1 << 31) - 1;
 impl TransportSettings {
     /// Refuses zero or absurd values, each with a message naming its flag.
     pub fn validate(&self) -> Result<(), InvalidTransportSetting> {
-        let range = |flag, value: u64, min: u64, max: u64| {
-            if (min..=max).contains(&value) {
-                Ok(())
-            } else {
-                Err(invalid(
-                    flag,
-                    format!("must be between {min} and {max}, got {value}"),
-                ))
-            }
-        };
-        let duration = |flag, value: Duration, min: Duration, max: Duration| {
-            if (min..=max).contains(&value) {
-                Ok(())
-            } else {
-                Err(invalid(
-                    flag,
-                    format!("must be between {min:?} and {max:?}, got {value:?}"),
-                ))
-            }
-        };
-        let ms = Duration::from_millis;
-        let s = Duration::from_secs;
-        range("max-connections", self.max_connections as u64, 1, 1 << 20)?;
-        range(
-            "max-admin-connections",
-            self.max_admin_connections as u64,
-            1,
-            1 << 16,
-        )?;
-        range(
-            "max-concurrent-streams",
-            u64::from(self.max_concurrent_streams),
-            1,
-            10_000,
-        )?;
+        let window = (u64::from(MIN_WINDOW), u64::from(MAX_WINDOW));
         // Below 1 KiB not even a small Envoy request fits; above 64 MiB one stream could hold
         // more than a whole default budget.
-        range(
-            "max-request-bytes",
-            self.max_request_bytes as u64,
-            1 << 10,
-            64 << 20,
-        )?;
-        range(
+        #[rustfmt::skip]
+        let sizes = [
+            ("max-connections", self.max_connections as u64, (1, 1 << 20)),
+            ("max-admin-connections", self.max_admin_connections as u64, (1, 1 << 16)),
+            ("max-concurrent-streams", u64::from(self.max_concurrent_streams), (1, 10_000)),
+            ("max-request-bytes", self.max_request_bytes as u64, (1 << 10, 64 << 20)),
+        ];
+        all_within(&sizes)?;
+        let buffered = self.max_buffered_request_bytes as u64;
+        within(
             "max-buffered-request-bytes",
-            self.max_buffered_request_bytes as u64,
+            buffered,
             self.max_request_bytes as u64,
             16 << 30,
         )
@@ -143,53 +113,61 @@ impl TransportSettings {
                 format!("{} (and at least --max-request-bytes)", e.problem),
             )
         })?;
-        range(
-            "max-inflight-requests",
-            self.max_inflight_requests as u64,
-            1,
-            1 << 20,
-        )?;
-        range(
-            "http2-stream-window",
-            u64::from(self.http2_stream_window),
-            u64::from(MIN_WINDOW),
-            u64::from(MAX_WINDOW),
-        )?;
-        range(
-            "http2-connection-window",
-            u64::from(self.http2_connection_window),
-            u64::from(MIN_WINDOW),
-            u64::from(MAX_WINDOW),
-        )?;
-        duration("preface-timeout", self.preface_timeout, ms(10), s(600))?;
-        duration(
-            "admin-header-timeout",
-            self.admin_header_timeout,
-            ms(10),
-            s(600),
-        )?;
-        duration("max-accept-backoff", self.max_accept_backoff, ms(1), s(60))?;
-        duration("request-timeout", self.request_timeout, ms(1), s(3_600))?;
-        duration(
-            "http2-keepalive-interval",
-            self.http2_keepalive_interval,
-            ms(100),
-            s(86_400),
-        )?;
-        duration(
-            "http2-keepalive-timeout",
-            self.http2_keepalive_timeout,
-            ms(100),
-            s(3_600),
-        )?;
-        duration("tcp-keepalive", self.tcp_keepalive, s(1), s(86_400))?;
+        #[rustfmt::skip]
+        let more_sizes = [
+            ("max-inflight-requests", self.max_inflight_requests as u64, (1, 1 << 20)),
+            ("http2-stream-window", u64::from(self.http2_stream_window), window),
+            ("http2-connection-window", u64::from(self.http2_connection_window), window),
+        ];
+        all_within(&more_sizes)?;
+        let ms = Duration::from_millis;
+        let s = Duration::from_secs;
+        #[rustfmt::skip]
+        let durations = [
+            ("preface-timeout", self.preface_timeout, (ms(10), s(600))),
+            ("admin-header-timeout", self.admin_header_timeout, (ms(10), s(600))),
+            ("max-accept-backoff", self.max_accept_backoff, (ms(1), s(60))),
+            ("request-timeout", self.request_timeout, (ms(1), s(3_600))),
+            ("http2-keepalive-interval", self.http2_keepalive_interval, (ms(100), s(86_400))),
+            ("http2-keepalive-timeout", self.http2_keepalive_timeout, (ms(100), s(3_600))),
+            ("tcp-keepalive", self.tcp_keepalive, (s(1), s(86_400))),
+        ];
+        all_within(&durations)?;
+        // Checked only when set.
+        let month = s(30 * 86_400);
         if let Some(age) = self.max_connection_age {
-            duration("max-connection-age", age, ms(100), s(30 * 86_400))?;
+            within("max-connection-age", age, ms(100), month)?;
         }
         if let Some(grace) = self.max_connection_age_grace {
-            duration("max-connection-age-grace", grace, ms(1), s(30 * 86_400))?;
+            within("max-connection-age-grace", grace, ms(1), month)?;
         }
         Ok(())
+    }
+}
+
+/// Each `(flag, value, (min, max))` in turn, as [`within`]; the first out of its range fails.
+fn all_within<T: Copy + PartialOrd + fmt::Debug>(
+    bounds: &[(&'static str, T, (T, T))],
+) -> Result<(), InvalidTransportSetting> {
+    bounds
+        .iter()
+        .try_for_each(|&(flag, value, (min, max))| within(flag, value, min, max))
+}
+
+/// `value` of `--flag` within `min..=max` (a count, a size or a duration).
+fn within<T: Copy + PartialOrd + fmt::Debug>(
+    flag: &'static str,
+    value: T,
+    min: T,
+    max: T,
+) -> Result<(), InvalidTransportSetting> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(invalid(
+            flag,
+            format!("must be between {min:?} and {max:?}, got {value:?}"),
+        ))
     }
 }
 

@@ -25,17 +25,25 @@ const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/Sh
 const CHUNK: usize = 16 << 10;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone)]
+/// A slow-loris run; also `rls-abuse slow-loris`'s flags.
+#[derive(Debug, Clone, clap::Args)]
 pub struct SlowLoris {
+    #[arg(long, default_value = "127.0.0.1:8081")]
     pub target: SocketAddr,
+    #[arg(long, default_value_t = 4)]
     pub connections: usize,
+    #[arg(long = "streams", default_value_t = 250)]
     pub streams_per_connection: usize,
     /// The gRPC message length each stream announces in its 5-byte prefix.
+    #[arg(long, default_value_t = 4_000_000)]
     pub announce_bytes: u32,
     /// How much of it is sent at once (the rest trickles).
+    #[arg(long, default_value_t = 3_900_000)]
     pub send_bytes: usize,
     /// One byte per this long after the first `send_bytes`.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub trickle_every: Duration,
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
 }
 
@@ -211,11 +219,15 @@ async fn send_all(
     Ok(())
 }
 
-#[derive(Debug, Clone)]
+/// An idle-connection flood; also `rls-abuse idle`'s flags.
+#[derive(Debug, Clone, clap::Args)]
 pub struct IdleFlood {
+    #[arg(long, default_value = "127.0.0.1:8081")]
     pub target: SocketAddr,
     /// Connections held open at once (from the client's side: the kernel's backlog counts).
+    #[arg(long, default_value_t = 1_000)]
     pub connections: usize,
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
 }
 

@@ -45,21 +45,7 @@ fn main() -> ExitCode {
     // As many workers as cores, picked as the service picks them (its client is what limits
     // the tool, so it gets the same runtime the service would).
     let workers = runtime::available_cores();
-    let runtime = match runtime::build(runtime::flavor_for(workers), workers) {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(load(cli.load)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    runtime::run_main(runtime::flavor_for(workers), workers, load(cli.load))
 }
 
 async fn load(args: LoadtestArgs) -> anyhow::Result<()> {

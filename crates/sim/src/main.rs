@@ -93,30 +93,23 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         };
         let fleet = &mut scenario.fleet;
-        if let Some(floor) = args.floor {
-            fleet.publish_floor = floor;
+        // Each flag given replaces the scenario's value.
+        for (flag, value) in [
+            (args.flush_ms, &mut fleet.flush_ms),
+            (args.sync_ms, &mut fleet.sync_ms),
+            (args.write_latency_ms, &mut fleet.write_latency_ms),
+            (args.read_latency_ms, &mut fleet.read_latency_ms),
+        ] {
+            *value = flag.unwrap_or(*value);
         }
-        if let Some(ms) = args.flush_ms {
-            fleet.flush_ms = ms;
+        for (flag, value) in [
+            (args.floor, &mut fleet.publish_floor),
+            (args.jitter, &mut fleet.jitter),
+            (args.contended_overload, &mut fleet.contended_overload),
+        ] {
+            *value = flag.unwrap_or(*value);
         }
-        if let Some(ms) = args.sync_ms {
-            fleet.sync_ms = ms;
-        }
-        if let Some(speedup) = args.contended_speedup {
-            fleet.contended_speedup = speedup;
-        }
-        if let Some(overload) = args.contended_overload {
-            fleet.contended_overload = overload;
-        }
-        if let Some(jitter) = args.jitter {
-            fleet.jitter = jitter;
-        }
-        if let Some(ms) = args.write_latency_ms {
-            fleet.write_latency_ms = ms;
-        }
-        if let Some(ms) = args.read_latency_ms {
-            fleet.read_latency_ms = ms;
-        }
+        fleet.contended_speedup = args.contended_speedup.unwrap_or(fleet.contended_speedup);
         if let Some(n) = args.processes {
             fleet.processes.iter_mut().for_each(|p| *p = n);
         }

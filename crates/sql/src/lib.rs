@@ -19,8 +19,7 @@ use sea_orm::{
 use dialect::{Dialect, PARAMS_PER_ROW};
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    DEFAULT_CHUNK_ROWS, GlobalStore, PublishReport, RowOutcome, StoreError, StoreFuture,
-    SyncedCell, check_region, prepare_rows,
+    Chunk, DEFAULT_CHUNK_ROWS, GlobalStore, StoreError, StoreFuture, SyncedCell, check_region,
 };
 use gcounter_engine::pn::PnCount;
 use gcounter_engine::redact::{redact_in, redact_url};
@@ -240,44 +239,6 @@ impl SqlStore {
         self.run(|| self.db.query_one_raw(stmt.clone())).await
     }
 
-    async fn publish_now(
-        &self,
-        region: &str,
-        rows: &[(CellKey, PnCount)],
-        now_ms: u64,
-    ) -> Result<PublishReport, StoreError> {
-        check_region(region)?;
-        let (prepared, mut outcomes) = prepare_rows(rows);
-        let mut chunks = Vec::new();
-        let mut down = false;
-        for chunk in prepared.chunks(self.chunk_rows) {
-            if down {
-                // The database just failed to answer: do not wait out every chunk's timeout.
-                chunks.push(Err(StoreError::Connection(
-                    "not attempted: an earlier chunk could not reach the database".into(),
-                )));
-                continue;
-            }
-            let stmt = self.dialect().upsert(region, chunk, now_ms);
-            let result = self.run(|| self.db.execute_raw(stmt.clone())).await;
-            match result {
-                Ok(_) => {
-                    for i in chunk.iter().flat_map(|row| &row.inputs) {
-                        if let Some(outcome) = outcomes.get_mut(*i) {
-                            *outcome = RowOutcome::Published;
-                        }
-                    }
-                    chunks.push(Ok(chunk.len()));
-                }
-                Err(e) => {
-                    down = matches!(e, StoreError::Connection(_) | StoreError::Timeout(_));
-                    chunks.push(Err(e));
-                }
-            }
-        }
-        Ok(PublishReport { outcomes, chunks })
-    }
-
     async fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
         check_region(region)?;
         self.synced(self.dialect().sync(region, now_ms)).await
@@ -347,13 +308,18 @@ impl GlobalStore for SqlStore {
         }
     }
 
-    fn publish<'a>(
-        &'a self,
-        region: &'a str,
-        rows: &'a [(CellKey, PnCount)],
-        now_ms: u64,
-    ) -> StoreFuture<'a, PublishReport> {
-        Box::pin(self.publish_now(region, rows, now_ms))
+    fn chunk_rows(&self) -> usize {
+        self.chunk_rows
+    }
+
+    fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()> {
+        let stmt = self
+            .dialect()
+            .upsert(chunk.region, chunk.rows, chunk.now_ms);
+        Box::pin(async move {
+            self.run(|| self.db.execute_raw(stmt.clone())).await?;
+            Ok(())
+        })
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {

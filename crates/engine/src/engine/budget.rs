@@ -23,12 +23,9 @@ pub const CELL_OVERHEAD_BYTES: u64 = 208;
 pub const QUEUE_ENTRY_BYTES: u64 =
     (size_of::<CellKey>() + size_of::<super::cell::SharedCell>()) as u64;
 
-/// Bytes of one strict-mode entry besides its key's strings (the key, the deadline and
-/// quick_cache's bookkeeping).
-pub const STRICT_ENTRY_BYTES: u64 = size_of::<CellKey>() as u64 + 8 + 40;
-
-/// Bytes of one penalty-box entry besides its key's strings (as a strict-mode entry).
-pub const PENALTY_ENTRY_BYTES: u64 = STRICT_ENTRY_BYTES;
+/// Bytes of one entry of [`super::deadlines::CounterDeadlines`] (strict mode, the penalty
+/// box) besides its key's strings (the key, the moment and quick_cache's bookkeeping).
+pub const DEADLINE_ENTRY_BYTES: u64 = size_of::<CellKey>() as u64 + 8 + 40;
 
 /// The weight of a cell with this key: what it holds in the table.
 pub fn cell_bytes(key: &CellKey) -> u64 {

@@ -39,6 +39,16 @@ pub fn decide(
     }
 }
 
+/// The counts a sliding-window decision reads, and where in the current cell it stands:
+/// what [`until_pass_ms`](super::until_pass_ms) takes (the counts as [`decide`] saw them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowCounts {
+    pub current: u64,
+    pub previous: u64,
+    pub elapsed_ms: u64,
+    pub duration_ms: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 mod budget;
 mod cell;
 mod clock;
+mod deadlines;
 mod decision;
 mod inspect;
 mod penalty;
@@ -25,7 +26,7 @@ use std::time::Duration;
 pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
 pub use cell::WindowCell;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use decision::{Decision, decide};
+pub use decision::{Decision, WindowCounts, decide};
 pub use inspect::{
     CellView, CounterState, HeavyHitter, InspectedCounter, SAMPLE_EVERY, SKETCH_CAPACITY,
 };
@@ -462,16 +463,15 @@ impl Engine {
         }
         // Denied: nothing was consumed, so the cell's count now is what the decision saw
         // (give or take a concurrent accept).
-        let until_pass = until_pass_ms(
-            current.total(),
-            previous_total,
-            position.elapsed_ms,
-            position.duration_ms,
-            hit.cost,
-            hit.limit,
-        )
-        // A cost above the limit never passes: the end of the cell, as before.
-        .unwrap_or_else(|| position.until_reset_ms());
+        let counts = WindowCounts {
+            current: current.total(),
+            previous: previous_total,
+            elapsed_ms: position.elapsed_ms,
+            duration_ms: position.duration_ms,
+        };
+        let until_pass = until_pass_ms(counts, hit.cost, hit.limit)
+            // A cost above the limit never passes: the end of the cell, as before.
+            .unwrap_or_else(|| position.until_reset_ms());
         Verdict {
             allowed: false,
             remaining: decision.remaining,

@@ -9,51 +9,33 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use quick_cache::Weighter;
-use quick_cache::sync::Cache;
-
-use super::budget::PENALTY_ENTRY_BYTES;
+use super::deadlines::CounterDeadlines;
 use crate::cell_key::{CounterKey, CounterKeyRef};
 
 /// Penalties waiting for the next send to the origin, at most (a flood of distinct
 /// clients entering the box between two replay cycles keeps the rest local).
 pub const MAX_PENDING_PENALTIES: usize = 4_096;
 
-/// Bounded in bytes (its share of `--max-cell-bytes`): each entry weighs its key's strings.
 /// An evicted penalty lets the client back as soon as its window does (documented: a flood
-/// of penalized clients past the share forgets the oldest).
+/// of penalized clients past its share of `--max-cell-bytes` forgets the oldest).
 pub struct PenaltyBox {
-    /// Counter → until when, in ms since the epoch.
-    until: Cache<CounterKey, u64, EntryWeighter>,
+    /// Counter → until when.
+    until: CounterDeadlines,
     /// Entered here, not yet sent to the regional origin.
     pending: Mutex<Vec<(CounterKey, u64)>>,
 }
 
-#[derive(Clone)]
-struct EntryWeighter;
-
-impl Weighter<CounterKey, u64> for EntryWeighter {
-    fn weight(&self, key: &CounterKey, _: &u64) -> u64 {
-        PENALTY_ENTRY_BYTES + key.heap_bytes() as u64
-    }
-}
-
 impl PenaltyBox {
     pub fn new(max_bytes: u64) -> Self {
-        let max_bytes = max_bytes.max(PENALTY_ENTRY_BYTES);
         Self {
-            until: Cache::with_weighter(
-                (max_bytes / PENALTY_ENTRY_BYTES) as usize,
-                max_bytes,
-                EntryWeighter,
-            ),
+            until: CounterDeadlines::new(max_bytes),
             pending: Mutex::new(Vec::new()),
         }
     }
 
     /// Until when the counter is held, if it is held at `now_ms`.
     pub fn held_until(&self, counter: &CounterKeyRef<'_>, now_ms: u64) -> Option<u64> {
-        self.until.get(counter).filter(|&until| now_ms < until)
+        self.until.ahead(counter, now_ms)
     }
 
     /// Hold the counter until `until_ms` (a later moment already held wins). `share`: also
@@ -93,11 +75,12 @@ impl PenaltyBox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::budget::DEADLINE_ENTRY_BYTES;
     use std::sync::Arc;
 
     #[test]
     fn a_penalty_lasts_its_time_across_rollover_and_is_sent_once() {
-        let penalties = PenaltyBox::new(100 * PENALTY_ENTRY_BYTES);
+        let penalties = PenaltyBox::new(100 * DEADLINE_ENTRY_BYTES);
         let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
         let counter = CounterKeyRef::new(&ws, &ns, "1:a", 1_000);
         assert_eq!(penalties.held_until(&counter, 5_500), None);

@@ -6,6 +6,8 @@
 //! changes only through the previous cell's weight, which falls linearly, so the first
 //! moment it passes has a closed form.
 
+use super::decision::WindowCounts;
+
 /// Milliseconds from the decision's moment until a request of `cost` passes, assuming no
 /// more hits; `None` when it never does (`cost > limit`: no window can hold it).
 ///
@@ -17,14 +19,13 @@
 /// w_max`; otherwise in the next cell, where the current count has become the previous
 /// (`current' = 0`, `previous' = current`), by the same formula; at the latest at the start
 /// of the cell after (both counts out of the window).
-pub fn until_pass_ms(
-    current: u64,
-    previous: u64,
-    elapsed_ms: u64,
-    duration_ms: u64,
-    cost: u64,
-    limit: u64,
-) -> Option<u64> {
+pub fn until_pass_ms(counts: WindowCounts, cost: u64, limit: u64) -> Option<u64> {
+    let WindowCounts {
+        current,
+        previous,
+        elapsed_ms,
+        duration_ms,
+    } = counts;
     let duration_ms = duration_ms.max(1);
     let elapsed_ms = elapsed_ms.min(duration_ms - 1);
     let budget = limit.checked_sub(cost)?;
@@ -65,18 +66,22 @@ mod tests {
     use super::super::decide;
     use super::*;
 
+    fn counts(current: u64, previous: u64, elapsed_ms: u64, duration_ms: u64) -> WindowCounts {
+        WindowCounts {
+            current,
+            previous,
+            elapsed_ms,
+            duration_ms,
+        }
+    }
+
     /// Walk time forward one ms at a time on the same counts (moving them into the previous
     /// cell at the rollover) and find the first moment `decide` passes.
-    fn brute_force(
-        current: u64,
-        previous: u64,
-        elapsed_ms: u64,
-        duration_ms: u64,
-        cost: u64,
-        limit: u64,
-    ) -> Option<u64> {
+    fn brute_force(counts: WindowCounts, cost: u64, limit: u64) -> Option<u64> {
+        let (current, previous, duration_ms) =
+            (counts.current, counts.previous, counts.duration_ms);
         for wait in 0..=2 * duration_ms {
-            let at = elapsed_ms + wait;
+            let at = counts.elapsed_ms + wait;
             let (cur, prev, elapsed) = match at / duration_ms {
                 0 => (current, previous, at),
                 1 => (0, current, at - duration_ms),
@@ -98,11 +103,9 @@ mod tests {
                     for current in [0, 1, 2, 5, 10, 13] {
                         for previous in [0, 1, 4, 10, 25, 1_000] {
                             for elapsed in [0, duration / 3, duration / 2, duration - 1] {
-                                let exact = until_pass_ms(
-                                    current, previous, elapsed, duration, cost, limit,
-                                );
-                                let searched =
-                                    brute_force(current, previous, elapsed, duration, cost, limit);
+                                let window = counts(current, previous, elapsed, duration);
+                                let exact = until_pass_ms(window, cost, limit);
+                                let searched = brute_force(window, cost, limit);
                                 assert_eq!(
                                     exact, searched,
                                     "cur={current} prev={previous} elapsed={elapsed}/{duration} cost={cost} limit={limit}"
@@ -121,7 +124,7 @@ mod tests {
     fn a_full_cell_waits_into_the_next_one() {
         // 10 of 10 used, no previous, 200 ms into a 1 s cell: at the rollover the 10 still
         // weigh 10 × (1 − 0) = 10; one more passes once floor(10 × w / 1000) ≤ 9, w ≤ 999.
-        assert_eq!(until_pass_ms(10, 0, 200, 1_000, 1, 10), Some(801));
+        assert_eq!(until_pass_ms(counts(10, 0, 200, 1_000), 1, 10), Some(801));
         // The end of the cell (800 ms) would still be denied:
         assert!(!decide(0, 10, 0, 1_000, 1, 10).allowed);
         assert!(decide(0, 10, 1, 1_000, 1, 10).allowed);
@@ -129,13 +132,13 @@ mod tests {
 
     #[test]
     fn an_allowed_request_waits_nothing_and_an_impossible_one_never_passes() {
-        assert_eq!(until_pass_ms(0, 0, 500, 1_000, 1, 10), Some(0));
-        assert_eq!(until_pass_ms(0, 0, 500, 1_000, 11, 10), None);
+        assert_eq!(until_pass_ms(counts(0, 0, 500, 1_000), 1, 10), Some(0));
+        assert_eq!(until_pass_ms(counts(0, 0, 500, 1_000), 11, 10), None);
     }
 
     #[test]
     fn huge_counts_do_not_overflow() {
-        let wait = until_pass_ms(u64::MAX, u64::MAX, 0, 86_400_000, 1, u64::MAX - 1);
+        let wait = until_pass_ms(counts(u64::MAX, u64::MAX, 0, 86_400_000), 1, u64::MAX - 1);
         assert!(wait.is_some_and(|w| w <= 2 * 86_400_000));
     }
 }

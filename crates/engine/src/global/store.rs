@@ -88,6 +88,18 @@ pub struct PublishReport {
 }
 
 impl PublishReport {
+    /// One chunk written (or not): its row count, and its inputs published if it committed.
+    pub fn record_chunk(&mut self, chunk: &[PreparedRow<'_>], written: Result<(), StoreError>) {
+        if written.is_ok() {
+            for i in chunk.iter().flat_map(|row| &row.inputs) {
+                if let Some(outcome) = self.outcomes.get_mut(*i) {
+                    *outcome = RowOutcome::Published;
+                }
+            }
+        }
+        self.chunks.push(written.map(|()| chunk.len()));
+    }
+
     fn count(&self, outcome: RowOutcome) -> usize {
         self.outcomes.iter().filter(|o| **o == outcome).count()
     }
@@ -127,12 +139,23 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// above `i64::MAX` are stored as `i64::MAX`.
     ///
     /// An `Err` means nothing was attempted (an invalid region); otherwise see the report.
+    /// Every store writes through [`publish_in_chunks`], with its own [`Self::write_chunk`].
     fn publish<'a>(
         &'a self,
         region: &'a str,
         rows: &'a [(CellKey, PnCount)],
         now_ms: u64,
-    ) -> StoreFuture<'a, PublishReport>;
+    ) -> StoreFuture<'a, PublishReport> {
+        Box::pin(publish_in_chunks(self, region, rows, now_ms))
+    }
+
+    /// Distinct rows per chunk of a publish (at least 1).
+    fn chunk_rows(&self) -> usize {
+        DEFAULT_CHUNK_ROWS
+    }
+
+    /// Upsert one chunk of a publish (see [`Self::publish`]); it commits on its own.
+    fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()>;
 
     /// Every cell with `expires_at > now_ms` that another region wrote (a live row with
     /// `region != region`): the sum of the other regions' components (`foreign`) and this
@@ -224,6 +247,56 @@ pub fn fits(key: &CellKey) -> bool {
         && key.identifier.len() <= IDENTIFIER_MAX_BYTES as usize
         && i64::try_from(key.duration_ms).is_ok()
         && i64::try_from(key.sequence).is_ok()
+}
+
+/// One chunk of a region's publish, as [`GlobalStore::write_chunk`] writes it.
+#[derive(Clone, Copy)]
+pub struct Chunk<'a> {
+    pub region: &'a str,
+    pub rows: &'a [PreparedRow<'a>],
+    pub now_ms: u64,
+}
+
+/// [`GlobalStore::publish`] of every store: the region checked, the rows prepared
+/// ([`prepare_rows`]) and written chunk by chunk, the inputs of each chunk that committed
+/// marked published. After a chunk could not reach the store (a connection error or a
+/// timeout) the rest are not attempted: waiting out every chunk's timeout would only delay
+/// the report.
+pub async fn publish_in_chunks<S: GlobalStore + ?Sized>(
+    writer: &S,
+    region: &str,
+    rows: &[(CellKey, PnCount)],
+    now_ms: u64,
+) -> Result<PublishReport, StoreError> {
+    check_region(region)?;
+    let (prepared, outcomes) = prepare_rows(rows);
+    let mut report = PublishReport {
+        outcomes,
+        chunks: Vec::new(),
+    };
+    let mut down = false;
+    for chunk in prepared.chunks(writer.chunk_rows().max(1)) {
+        let written = if down {
+            Err(StoreError::Connection(
+                "not attempted: an earlier chunk could not reach the database".into(),
+            ))
+        } else {
+            let rows = chunk;
+            writer
+                .write_chunk(Chunk {
+                    region,
+                    rows,
+                    now_ms,
+                })
+                .await
+        };
+        down = matches!(
+            written,
+            Err(StoreError::Connection(_) | StoreError::Timeout(_))
+        );
+        report.record_chunk(chunk, written);
+    }
+    Ok(report)
 }
 
 pub fn check_region(region: &str) -> Result<(), StoreError> {

@@ -279,15 +279,31 @@ mod tests {
         (inner, guard)
     }
 
+    /// `times` reads, each of which must fail as `expected` says.
+    async fn failed_reads(
+        guard: &GuardedOrigin<Scripted>,
+        times: usize,
+        expected: fn(&OriginError) -> bool,
+    ) {
+        for _ in 0..times {
+            let read = guard.read(&key()).await;
+            assert!(read.as_ref().is_err_and(expected), "{read:?}");
+        }
+    }
+
+    /// A guard over an origin that answers after `hang`, its circuit opened by the default
+    /// five reads timing out.
+    async fn opened_by_timeouts(hang: Duration) -> (Arc<Scripted>, GuardedOrigin<Scripted>) {
+        let (inner, guard) = guarded(Act::Hang(hang));
+        failed_reads(&guard, 5, |e| matches!(e, OriginError::Timeout(_))).await;
+        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        (inner, guard)
+    }
+
     /// Opens the circuit with the default five failures.
     async fn trip(inner: &Scripted, guard: &GuardedOrigin<Scripted>) {
         inner.set(Act::Fail);
-        for _ in 0..5 {
-            assert!(matches!(
-                guard.read(&key()).await,
-                Err(OriginError::Unavailable(_))
-            ));
-        }
+        failed_reads(guard, 5, |e| matches!(e, OriginError::Unavailable(_))).await;
         assert_eq!(guard.circuit_state(), CircuitState::Open);
     }
 
@@ -325,9 +341,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn n_consecutive_failures_open_the_circuit_and_calls_then_fail_fast() {
         let (inner, guard) = guarded(Act::Fail);
-        for _ in 0..4 {
-            assert!(guard.read(&key()).await.is_err());
-        }
+        failed_reads(&guard, 4, |_| true).await;
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
         assert!(guard.replay(&[(key(), PnCount::hits(1))]).await.is_err());
         assert_eq!(guard.circuit_state(), CircuitState::Open);
@@ -350,40 +364,24 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_success_resets_the_failure_count() {
         let (inner, guard) = guarded(Act::Fail);
-        for _ in 0..4 {
-            assert!(guard.read(&key()).await.is_err());
-        }
+        failed_reads(&guard, 4, |_| true).await;
         inner.set(Act::Answer(1));
         assert!(guard.read(&key()).await.is_ok());
         inner.set(Act::Fail);
-        for _ in 0..4 {
-            assert!(guard.read(&key()).await.is_err());
-        }
+        failed_reads(&guard, 4, |_| true).await;
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
     }
 
     #[tokio::test(start_paused = true)]
     async fn timeouts_count_as_failures() {
-        let (inner, guard) = guarded(Act::Hang(Duration::from_secs(5)));
-        for _ in 0..5 {
-            assert!(matches!(
-                guard.read(&key()).await,
-                Err(OriginError::Timeout(_))
-            ));
-        }
-        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        let (inner, _guard) = opened_by_timeouts(Duration::from_secs(5)).await;
         assert_eq!(inner.calls(), 5);
     }
 
     #[tokio::test(start_paused = true)]
     async fn invalid_values_do_not_open_the_circuit() {
         let (inner, guard) = guarded(Act::Garbage);
-        for _ in 0..20 {
-            assert!(matches!(
-                guard.read(&key()).await,
-                Err(OriginError::InvalidValue(_))
-            ));
-        }
+        failed_reads(&guard, 20, |e| matches!(e, OriginError::InvalidValue(_))).await;
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
         assert_eq!(inner.calls(), 20);
     }
@@ -415,9 +413,7 @@ mod tests {
             assert_eq!(guard.read(&key()).await.ok().map(|r| r.total.hits), Some(3));
         }
         inner.set(Act::Fail);
-        for _ in 0..4 {
-            assert!(guard.read(&key()).await.is_err());
-        }
+        failed_reads(&guard, 4, |_| true).await;
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
     }
 
@@ -475,15 +471,7 @@ mod tests {
     /// timeout for the whole slow period.
     #[tokio::test(start_paused = true)]
     async fn slow_successes_keep_the_circuit_open_for_reads() {
-        let (inner, guard) = guarded(Act::Hang(Duration::from_millis(200)));
-        // Reads time out: the circuit opens.
-        for _ in 0..5 {
-            assert!(matches!(
-                guard.read(&key()).await,
-                Err(OriginError::Timeout(_))
-            ));
-        }
-        assert_eq!(guard.circuit_state(), CircuitState::Open);
+        let (inner, guard) = opened_by_timeouts(Duration::from_millis(200)).await;
         let mut read_attempts = 0;
         for _ in 0..100 {
             tokio::time::advance(Duration::from_millis(100)).await;

@@ -132,26 +132,27 @@ impl InProcessOrigin {
 }
 
 fn cell_hash(key: &CellKey) -> u128 {
-    let mut hasher = Xxh3::new();
-    // Each string behind its length: the fields cannot run together.
-    for field in [&*key.workspace, &*key.namespace, &*key.identifier] {
-        hasher.update(&(field.len() as u64).to_le_bytes());
-        hasher.update(field.as_bytes());
-    }
-    hasher.update(&key.duration_ms.to_le_bytes());
-    hasher.update(&key.sequence.to_le_bytes());
-    hasher.digest128()
+    let strings = [&*key.workspace, &*key.namespace, &*key.identifier];
+    key_hash(strings, key.duration_ms, &key.sequence.to_le_bytes())
 }
 
 fn counter_hash(key: &CounterKey) -> u128 {
+    let strings = [&*key.workspace, &*key.namespace, &*key.identifier];
+    // A different field count than a cell's hash: a counter never collides with a cell.
+    key_hash(strings, key.duration_ms, b"penalty")
+}
+
+/// A counter's strings and window, then `tail`: what a cell (its sequence) or a penalty adds
+/// to the counter's identity.
+fn key_hash(strings: [&str; 3], duration_ms: u64, tail: &[u8]) -> u128 {
     let mut hasher = Xxh3::new();
-    for field in [&*key.workspace, &*key.namespace, &*key.identifier] {
+    // Each string behind its length: the fields cannot run together.
+    for field in strings {
         hasher.update(&(field.len() as u64).to_le_bytes());
         hasher.update(field.as_bytes());
     }
-    hasher.update(&key.duration_ms.to_le_bytes());
-    // A different field count than a cell's hash: a counter never collides with a cell.
-    hasher.update(b"penalty");
+    hasher.update(&duration_ms.to_le_bytes());
+    hasher.update(tail);
     hasher.digest128()
 }
 

@@ -4,10 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::{
-    GlobalStore, PublishReport, RowOutcome, StoreError, StoreFuture, SyncedCell, check_region,
-    clamp, prepare_rows,
-};
+use super::{Chunk, GlobalStore, StoreError, StoreFuture, SyncedCell, check_region, clamp};
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
@@ -101,53 +98,34 @@ impl MemoryStore {
         Ok(())
     }
 
-    fn publish_now(
-        &self,
-        region: &str,
-        rows: &[(CellKey, PnCount)],
-        now_ms: u64,
-    ) -> Result<PublishReport, StoreError> {
-        check_region(region)?;
-        let (prepared, mut outcomes) = prepare_rows(rows);
-        let mut chunks = Vec::new();
-        for chunk in prepared.chunks(self.chunk_rows) {
-            let mut state = self.state();
-            if state.failing {
-                chunks.push(Err(StoreError::Connection(
-                    "memory store set to fail".into(),
-                )));
-                continue;
-            }
-            if state.failing_chunks > 0 {
-                state.failing_chunks -= 1;
-                chunks.push(Err(StoreError::Query("injected chunk failure".into())));
-                continue;
-            }
-            for row in chunk {
-                let updated_at = clamp(now_ms);
-                state
-                    .rows
-                    .entry((row.key.clone(), region.into()))
-                    .and_modify(|c| {
-                        c.count = c.count.max(row.count);
-                        c.refunds = c.refunds.max(row.refunds).min(c.count);
-                        c.updated_at = c.updated_at.max(updated_at);
-                    })
-                    .or_insert(Component {
-                        count: row.count,
-                        refunds: row.refunds,
-                        expires_at: row.expires_at,
-                        updated_at,
-                    });
-                for &i in &row.inputs {
-                    if let Some(outcome) = outcomes.get_mut(i) {
-                        *outcome = RowOutcome::Published;
-                    }
-                }
-            }
-            chunks.push(Ok(chunk.len()));
+    /// One chunk's upsert, or the failure the store was told to inject.
+    fn write_chunk_now(&self, chunk: Chunk<'_>) -> Result<(), StoreError> {
+        let mut state = self.state();
+        if state.failing {
+            return Err(StoreError::Connection("memory store set to fail".into()));
         }
-        Ok(PublishReport { outcomes, chunks })
+        if state.failing_chunks > 0 {
+            state.failing_chunks -= 1;
+            return Err(StoreError::Query("injected chunk failure".into()));
+        }
+        let updated_at = clamp(chunk.now_ms);
+        for row in chunk.rows {
+            state
+                .rows
+                .entry((row.key.clone(), chunk.region.into()))
+                .and_modify(|c| {
+                    c.count = c.count.max(row.count);
+                    c.refunds = c.refunds.max(row.refunds).min(c.count);
+                    c.updated_at = c.updated_at.max(updated_at);
+                })
+                .or_insert(Component {
+                    count: row.count,
+                    refunds: row.refunds,
+                    expires_at: row.expires_at,
+                    updated_at,
+                });
+        }
+        Ok(())
     }
 
     fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
@@ -244,13 +222,12 @@ impl GlobalStore for MemoryStore {
         "memory"
     }
 
-    fn publish<'a>(
-        &'a self,
-        region: &'a str,
-        rows: &'a [(CellKey, PnCount)],
-        now_ms: u64,
-    ) -> StoreFuture<'a, PublishReport> {
-        Box::pin(std::future::ready(self.publish_now(region, rows, now_ms)))
+    fn chunk_rows(&self) -> usize {
+        self.chunk_rows
+    }
+
+    fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(self.write_chunk_now(chunk)))
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
