@@ -27,7 +27,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use gcounter_engine::engine::ManualClock;
-use gcounter_rls::rls::{RateLimiter, RlsSettings};
+use gcounter_rls::rls::{Answer, RateLimiter, RlsSettings};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use prost::Message;
@@ -206,7 +206,7 @@ fn structured_requests_get_a_sound_answer() {
             for (request, advance_ms) in steps {
                 clock.advance(advance_ms);
                 let answer = runtime.block_on(limiter.should_rate_limit(&request));
-                check_answer(&request, answer)?;
+                check_answer(&request, answer.map(Answer::into_response))?;
             }
             Ok(())
         },
@@ -316,7 +316,7 @@ fn mutated_seed_bytes_get_a_sound_answer() {
             // As the server does: the limiter decodes the raw message.
             let answer = runtime.block_on(limiter.should_rate_limit_encoded(bytes.clone().into()));
             match RateLimitRequest::decode(bytes.as_slice()) {
-                Ok(request) => check_answer(&request, answer)?,
+                Ok(request) => check_answer(&request, answer.map(Answer::into_response))?,
                 Err(_) => prop_assert_eq!(
                     answer.map_err(|status| status.code()).err(),
                     Some(tonic::Code::InvalidArgument),

@@ -6,6 +6,7 @@ same run.
         [--no-redis] [--variant NAME=FLAGS ...]
         [--limitador BINARY [--limitador-redis] [--limitador-limits FILE]]
     python3 scripts/bench.py --open-loop [--workers 2] [--rates 5000,10000,20000] [--runs 3]
+        [--live-cells 1000000]
 
 Each run measures, in turn, on core 0 (taskset), with the load on core 1:
   * the ceiling: the no-op server `rls-noop` on a current-thread and on a multi-thread runtime
@@ -28,11 +29,21 @@ multi-thread runtime with --workers workers) and the service with `--workers`, n
 pinned, each under `gcounter-loadtest` at each of --rates (open loop, 1,000 keys; the load
 generator shares the cores, as it must on a 2-core machine). Prints p50/p99/p99.9 per rate
 and the service's p99 as a ratio to the no-op's at the same rate.
+With --live-cells N (issue 16: "with 1M live cells, p99 at a fixed open-loop rate"), the
+service holds at least N live window cells through the measurement: its limit is per year (no
+window ends during a run), --max-cells and --max-cell-bytes are raised so nothing is evicted,
+and before the measurement `gcounter-loadtest --sequential` sends each key of a key space once
+(closed loop: as fast as the machine sustains), the key space sized from a probe of 1,000 keys
+(cells per key: the current window's and the previous one's). Both servers are then measured
+over that whole key space (a request finds its cell among the N), and the service's
+`rls_live_cells` (from /metrics) is checked before and after each rate: fewer than N fails
+the run.
 Needs: h2load (Debian nghttp2-client), taskset, redis-server on 127.0.0.1:6379.
 """
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -45,7 +56,9 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RELEASE = os.path.join(ROOT, "target", "release")
+# Where `cargo build --release` put the binaries (a shared CARGO_TARGET_DIR too).
+RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
+                       "release")
 SERVICE = os.path.join(RELEASE, "gcounter-rls")
 NOOP = os.path.join(RELEASE, "rls-noop")
 LOADTEST = os.path.join(RELEASE, "gcounter-loadtest")
@@ -57,6 +70,8 @@ descriptors:
   - key: remote_address
     rate_limit: { unit: hour, requests_per_unit: 1000000000 }
 """
+# For --live-cells: a year's window, so no cell expires or rolls over during a run.
+LIVE_LIMITS = LIMITS.replace("unit: hour", "unit: year")
 # The same limit for Limitador 2.x (namespace = the request's domain).
 LIMITADOR_LIMITS = """\
 - namespace: bench
@@ -106,13 +121,21 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
-    def origin_operations(self):
-        """Regional origin round trips so far (the service's own counter)."""
+    def metric(self, pattern):
+        """The sum of the service's samples matching `pattern` (a regex over the metric name
+        and labels) on /metrics; 0 for a server that is not ours."""
         if self.http_port is None or not self.name.startswith("service"):
             return 0
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics").read().decode()
         return sum(float(m.group(1)) for m in
-                   re.finditer(r"^rls_origin_operations_total\{[^}]*\} (\S+)", text, re.M))
+                   re.finditer(rf"^{pattern} (\S+)", text, re.M))
+
+    def origin_operations(self):
+        """Regional origin round trips so far (the service's own counter)."""
+        return self.metric(r"rls_origin_operations_total\{[^}]*\}")
+
+    def live_cells(self):
+        return int(self.metric(r"rls_live_cells"))
 
 
 def h2load(port, body, requests):
@@ -128,13 +151,16 @@ def h2load(port, body, requests):
     return rps
 
 
-def loadtest(port, args, seconds=None, rate=None, cores=LOAD_CORE):
+def loadtest(port, args, seconds=None, rate=None, cores=LOAD_CORE, key_space=1000,
+             sequential=False):
+    """Open loop at `rate` (default --rate); `sequential`: closed loop, each key once."""
+    pace = (["--sequential", "--duration", "1h", "--warmup", "0s"] if sequential else
+            ["--rate", str(rate or args.rate), "--duration", f"{seconds or args.seconds}s",
+             "--warmup", "0s" if seconds else "1s"])
     out = subprocess.run(
         ["taskset", "-c", cores, LOADTEST, "--target", f"127.0.0.1:{port}",
          "--domain", "bench", "--descriptor", "remote_address=10.0.{key}",
-         "--key-space", "1000", "--connections", "4", "--concurrency", "64",
-         "--rate", str(rate or args.rate), "--duration", f"{seconds or args.seconds}s",
-         "--warmup", "0s" if seconds else "1s"],
+         "--key-space", str(key_space), "--connections", "4", "--concurrency", "64", *pace],
         capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"loadtest failed ({out.returncode}): {out.stderr}{out.stdout}")
@@ -187,6 +213,8 @@ def main():
                         help="latency at fixed rates with --workers workers (see above)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rates", default="5000,10000,20000")
+    parser.add_argument("--live-cells", type=int, default=0, metavar="N",
+                        help="with --open-loop: the service holds N live cells (see above)")
     args = parser.parse_args()
     for tool in ("h2load", "taskset"):
         if shutil.which(tool) is None:
@@ -201,7 +229,7 @@ def main():
     limits = os.path.join(work, "limits.yaml")
     body = os.path.join(work, "body.bin")
     with open(limits, "w") as f:
-        f.write(LIMITS)
+        f.write(LIVE_LIMITS if args.live_cells else LIMITS)
     limitador_limits = args.limitador_limits or os.path.join(work, "limitador.yaml")
     if not args.limitador_limits:
         with open(limitador_limits, "w") as f:
@@ -228,7 +256,14 @@ def main():
                              "--http-port", str(http), *storage], grpc, http)
 
     if args.open_loop:
-        open_loop(args, noop, service)
+        live = []
+        if args.live_cells:
+            # Room for every cell: nothing evicted (bytes: ~260 B a cell, with headroom for
+            # the evictable share of the cap).
+            live = ["--max-cells", str(args.live_cells * 2 + 100_000),
+                    "--max-cell-bytes", f"{args.live_cells * 2}KiB"]
+        open_loop(args, noop, lambda name, *extra, cores: service(name, *extra, *live,
+                                                                    cores=cores))
         return
 
     rows = []
@@ -256,24 +291,43 @@ def open_loop(args, noop, service):
     """Latency at fixed rates, both cores serving (see the module's doc)."""
     rates = [int(rate) for rate in args.rates.split(",")]
     both = f"{SERVER_CORE},{LOAD_CORE}"
+    key_space = 1000
     rows = []
     for run in range(1, args.runs + 1):
-        for server in (noop("multi-thread", args.workers, cores=both),
-                       service(f"service, --workers {args.workers}", "--workers",
-                               str(args.workers), cores=both)):
+        name = f"service, --workers {args.workers}"
+        if args.live_cells:
+            name += f", {args.live_cells:,} live cells"
+        servers = [noop("multi-thread", args.workers, cores=both),
+                   service(name, "--workers", str(args.workers), cores=both)]
+        if args.live_cells:
+            # The service first: its fill sizes the key space both are measured over.
+            servers.reverse()
+        for server in servers:
             with server:
                 time.sleep(0.3)
-                loadtest(server.grpc_port, args, seconds=1, rate=rates[0], cores=both)
+                if args.live_cells and server.name.startswith("service"):
+                    key_space = fill(server, args, both)
+                loadtest(server.grpc_port, args, seconds=1, rate=rates[0], cores=both,
+                         key_space=key_space)
                 for rate in rates:
-                    latency = loadtest(server.grpc_port, args, rate=rate, cores=both)
+                    latency = loadtest(server.grpc_port, args, rate=rate, cores=both,
+                                       key_space=key_space)
                     row = {"run": run, "server": server.name, "rate": rate,
+                           "key_space": key_space,
                            "answered": latency["ok"] + latency["over_limit"],
                            "p50_us": latency["p50_us"], "p99_us": latency["p99_us"],
                            "p99_9_us": latency["p99_9_us"], "errors": latency["errors"]}
+                    if args.live_cells and server.name.startswith("service"):
+                        row["live_cells"] = server.live_cells()
+                        if row["live_cells"] < args.live_cells:
+                            sys.exit(f"only {row['live_cells']:,} live cells after the run "
+                                     f"at {rate}/s, fewer than --live-cells {args.live_cells:,}")
                     print(json.dumps(row), flush=True)
                     rows.append(row)
     by = {(r["run"], r["server"], r["rate"]): r for r in rows}
-    servers = list(dict.fromkeys(r["server"] for r in rows))
+    # The no-op first, the reference of the ratios, whichever ran first.
+    servers = sorted(dict.fromkeys(r["server"] for r in rows),
+                     key=lambda name: not name.startswith("noop"))
     runs = sorted({r["run"] for r in rows})
     print()
     print("| server | rate /s | p50 µs | p99 µs | p99.9 µs | p99 ratio to the no-op's | errors |")
@@ -288,6 +342,30 @@ def open_loop(args, noop, service):
                   f"{statistics.median(r['p99_us'] for r in mine):,.0f} | "
                   f"{statistics.median(r['p99_9_us'] for r in mine):,.0f} | {ratio:.2f} | "
                   f"{sum(r['errors'] for r in mine)} |")
+
+
+def fill(server, args, cores):
+    """Makes the service hold at least --live-cells live cells; returns the key space that
+    holds them (the measurement's, for both servers)."""
+    probe = 1000
+    loadtest(server.grpc_port, args, cores=cores, key_space=probe, sequential=True)
+    per_key = server.live_cells() / probe
+    if per_key <= 0:
+        sys.exit("the service reports no live cells after the probe (rls_live_cells)")
+    # Keys 0..probe-1 again, no new cells: the key space is a superset of the probe's.
+    key_space = max(probe, math.ceil(args.live_cells / per_key))
+    started = time.monotonic()
+    report = loadtest(server.grpc_port, args, cores=cores, key_space=key_space,
+                      sequential=True)
+    live = server.live_cells()
+    print(json.dumps({"fill": key_space, "cells_per_key": per_key, "live_cells": live,
+                      "seconds": round(time.monotonic() - started, 1),
+                      "fill_rps": round(report["requests_per_s"]),
+                      "errors": report["errors"]}), flush=True)
+    if live < args.live_cells or report["errors"]:
+        sys.exit(f"fill: {live:,} live cells (wanted {args.live_cells:,}), "
+                 f"{report['errors']} errors")
+    return key_space
 
 
 def summarize(rows):

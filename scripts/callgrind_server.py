@@ -2,7 +2,8 @@
 """Instructions per gRPC request of a whole server, counted by callgrind: repeatable on a
 loaded machine, where req/s are not.
 
-    python3 scripts/callgrind_server.py [--requests 20000] [--server service|noop] [-- FLAGS]
+    python3 scripts/callgrind_server.py [--requests 20000] [--server service|noop]
+        [--binary PATH] [-- FLAGS]
 
 Starts the release server (`gcounter-rls serve` on one hot-key limit, or `rls-noop` on a
 current-thread runtime) under `valgrind --tool=callgrind` with collection off, warms it with
@@ -11,8 +12,9 @@ h2load, turns collection on (`callgrind_control -i on`), sends --requests reques
 the instructions per request (`Ir` of the dump / requests) as one JSON line; the callgrind
 file is kept for `callgrind_annotate --inclusive=yes FILE`. FLAGS after `--` go to
 `gcounter-rls serve` (one setting at a time).
-Needs: valgrind, h2load; the release binaries (`cargo build --release --workspace --bins`).
-Not yet run (issue 16's sitting ended before the release binaries were built).
+Needs: valgrind, h2load; the release binaries (`cargo build --release --workspace --bins`;
+in $CARGO_TARGET_DIR/release when it is set, as scripts/bench.py), or --binary: the server
+to run instead (`gcounter-rls` or `rls-noop`, e.g. a copy built from an earlier commit).
 """
 
 import argparse
@@ -37,6 +39,7 @@ def main():
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--server", choices=("service", "noop"), default="service")
     parser.add_argument("--out", help="callgrind output file (default: a temporary one)")
+    parser.add_argument("--binary", help="the server binary (default: the release build's)")
     parser.add_argument("flags", nargs="*", help="extra `serve` flags (after --)")
     args = parser.parse_args()
 
@@ -48,11 +51,11 @@ def main():
                     "remote_address=10.0.0.1", "--write-grpc-body", body], check=True)
     port = bench.free_port()
     if args.server == "service":
-        argv = [bench.SERVICE, "serve", "--config", limits, "--log-level", "warn",
+        argv = [args.binary or bench.SERVICE, "serve", "--config", limits, "--log-level", "warn",
                 "--grpc-addr", f"127.0.0.1:{port}", "--http-addr",
                 f"127.0.0.1:{bench.free_port()}", "--workers", "1", *args.flags]
     else:
-        argv = [bench.NOOP, "--grpc-addr", f"127.0.0.1:{port}", "--runtime", "current-thread"]
+        argv = [args.binary or bench.NOOP, "--grpc-addr", f"127.0.0.1:{port}", "--runtime", "current-thread"]
     out = args.out or os.path.join(work, f"callgrind.{args.server}.out")
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--collect-atstart=no",
                              f"--callgrind-out-file={out}", *argv],

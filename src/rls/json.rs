@@ -53,13 +53,13 @@ pub async fn should_rate_limit_json(limiter: &RateLimiter, body: &[u8]) -> JsonR
         }
     };
     match limiter.should_rate_limit(&request).await {
-        Ok(response) => JsonReply {
-            status: match Code::try_from(response.overall_code) {
-                Ok(Code::OverLimit) => 429,
-                Ok(Code::Ok) => 200,
-                _ => 500,
+        Ok(answer) => JsonReply {
+            status: match answer.overall_code {
+                Code::OverLimit => 429,
+                Code::Ok => 200,
+                Code::Unknown => 500,
             },
-            body: response_json(&response).to_string(),
+            body: response_json(&answer.into_response()).to_string(),
         },
         Err(status) => JsonReply::bad_request(status.message()),
     }

@@ -4,6 +4,7 @@
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
 
+mod answer;
 mod in_process;
 mod inspect;
 mod json;
@@ -27,6 +28,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+pub use answer::Answer;
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 pub use inspect::NotCounted;
 pub use json::{JsonReply, should_rate_limit_json};
@@ -92,10 +94,7 @@ impl RateLimiter {
 
     /// Decode a `RateLimitRequest` as it came off the wire, then decide. A message that does
     /// not decode is the client's error: `InvalidArgument`, counted like any refused request.
-    pub async fn should_rate_limit_encoded(
-        &self,
-        message: bytes::Bytes,
-    ) -> Result<RateLimitResponse, Status> {
+    pub async fn should_rate_limit_encoded(&self, message: bytes::Bytes) -> Result<Answer, Status> {
         let request = match RateLimitRequest::decode(message) {
             Ok(request) => request,
             Err(error) => {
@@ -109,10 +108,7 @@ impl RateLimiter {
     }
 
     /// The whole decision for one request, independent of tonic's wrappers.
-    pub async fn should_rate_limit(
-        &self,
-        request: &RateLimitRequest,
-    ) -> Result<RateLimitResponse, Status> {
+    pub async fn should_rate_limit(&self, request: &RateLimitRequest) -> Result<Answer, Status> {
         if let Err(invalid) = validate::validate(request, &self.settings.request_limits) {
             self.metrics.request(RequestOutcome::InvalidArgument);
             return Err(Status::invalid_argument(invalid.to_string()));
@@ -125,8 +121,8 @@ impl RateLimiter {
                 self.metrics.unmatched();
             }
             self.metrics.request(RequestOutcome::Ok);
-            return Ok(RateLimitResponse {
-                overall_code: Code::Ok as i32,
+            return Ok(Answer {
+                overall_code: Code::Ok,
                 statuses: request
                     .descriptors
                     .iter()
@@ -137,8 +133,7 @@ impl RateLimiter {
         };
         let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
 
-        // The response's own list (prost's message holds a `Vec`).
-        let mut statuses = Vec::with_capacity(plans.len());
+        let mut statuses = answer::Statuses::new();
         let mut roles: SmallVec<[Role; INLINE_PLANS]> = SmallVec::new();
         // Per plan: whether it consumed (accepted with a cost), for `all_or_nothing`.
         let mut consumed: SmallVec<[bool; INLINE_PLANS]> = SmallVec::new();
@@ -293,12 +288,11 @@ impl RateLimiter {
                 });
             metadata::dynamic_metadata(request, passed)
         });
-        Ok(RateLimitResponse {
-            overall_code: overall as i32,
+        Ok(Answer {
+            overall_code: overall,
             statuses,
             response_headers_to_add,
             dynamic_metadata,
-            ..Default::default()
         })
     }
 }
@@ -384,6 +378,6 @@ impl RateLimitService for RateLimiter {
     ) -> Result<Response<RateLimitResponse>, Status> {
         RateLimiter::should_rate_limit(self, request.get_ref())
             .await
-            .map(Response::new)
+            .map(|answer| Response::new(answer.into_response()))
     }
 }

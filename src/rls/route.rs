@@ -14,12 +14,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use tonic::body::Body;
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Code, Request, Response, Status};
 
-use super::RateLimiter;
+use super::{Answer, RateLimiter};
 use crate::telemetry::RequestOutcome;
 use crate::transport::RawRequestCodec;
 
@@ -65,7 +64,7 @@ impl tower::Service<http::Request<Body>> for RateLimitRoute {
         let limiter = Arc::clone(&self.limiter);
         let max_request_bytes = self.max_request_bytes;
         Box::pin(async move {
-            let mut grpc = Grpc::new(RawRequestCodec::<RateLimitResponse>::default())
+            let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
                 .max_decoding_message_size(max_request_bytes);
             let response = grpc
                 .unary(
@@ -119,8 +118,8 @@ struct Decode {
 }
 
 impl UnaryService<Bytes> for Decode {
-    type Response = RateLimitResponse;
-    type Future = BoxFuture<Result<Response<RateLimitResponse>, Status>>;
+    type Response = Answer;
+    type Future = BoxFuture<Result<Response<Answer>, Status>>;
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let limiter = Arc::clone(&self.limiter);

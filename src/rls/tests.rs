@@ -62,7 +62,7 @@ impl Harness {
             .should_rate_limit(&request(domain, descriptors))
             .await
         {
-            Ok(response) => response,
+            Ok(answer) => answer.into_response(),
             Err(status) => panic!("a valid request was refused: {status:?}"),
         }
     }

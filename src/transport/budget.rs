@@ -20,6 +20,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 use tonic::body::Body;
@@ -109,7 +110,7 @@ where
                 inner,
                 pools,
                 framing: Framing::default(),
-                held: Vec::new(),
+                held: SmallVec::new(),
             })
         }))
     }
@@ -166,7 +167,8 @@ struct BudgetedBody {
     inner: Body,
     pools: Arc<Pools>,
     framing: Framing,
-    held: Vec<OwnedSemaphorePermit>,
+    /// Inline for the one message of a unary request: no allocation per request.
+    held: SmallVec<[OwnedSemaphorePermit; 1]>,
 }
 
 impl HttpBody for BudgetedBody {
@@ -238,7 +240,7 @@ mod tests {
             ))),
             pools: Arc::clone(&layer.pools),
             framing: Framing::default(),
-            held: Vec::new(),
+            held: SmallVec::new(),
         }
     }
 

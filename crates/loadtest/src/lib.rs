@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use hdrhistogram::Histogram;
@@ -50,6 +51,11 @@ pub struct LoadtestArgs {
     /// Distinct keys drawn uniformly (1 = one hot key).
     #[arg(long, default_value_t = 1)]
     pub key_space: u64,
+    /// Each key of --key-space once, in order (0, 1, 2, ...), then stop: fills a server with
+    /// --key-space distinct counters before a measurement. The run ends when every key was
+    /// sent or at --duration, whichever comes first.
+    #[arg(long)]
+    pub sequential: bool,
     /// The request's hits_addend (0 means 1, as in Envoy).
     #[arg(long, default_value_t = 1)]
     pub hits_addend: u32,
@@ -118,6 +124,39 @@ impl Tally {
     }
 }
 
+/// Where each request's key comes from: drawn at random per worker, or the next one of a
+/// count every worker shares (`--sequential`), which runs out after the key space.
+enum Keys {
+    Random(fastrand::Rng),
+    Sequential {
+        next: Arc<AtomicU64>,
+        key_space: u64,
+    },
+}
+
+impl Keys {
+    fn new(sequential: Option<&Arc<AtomicU64>>, key_space: u64, seed: u64) -> Self {
+        match sequential {
+            Some(next) => Self::Sequential {
+                next: Arc::clone(next),
+                key_space,
+            },
+            None => Self::Random(fastrand::Rng::with_seed(seed)),
+        }
+    }
+
+    /// `None` once a sequential run has sent every key.
+    fn next(&mut self, template: &RequestTemplate) -> Option<RateLimitRequest> {
+        match self {
+            Self::Random(rng) => Some(template.build(rng)),
+            Self::Sequential { next, key_space } => {
+                let key = next.fetch_add(1, Ordering::Relaxed);
+                (key < *key_space).then(|| template.build_with_key(key))
+            }
+        }
+    }
+}
+
 /// When measuring starts and stops.
 #[derive(Clone, Copy)]
 struct Schedule {
@@ -154,7 +193,9 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
         measure_from: start + args.warmup,
         until: start + args.warmup + args.duration,
     };
+    let key_space = template.key_space;
     let template = Arc::new(template);
+    let sequential = args.sequential.then(|| Arc::new(AtomicU64::new(0)));
     let mut tasks = Vec::new();
     for (c, channel) in channels.into_iter().enumerate() {
         match args.rate {
@@ -164,7 +205,7 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
                     tasks.push(tokio::spawn(closed_loop_worker(
                         RateLimitServiceClient::new(channel.clone()),
                         Arc::clone(&template),
-                        seed,
+                        Keys::new(sequential.as_ref(), key_space, seed),
                         schedule,
                         Arc::clone(&tally),
                     )));
@@ -176,7 +217,7 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
                 tasks.push(tokio::spawn(open_loop_connection(
                     RateLimitServiceClient::new(channel),
                     Arc::clone(&template),
-                    c as u64,
+                    Keys::new(sequential.as_ref(), key_space, c as u64),
                     interval,
                     args.concurrency,
                     schedule,
@@ -194,7 +235,15 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
     let p = Percentiles::of(&latencies);
     let ok = tally.ok.load(Ordering::Relaxed);
     let over_limit = tally.over_limit.load(Ordering::Relaxed);
-    let seconds = args.duration.as_secs_f64();
+    // A sequential run may end before --duration: its rate is over the time it took.
+    let seconds = if args.sequential {
+        Instant::now()
+            .saturating_duration_since(schedule.measure_from)
+            .min(args.duration)
+            .as_secs_f64()
+    } else {
+        args.duration.as_secs_f64()
+    };
     Ok(Some(Report {
         target: args.target.clone(),
         mode: if args.rate.is_some() {
@@ -235,14 +284,15 @@ fn micros(elapsed: Duration) -> u64 {
 async fn closed_loop_worker(
     mut client: RateLimitServiceClient<Channel>,
     template: Arc<RequestTemplate>,
-    seed: u64,
+    mut keys: Keys,
     schedule: Schedule,
     tally: Arc<Tally>,
 ) -> Histogram<u64> {
     let mut latencies = new_histogram();
-    let mut rng = fastrand::Rng::with_seed(seed);
     loop {
-        let request = template.build(&mut rng);
+        let Some(request) = keys.next(&template) else {
+            return latencies;
+        };
         let started = Instant::now();
         if started >= schedule.until {
             return latencies;
@@ -258,7 +308,7 @@ async fn closed_loop_worker(
 async fn open_loop_connection(
     client: RateLimitServiceClient<Channel>,
     template: Arc<RequestTemplate>,
-    seed: u64,
+    mut keys: Keys,
     interval: Duration,
     max_in_flight: usize,
     schedule: Schedule,
@@ -267,7 +317,6 @@ async fn open_loop_connection(
     // A std mutex: held for one record, never across an await.
     let latencies = Arc::new(Mutex::new(new_histogram()));
     let in_flight = Arc::new(Semaphore::new(max_in_flight));
-    let mut rng = fastrand::Rng::with_seed(seed);
     let mut ticks = tokio::time::interval(interval);
     // Late ticks fire at once, so the schedule (and so the offered rate) is kept.
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -278,7 +327,9 @@ async fn open_loop_connection(
             break;
         }
         let dispatched = Instant::now();
-        let request = template.build(&mut rng);
+        let Some(request) = keys.next(&template) else {
+            break;
+        };
         let mut client = client.clone();
         let in_flight = Arc::clone(&in_flight);
         let latencies = Arc::clone(&latencies);
@@ -319,4 +370,38 @@ pub fn grpc_frame(message: &impl Message) -> Vec<u8> {
     frame.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_be_bytes());
     frame.extend_from_slice(&body);
     frame
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_of(request: &RateLimitRequest) -> String {
+        request.descriptors[0].entries[0].value.clone()
+    }
+
+    #[test]
+    fn sequential_keys_are_each_key_once_across_workers_then_none() {
+        let template = RequestTemplate {
+            domain: "d".into(),
+            descriptors: vec!["k={key}".parse().unwrap()],
+            hits_addend: 1,
+            key_space: 3,
+        };
+        let shared = Arc::new(AtomicU64::new(0));
+        let mut a = Keys::new(Some(&shared), template.key_space, 0);
+        let mut b = Keys::new(Some(&shared), template.key_space, 1);
+        let sent: Vec<String> = [
+            a.next(&template),
+            b.next(&template),
+            a.next(&template),
+            b.next(&template),
+        ]
+        .iter()
+        .flatten()
+        .map(key_of)
+        .collect();
+        assert_eq!(sent, ["0", "1", "2"]);
+        assert!(a.next(&template).is_none());
+    }
 }
