@@ -129,6 +129,7 @@ fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
 ) -> (T, Walk) {
     use std::sync::atomic::{AtomicBool, Ordering};
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .expect("a current-thread runtime");
     runtime.block_on(async {
