@@ -11,18 +11,18 @@
     reason = "a benchmark: a panic is how it reports a broken set-up"
 )]
 
+mod common;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{Ids, START_MS, address, decide};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use futures_util::FutureExt;
-use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
+use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
 
-const MINUTE_MS: u64 = 60_000;
 /// Never reached: every decision accepts.
 const LIMIT: u64 = u64::MAX / 2;
 
@@ -35,56 +35,23 @@ fn engine(max_cells: usize) -> Arc<Engine> {
             ..EngineSettings::default()
         },
         Arc::new(InProcessOrigin::new(max_cells)),
-        Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2)),
+        Arc::new(ManualClock::new(START_MS)),
         Arc::new(Metrics::new()),
     ))
 }
 
-struct Ids {
-    workspace: Arc<str>,
-    namespace: Arc<str>,
-}
-
-impl Ids {
-    fn new() -> Self {
-        Self {
-            workspace: "bench".into(),
-            namespace: "14:remote_address/".into(),
-        }
-    }
-
-    fn hit<'a>(&'a self, identifier: &'a str) -> Hit<'a> {
-        Hit {
-            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, MINUTE_MS),
-            limit: LIMIT,
-            cost: 1,
-        }
-    }
-}
-
-/// Decide without an executor: a warm decision awaits nothing, and neither does the
-/// in-process origin, so the future is ready at its first poll.
-fn decide(engine: &Engine, hit: Hit<'_>) -> Verdict {
-    engine
-        .check(hit)
-        .now_or_never()
-        .expect("the embedded engine decides without waiting")
-}
-
 fn identifiers(n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
-        .collect()
+    (0..n as u64).map(address).collect()
 }
 
 fn warm_one_key(c: &mut Criterion) {
     let engine = engine(1_000);
     let ids = Ids::new();
-    decide(&engine, ids.hit("10.0.0.1"));
+    decide(&engine, ids.hit("10.0.0.1", LIMIT));
     let mut group = c.benchmark_group("engine");
     group.throughput(Throughput::Elements(1));
     group.bench_function("warm decision, one key", |b| {
-        b.iter(|| decide(&engine, black_box(ids.hit("10.0.0.1"))))
+        b.iter(|| decide(&engine, black_box(ids.hit("10.0.0.1", LIMIT))))
     });
     group.finish();
 }
@@ -101,7 +68,7 @@ fn warm_over(c: &mut Criterion, group_name: &str, case: &str, engine: &Engine, k
     group.bench_function(case, |b| {
         b.iter(|| {
             next = (next + 1) % keys.len();
-            decide(engine, ids.hit(&keys[order[next]]))
+            decide(engine, ids.hit(&keys[order[next]], LIMIT))
         })
     });
     group.finish();
@@ -120,13 +87,13 @@ fn warm_vs_live_cells(c: &mut Criterion) {
                 ..EngineSettings::default()
             },
             Arc::new(InProcessOrigin::new(4 * keys)),
-            Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2)),
+            Arc::new(ManualClock::new(START_MS)),
             Arc::new(Metrics::new()),
         ));
         let ids = Ids::new();
         let keys = identifiers(keys);
         for key in &keys {
-            decide(&engine, ids.hit(key));
+            decide(&engine, ids.hit(key, LIMIT));
         }
         let cells = engine.live_cells();
         warm_over(
@@ -146,18 +113,18 @@ fn warm_at_the_byte_cap(c: &mut Criterion) {
     let engine = Arc::new(Engine::new(
         EngineSettings::default(),
         Arc::new(InProcessOrigin::new(1_000_000)),
-        Arc::new(ManualClock::new(1_000 * MINUTE_MS + MINUTE_MS / 2)),
+        Arc::new(ManualClock::new(START_MS)),
         Arc::new(Metrics::new()),
     ));
     let ids = Ids::new();
     let all = identifiers(1_000_000);
     for key in &all {
-        decide(&engine, ids.hit(key));
+        decide(&engine, ids.hit(key, LIMIT));
     }
     let warm: Vec<String> = all
         .into_iter()
         .filter(|key| {
-            let state = engine.inspect(&ids.hit(key).counter);
+            let state = engine.inspect(&ids.hit(key, LIMIT).counter);
             state.current.is_some() && state.previous.is_some()
         })
         .collect();
@@ -206,11 +173,11 @@ fn parallel(engine: &Arc<Engine>, threads: usize, shared: bool, iters: u64) -> D
         } else {
             format!("thread-{t}")
         };
-        decide(&engine, ids.hit(&key));
+        decide(&engine, ids.hit(&key, LIMIT));
         barrier.wait();
         let started = Instant::now();
         for _ in 0..iters {
-            black_box(decide(&engine, black_box(ids.hit(&key))));
+            black_box(decide(&engine, black_box(ids.hit(&key, LIMIT))));
         }
         started.elapsed()
     })
@@ -275,7 +242,7 @@ fn cold_decision(c: &mut Criterion) {
                 n += 1;
                 format!("cold-{n}")
             },
-            |key| decide(&engine, ids.hit(&key)),
+            |key| decide(&engine, ids.hit(&key, LIMIT)),
             BatchSize::SmallInput,
         )
     });

@@ -14,19 +14,20 @@
     reason = "a benchmark: a panic is how it reports a broken set-up"
 )]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
-use gcounter_engine::cell_key::{CellKey, CounterKeyRef};
-use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock};
+use common::{Ids, MINUTE_MS, START_MS, address, decide, write_address};
+use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
+use gcounter_engine::global::{GlobalCounters, GlobalSettings, MemoryStore};
 use gcounter_engine::pn::PnCount;
+use gcounter_engine::recorder::NoRecorder;
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_rls::telemetry::Metrics;
 
-const MINUTE_MS: u64 = 60_000;
-/// Where the benches' clock starts: in the middle of a minute window.
-const START_MS: u64 = 1_000 * MINUTE_MS + MINUTE_MS / 2;
 /// Decisions between two replays (the service replays every 100 ms).
 const REPLAY_EVERY: u64 = 10_000;
 
@@ -60,22 +61,11 @@ fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread runtime");
-    let workspace: Arc<str> = "bench".into();
-    let namespace: Arc<str> = "14:remote_address/".into();
+    let ids = Ids::new();
     let mut identifier = String::new();
     for i in keys {
-        use std::fmt::Write;
-        identifier.clear();
-        let _ = write!(identifier, "10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
-        let hit = Hit {
-            counter: CounterKeyRef::new(&workspace, &namespace, &identifier, MINUTE_MS),
-            limit: 1_000,
-            cost: 1,
-        };
-        engine
-            .check(hit)
-            .now_or_never()
-            .expect("the embedded engine decides without waiting");
+        write_address(&mut identifier, i);
+        decide(engine, ids.hit(&identifier, 1_000));
         if i % REPLAY_EVERY == REPLAY_EVERY - 1 {
             runtime.block_on(engine.replay_now());
             each(i + 1);
@@ -139,16 +129,12 @@ fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
 ) -> (T, Walk) {
     use std::sync::atomic::{AtomicBool, Ordering};
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .expect("a current-thread runtime");
     runtime.block_on(async {
-        let workspace: Arc<str> = "bench".into();
-        let namespace: Arc<str> = "14:remote_address/".into();
-        let hot = Hit {
-            counter: CounterKeyRef::new(&workspace, &namespace, "hot", MINUTE_MS),
-            limit: u64::MAX / 2,
-            cost: 1,
-        };
+        let ids = Ids::new();
+        let hot = ids.hit("hot", u64::MAX / 2);
         engine.check(hot).await;
         let done = Arc::new(AtomicBool::new(false));
         let task = {
@@ -161,27 +147,72 @@ fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
                 (output, started.elapsed())
             })
         };
-        // Sized up front: growing it mid-walk is a large allocation, and glibc then
-        // consolidates the half million small chunks a reaper just freed (35 ms, once),
-        // which a service spreads over its many large allocations instead.
-        let mut turns: Vec<Duration> = Vec::with_capacity(1 << 21);
-        let mut last = Instant::now();
+        let mut turns = Turns::new();
         while !done.load(Ordering::Acquire) {
             tokio::task::yield_now().await;
             engine.check(hot).await;
-            let now = Instant::now();
-            turns.push(now - last);
-            last = now;
+            turns.end_turn();
         }
         let (output, took) = task.await.expect("the background task");
-        (output, Walk { took, turns })
+        (output, turns.walk(took))
     })
 }
 
-/// How long background work took, and each turn of the decision loop beside it.
+/// The turns of a decision loop as they end: each one's wall time and this thread's CPU
+/// time in it. On a loaded machine a long wall turn may be the scheduler's (another process
+/// ran); a long CPU turn is this process's own work between two yields.
+struct Turns {
+    wall: Vec<Duration>,
+    cpu: Vec<Duration>,
+    last: (Instant, Duration),
+}
+
+impl Turns {
+    fn new() -> Self {
+        // Sized up front: growing them mid-walk is a large allocation, and glibc then
+        // consolidates the half million small chunks a reaper just freed (35 ms, once),
+        // which a service spreads over its many large allocations instead.
+        Self {
+            wall: Vec::with_capacity(1 << 21),
+            cpu: Vec::with_capacity(1 << 21),
+            last: (Instant::now(), thread_cpu()),
+        }
+    }
+
+    fn end_turn(&mut self) {
+        let now = (Instant::now(), thread_cpu());
+        self.wall.push(now.0 - self.last.0);
+        self.cpu.push(now.1.saturating_sub(self.last.1));
+        self.last = now;
+    }
+
+    fn walk(self, took: Duration) -> Walk {
+        Walk {
+            took,
+            turns: self.wall,
+            cpu_turns: self.cpu,
+        }
+    }
+}
+
+/// This thread's CPU time so far (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to write.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// How long background work took, and each turn of the decision loop beside it (wall and
+/// CPU time).
 struct Walk {
     took: Duration,
     turns: Vec<Duration>,
+    cpu_turns: Vec<Duration>,
 }
 
 /// `(p99, max)` in milliseconds.
@@ -223,8 +254,9 @@ fn filled(keys: u64) -> (Arc<ManualClock>, Arc<Engine>) {
 fn report(bench: &str, cells: usize, extra: &str, walk: &Walk) {
     let (took, turns) = (walk.took, &walk.turns);
     let (p99, max) = tail_ms(turns);
+    let (cpu_p99, cpu_max) = tail_ms(&walk.cpu_turns);
     println!(
-        "{{\"bench\":\"{bench}\",\"live_cells\":{cells},{extra}\"took_ms\":{:.1},\"decisions\":{},\"turn_p99_ms\":{p99:.3},\"turn_max_ms\":{max:.3}}}",
+        "{{\"bench\":\"{bench}\",\"live_cells\":{cells},{extra}\"took_ms\":{:.1},\"decisions\":{},\"turn_p99_ms\":{p99:.3},\"turn_max_ms\":{max:.3},\"turn_cpu_p99_ms\":{cpu_p99:.3},\"turn_cpu_max_ms\":{cpu_max:.3}}}",
         took.as_secs_f64() * 1e3,
         turns.len(),
     );
@@ -258,24 +290,49 @@ fn reap() {
     );
 }
 
-/// The engine's part of a global flush tick: the walk for publishable cells (500,000 of
-/// them hold a count).
+/// A global flush tick: the walk for publishable cells (500,000 of them hold a count; the
+/// floor is 0), handing them to a store in chunks, and marking each row published. The
+/// store is the in-memory one (a B-tree insert a row); it outlives the measurement, so
+/// dropping its rows is not part of it.
 fn flush() {
+    let store = Arc::new(MemoryStore::new());
+    let global_store = Arc::clone(&store);
     at_a_million_cells(
-        "warm decision during the flush walk",
+        "warm decision during a global flush",
         |_| {},
-        |engine| async move { engine.publishable(0.0).await.len() },
-        |rows| format!("\"rows\":{rows},"),
+        |engine| async move {
+            let settings = GlobalSettings {
+                publish_floor: 0.0,
+                ..GlobalSettings::default()
+            };
+            let global = GlobalCounters::new(
+                global_store,
+                engine,
+                "bench".to_string(),
+                settings,
+                Arc::new(NoRecorder),
+            );
+            global.flush().await
+        },
+        |flushed| {
+            format!(
+                "\"published\":{},\"failed\":{},",
+                flushed.published, flushed.failed
+            )
+        },
     );
+    assert_eq!(store.rows().len(), 500_000, "every counter published");
 }
 
 /// The engine's part of a global sync tick: merging what the store returned for every cell
-/// (each current and previous cell of the 500,000 counters, foreign counts in each).
+/// (each current and previous cell of the 500,000 counters, foreign counts in each), and
+/// dropping it.
 fn sync() {
     let sequence = START_MS / MINUTE_MS;
     let synced: Vec<(CellKey, PnCount, PnCount)> = (0..500_000u64)
         .flat_map(|i| {
-            let identifier = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+            let identifier = address(i);
+            // New strings per row, as a store decodes them.
             [sequence - 1, sequence].map(|sequence| {
                 let key = CellKey::new(
                     "bench",
@@ -294,7 +351,7 @@ fn sync() {
         |_| {},
         move |engine| async move {
             engine
-                .merge_synced_all(&synced, |(key, foreign, own)| (key, *foreign, *own))
+                .merge_synced_all(synced, |(key, foreign, own)| (key, *foreign, *own))
                 .await
         },
         |created| format!("\"rows\":{rows},\"created\":{created},"),
@@ -306,7 +363,7 @@ fn sync() {
 fn replay() {
     const KEYS: u64 = 100_000;
     let engine = roomy_engine(&Arc::new(ManualClock::new(START_MS)));
-    decide_each(&engine, 0..KEYS, MINUTE_MS);
+    decide_each(&engine, 0..KEYS);
     let pending = engine.pending_replay_cells();
     let cells = engine.live_cells();
     let ((), walk) = while_deciding(&engine, |engine| async move { engine.replay_now().await });
@@ -340,36 +397,25 @@ fn rollover() {
             let engine = Arc::clone(&engine);
             tokio::spawn(async move { engine.reap().await })
         };
-        let workspace: Arc<str> = "bench".into();
-        let namespace: Arc<str> = "14:remote_address/".into();
+        let ids = Ids::new();
         let mut identifier = String::new();
-        let mut turns: Vec<Duration> = Vec::with_capacity(KEYS as usize);
+        let mut turns = Turns::new();
         let mut slowest = Duration::ZERO;
         let started = Instant::now();
-        let mut last = started;
         for i in 0..KEYS {
-            use std::fmt::Write;
-            identifier.clear();
-            let _ = write!(identifier, "10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
-            let hit = Hit {
-                counter: CounterKeyRef::new(&workspace, &namespace, &identifier, MINUTE_MS),
-                limit: 1_000,
-                cost: 1,
-            };
+            write_address(&mut identifier, i);
             let decided = Instant::now();
-            engine.check(hit).await;
+            engine.check(ids.hit(&identifier, 1_000)).await;
             slowest = slowest.max(decided.elapsed());
             if i % REPLAY_EVERY == REPLAY_EVERY - 1 {
                 engine.replay_now().await;
             }
             tokio::task::yield_now().await;
-            let now = Instant::now();
-            turns.push(now - last);
-            last = now;
+            turns.end_turn();
         }
         let took = started.elapsed();
         let reaped = reaper.await.expect("the reaper task");
-        (slowest, Walk { took, turns }, reaped)
+        (slowest, turns.walk(took), reaped)
     });
     report(
         "decisions across a window rollover",
@@ -383,20 +429,10 @@ fn rollover() {
 }
 
 /// Decide once on each of `keys` with no replay in between (their work stays pending).
-fn decide_each(engine: &Engine, keys: std::ops::Range<u64>, duration_ms: u64) {
-    let workspace: Arc<str> = "bench".into();
-    let namespace: Arc<str> = "14:remote_address/".into();
+fn decide_each(engine: &Engine, keys: std::ops::Range<u64>) {
+    let ids = Ids::new();
     for i in keys {
-        let identifier = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
-        let hit = Hit {
-            counter: CounterKeyRef::new(&workspace, &namespace, &identifier, duration_ms),
-            limit: 1_000,
-            cost: 1,
-        };
-        engine
-            .check(hit)
-            .now_or_never()
-            .expect("the embedded engine decides without waiting");
+        decide(engine, ids.hit(&address(i), 1_000));
     }
 }
 
@@ -410,20 +446,10 @@ fn warm_loop() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000_000);
     let engine = engine(1_000, 1 << 30);
-    let workspace: Arc<str> = "bench".into();
-    let namespace: Arc<str> = "14:remote_address/".into();
-    let hit = Hit {
-        counter: CounterKeyRef::new(&workspace, &namespace, "10.0.0.1", MINUTE_MS),
-        limit: u64::MAX / 2,
-        cost: 1,
-    };
+    let ids = Ids::new();
+    let hit = ids.hit("10.0.0.1", u64::MAX / 2);
     for _ in 0..decisions {
-        std::hint::black_box(
-            engine
-                .check(std::hint::black_box(hit))
-                .now_or_never()
-                .expect("the embedded engine decides without waiting"),
-        );
+        std::hint::black_box(decide(&engine, std::hint::black_box(hit)));
     }
     println!("{{\"bench\":\"warm loop\",\"decisions\":{decisions}}}");
 }

@@ -506,6 +506,40 @@ async fn publishable_cells_and_synced_counts() {
     assert_eq!(engine.check(names.hit("high", 0, 10)).await.remaining, 3);
 }
 
+/// The walk the global flush takes a chunk at a time meets every publishable cell once,
+/// across its chunks, and stops with an empty chunk.
+#[tokio::test]
+async fn the_publishable_walk_meets_every_row_once_a_chunk_at_a_time() {
+    let (engine, _, _) = engine_at(10_000);
+    let names = Names::new();
+    let ids: Vec<String> = (0..700).map(|i| i.to_string()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        // every third below the floor (5 of 10)
+        let cost = if i % 3 == 0 { 4 } else { 5 };
+        engine.check(names.hit(id, cost, 10)).await;
+    }
+    let mut walk = engine.publishable_walk(0.5);
+    let mut chunks = Vec::new();
+    loop {
+        let chunk = walk.next_chunk(100).await;
+        if chunk.is_empty() {
+            break;
+        }
+        chunks.push(chunk.len());
+        assert!(chunk.iter().all(|row| row.count == PnCount::hits(5)));
+        // marked as the flush does: the rest of the walk is unaffected
+        chunk.iter().for_each(Publishable::mark_published);
+    }
+    let above_floor = ids.len() - ids.len().div_ceil(3);
+    assert_eq!(chunks.iter().sum::<usize>(), above_floor);
+    assert!(chunks.iter().all(|len| *len <= 100));
+    assert!(chunks.len() > 1, "several chunks: {chunks:?}");
+    assert!(
+        engine.publishable(0.5).await.is_empty(),
+        "every row was met and marked"
+    );
+}
+
 /// Break 9: cells the full queue refused reach the origin even if never accepted again.
 #[tokio::test]
 async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {

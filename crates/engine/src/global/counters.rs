@@ -21,6 +21,11 @@ use crate::throttle::Throttle;
 /// (4.8 statements/s) at 10 s intervals, within twice the RFC's estimate (ACCURACY.md).
 pub const DEFAULT_PUBLISH_FLOOR: f64 = 0.02;
 
+/// Rows the flush takes from the table walk and hands to the store at a time: one statement
+/// at the stores' default chunk size, and a bounded amount of keys to clone and drop between
+/// two turns of the runtime.
+const FLUSH_CHUNK_ROWS: usize = super::DEFAULT_CHUNK_ROWS;
+
 /// The shortest interval a contended speedup brings flush or sync down to.
 const MIN_CONTENDED_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -171,60 +176,84 @@ impl GlobalCounters {
     /// Publish own components: cells at or above the floor whose count changed since their
     /// last successful publication. A cell is marked published only when its chunk committed;
     /// rows of a failed chunk stay pending for the next tick.
+    ///
+    /// The table is walked and published [`FLUSH_CHUNK_ROWS`] rows at a time (one store
+    /// call, one statement at the default chunk size), each chunk dropped before the walk
+    /// goes on: gathering every row first, cloning every key at once and dropping them all
+    /// held a one-worker runtime's only thread for tens of milliseconds at 1M cells (issue 16).
+    /// The whole flush stays within `settings.timeout`; a store call that fails or runs out
+    /// of it ends the flush, and the rows not yet offered wait for the next tick as the failed
+    /// ones do.
     pub async fn flush(&self) -> Flushed {
         let started = Instant::now();
-        let rows = self.engine.publishable(self.settings.publish_floor).await;
-        if rows.is_empty() {
-            return Flushed::default();
-        }
-        let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
-        let now_ms = self.engine.now_ms();
-        let publish = self.store.publish(&self.region, &input, now_ms);
-        let report = match self.within(publish).await {
-            Ok(report) => report,
-            Err(error) => {
-                if let Some(suppressed) = self.flush_warnings.allow() {
-                    tracing::warn!(%error, store = self.store.name(), suppressed, "global flush failed; rows stay pending");
-                }
-                self.metrics.global_flush(FlushRecord {
-                    failed_chunks: 1,
-                    took: started.elapsed(),
-                    ..FlushRecord::default()
-                });
-                return Flushed {
-                    failed: rows.len(),
-                    ..Flushed::default()
-                };
-            }
-        };
+        let deadline = tokio::time::Instant::now() + self.settings.timeout;
+        let mut walk = self.engine.publishable_walk(self.settings.publish_floor);
         let mut flushed = Flushed::default();
-        for (row, outcome) in rows.iter().zip(&report.outcomes) {
-            match outcome {
-                RowOutcome::Published => {
-                    row.mark_published();
-                    flushed.published += 1;
-                }
-                // The table can never hold it: stop offering it (counted once per change).
-                RowOutcome::Skipped => {
-                    row.mark_published();
-                    flushed.skipped += 1;
-                }
-                RowOutcome::Failed => flushed.failed += 1,
+        let (mut offered, mut failed_chunks) = (0, 0);
+        loop {
+            let rows = walk.next_chunk(FLUSH_CHUNK_ROWS).await;
+            if rows.is_empty() {
+                break;
             }
+            offered += rows.len();
+            let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
+            let now_ms = self.engine.now_ms();
+            let publish = self.store.publish(&self.region, &input, now_ms);
+            let report = match tokio::time::timeout_at(deadline, publish).await {
+                Ok(Ok(report)) => report,
+                Ok(Err(error)) => {
+                    self.flush_failed(&error);
+                    flushed.failed += rows.len();
+                    failed_chunks += 1;
+                    break;
+                }
+                Err(_) => {
+                    self.flush_failed(&StoreError::Timeout(self.settings.timeout));
+                    flushed.failed += rows.len();
+                    failed_chunks += 1;
+                    break;
+                }
+            };
+            for (row, outcome) in rows.iter().zip(&report.outcomes) {
+                match outcome {
+                    RowOutcome::Published => {
+                        row.mark_published();
+                        flushed.published += 1;
+                    }
+                    // The table can never hold it: stop offering it (counted once per change).
+                    RowOutcome::Skipped => {
+                        row.mark_published();
+                        flushed.skipped += 1;
+                    }
+                    RowOutcome::Failed => flushed.failed += 1,
+                }
+            }
+            if let Some(error) = report.errors().next()
+                && let Some(suppressed) = self.flush_warnings.allow()
+            {
+                let chunks = report.errors().count();
+                tracing::warn!(%error, chunks, store = self.store.name(), suppressed, "global flush chunks failed; their rows stay pending");
+            }
+            failed_chunks += report.errors().count() as u64;
         }
-        if let Some(error) = report.errors().next()
-            && let Some(suppressed) = self.flush_warnings.allow()
-        {
-            let chunks = report.errors().count();
-            tracing::warn!(%error, chunks, store = self.store.name(), suppressed, "global flush chunks failed; their rows stay pending");
+        if offered == 0 {
+            return flushed;
         }
         self.metrics.global_flush(FlushRecord {
             written: flushed.published as u64,
-            failed_chunks: report.errors().count() as u64,
+            failed_chunks,
             skipped: flushed.skipped as u64,
             took: started.elapsed(),
         });
         flushed
+    }
+
+    /// A publish call that failed as a whole (or ran out of the flush's time): warned once
+    /// per `repeated_warning_interval`.
+    fn flush_failed(&self, error: &StoreError) {
+        if let Some(suppressed) = self.flush_warnings.allow() {
+            tracing::warn!(%error, store = self.store.name(), suppressed, "global flush failed; rows stay pending");
+        }
     }
 
     /// Import the other regions' sums (and, for those cells, this region's own row as a
@@ -244,13 +273,14 @@ impl GlobalCounters {
                 return None;
             }
         };
+        let read = cells.len();
         let created = self
             .engine
-            .merge_synced_all(&cells, |cell| (&cell.key, cell.foreign, cell.own))
+            .merge_synced_all(cells, |cell| (&cell.key, cell.foreign, cell.own))
             .await;
         self.metrics
-            .global_sync(cells.len() as u64, created, started.elapsed());
-        Some(cells.len())
+            .global_sync(read as u64, created, started.elapsed());
+        Some(read)
     }
 
     /// The flush and sync intervals to use now: divided by the overload of this process's
@@ -286,10 +316,11 @@ impl GlobalCounters {
                 return None;
             }
         };
+        let read = own.len();
         self.engine
-            .merge_synced_all(&own, |cell| (&cell.key, PnCount::default(), cell.own))
+            .merge_synced_all(own, |cell| (&cell.key, PnCount::default(), cell.own))
             .await;
-        tracing::debug!(cells = own.len(), "own global rows read back");
+        tracing::debug!(cells = read, "own global rows read back");
         self.own_read
             .store(true, std::sync::atomic::Ordering::Release);
         Some(())

@@ -3,7 +3,7 @@
 use super::*;
 use crate::cell_key::{CellKey, CounterKeyRef};
 use crate::engine::{Clock, EngineSettings, Hit, ManualClock, Verdict};
-use crate::global::MemoryStore;
+use crate::global::{MemoryStore, REGION_MAX_BYTES};
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::InProcessOrigin;
 
@@ -80,8 +80,13 @@ struct Names {
 
 impl Names {
     fn hit(&self, cost: u64) -> Hit<'_> {
+        self.hit_on("1:u", cost)
+    }
+
+    /// A hit on another counter of the same rule (limit 100 an hour).
+    fn hit_on<'a>(&'a self, identifier: &'a str, cost: u64) -> Hit<'a> {
         Hit {
-            counter: CounterKeyRef::new(&self.workspace, &self.namespace, "1:u", 3_600_000),
+            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, 3_600_000),
             limit: 100,
             cost,
         }
@@ -174,6 +179,144 @@ async fn a_failed_sync_keeps_the_imported_counts() {
     store.set_failing(true);
     assert_eq!(b.counters.sync().await, None);
     assert!(!b.check(21).await.allowed, "80 imported stays");
+}
+
+/// Counters for the chunked flush tests: two and a half flush chunks of them, each hit
+/// `cost(i)` times; every seventh stays below the floor (50).
+const CHUNKED: usize = 2 * FLUSH_CHUNK_ROWS + FLUSH_CHUNK_ROWS / 2;
+
+fn chunked_cost(i: usize) -> u64 {
+    if i.is_multiple_of(7) {
+        10
+    } else {
+        50 + (i % 40) as u64
+    }
+}
+
+/// The region's rows in the store, by identifier.
+fn stored_counts(store: &MemoryStore) -> std::collections::BTreeMap<String, u64> {
+    store
+        .rows()
+        .into_iter()
+        .map(|row| (row.key.identifier.to_string(), row.count))
+        .collect()
+}
+
+/// What the store should hold for the chunked counters: those at or above the floor.
+fn expected_counts(extra: impl Fn(usize) -> u64) -> std::collections::BTreeMap<String, u64> {
+    (0..CHUNKED)
+        .map(|i| (i.to_string(), chunked_cost(i) + extra(i)))
+        .filter(|(_, count)| *count >= 50)
+        .collect()
+}
+
+/// The flush walks the table and publishes `FLUSH_CHUNK_ROWS` rows at a time: every row at or
+/// above the floor is written once with its count, whichever chunk it falls in, and only the
+/// rows changed since are written again.
+#[tokio::test]
+async fn a_flush_of_several_chunks_publishes_every_changed_row_once() {
+    let (store, a, _) = setup();
+    let names = names();
+    let ids: Vec<String> = (0..CHUNKED).map(|i| i.to_string()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        assert!(
+            a.engine
+                .check(names.hit_on(id, chunked_cost(i)))
+                .await
+                .allowed
+        );
+    }
+    let expected = expected_counts(|_| 0);
+    assert!(expected.len() > 2 * FLUSH_CHUNK_ROWS, "three chunks");
+    let flushed = a.counters.flush().await;
+    assert_eq!(
+        flushed,
+        Flushed {
+            published: expected.len(),
+            ..Flushed::default()
+        }
+    );
+    assert_eq!(stored_counts(&store), expected);
+    assert_eq!(a.counters.flush().await, Flushed::default(), "unchanged");
+
+    // A few counters change, wherever the walk meets them; one below the floor reaches it.
+    let changed = [
+        0,
+        1,
+        FLUSH_CHUNK_ROWS,
+        2 * FLUSH_CHUNK_ROWS + 1,
+        CHUNKED - 2,
+    ];
+    for i in changed {
+        let extra = if i == 0 { 40 } else { 1 };
+        a.engine.check(names.hit_on(&ids[i], extra)).await;
+    }
+    assert_eq!(a.counters.flush().await.published, changed.len());
+    let expected = expected_counts(|i| match i {
+        0 => 40,
+        _ if changed.contains(&i) => 1,
+        _ => 0,
+    });
+    assert_eq!(stored_counts(&store), expected);
+}
+
+/// A chunk that fails leaves its rows pending while the other chunks of the same flush
+/// publish; the next flush writes exactly those.
+#[tokio::test]
+async fn a_failed_chunk_of_a_chunked_flush_stays_pending_alone() {
+    let (store, a, _) = setup();
+    let names = names();
+    for i in 0..CHUNKED {
+        a.engine
+            .check(names.hit_on(&i.to_string(), chunked_cost(i)))
+            .await;
+    }
+    let expected = expected_counts(|_| 0);
+    store.fail_next_chunks(1);
+    let flushed = a.counters.flush().await;
+    assert_eq!(flushed.failed, FLUSH_CHUNK_ROWS, "the first chunk");
+    assert_eq!(flushed.published, expected.len() - FLUSH_CHUNK_ROWS);
+    assert_eq!(store.rows().len(), expected.len() - FLUSH_CHUNK_ROWS);
+    assert_eq!(
+        a.counters.flush().await,
+        Flushed {
+            published: FLUSH_CHUNK_ROWS,
+            ..Flushed::default()
+        },
+        "only the failed chunk's rows again"
+    );
+    assert_eq!(stored_counts(&store), expected);
+}
+
+/// A store call that fails as a whole (here: a region the store refuses) ends the flush: the
+/// rows offered count as failed, and nothing is marked published.
+#[tokio::test]
+async fn a_flush_whose_store_call_fails_stops_and_marks_nothing() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(3_600_000 * 100 + 1_000));
+    let invalid = region(&"r".repeat(REGION_MAX_BYTES as usize + 1), &store, &clock);
+    let names = names();
+    for i in 0..CHUNKED {
+        invalid
+            .engine
+            .check(names.hit_on(&i.to_string(), chunked_cost(i)))
+            .await;
+    }
+    let flushed = invalid.counters.flush().await;
+    assert_eq!(
+        flushed,
+        Flushed {
+            failed: FLUSH_CHUNK_ROWS,
+            ..Flushed::default()
+        },
+        "the first call failed; the walk stopped"
+    );
+    assert_eq!(
+        invalid.counters.flush().await.failed,
+        FLUSH_CHUNK_ROWS,
+        "still pending"
+    );
+    assert!(store.rows().is_empty());
 }
 
 #[test]
