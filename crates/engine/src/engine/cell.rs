@@ -17,10 +17,8 @@ use crate::pn::PnCount;
 /// twice.
 #[derive(Debug)]
 pub struct WindowCell {
-    regional: AtomicU64,
-    regional_refunds: AtomicU64,
-    global: AtomicU64,
-    global_refunds: AtomicU64,
+    regional: PnAtomic,
+    global: PnAtomic,
     /// The previous window's total as a decision in this (current) cell's window last saw it,
     /// with the [`SealedChanges`] count it is valid for ([`WindowCell::remember_previous`]):
     /// while no sealed cell changed since, a decision reads it here instead of looking the
@@ -39,10 +37,9 @@ pub struct WindowCell {
     /// Where the cell's accepted work stands with the replay queue ([`ReplayState`]): queued
     /// once per cycle, not per request; or overflowed, waiting to be recovered.
     replay: AtomicU8,
-    /// Taken out of eviction (see `table::Protection`): at or near its limit, or holding work
-    /// the replay queue had no room for. Set once, by the table, and never cleared: the cell
-    /// leaves memory only when the reaper drops it at the end of its window.
-    protected: AtomicBool,
+    /// The cell and the table ([`PROTECTED`], [`LEFT_TABLE`]): bits, each set once by the
+    /// table and never cleared.
+    residence: AtomicU8,
     /// A later window's cell remembers this cell's total ([`WindowCell::remember_previous`]):
     /// every change of its count from then on is counted in [`SealedChanges`], which makes
     /// every remembered total stale. Set once, never cleared.
@@ -56,6 +53,33 @@ pub struct WindowCell {
     /// successfully. Both halves only grow, so the sum grows whenever either does: one word
     /// tells "changed since" for both.
     published: AtomicU64,
+}
+
+/// Both halves of a PN-counter in atomics, merged with `max` per half.
+#[derive(Debug, Default)]
+struct PnAtomic {
+    hits: AtomicU64,
+    refunds: AtomicU64,
+}
+
+impl PnAtomic {
+    fn new(count: PnCount) -> Self {
+        Self {
+            hits: AtomicU64::new(count.hits),
+            refunds: AtomicU64::new(count.refunds),
+        }
+    }
+
+    fn load(&self, order: Ordering) -> PnCount {
+        PnCount::new(self.hits.load(order), self.refunds.load(order))
+    }
+
+    /// `max` per half (sequentially consistent: see [`SealedChanges`]); whether either grew.
+    fn merge(&self, total: PnCount) -> bool {
+        let hits = self.hits.fetch_max(total.hits, Ordering::SeqCst);
+        let refunds = self.refunds.fetch_max(total.refunds, Ordering::SeqCst);
+        hits < total.hits || refunds < total.refunds
+    }
 }
 
 /// What `published` remembers of a count: `hits + refunds`, which grows whenever either half
@@ -99,6 +123,14 @@ impl SealedChanges {
     }
 }
 
+/// `residence`: taken out of eviction (see `table::Protection`): at or near its limit, or
+/// holding work the replay queue had no room for. The cell then leaves memory only when the
+/// reaper drops it at the end of its window.
+const PROTECTED: u8 = 1;
+/// `residence`: the table no longer holds the cell (evicted or reaped). A thread's memo of
+/// recent cells (`table::CellTable::with_cell`) tests it before using the cell it holds.
+const LEFT_TABLE: u8 = 2;
+
 /// `prior` when nothing is remembered (a packed value never equals it: totals are below
 /// [`PRIOR_TOTAL_MASK`]).
 const PRIOR_NONE: u64 = u64::MAX;
@@ -138,17 +170,15 @@ pub enum ReplayNeed {
 impl Default for WindowCell {
     fn default() -> Self {
         Self {
-            regional: AtomicU64::new(0),
-            regional_refunds: AtomicU64::new(0),
-            global: AtomicU64::new(0),
-            global_refunds: AtomicU64::new(0),
+            regional: PnAtomic::default(),
+            global: PnAtomic::default(),
             prior: AtomicU64::new(PRIOR_NONE),
             own: AtomicU64::new(0),
             own_refunds: AtomicU64::new(0),
             fresh_until_ms: AtomicU64::new(0),
             refreshing: AtomicBool::new(false),
             replay: AtomicU8::new(ReplayState::Idle as u8),
-            protected: AtomicBool::new(false),
+            residence: AtomicU8::new(0),
             sealed: AtomicBool::new(false),
             limit: AtomicU32::new(0),
             published: AtomicU64::new(0),
@@ -161,8 +191,10 @@ impl WindowCell {
     pub fn seeded(regional: PnCount, own: PnCount) -> Self {
         let own = own.capped();
         Self {
-            regional: AtomicU64::new(regional.hits.max(own.hits)),
-            regional_refunds: AtomicU64::new(regional.refunds.max(own.refunds)),
+            regional: PnAtomic::new(PnCount::new(
+                regional.hits.max(own.hits),
+                regional.refunds.max(own.refunds),
+            )),
             own: AtomicU64::new(own.hits),
             own_refunds: AtomicU64::new(own.refunds),
             ..Self::default()
@@ -178,28 +210,22 @@ impl WindowCell {
 
     /// This region's hits (the hits half of `regional`).
     pub fn regional(&self) -> u64 {
-        self.regional.load(Ordering::Acquire)
+        self.regional.hits.load(Ordering::Acquire)
     }
 
     /// This region's count, both halves.
     pub fn regional_count(&self) -> PnCount {
-        PnCount::new(
-            self.regional.load(Ordering::Acquire),
-            self.regional_refunds.load(Ordering::Acquire),
-        )
+        self.regional.load(Ordering::Acquire)
     }
 
     /// The other regions' hits (the hits half of `global`).
     pub fn global(&self) -> u64 {
-        self.global.load(Ordering::Acquire)
+        self.global.hits.load(Ordering::Acquire)
     }
 
     /// The other regions' count, both halves.
     pub fn global_count(&self) -> PnCount {
-        PnCount::new(
-            self.global.load(Ordering::Acquire),
-            self.global_refunds.load(Ordering::Acquire),
-        )
+        self.global.load(Ordering::Acquire)
     }
 
     /// Decide and, when allowed with a cost, consume `cost` atomically.
@@ -221,10 +247,10 @@ impl WindowCell {
             self.limit.store(limit32, Ordering::Relaxed);
         }
         let global = self.global_count().value();
-        let mut regional = self.regional.load(Ordering::Acquire);
+        let mut regional = self.regional.hits.load(Ordering::Acquire);
         loop {
             // Refunds read inside the loop: one racing with this accept only makes it stricter.
-            let refunds = self.regional_refunds.load(Ordering::Acquire);
+            let refunds = self.regional.refunds.load(Ordering::Acquire);
             let current = regional.saturating_sub(refunds).saturating_add(global);
             let decision = decide(
                 current,
@@ -239,7 +265,7 @@ impl WindowCell {
             }
             // Sequentially consistent: see `SealedChanges` (on x86 a locked CAS costs the
             // same either way).
-            match self.regional.compare_exchange_weak(
+            match self.regional.hits.compare_exchange_weak(
                 regional,
                 regional.saturating_add(cost),
                 Ordering::SeqCst,
@@ -261,7 +287,7 @@ impl WindowCell {
     /// never more than its own hits minus its own refunds so far). Returns what was refunded
     /// and whether the caller must queue the cell for replay.
     ///
-    /// Both halves only grow: the refund adds to `own_refunds` and `regional_refunds`, so the
+    /// Both halves only grow: the refund adds to `own_refunds` and to `regional`'s refunds, so the
     /// replay of a refund is as idempotent as the replay of a hit.
     pub fn refund(&self, amount: u64, changes: &SealedChanges) -> (u64, ReplayNeed) {
         let mut refunded = self.own_refunds.load(Ordering::Acquire);
@@ -281,7 +307,7 @@ impl WindowCell {
                 Err(actual) => refunded = actual,
             }
         };
-        self.regional_refunds.fetch_add(given, Ordering::SeqCst);
+        self.regional.refunds.fetch_add(given, Ordering::SeqCst);
         self.after_change(changes);
         (given, self.claim_queue_slot())
     }
@@ -360,20 +386,28 @@ impl WindowCell {
 
     /// Take the cell out of eviction for the rest of its life (see `table::Protection`).
     pub fn protect(&self) {
-        self.protected.store(true, Ordering::Release);
+        self.residence.fetch_or(PROTECTED, Ordering::AcqRel);
     }
 
     pub fn is_protected(&self) -> bool {
-        self.protected.load(Ordering::Acquire)
+        self.residence.load(Ordering::Acquire) & PROTECTED != 0
+    }
+
+    /// The table dropped the cell (reaped at the end of its window, or evicted: see
+    /// [`on_leaving_table`](Self::on_leaving_table)).
+    pub fn mark_left_table(&self) {
+        self.residence.fetch_or(LEFT_TABLE, Ordering::AcqRel);
+    }
+
+    /// Whether the table dropped the cell: a holder outside the table (a thread's memo) must
+    /// look the key up again.
+    pub fn has_left_table(&self) -> bool {
+        self.residence.load(Ordering::Acquire) & LEFT_TABLE != 0
     }
 
     /// Merge a regional total read from the origin: `max` per half, never backwards.
     pub fn merge_regional(&self, total: PnCount, changes: &SealedChanges) {
-        let hits = self.regional.fetch_max(total.hits, Ordering::SeqCst);
-        let refunds = self
-            .regional_refunds
-            .fetch_max(total.refunds, Ordering::SeqCst);
-        if hits < total.hits || refunds < total.refunds {
+        if self.regional.merge(total) {
             self.after_change(changes);
         }
     }
@@ -398,11 +432,7 @@ impl WindowCell {
 
     /// Merge the other regions' sum: `max` per half, never backwards.
     pub fn merge_global(&self, total: PnCount, changes: &SealedChanges) {
-        let hits = self.global.fetch_max(total.hits, Ordering::SeqCst);
-        let refunds = self
-            .global_refunds
-            .fetch_max(total.refunds, Ordering::SeqCst);
-        if hits < total.hits || refunds < total.refunds {
+        if self.global.merge(total) {
             self.after_change(changes);
         }
     }
@@ -423,6 +453,7 @@ impl WindowCell {
     /// The table dropped this cell (evicted): a later window that remembers its total must
     /// look the previous cell up again (a new cell read from the origin may take its place).
     pub fn on_leaving_table(&self, changes: &SealedChanges) {
+        self.mark_left_table();
         if self.is_sealed() {
             changes.note();
         }
@@ -437,15 +468,9 @@ impl WindowCell {
             previous.sealed.store(true, Ordering::SeqCst);
         }
         let seen = changes.now();
-        let hits = previous.regional.load(Ordering::SeqCst);
-        let refunds = previous.regional_refunds.load(Ordering::SeqCst);
-        let global = PnCount::new(
-            previous.global.load(Ordering::SeqCst),
-            previous.global_refunds.load(Ordering::SeqCst),
-        );
-        let total = PnCount::new(hits, refunds)
-            .value()
-            .saturating_add(global.value());
+        let regional = previous.regional.load(Ordering::SeqCst);
+        let global = previous.global.load(Ordering::SeqCst);
+        let total = regional.value().saturating_add(global.value());
         let shared = global.hits > 0;
         if total < PRIOR_TOTAL_MASK {
             let packed = seen << 32 | if shared { PRIOR_SHARED } else { 0 } | total;
