@@ -441,6 +441,19 @@ mod tests {
         }
     }
 
+    /// Look `key` up twice through the memo (which holds a key from its second lookup in a row
+    /// on).
+    fn memoize(table: &CellTable, key: &CellKey) {
+        for _ in 0..2 {
+            assert!(table.with_cell(&key.borrowed(), |_| ()).is_some());
+        }
+    }
+
+    /// Whether [`CellTable::with_cell`] answers `key` with `cell`.
+    fn held_cell(table: &CellTable, key: &CellKey, cell: &SharedCell) -> Option<bool> {
+        table.with_cell(&key.borrowed(), |held| SharedCell::ptr_eq(held, cell))
+    }
+
     /// Consume `cost` of `limit` in the cell of `key` (created when missing).
     fn use_cell(table: &CellTable, key: &CellKey, cost: u64, limit: u64) {
         let (cell, _) = table.get_or_insert_empty(key);
@@ -561,12 +574,8 @@ mod tests {
         let table = full_table();
         let memoized = key("memoized", 60_000, 2);
         let (cell, _) = table.get_or_insert_empty(&memoized);
-        // twice: the memo holds a key from its second lookup on
-        for _ in 0..2 {
-            assert!(table.with_cell(&memoized.borrowed(), |_| ()).is_some());
-        }
-        let held = table.with_cell(&memoized.borrowed(), |held| SharedCell::ptr_eq(held, &cell));
-        assert_eq!(held, Some(true), "answered from the memo");
+        memoize(&table, &memoized);
+        assert_eq!(held_cell(&table, &memoized, &cell), Some(true));
         // a flood of keys used as often as this one, which the memo's touches made hot
         for i in 0..50_000 {
             let flooding = key(&i.to_string(), 60_000, 1);
@@ -586,9 +595,7 @@ mod tests {
         let table = table_of(100);
         let old = key("old", 1_000, 7);
         table.get_or_insert_empty(&old);
-        for _ in 0..3 {
-            assert!(table.with_cell(&old.borrowed(), |_| ()).is_some());
-        }
+        memoize(&table, &old);
         assert_eq!(table.reap(10_500).await, 1);
         assert!(table.with_cell(&old.borrowed(), |_| ()).is_none());
     }
@@ -617,20 +624,12 @@ mod tests {
         let (first, second) = (table_of(100), table_of(100));
         let shared = key("shared", 60_000, 1);
         let (cell, _) = first.get_or_insert_empty(&shared);
-        for _ in 0..3 {
-            assert!(first.with_cell(&shared.borrowed(), |_| ()).is_some());
-        }
+        memoize(&first, &shared);
         assert!(second.with_cell(&shared.borrowed(), |_| ()).is_none());
         let (other, _) = second.get_or_insert_empty(&shared);
-        for _ in 0..3 {
-            let held = second.with_cell(&shared.borrowed(), |held| {
-                (
-                    SharedCell::ptr_eq(held, &other),
-                    SharedCell::ptr_eq(held, &cell),
-                )
-            });
-            assert_eq!(held, Some((true, false)));
-        }
+        memoize(&second, &shared);
+        assert_eq!(held_cell(&second, &shared, &other), Some(true));
+        assert_eq!(held_cell(&first, &shared, &cell), Some(true));
     }
 
     /// Break 9's other half: a cell holding work the replay queue refused is not evicted.
