@@ -138,11 +138,6 @@ impl<'a> CounterKeyRef<'a> {
         }
     }
 
-    /// The hash of every field, computed when the key was made (seeded per process).
-    pub fn precomputed_hash(&self) -> u64 {
-        self.hash
-    }
-
     /// This counter's cell `sequence` (the counter's hash is reused).
     pub fn cell(self, sequence: u64) -> CellKeyRef<'a> {
         CellKeyRef {

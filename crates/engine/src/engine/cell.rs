@@ -37,9 +37,10 @@ pub struct WindowCell {
     /// Where the cell's accepted work stands with the replay queue ([`ReplayState`]): queued
     /// once per cycle, not per request; or overflowed, waiting to be recovered.
     replay: AtomicU8,
-    /// The cell and the table ([`PROTECTED`], [`LEFT_TABLE`]): bits, each set once by the
-    /// table and never cleared.
-    residence: AtomicU8,
+    /// Taken out of eviction (see `table::Protection`): at or near its limit, or holding work
+    /// the replay queue had no room for. Set once, by the table, and never cleared: the cell
+    /// leaves memory only when the reaper drops it at the end of its window.
+    protected: AtomicBool,
     /// A later window's cell remembers this cell's total ([`WindowCell::remember_previous`]):
     /// every change of its count from then on is counted in [`SealedChanges`], which makes
     /// every remembered total stale. Set once, never cleared.
@@ -123,14 +124,6 @@ impl SealedChanges {
     }
 }
 
-/// `residence`: taken out of eviction (see `table::Protection`): at or near its limit, or
-/// holding work the replay queue had no room for. The cell then leaves memory only when the
-/// reaper drops it at the end of its window.
-const PROTECTED: u8 = 1;
-/// `residence`: the table no longer holds the cell (evicted or reaped). A thread's memo of
-/// recent cells (`table::CellTable::with_cell`) tests it before using the cell it holds.
-const LEFT_TABLE: u8 = 2;
-
 /// `prior` when nothing is remembered (a packed value never equals it: totals are below
 /// [`PRIOR_TOTAL_MASK`]).
 const PRIOR_NONE: u64 = u64::MAX;
@@ -178,7 +171,7 @@ impl Default for WindowCell {
             fresh_until_ms: AtomicU64::new(0),
             refreshing: AtomicBool::new(false),
             replay: AtomicU8::new(ReplayState::Idle as u8),
-            residence: AtomicU8::new(0),
+            protected: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
             limit: AtomicU32::new(0),
             published: AtomicU64::new(0),
@@ -386,23 +379,11 @@ impl WindowCell {
 
     /// Take the cell out of eviction for the rest of its life (see `table::Protection`).
     pub fn protect(&self) {
-        self.residence.fetch_or(PROTECTED, Ordering::AcqRel);
+        self.protected.store(true, Ordering::Release);
     }
 
     pub fn is_protected(&self) -> bool {
-        self.residence.load(Ordering::Acquire) & PROTECTED != 0
-    }
-
-    /// The table dropped the cell (reaped at the end of its window, or evicted: see
-    /// [`on_leaving_table`](Self::on_leaving_table)).
-    pub fn mark_left_table(&self) {
-        self.residence.fetch_or(LEFT_TABLE, Ordering::AcqRel);
-    }
-
-    /// Whether the table dropped the cell: a holder outside the table (a thread's memo) must
-    /// look the key up again.
-    pub fn has_left_table(&self) -> bool {
-        self.residence.load(Ordering::Acquire) & LEFT_TABLE != 0
+        self.protected.load(Ordering::Acquire)
     }
 
     /// Merge a regional total read from the origin: `max` per half, never backwards.
@@ -453,7 +434,6 @@ impl WindowCell {
     /// The table dropped this cell (evicted): a later window that remembers its total must
     /// look the previous cell up again (a new cell read from the origin may take its place).
     pub fn on_leaving_table(&self, changes: &SealedChanges) {
-        self.mark_left_table();
         if self.is_sealed() {
             changes.note();
         }

@@ -227,22 +227,18 @@ impl Engine {
         // The warm path: the current cell in memory, nothing to refresh, and the previous
         // window's total remembered in it (one lookup) or its cell in memory (two). It awaits
         // nothing.
-        // The cell is borrowed from the table (see `CellTable::with_cell`).
-        let warm = self.table.with_cell(&key, |current| {
-            if self.refresh_needed(current, &key, now_ms).is_some() {
-                return None;
-            }
-            let previous = self.previous_total(current, &key, &position)?;
-            Some(self.consume(
+        if let Some(current) = self.table.get(&key)
+            && self.refresh_needed(&current, &key, now_ms).is_none()
+            && let Some(previous) = self.previous_total(&current, &key, &position)
+        {
+            let verdict = self.consume(
                 &hit,
                 &key,
                 &position,
                 previous,
-                current,
+                &current,
                 DecisionSource::Local,
-            ))
-        });
-        if let Some(Some(verdict)) = warm {
+            );
             return self.penalize_denial(verdict, &hit, penalty_ms, now_ms);
         }
         // Boxed: the slow path's future is large, and inlined it would make every caller's

@@ -1,12 +1,11 @@
 //! The bounded table of live cells: a cap in bytes and in cells, an eviction order that
 //! keeps counters at their limit, and a reaper that never stalls decisions.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use quick_cache::sync::{Cache, GuardResult, PlaceholderGuard};
-use quick_cache::{DefaultHashBuilder, Equivalent, Lifecycle, OptionsBuilder, Weighter};
+use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, Weighter};
 
 use super::budget::CellBudget;
 use super::cell::{SealedChanges, SharedCell, WindowCell};
@@ -21,55 +20,6 @@ pub const WALK_SLICE: usize = 256;
 /// quick_cache refuses an entry heavier than its shard's hot share, and a refused cell would
 /// be created anew on every decision (its counts never kept).
 const MIN_LARGEST_CELLS_PER_SHARD: u64 = 32;
-
-/// Slots in a thread's memo of recent cells ([`CellTable::with_cell`]), one per counter hash
-/// modulo this: at most this many cells per thread are held outside the table's count.
-const MEMO_SLOTS: u64 = 256;
-
-/// A memo hit tells quick_cache the key is in use (its S3-FIFO "recently used" mark, which
-/// keeps hot keys through a flood) at its first hit and then once in this many.
-const TOUCH_EVERY: u32 = 16;
-
-/// Tells tables apart in a thread's memo (tests run several engines on one thread).
-static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    static MEMO: RefCell<Memo> = const {
-        RefCell::new(Memo {
-            table: 0,
-            slots: Vec::new(),
-        })
-    };
-}
-
-/// A thread's recent warm cells of one table, direct-mapped by the counter's hash.
-struct Memo {
-    /// The table the slots belong to (0: none yet).
-    table: u64,
-    slots: Vec<MemoSlot>,
-}
-
-/// Where [`CellTable::memoized`] found a cell.
-enum Memoized<'m> {
-    Held(&'m SharedCell),
-    Table(SharedCell),
-}
-
-#[derive(Default)]
-struct MemoSlot {
-    /// The counter hash of the last key looked up here and not held: a key is held from its
-    /// second lookup on, so keys decided once (a flood, a spread of one-off keys) do not pay
-    /// for copying their key in.
-    missed: u64,
-    held: Option<MemoCell>,
-}
-
-struct MemoCell {
-    hash: u64,
-    key: CellKey,
-    cell: SharedCell,
-    hits: u32,
-}
 
 /// Live cells, capped in bytes (`--max-cell-bytes`) and in cells (`--max-cells`).
 ///
@@ -87,19 +37,10 @@ struct MemoCell {
 /// and the documented price is that a flood of counters each at its limit, beyond that
 /// share, can forget the oldest of them. Protected cells leave at the end of their window,
 /// when the reaper drops them.
-///
-/// Reads: a decision reaches its cell through [`with_cell`](Self::with_cell), which first looks
-/// in a per-thread memo of recent cells (writing no word another thread reads: no shard lock,
-/// no reference count) and falls back to quick_cache. The memo holds a cell only while the
-/// table does ([`WindowCell::has_left_table`], set on eviction and reaping), never creates one
-/// (creation goes through quick_cache's single flight), and touches quick_cache once in
-/// [`TOUCH_EVERY`] hits so that the eviction order sees hot keys as hot.
 pub struct CellTable {
     cells: Cache<CellKey, SharedCell, CellWeighter, DefaultHashBuilder, Protection>,
     protection: Protection,
     budget: CellBudget,
-    /// This table in the threads' memos.
-    id: u64,
 }
 
 /// A cell weighs its bytes (at least the minimum that keeps the cap in cells); a protected
@@ -225,84 +166,7 @@ impl CellTable {
             cells,
             protection,
             budget,
-            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
         }
-    }
-
-    /// Run `decide` on the warm cell of `key`; `None` when the table does not hold it.
-    ///
-    /// The thread's memo answers a key it holds without touching quick_cache: no shard read
-    /// lock (an atomic add on a word every thread deciding keys of that shard writes) and no
-    /// clone of the cell's `Arc` (two more atomic writes); `decide` borrows the cell. A cell
-    /// the table dropped is never used from the memo: its `LEFT_TABLE` mark sends the lookup
-    /// back to quick_cache, as a cell evicted after a lookup would have been before.
-    pub fn with_cell<R>(
-        &self,
-        key: &CellKeyRef<'_>,
-        decide: impl FnOnce(&SharedCell) -> R,
-    ) -> Option<R> {
-        let mut decide = Some(decide);
-        let memoized = MEMO.try_with(|memo| {
-            let mut memo = memo.try_borrow_mut().ok()?;
-            let decided = match self.memoized(&mut memo, key) {
-                Some(Memoized::Held(cell)) => decide.take().map(|decide| decide(cell)),
-                Some(Memoized::Table(cell)) => decide.take().map(|decide| decide(&cell)),
-                None => None,
-            };
-            Some(decided)
-        });
-        match memoized {
-            Ok(Some(decided)) => decided,
-            // The thread's memo is in use (a lookup inside `decide`) or gone (thread exit).
-            _ => {
-                let cell = self.get(key)?;
-                decide.take().map(|decide| decide(&cell))
-            }
-        }
-    }
-
-    /// The memo's cell of `key`, looked up in quick_cache (and held) when the memo has none.
-    fn memoized<'m>(&self, memo: &'m mut Memo, key: &CellKeyRef<'_>) -> Option<Memoized<'m>> {
-        if memo.table != self.id {
-            memo.table = self.id;
-            memo.slots.clear();
-            memo.slots
-                .resize_with(MEMO_SLOTS as usize, MemoSlot::default);
-        }
-        let hash = key.counter.precomputed_hash();
-        let slot = memo.slots.get_mut((hash % MEMO_SLOTS) as usize)?;
-        let hit = slot.held.as_mut().filter(|held| {
-            held.hash == hash && key.equivalent(&held.key) && !held.cell.has_left_table()
-        });
-        if let Some(held) = hit {
-            held.hits = held.hits.wrapping_add(1);
-            if held.hits % TOUCH_EVERY == 1 {
-                self.cells.get(key);
-            }
-        } else {
-            let found = self.cells.get(key);
-            if slot
-                .held
-                .as_ref()
-                .is_some_and(|held| held.cell.has_left_table())
-            {
-                // Never keep a dropped cell's memory alive here.
-                slot.held = None;
-            }
-            let cell = found?;
-            if slot.missed != hash {
-                // Held from the second lookup in a row on; this one the table answers.
-                slot.missed = hash;
-                return Some(Memoized::Table(cell));
-            }
-            slot.held = Some(MemoCell {
-                hash,
-                key: key.to_owned_key(),
-                cell,
-                hits: 0,
-            });
-        }
-        slot.held.as_ref().map(|held| Memoized::Held(&held.cell))
     }
 
     /// A warm hit takes no allocation: the borrowed key is compared in place.
@@ -363,7 +227,6 @@ impl CellTable {
                 if cell.is_protected() {
                     self.protection.release(self.budget.weigh(&key));
                 }
-                cell.mark_left_table();
                 removed += 1;
             }
         }
@@ -439,19 +302,6 @@ mod tests {
         for i in 0..50_000 {
             table.get_or_insert_empty(&key(&i.to_string(), 60_000, sequence));
         }
-    }
-
-    /// Look `key` up twice through the memo (which holds a key from its second lookup in a row
-    /// on).
-    fn memoize(table: &CellTable, key: &CellKey) {
-        for _ in 0..2 {
-            assert!(table.with_cell(&key.borrowed(), |_| ()).is_some());
-        }
-    }
-
-    /// Whether [`CellTable::with_cell`] answers `key` with `cell`.
-    fn held_cell(table: &CellTable, key: &CellKey, cell: &SharedCell) -> Option<bool> {
-        table.with_cell(&key.borrowed(), |held| SharedCell::ptr_eq(held, cell))
     }
 
     /// Consume `cost` of `limit` in the cell of `key` (created when missing).
@@ -565,71 +415,6 @@ mod tests {
             "evicted by the flood"
         );
         assert_eq!(current.previous(table.changes()), None);
-    }
-
-    /// The memo of a thread never answers with a cell the table dropped (evicted here): the
-    /// lookup goes back to quick_cache, which no longer holds it.
-    #[test]
-    fn the_memo_forgets_an_evicted_cell() {
-        let table = full_table();
-        let memoized = key("memoized", 60_000, 2);
-        let (cell, _) = table.get_or_insert_empty(&memoized);
-        memoize(&table, &memoized);
-        assert_eq!(held_cell(&table, &memoized, &cell), Some(true));
-        // a flood of keys used as often as this one, which the memo's touches made hot
-        for i in 0..50_000 {
-            let flooding = key(&i.to_string(), 60_000, 1);
-            table.get_or_insert_empty(&flooding);
-            for _ in 0..2 {
-                table.get(&flooding.borrowed());
-            }
-        }
-        assert!(cell.has_left_table(), "evicted by the flood");
-        assert!(table.get(&memoized.borrowed()).is_none());
-        assert!(table.with_cell(&memoized.borrowed(), |_| ()).is_none());
-    }
-
-    /// A cell the reaper dropped is not answered from the memo either.
-    #[tokio::test]
-    async fn the_memo_forgets_a_reaped_cell() {
-        let table = table_of(100);
-        let old = key("old", 1_000, 7);
-        table.get_or_insert_empty(&old);
-        memoize(&table, &old);
-        assert_eq!(table.reap(10_500).await, 1);
-        assert!(table.with_cell(&old.borrowed(), |_| ()).is_none());
-    }
-
-    /// Decisions answered by the memo still mark the key as used in quick_cache: a key
-    /// decided on throughout a flood of one-off keys stays, as it did when every decision
-    /// looked it up there.
-    #[test]
-    fn a_key_decided_from_the_memo_stays_hot_through_a_flood() {
-        let table = full_table();
-        let hot = key("hot", 60_000, 1);
-        let (cell, _) = table.get_or_insert_empty(&hot);
-        for i in 0..50_000 {
-            table.get_or_insert_empty(&key(&i.to_string(), 60_000, 1));
-            assert!(
-                table.with_cell(&hot.borrowed(), |_| ()).is_some(),
-                "evicted after {i} one-off keys"
-            );
-        }
-        assert!(!cell.has_left_table());
-    }
-
-    /// Two tables on one thread (as tests run several engines) never see each other's cells.
-    #[test]
-    fn the_memo_belongs_to_one_table() {
-        let (first, second) = (table_of(100), table_of(100));
-        let shared = key("shared", 60_000, 1);
-        let (cell, _) = first.get_or_insert_empty(&shared);
-        memoize(&first, &shared);
-        assert!(second.with_cell(&shared.borrowed(), |_| ()).is_none());
-        let (other, _) = second.get_or_insert_empty(&shared);
-        memoize(&second, &shared);
-        assert_eq!(held_cell(&second, &shared, &other), Some(true));
-        assert_eq!(held_cell(&first, &shared, &cell), Some(true));
     }
 
     /// Break 9's other half: a cell holding work the replay queue refused is not evicted.
