@@ -535,23 +535,22 @@ mod tests {
         assert_eq!((cell.regional(), cell.global(), cell.total()), (7, 4, 11));
     }
 
+    /// Accept a hit of cost 1 (limit 10): what the caller must do with the replay queue.
+    fn accept_one(cell: &WindowCell, changes: &SealedChanges) -> ReplayNeed {
+        cell.try_consume(0, 0, 1_000, 1, 10, changes).1
+    }
+
     #[test]
     fn a_cell_is_queued_once_per_replay_cycle() {
         let changes = SealedChanges::default();
         let cell = WindowCell::default();
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::Enqueue
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::Enqueue);
         assert_eq!(
             cell.try_consume(0, 0, 1_000, 2, 10, &changes).1,
             ReplayNeed::None
         );
         assert_eq!(cell.take_for_replay().hits, 3);
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::Enqueue
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::Enqueue);
         assert_eq!(cell.take_for_replay().hits, 4, "cumulative, not a delta");
     }
 
@@ -562,10 +561,7 @@ mod tests {
         cell.try_consume(0, 0, 1_000, 2, 10, &changes);
         assert_eq!(cell.take_for_replay().hits, 2);
         assert!(cell.requeue(), "nobody re-queued it");
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::None
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::None);
         assert!(!cell.requeue());
         assert_eq!(cell.take_for_replay().hits, 3);
     }
@@ -574,19 +570,13 @@ mod tests {
     fn an_overflowed_cell_is_queued_again_once() {
         let changes = SealedChanges::default();
         let cell = WindowCell::default();
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::Enqueue
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::Enqueue);
         cell.mark_overflowed();
         assert!(cell.is_overflowed() && cell.deserves_protection());
         // the recovery walk and a later accept race: exactly one of them queues it
         assert!(cell.claim_overflowed());
         assert!(!cell.claim_overflowed());
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::None
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::None);
         assert_eq!(cell.take_for_replay().hits, 2);
         assert!(
             !cell.deserves_protection(),
