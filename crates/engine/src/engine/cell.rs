@@ -17,10 +17,8 @@ use crate::pn::PnCount;
 /// twice.
 #[derive(Debug)]
 pub struct WindowCell {
-    regional: AtomicU64,
-    regional_refunds: AtomicU64,
-    global: AtomicU64,
-    global_refunds: AtomicU64,
+    regional: PnAtomic,
+    global: PnAtomic,
     /// The previous window's total as a decision in this (current) cell's window last saw it,
     /// with the [`SealedChanges`] count it is valid for ([`WindowCell::remember_previous`]):
     /// while no sealed cell changed since, a decision reads it here instead of looking the
@@ -56,6 +54,33 @@ pub struct WindowCell {
     /// successfully. Both halves only grow, so the sum grows whenever either does: one word
     /// tells "changed since" for both.
     published: AtomicU64,
+}
+
+/// Both halves of a PN-counter in atomics, merged with `max` per half.
+#[derive(Debug, Default)]
+struct PnAtomic {
+    hits: AtomicU64,
+    refunds: AtomicU64,
+}
+
+impl PnAtomic {
+    fn new(count: PnCount) -> Self {
+        Self {
+            hits: AtomicU64::new(count.hits),
+            refunds: AtomicU64::new(count.refunds),
+        }
+    }
+
+    fn load(&self, order: Ordering) -> PnCount {
+        PnCount::new(self.hits.load(order), self.refunds.load(order))
+    }
+
+    /// `max` per half (sequentially consistent: see [`SealedChanges`]); whether either grew.
+    fn merge(&self, total: PnCount) -> bool {
+        let hits = self.hits.fetch_max(total.hits, Ordering::SeqCst);
+        let refunds = self.refunds.fetch_max(total.refunds, Ordering::SeqCst);
+        hits < total.hits || refunds < total.refunds
+    }
 }
 
 /// What `published` remembers of a count: `hits + refunds`, which grows whenever either half
@@ -138,10 +163,8 @@ pub enum ReplayNeed {
 impl Default for WindowCell {
     fn default() -> Self {
         Self {
-            regional: AtomicU64::new(0),
-            regional_refunds: AtomicU64::new(0),
-            global: AtomicU64::new(0),
-            global_refunds: AtomicU64::new(0),
+            regional: PnAtomic::default(),
+            global: PnAtomic::default(),
             prior: AtomicU64::new(PRIOR_NONE),
             own: AtomicU64::new(0),
             own_refunds: AtomicU64::new(0),
@@ -161,8 +184,10 @@ impl WindowCell {
     pub fn seeded(regional: PnCount, own: PnCount) -> Self {
         let own = own.capped();
         Self {
-            regional: AtomicU64::new(regional.hits.max(own.hits)),
-            regional_refunds: AtomicU64::new(regional.refunds.max(own.refunds)),
+            regional: PnAtomic::new(PnCount::new(
+                regional.hits.max(own.hits),
+                regional.refunds.max(own.refunds),
+            )),
             own: AtomicU64::new(own.hits),
             own_refunds: AtomicU64::new(own.refunds),
             ..Self::default()
@@ -178,28 +203,22 @@ impl WindowCell {
 
     /// This region's hits (the hits half of `regional`).
     pub fn regional(&self) -> u64 {
-        self.regional.load(Ordering::Acquire)
+        self.regional.hits.load(Ordering::Acquire)
     }
 
     /// This region's count, both halves.
     pub fn regional_count(&self) -> PnCount {
-        PnCount::new(
-            self.regional.load(Ordering::Acquire),
-            self.regional_refunds.load(Ordering::Acquire),
-        )
+        self.regional.load(Ordering::Acquire)
     }
 
     /// The other regions' hits (the hits half of `global`).
     pub fn global(&self) -> u64 {
-        self.global.load(Ordering::Acquire)
+        self.global.hits.load(Ordering::Acquire)
     }
 
     /// The other regions' count, both halves.
     pub fn global_count(&self) -> PnCount {
-        PnCount::new(
-            self.global.load(Ordering::Acquire),
-            self.global_refunds.load(Ordering::Acquire),
-        )
+        self.global.load(Ordering::Acquire)
     }
 
     /// Decide and, when allowed with a cost, consume `cost` atomically.
@@ -221,10 +240,10 @@ impl WindowCell {
             self.limit.store(limit32, Ordering::Relaxed);
         }
         let global = self.global_count().value();
-        let mut regional = self.regional.load(Ordering::Acquire);
+        let mut regional = self.regional.hits.load(Ordering::Acquire);
         loop {
             // Refunds read inside the loop: one racing with this accept only makes it stricter.
-            let refunds = self.regional_refunds.load(Ordering::Acquire);
+            let refunds = self.regional.refunds.load(Ordering::Acquire);
             let current = regional.saturating_sub(refunds).saturating_add(global);
             let decision = decide(
                 current,
@@ -239,7 +258,7 @@ impl WindowCell {
             }
             // Sequentially consistent: see `SealedChanges` (on x86 a locked CAS costs the
             // same either way).
-            match self.regional.compare_exchange_weak(
+            match self.regional.hits.compare_exchange_weak(
                 regional,
                 regional.saturating_add(cost),
                 Ordering::SeqCst,
@@ -261,7 +280,7 @@ impl WindowCell {
     /// never more than its own hits minus its own refunds so far). Returns what was refunded
     /// and whether the caller must queue the cell for replay.
     ///
-    /// Both halves only grow: the refund adds to `own_refunds` and `regional_refunds`, so the
+    /// Both halves only grow: the refund adds to `own_refunds` and to `regional`'s refunds, so the
     /// replay of a refund is as idempotent as the replay of a hit.
     pub fn refund(&self, amount: u64, changes: &SealedChanges) -> (u64, ReplayNeed) {
         let mut refunded = self.own_refunds.load(Ordering::Acquire);
@@ -281,7 +300,7 @@ impl WindowCell {
                 Err(actual) => refunded = actual,
             }
         };
-        self.regional_refunds.fetch_add(given, Ordering::SeqCst);
+        self.regional.refunds.fetch_add(given, Ordering::SeqCst);
         self.after_change(changes);
         (given, self.claim_queue_slot())
     }
@@ -369,11 +388,7 @@ impl WindowCell {
 
     /// Merge a regional total read from the origin: `max` per half, never backwards.
     pub fn merge_regional(&self, total: PnCount, changes: &SealedChanges) {
-        let hits = self.regional.fetch_max(total.hits, Ordering::SeqCst);
-        let refunds = self
-            .regional_refunds
-            .fetch_max(total.refunds, Ordering::SeqCst);
-        if hits < total.hits || refunds < total.refunds {
+        if self.regional.merge(total) {
             self.after_change(changes);
         }
     }
@@ -398,11 +413,7 @@ impl WindowCell {
 
     /// Merge the other regions' sum: `max` per half, never backwards.
     pub fn merge_global(&self, total: PnCount, changes: &SealedChanges) {
-        let hits = self.global.fetch_max(total.hits, Ordering::SeqCst);
-        let refunds = self
-            .global_refunds
-            .fetch_max(total.refunds, Ordering::SeqCst);
-        if hits < total.hits || refunds < total.refunds {
+        if self.global.merge(total) {
             self.after_change(changes);
         }
     }
@@ -437,15 +448,9 @@ impl WindowCell {
             previous.sealed.store(true, Ordering::SeqCst);
         }
         let seen = changes.now();
-        let hits = previous.regional.load(Ordering::SeqCst);
-        let refunds = previous.regional_refunds.load(Ordering::SeqCst);
-        let global = PnCount::new(
-            previous.global.load(Ordering::SeqCst),
-            previous.global_refunds.load(Ordering::SeqCst),
-        );
-        let total = PnCount::new(hits, refunds)
-            .value()
-            .saturating_add(global.value());
+        let regional = previous.regional.load(Ordering::SeqCst);
+        let global = previous.global.load(Ordering::SeqCst);
+        let total = regional.value().saturating_add(global.value());
         let shared = global.hits > 0;
         if total < PRIOR_TOTAL_MASK {
             let packed = seen << 32 | if shared { PRIOR_SHARED } else { 0 } | total;
@@ -530,23 +535,22 @@ mod tests {
         assert_eq!((cell.regional(), cell.global(), cell.total()), (7, 4, 11));
     }
 
+    /// Accept a hit of cost 1 (limit 10): what the caller must do with the replay queue.
+    fn accept_one(cell: &WindowCell, changes: &SealedChanges) -> ReplayNeed {
+        cell.try_consume(0, 0, 1_000, 1, 10, changes).1
+    }
+
     #[test]
     fn a_cell_is_queued_once_per_replay_cycle() {
         let changes = SealedChanges::default();
         let cell = WindowCell::default();
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::Enqueue
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::Enqueue);
         assert_eq!(
             cell.try_consume(0, 0, 1_000, 2, 10, &changes).1,
             ReplayNeed::None
         );
         assert_eq!(cell.take_for_replay().hits, 3);
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::Enqueue
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::Enqueue);
         assert_eq!(cell.take_for_replay().hits, 4, "cumulative, not a delta");
     }
 
@@ -557,10 +561,7 @@ mod tests {
         cell.try_consume(0, 0, 1_000, 2, 10, &changes);
         assert_eq!(cell.take_for_replay().hits, 2);
         assert!(cell.requeue(), "nobody re-queued it");
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::None
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::None);
         assert!(!cell.requeue());
         assert_eq!(cell.take_for_replay().hits, 3);
     }
@@ -569,19 +570,13 @@ mod tests {
     fn an_overflowed_cell_is_queued_again_once() {
         let changes = SealedChanges::default();
         let cell = WindowCell::default();
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::Enqueue
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::Enqueue);
         cell.mark_overflowed();
         assert!(cell.is_overflowed() && cell.deserves_protection());
         // the recovery walk and a later accept race: exactly one of them queues it
         assert!(cell.claim_overflowed());
         assert!(!cell.claim_overflowed());
-        assert_eq!(
-            cell.try_consume(0, 0, 1_000, 1, 10, &changes).1,
-            ReplayNeed::None
-        );
+        assert_eq!(accept_one(&cell, &changes), ReplayNeed::None);
         assert_eq!(cell.take_for_replay().hits, 2);
         assert!(
             !cell.deserves_protection(),

@@ -287,6 +287,23 @@ mod tests {
         CellTable::new(budget, 1_024)
     }
 
+    /// A table of 1,000 cells filled with 2,000 one-off keys, so that the next cell enters
+    /// where one-off keys are evicted from.
+    fn full_table() -> CellTable {
+        let table = table_of(1_000);
+        for i in 0..2_000 {
+            table.get_or_insert_empty(&key(&format!("before-{i}"), 60_000, 1));
+        }
+        table
+    }
+
+    /// 50,000 fresh one-off keys in window `sequence`.
+    fn flood(table: &CellTable, sequence: u64) {
+        for i in 0..50_000 {
+            table.get_or_insert_empty(&key(&i.to_string(), 60_000, sequence));
+        }
+    }
+
     /// Consume `cost` of `limit` in the cell of `key` (created when missing).
     fn use_cell(table: &CellTable, key: &CellKey, cost: u64, limit: u64) {
         let (cell, _) = table.get_or_insert_empty(key);
@@ -385,20 +402,14 @@ mod tests {
     /// (and reads it from the origin) instead of trusting it.
     #[test]
     fn evicting_a_remembered_cell_makes_its_remembered_total_stale() {
-        let table = table_of(1_000);
-        // a full table first, so the cell enters where one-off keys are evicted from
-        for i in 0..2_000 {
-            table.get_or_insert_empty(&key(&format!("before-{i}"), 60_000, 1));
-        }
+        let table = full_table();
         let remembered = key("remembered", 60_000, 1);
         let (previous, _) = table.get_or_insert_empty(&remembered);
         let current = WindowCell::default();
         current.remember_previous(&previous, table.changes());
         assert!(current.previous(table.changes()).is_some());
         drop(previous);
-        for i in 0..50_000 {
-            table.get_or_insert_empty(&key(&i.to_string(), 60_000, 2));
-        }
+        flood(&table, 2);
         assert!(
             table.get(&remembered.borrowed()).is_none(),
             "evicted by the flood"
@@ -409,10 +420,7 @@ mod tests {
     /// Break 9's other half: a cell holding work the replay queue refused is not evicted.
     #[test]
     fn an_overflowed_cell_is_not_evicted() {
-        let table = table_of(1_000);
-        for i in 0..2_000 {
-            table.get_or_insert_empty(&key(&format!("before-{i}"), 60_000, 1));
-        }
+        let table = full_table();
         let overflowed = key("overflowed", 60_000, 1);
         let (cell, _) = table.get_or_insert_empty(&overflowed);
         assert!(
@@ -421,9 +429,7 @@ mod tests {
                 .allowed
         );
         cell.mark_overflowed();
-        for i in 0..50_000 {
-            table.get_or_insert_empty(&key(&i.to_string(), 60_000, 1));
-        }
+        flood(&table, 1);
         assert!(table.get(&overflowed.borrowed()).is_some());
     }
 }
