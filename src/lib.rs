@@ -2,6 +2,7 @@
 //! G-Counters. See ARCHITECTURE.md for the codemap.
 
 pub mod admin;
+pub mod allocator;
 pub mod config;
 pub mod duration_arg;
 pub mod rls;

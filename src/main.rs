@@ -69,6 +69,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    gcounter_rls::allocator::avoid_consolidation_stalls();
     // No arguments at all (as upstream's image runs `/bin/ratelimit`): `serve` configured from
     // envoyproxy/ratelimit's environment variables, with its defaults.
     let (cli, upstream_warnings) = if std::env::args_os().len() <= 1 {
