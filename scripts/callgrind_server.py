@@ -57,7 +57,7 @@ def main():
     else:
         argv = [args.binary or bench.NOOP, "--grpc-addr", f"127.0.0.1:{port}", "--runtime", "current-thread"]
     out = args.out or os.path.join(work, f"callgrind.{args.server}.out")
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no",
                              f"--callgrind-out-file={out}", *argv],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
