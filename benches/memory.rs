@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Ids, MINUTE_MS, START_MS, address, decide, write_address};
-use gcounter_engine::cell_key::CellKey;
-use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
+use gcounter_engine::cell_key::{CellKey, CounterKeyRef};
+use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock};
 use gcounter_engine::global::{GlobalCounters, GlobalSettings, MemoryStore};
 use gcounter_engine::pn::PnCount;
 use gcounter_engine::recorder::NoRecorder;
@@ -161,10 +161,17 @@ fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
 /// The turns of a decision loop as they end: each one's wall time and this thread's CPU
 /// time in it. On a loaded machine a long wall turn may be the scheduler's (another process
 /// ran); a long CPU turn is this process's own work between two yields.
+///
+/// With `LONG_TURN_MS` set, each turn of at least that many milliseconds of CPU is printed
+/// to stderr with its start and end on `CLOCK_MONOTONIC`, the clock `perf record -k
+/// CLOCK_MONOTONIC` stamps its samples with: `perf script --time <start>,<end>` then shows
+/// what the thread did in that turn (BENCHMARKS.md, issue 16, session 8).
 struct Turns {
     wall: Vec<Duration>,
     cpu: Vec<Duration>,
     last: (Instant, Duration),
+    long: Option<Duration>,
+    last_monotonic: Duration,
 }
 
 impl Turns {
@@ -176,14 +183,32 @@ impl Turns {
             wall: Vec::with_capacity(1 << 21),
             cpu: Vec::with_capacity(1 << 21),
             last: (Instant::now(), thread_cpu()),
+            long: std::env::var("LONG_TURN_MS")
+                .ok()
+                .and_then(|ms| ms.parse::<f64>().ok())
+                .map(|ms| Duration::from_secs_f64(ms / 1e3)),
+            last_monotonic: clock(libc::CLOCK_MONOTONIC),
         }
     }
 
     fn end_turn(&mut self) {
         let now = (Instant::now(), thread_cpu());
+        let cpu = now.1.saturating_sub(self.last.1);
         self.wall.push(now.0 - self.last.0);
-        self.cpu.push(now.1.saturating_sub(self.last.1));
+        self.cpu.push(cpu);
         self.last = now;
+        if let Some(long) = self.long {
+            let monotonic = clock(libc::CLOCK_MONOTONIC);
+            if cpu >= long {
+                eprintln!(
+                    "long turn: {:.6},{:.6} cpu_ms {:.3}",
+                    self.last_monotonic.as_secs_f64(),
+                    monotonic.as_secs_f64(),
+                    cpu.as_secs_f64() * 1e3
+                );
+            }
+            self.last_monotonic = monotonic;
+        }
     }
 
     fn walk(self, took: Duration) -> Walk {
@@ -197,13 +222,18 @@ impl Turns {
 
 /// This thread's CPU time so far (`CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu() -> Duration {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `clock_gettime(id)`.
+fn clock(id: libc::clockid_t) -> Duration {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `now` is a valid timespec for the call to write.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    let status = unsafe { libc::clock_gettime(id, &mut now) };
+    assert_eq!(status, 0, "clock_gettime({id})");
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
@@ -288,6 +318,33 @@ fn reap() {
         |engine| async move { engine.reap().await },
         |reaped| format!("\"reaped\":{reaped},"),
     );
+}
+
+/// Reaping between two window ends, at 1M live cells: one cell of a one-second window among
+/// them has expired, so the reap walks the whole table for it (what every reap cost before
+/// the table kept its cells' earliest expiry); the next reap, with nothing expired, does not
+/// walk.
+fn idle_reap() {
+    let (clock, engine) = filled(500_000);
+    let (workspace, namespace): (Arc<str>, Arc<str>) = ("bench".into(), "7:second/".into());
+    let short = Hit {
+        counter: CounterKeyRef::new(&workspace, &namespace, "short", 1_000),
+        limit: 1_000,
+        cost: 1,
+    };
+    decide(&engine, short);
+    let cells = engine.live_cells();
+    // the second's cell is past its sliding window; the minute cells are not
+    clock.advance(2_000);
+    for bench in ["reap, one expired cell among 1M", "reap, nothing expired"] {
+        let (reaped, walk) =
+            while_deciding(&engine, |engine| async move { engine.reap_counted().await });
+        let fields = format!(
+            "\"reaped\":{},\"visited\":{},",
+            reaped.removed, reaped.visited
+        );
+        report(bench, cells, &fields, &walk);
+    }
 }
 
 /// A global flush tick: the walk for publishable cells (500,000 of them hold a count; the
@@ -398,6 +455,11 @@ fn rollover() {
             let engine = Arc::clone(&engine);
             tokio::spawn(async move { engine.reap().await })
         };
+        // The replay is its own task, as the service's background replay is: woken every
+        // `REPLAY_EVERY` decisions, it yields between its batches, so a decision waits for
+        // one batch, not for a whole cycle (awaiting the cycle inside the loop made the
+        // loop's turn the cycle's: 10 batches and the reaper's slices between them).
+        let (wake, replayer) = replayer(&engine);
         let ids = Ids::new();
         let mut identifier = String::new();
         let mut turns = Turns::new();
@@ -409,13 +471,15 @@ fn rollover() {
             engine.check(ids.hit(&identifier, 1_000)).await;
             slowest = slowest.max(decided.elapsed());
             if i % REPLAY_EVERY == REPLAY_EVERY - 1 {
-                engine.replay_now().await;
+                let _ = wake.try_send(());
             }
             tokio::task::yield_now().await;
             turns.end_turn();
         }
         let took = started.elapsed();
         let reaped = reaper.await.expect("the reaper task");
+        drop(wake);
+        replayer.await.expect("the replay task");
         (slowest, turns.walk(took), reaped)
     });
     report(
@@ -429,6 +493,19 @@ fn rollover() {
     );
 }
 
+/// A replay task as the service runs one: a cycle each time it is woken (wakes while a
+/// cycle runs make one more cycle), until the returned sender is dropped.
+fn replayer(engine: &Arc<Engine>) -> (tokio::sync::mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (wake, mut woken) = tokio::sync::mpsc::channel(1);
+    let engine = Arc::clone(engine);
+    let task = tokio::spawn(async move {
+        while woken.recv().await.is_some() {
+            engine.replay_now().await;
+        }
+    });
+    (wake, task)
+}
+
 /// Decide once on each of `keys` with no replay in between (their work stays pending).
 fn decide_each(engine: &Engine, keys: std::ops::Range<u64>) {
     let ids = Ids::new();
@@ -440,19 +517,32 @@ fn decide_each(engine: &Engine, keys: std::ops::Range<u64>) {
 /// `WARM_DECISIONS` (default 1,000,000) warm decisions on one key, nothing else: run it
 /// under `valgrind --tool=callgrind` twice with different counts, and the difference of the
 /// instruction totals divided by the difference of the counts is the instructions of one
-/// warm decision (repeatable on a shared machine, unlike its time).
+/// warm decision (repeatable on a shared machine, unlike its time). `WARM_KEYS` (default 1)
+/// spreads the decisions over that many warm keys in turn: above the heavy-hitters sketch's
+/// capacity (64), its samples see a full sketch, as a service with many clients does.
 fn warm_loop() {
-    let decisions: u64 = std::env::var("WARM_DECISIONS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1_000_000);
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(default)
+    };
+    let decisions = env("WARM_DECISIONS", 1_000_000);
+    let keys = env("WARM_KEYS", 1).max(1);
     let engine = engine(1_000, 1 << 30);
     let ids = Ids::new();
-    let hit = ids.hit("10.0.0.1", u64::MAX / 2);
-    for _ in 0..decisions {
-        std::hint::black_box(decide(&engine, std::hint::black_box(hit)));
+    let identifiers: Vec<String> = (0..keys).map(address).collect();
+    let hits: Vec<_> = identifiers
+        .iter()
+        .map(|identifier| ids.hit(identifier, u64::MAX / 2))
+        .collect();
+    for hit in &hits {
+        decide(&engine, *hit);
     }
-    println!("{{\"bench\":\"warm loop\",\"decisions\":{decisions}}}");
+    for (_, hit) in (0..decisions).zip(hits.iter().cycle()) {
+        std::hint::black_box(decide(&engine, std::hint::black_box(*hit)));
+    }
+    println!("{{\"bench\":\"warm loop\",\"decisions\":{decisions},\"keys\":{keys}}}");
 }
 
 fn main() {
@@ -461,10 +551,11 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument picks one case.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
-    let cases: [(&str, fn()); 7] = [
+    let cases: [(&str, fn()); 8] = [
         ("per_cell", per_cell),
         ("flood", flood),
         ("reap", reap),
+        ("idle_reap", idle_reap),
         ("flush", flush),
         ("sync", sync),
         ("replay", replay),

@@ -6,7 +6,7 @@ same run.
         [--no-redis] [--variant NAME=FLAGS ...]
         [--limitador BINARY [--limitador-redis] [--limitador-limits FILE]]
     python3 scripts/bench.py --open-loop [--workers 2] [--rates 5000,10000,20000] [--runs 3]
-        [--live-cells 1000000]
+        [--live-cells 1000000] [--cpu] [--stall-probe 1ms]
 
 Each run measures, in turn, on core 0 (taskset), with the load on core 1:
   * the ceiling: the no-op server `rls-noop` on a current-thread and on a multi-thread runtime
@@ -38,6 +38,13 @@ and before the measurement `gcounter-loadtest --sequential` sends each key of a 
 over that whole key space (a request finds its cell among the N), and the service's
 `rls_live_cells` (from /metrics) is checked before and after each rate: fewer than N fails
 the run.
+Diagnostics of --open-loop (they add fields to the JSON lines, the table is unchanged):
+--cpu adds each server's CPU time (user + system, from /proc) per answered request over each
+rate, `cpu_us_per_request`: a figure the machine's other load changes far less than the
+latency. --stall-probe INTERVAL starts the service with `--stall-probe-interval INTERVAL` and
+adds, per rate, its wake-ups (`stall_samples`) and how many woke more than 2, 4, 8 and 16 ms
+late (`stalls_over_ms`, from `rls_runtime_stall_seconds`): how often a runtime thread could
+not run a ready task for that long (the kernel's preemption included).
 Needs: h2load (Debian nghttp2-client), taskset, redis-server on 127.0.0.1:6379.
 """
 
@@ -137,6 +144,21 @@ class Server:
     def live_cells(self):
         return int(self.metric(r"rls_live_cells"))
 
+    def cpu_seconds(self):
+        """User + system CPU time of the server process so far (its threads included)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # utime and stime: fields 14 and 15 of stat(5), counted after the command's ")".
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stall_buckets(self):
+        """The stall probe's cumulative buckets, {upper bound in seconds: wake-ups}."""
+        if self.http_port is None or not self.name.startswith("service"):
+            return {}
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics").read().decode()
+        return {float(m.group(1)): int(float(m.group(2))) for m in re.finditer(
+            r'^rls_runtime_stall_seconds_bucket\{le="([^"]+)"\} (\S+)', text, re.M)}
+
 
 def h2load(port, body, requests):
     out = subprocess.run(
@@ -215,6 +237,10 @@ def main():
     parser.add_argument("--rates", default="5000,10000,20000")
     parser.add_argument("--live-cells", type=int, default=0, metavar="N",
                         help="with --open-loop: the service holds N live cells (see above)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="with --open-loop: CPU time per request of each server")
+    parser.add_argument("--stall-probe", metavar="INTERVAL",
+                        help="with --open-loop: the service's stall probe (see above)")
     args = parser.parse_args()
     for tool in ("h2load", "taskset"):
         if shutil.which(tool) is None:
@@ -262,6 +288,8 @@ def main():
             # the evictable share of the cap).
             live = ["--max-cells", str(args.live_cells * 2 + 100_000),
                     "--max-cell-bytes", f"{args.live_cells * 2}KiB"]
+        if args.stall_probe:
+            live += ["--stall-probe-interval", args.stall_probe]
         open_loop(args, noop, lambda name, *extra, cores: service(name, *extra, *live,
                                                                     cores=cores))
         return
@@ -310,6 +338,8 @@ def open_loop(args, noop, service):
                 loadtest(server.grpc_port, args, seconds=1, rate=rates[0], cores=both,
                          key_space=key_space)
                 for rate in rates:
+                    cpu_before = server.cpu_seconds() if args.cpu else 0
+                    stalls_before = server.stall_buckets() if args.stall_probe else {}
                     latency = loadtest(server.grpc_port, args, rate=rate, cores=both,
                                        key_space=key_space)
                     row = {"run": run, "server": server.name, "rate": rate,
@@ -317,6 +347,17 @@ def open_loop(args, noop, service):
                            "answered": latency["ok"] + latency["over_limit"],
                            "p50_us": latency["p50_us"], "p99_us": latency["p99_us"],
                            "p99_9_us": latency["p99_9_us"], "errors": latency["errors"]}
+                    if args.cpu:
+                        # The load generator's own warm-up second is in both figures.
+                        row["cpu_us_per_request"] = round(
+                            (server.cpu_seconds() - cpu_before) * 1e6 / max(row["answered"], 1), 1)
+                    if stalls_before:
+                        after = server.stall_buckets()
+                        delta = {le: after[le] - stalls_before.get(le, 0) for le in after}
+                        total = delta.get(math.inf, 0)
+                        row["stall_samples"] = total
+                        row["stalls_over_ms"] = {
+                            ms: total - delta.get(ms / 1000, total) for ms in (2, 4, 8, 16)}
                     if args.live_cells and server.name.startswith("service"):
                         row["live_cells"] = server.live_cells()
                         if row["live_cells"] < args.live_cells:

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::{Engine, Hit, Verdict};
+use gcounter_engine::engine::{Check, Engine, Hit, Verdict};
 
 pub const MINUTE_MS: u64 = 60_000;
 /// Where the benches' clock starts: in the middle of a minute window, so no decision
@@ -54,8 +54,11 @@ pub fn address(i: u64) -> String {
 /// Decide without an executor: a warm decision awaits nothing, and neither does the
 /// in-process origin, so the future is ready at its first poll.
 pub fn decide(engine: &Engine, hit: Hit<'_>) -> Verdict {
-    engine
-        .check(hit)
-        .now_or_never()
-        .expect("the embedded engine decides without waiting")
+    match engine.check(hit) {
+        Check::Ready(verdict) => verdict,
+        // A cold cell: the in-process origin answers without waiting.
+        Check::Slow(slow) => slow
+            .now_or_never()
+            .expect("the embedded engine decides without waiting"),
+    }
 }

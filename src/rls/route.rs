@@ -23,6 +23,8 @@ use crate::telemetry::RequestOutcome;
 use crate::transport::RawRequestCodec;
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+/// Built once: looked up by a `&str`, the name is parsed again on every response.
+const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -92,7 +94,7 @@ fn count_transport_refusal(
 ) -> http::Response<Body> {
     let code = response
         .headers()
-        .get("grpc-status")
+        .get(&GRPC_STATUS)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<i32>().ok())
         .map(Code::from);

@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// request value and outcome); further values are counted in the rule's own series.
     #[arg(long, env = "RLS_MAX_METRIC_SERIES_PER_RULE", default_value_t = MetricsSettings::DEFAULT_MAX_SERIES_PER_RULE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_metric_series_per_rule: u32,
+    /// Measure how long the runtime's threads stall: a task wakes this often and
+    /// `rls_runtime_stall_seconds` records how late (1 ms resolution). Off unless set.
+    #[arg(long, env = "RLS_STALL_PROBE_INTERVAL", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
+    pub stall_probe_interval: Option<Duration>,
     /// Accepted hits above this share of a rule's limit count in upstream's `near_limit` stat
     /// (`ratelimit_service_rate_limit_near_limit`); upstream's `NEAR_LIMIT_RATIO`. In (0, 1].
     #[arg(long, env = "RLS_NEAR_LIMIT_RATIO", default_value_t = 0.8)]

@@ -125,6 +125,17 @@ pub async fn run(
         .map(|l| transport::bounded_side("debug", l, transport, &metrics));
 
     let mut supervisor = Supervisor::new();
+    if let Some(interval) = limits_settings.metrics.stall_probe_interval {
+        let stop = supervisor.stop_signal(Stage::Serving);
+        let probe = crate::telemetry::stall::probe(interval, Arc::clone(&metrics));
+        supervisor.spawn(Stage::Serving, "stall probe", async move {
+            tokio::select! {
+                () = probe => {}
+                () = stop.cancelled() => {}
+            }
+            Ok(())
+        });
+    }
     let finish = supervisor.stop_signal(Stage::Background);
     let background = Arc::clone(&engine);
     supervisor.spawn(Stage::Background, "replay and reaping", async move {

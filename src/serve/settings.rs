@@ -394,6 +394,7 @@ impl ServeSettings {
                 },
                 metrics: MetricsSettings {
                     max_series_per_rule: args.max_metric_series_per_rule,
+                    stall_probe_interval: args.stall_probe_interval,
                 },
                 near_limit_ratio: args.near_limit_ratio,
                 healthy_with_at_least_one_config_loaded,

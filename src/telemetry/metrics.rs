@@ -110,6 +110,8 @@ pub struct MetricsSettings {
     /// `rls_descriptor_decisions_total` series one `detailed_metric` rule may create (one per
     /// request value and outcome). Past it, new values are counted in the rule's own series.
     pub max_series_per_rule: u32,
+    /// How often the stall probe wakes (`telemetry::stall`); `None`: no probe.
+    pub stall_probe_interval: Option<std::time::Duration>,
 }
 
 impl MetricsSettings {
@@ -120,6 +122,7 @@ impl Default for MetricsSettings {
     fn default() -> Self {
         Self {
             max_series_per_rule: Self::DEFAULT_MAX_SERIES_PER_RULE,
+            stall_probe_interval: None,
         }
     }
 }
@@ -171,6 +174,8 @@ pub struct Metrics {
     global_sync_cells_created: Counter,
     global_sync_last_rows: Gauge,
     global_duration: Family<GlobalOpLabels, Histogram, fn() -> Histogram>,
+    /// How late the stall probe woke (`telemetry::stall`).
+    runtime_stall: Histogram,
     /// Per-listener connection series (the transport's caps at work).
     pub connections: ConnectionMetricFamilies,
 }
@@ -204,6 +209,9 @@ struct CellShareLabels {
 struct GlobalOpLabels {
     op: &'static str,
 }
+
+/// The stall probe's buckets: 1 ms (the timer's resolution) to ~4 s, doubling.
+const STALL_BUCKETS: u16 = 13;
 
 fn latency_histogram() -> Histogram {
     // 100 µs .. ~3.3 s
@@ -389,6 +397,14 @@ impl Metrics {
              protected from eviction (at or near their limit, or holding unreplayed work)",
             cell_bytes.clone(),
         );
+        let runtime_stall = Histogram::new(exponential_buckets(0.001, 2.0, STALL_BUCKETS));
+        registry.register(
+            "runtime_stall_seconds",
+            "How late the stall probe's task woke after its deadline: how long a runtime \
+             thread could not run a ready task (only with --stall-probe-interval; below 1 ms \
+             it is the timer's rounding)",
+            runtime_stall.clone(),
+        );
         registry.register(
             "replay_pending_cells",
             "Cells with accepted work not yet replayed to the regional origin",
@@ -433,7 +449,13 @@ impl Metrics {
             global_sync_cells_created,
             global_sync_last_rows,
             global_duration,
+            runtime_stall,
         }
+    }
+
+    /// One wake-up of the stall probe, `late` after its deadline.
+    pub fn runtime_stall(&self, late: std::time::Duration) {
+        self.runtime_stall.observe(late.as_secs_f64());
     }
 
     /// 0 closed, 1 half-open, 2 open.
@@ -696,6 +718,7 @@ mod tests {
     fn a_detailed_rule_creates_at_most_its_cap_of_series() {
         let metrics = Metrics::with_settings(MetricsSettings {
             max_series_per_rule: 3,
+            ..MetricsSettings::default()
         });
         let (domain, rule): (Arc<str>, Arc<str>) = ("d".into(), "d.key".into());
         for value in 0..50 {

@@ -5,6 +5,7 @@ mod logging;
 mod metrics;
 mod rule_series;
 mod sharded;
+pub mod stall;
 mod upstream_stats;
 
 pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};

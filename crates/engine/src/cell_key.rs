@@ -243,6 +243,50 @@ fn counter_hash(workspace: &str, namespace: &str, identifier: &str, duration_ms:
     xxh3_64_with_seed(&duration_ms.to_le_bytes(), h)
 }
 
+/// The hasher of tables keyed by [`CellKey`]: a key's hash is computed once, when its
+/// [`CounterKeyRef`] is made (seeded xxh3 of its strings, see `counter_hash`), and a key
+/// hashes as that value and its `sequence` (two `write_u64`), so this only mixes the two
+/// words. A general-purpose hasher (quick_cache's default, foldhash) hashed them again on
+/// every lookup (issue 16: the warm decision's instructions). The seed is in the counter's
+/// hash, so identifiers chosen to collide still cannot be.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrehashedKeys;
+
+impl std::hash::BuildHasher for PrehashedKeys {
+    type Hasher = PrehashedHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> PrehashedHasher {
+        PrehashedHasher(0)
+    }
+}
+
+/// See [`PrehashedKeys`].
+#[derive(Debug, Clone, Copy)]
+pub struct PrehashedHasher(u64);
+
+/// An odd constant with well spread bits (2⁶⁴ / φ): a multiply by it carries a low-order
+/// difference (a window's sequence + 1) into the high bits hashbrown and the shards use.
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl Hasher for PrehashedHasher {
+    #[inline]
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0 ^ word).wrapping_mul(MIX).rotate_left(32);
+    }
+
+    /// Only reached by a key type that writes more than its precomputed words: hashed in
+    /// full (seeded by the state), never silently ignored.
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxh3_64_with_seed(bytes, self.0);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 impl Hash for CellKeyRef<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.counter.hash(state);
@@ -282,5 +326,27 @@ mod tests {
         let counter = key.counter().to_owned_key();
         assert_eq!(s.hash_one(&counter), s.hash_one(key.counter()));
         assert_eq!(counter.borrowed().cell(7).to_owned_key(), key);
+        let prehashed = PrehashedKeys;
+        assert_eq!(prehashed.hash_one(&key), prehashed.hash_one(key.borrowed()));
+    }
+
+    #[test]
+    fn prehashed_keys_spread_a_counters_windows_and_its_counters() {
+        let prehashed = PrehashedKeys;
+        let workspace: Arc<str> = "d".into();
+        let namespace: Arc<str> = "1:k/".into();
+        let mut hashes = std::collections::HashSet::new();
+        let mut high_bits = std::collections::HashSet::new();
+        for identifier in ["1:a", "1:b", "1:c", "1:d"] {
+            for sequence in 0..64 {
+                let key = CellKeyRef::new(&workspace, &namespace, identifier, 1_000, sequence);
+                let hash = prehashed.hash_one(key);
+                hashes.insert(hash);
+                high_bits.insert(hash >> 57);
+            }
+        }
+        assert_eq!(hashes.len(), 4 * 64, "no two cells share a hash");
+        // hashbrown's tag: the top 7 bits of 256 hashes take most of their 128 values.
+        assert!(high_bits.len() > 64, "{} tags", high_bits.len());
     }
 }

@@ -7,6 +7,7 @@
 //! `gcounter-sql`), and the server (`gcounter-rls`) wires them. The engine reports through
 //! [`recorder::Recorder`] and knows no gRPC, YAML, Prometheus, Redis or SQL.
 
+pub mod aside;
 pub mod cell_key;
 pub mod engine;
 pub mod global;

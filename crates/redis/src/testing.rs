@@ -542,12 +542,15 @@ impl SentinelSet {
         auth(&mut args);
         nodes.push(RedisServer::start(dir.path(), replica, &args)?);
         let mut sentinels = Vec::new();
+        // `failover-timeout` also spaces a sentinel's failover attempts (twice it): with the
+        // default-like 10 s, one split leader vote after a killed master delayed the new
+        // master past 30 s (seen once under CI load). 3 s retries within 6 s.
         for &port in sentinel_ports {
             let mut config = format!(
                 "port {port}\nbind 127.0.0.1\ndir {}\n\
                  sentinel monitor {name} 127.0.0.1 {master} 2\n\
                  sentinel down-after-milliseconds {name} 1000\n\
-                 sentinel failover-timeout {name} 10000\n\
+                 sentinel failover-timeout {name} 3000\n\
                  sentinel parallel-syncs {name} 1\n",
                 dir.path().display()
             );

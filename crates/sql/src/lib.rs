@@ -17,6 +17,7 @@ use sea_orm::{
 };
 
 use dialect::{Dialect, PARAMS_PER_ROW};
+use gcounter_engine::aside;
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
     Chunk, DEFAULT_CHUNK_ROWS, GlobalStore, StoreError, StoreFuture, SyncedCell, check_region,
@@ -45,6 +46,10 @@ const MAX_PARAMS_OLD_SQLITE: usize = 999;
 
 /// Retries of a chunk or cleanup batch that lost a deadlock (or SQLite's busy lock).
 const DEADLOCK_RETRIES: u32 = 2;
+
+/// Rows a sync decodes between two yields to the runtime (the engine's walks take 256
+/// cells per slice too): a decision waits for at most this many rows' decode.
+const DECODE_SLICE: usize = 256;
 
 /// Retries of a migration that raced another process's migration.
 const MIGRATE_RETRIES: u32 = 3;
@@ -250,18 +255,29 @@ impl SqlStore {
     }
 
     /// Run a statement whose rows are cells as sync returns them, and decode them.
+    ///
+    /// A sync reads up to a row per live cell (a million): the decode yields to the runtime
+    /// every [`DECODE_SLICE`] rows and drops each row once decoded, and the emptied buffer
+    /// of rows is freed on the blocking pool, so that with one worker no decision waits for
+    /// the whole read to be decoded or freed (issue 16).
     async fn synced(&self, stmt: Statement) -> Result<Vec<SyncedCell>, StoreError> {
         let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
         let mut interned = Interner::default();
         let mut cells = Vec::with_capacity(rows.len());
         let mut invalid = 0usize;
-        for row in &rows {
-            match decode_synced(row, &mut interned) {
+        let bytes = aside::buffer_bytes(&rows);
+        let mut rows = rows.into_iter();
+        for (decoded, row) in rows.by_ref().enumerate() {
+            if decoded % DECODE_SLICE == DECODE_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            match decode_synced(&row, &mut interned) {
                 Ok(Some(cell)) => cells.push(cell),
                 Ok(None) => invalid += 1,
                 Err(e) => return Err(db_error(e)),
             }
         }
+        aside::drop_aside(rows, bytes);
         if invalid > 0 {
             // Rows this code never writes (not UTF-8, negative numbers): someone else's.
             tracing::warn!(invalid, "global sync ignored rows that are not valid cells");

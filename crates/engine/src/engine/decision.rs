@@ -28,8 +28,13 @@ pub fn decide(
 ) -> Decision {
     let duration_ms = duration_ms.max(1);
     let weight_ms = duration_ms.saturating_sub(elapsed_ms);
-    let weighted_previous = (u128::from(previous) * u128::from(weight_ms) / u128::from(duration_ms))
-        .min(u128::from(u64::MAX)) as u64;
+    // In 64 bits when the product fits (always, for real limits): a 128-bit division is a
+    // call into compiler-builtins, a visible share of a warm decision (issue 16). Same result.
+    let weighted_previous = match previous.checked_mul(weight_ms) {
+        Some(product) => product / duration_ms,
+        None => (u128::from(previous) * u128::from(weight_ms) / u128::from(duration_ms))
+            .min(u128::from(u64::MAX)) as u64,
+    };
     let effective = current
         .saturating_add(weighted_previous)
         .saturating_add(cost);
@@ -56,6 +61,31 @@ mod tests {
     /// (cur, prev, elapsed fraction in ‰ of a 1 s window, cost, limit) → (allowed, remaining)
     /// (cur, prev, elapsed ‰, cost, limit, allowed, remaining)
     type Case = (u64, u64, u64, u64, u64, bool, u64);
+
+    #[test]
+    fn the_previous_cells_share_is_the_exact_128_bit_share_on_both_sides_of_overflow() {
+        let duration = 60_000u64;
+        let previous_counts = [
+            0,
+            7,
+            1_000_003,
+            u64::MAX / duration,
+            u64::MAX / duration + 1,
+            1 << 40,
+            u64::MAX / 3,
+            u64::MAX,
+        ];
+        for previous in previous_counts {
+            for elapsed in [0, 1, 29_999, 59_999] {
+                let weight = duration - elapsed;
+                let exact = (u128::from(previous) * u128::from(weight) / u128::from(duration))
+                    .min(u128::from(u64::MAX)) as u64;
+                // With no current count and no cost, `remaining` is the limit minus the share.
+                let d = decide(0, previous, elapsed, duration, 0, u64::MAX);
+                assert_eq!(d.remaining, u64::MAX - exact, "{previous} at {elapsed} ms");
+            }
+        }
+    }
 
     #[test]
     fn sliding_window_table() {

@@ -7,6 +7,7 @@
 
 mod budget;
 mod cell;
+mod check;
 mod clock;
 mod deadlines;
 mod decision;
@@ -25,12 +26,14 @@ use std::time::Duration;
 
 pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
 pub use cell::WindowCell;
+pub use check::{Check, CheckFuture, SlowCheck};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, WindowCounts, decide};
 pub use inspect::{
     CellView, CounterState, HeavyHitter, InspectedCounter, SAMPLE_EVERY, SKETCH_CAPACITY,
 };
 pub use retry::until_pass_ms;
+pub use table::Reaped;
 pub use window::WindowPosition;
 
 use crate::cell_key::{CellKey, CellKeyRef, CounterKey, CounterKeyRef};
@@ -236,22 +239,27 @@ impl Engine {
         }
     }
 
-    /// Decide one hit. Never fails: an origin that cannot be read degrades to local counts.
-    pub async fn check(&self, hit: Hit<'_>) -> Verdict {
-        self.check_with_penalty(hit, 0).await
+    /// Decide one hit; `.await` the [`Check`] for the verdict. Never fails: an origin that
+    /// cannot be read degrades to local counts.
+    ///
+    /// A warm decision is taken here, before the caller awaits (see [`Check`]); only a cold
+    /// cell or a refresh returns a future to await.
+    #[inline]
+    pub fn check<'a>(&'a self, hit: Hit<'a>) -> Check<'a> {
+        self.check_with_penalty(hit, 0)
     }
 
     /// [`check`](Self::check) for a rule with a penalty box: a denial holds the counter
     /// denied for `penalty_ms` (in this process at once, in the region's other processes
     /// once they read the origin: a cold cell, a refresh). 0: no penalty.
-    pub async fn check_with_penalty(&self, hit: Hit<'_>, penalty_ms: u64) -> Verdict {
+    pub fn check_with_penalty<'a>(&'a self, hit: Hit<'a>, penalty_ms: u64) -> Check<'a> {
         let now_ms = self.clock.now_ms();
         if penalty_ms > 0
             && let Some(until) = self.penalties.held_until(&hit.counter, now_ms)
         {
             self.hitters.offer(&hit.counter, hit.limit);
             self.metrics.decision_source(DecisionSource::Local);
-            return penalized(now_ms, until);
+            return Check::Ready(penalized(now_ms, until));
         }
         let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
         let key = current_key(&hit, &position);
@@ -270,11 +278,12 @@ impl Engine {
                 &current,
                 DecisionSource::Local,
             );
-            return self.penalize_denial(verdict, &hit, penalty_ms, now_ms);
+            return Check::Ready(self.penalize_denial(verdict, &hit, penalty_ms, now_ms));
         }
-        // Boxed: the slow path's future is large, and inlined it would make every caller's
-        // future (moved on each poll set-up) as large.
-        Box::pin(self.check_slow(hit, key, position, now_ms, penalty_ms)).await
+        // Boxed: the slow path's future is large, and rare.
+        Check::Slow(Box::pin(
+            self.check_slow(hit, key, position, now_ms, penalty_ms),
+        ))
     }
 
     /// Give back `hit.cost` of what this process consumed of the counter (a refund, e.g. the
@@ -541,7 +550,7 @@ impl Engine {
                     }
                 };
                 let cell = SharedCell::new(cell);
-                let _ = guard.insert(SharedCell::clone(&cell));
+                self.table.fill(guard, &owned, SharedCell::clone(&cell));
                 cell
             }
         }
@@ -767,14 +776,18 @@ impl Engine {
     ///
     /// It takes the cells and drops each one once merged, so their keys are freed a slice at
     /// a time too: dropping a million read cells at once held the only thread for tens of
-    /// milliseconds (issue 16).
-    pub async fn merge_synced_all<S: Send>(
+    /// milliseconds (issue 16). The emptied buffer (104 MB at a million cells) is freed on
+    /// the blocking pool ([`crate::aside`]): giving its pages back to the kernel in the last
+    /// slice was that slice's 7 to 16 ms of CPU (`munmap`, by profile).
+    pub async fn merge_synced_all<S: Send + 'static>(
         &self,
         cells: Vec<S>,
         counts: for<'s> fn(&'s S) -> (&'s CellKey, PnCount, PnCount),
     ) -> u64 {
+        let bytes = crate::aside::buffer_bytes(&cells);
+        let mut cells = cells.into_iter();
         let mut created = 0;
-        for (merged, cell) in cells.into_iter().enumerate() {
+        for (merged, cell) in cells.by_ref().enumerate() {
             if merged % table::WALK_SLICE == table::WALK_SLICE - 1 {
                 tokio::task::yield_now().await;
             }
@@ -783,6 +796,7 @@ impl Engine {
                 created += 1;
             }
         }
+        crate::aside::drop_aside(cells, bytes);
         created
     }
 
@@ -823,8 +837,14 @@ impl Engine {
     }
 
     /// Drop cells that no decision reads any more, a slice at a time (decisions run between
-    /// slices, see `CellTable::reap`).
+    /// slices, see `CellTable::reap`); no walk at all while no cell can have expired.
+    /// Returns how many were dropped.
     pub async fn reap(&self) -> usize {
+        self.reap_counted().await.removed
+    }
+
+    /// [`Engine::reap`], also telling how many cells it looked at (0: it did not walk).
+    pub async fn reap_counted(&self) -> Reaped {
         self.table.reap(self.clock.now_ms()).await
     }
 
@@ -934,8 +954,8 @@ impl Engine {
                 }
                 _ = self.replay.batch_ready() => self.replay_now().await,
                 _ = reap.tick() => {
-                    let reaped = self.reap().await;
-                    tracing::trace!(reaped, live = self.live_cells(), "reaped old cells");
+                    let reaped = self.reap_counted().await;
+                    tracing::trace!(reaped = reaped.removed, visited = reaped.visited, live = self.live_cells(), "reaped old cells");
                 }
                 _ = &mut shutdown => break,
             }

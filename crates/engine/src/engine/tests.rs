@@ -506,6 +506,61 @@ async fn publishable_cells_and_synced_counts() {
     assert_eq!(engine.check(names.hit("high", 0, 10)).await.remaining, 3);
 }
 
+/// The merge of a whole sync (many walk slices, a read large enough to be freed on the
+/// blocking pool) creates and merges exactly what merging its rows one at a time does.
+#[tokio::test]
+async fn merging_a_whole_sync_is_merging_each_row() {
+    const COUNTERS: u64 = 6_000;
+    let names = Names::new();
+    let (all, _, _) = engine_at(10_500);
+    let (each, _, _) = engine_at(10_500);
+    // every third counter was used here: its two cells exist and hold an own count
+    for engine in [&all, &each] {
+        for i in (0..COUNTERS).step_by(3) {
+            assert!(
+                engine
+                    .check(names.hit(&i.to_string(), 1, 100))
+                    .await
+                    .allowed
+            );
+        }
+    }
+    let rows: Vec<(CellKey, PnCount, PnCount)> = (0..COUNTERS)
+        .flat_map(|i| {
+            [9, 10].map(|sequence| {
+                let own = PnCount {
+                    hits: i % 5,
+                    refunds: i % 2,
+                };
+                (
+                    names.cell_key(&i.to_string(), sequence),
+                    PnCount::hits(i % 7),
+                    own,
+                )
+            })
+        })
+        .collect();
+    assert!(crate::aside::buffer_bytes(&rows) >= crate::aside::ASIDE_BYTES);
+    let one_at_a_time = rows
+        .iter()
+        .filter(|(key, foreign, own)| each.merge_synced(key, *foreign, *own))
+        .count() as u64;
+    let created = all
+        .merge_synced_all(rows, |(key, foreign, own)| (key, *foreign, *own))
+        .await;
+    assert_eq!(created, one_at_a_time);
+    assert_eq!(created, 2 * (COUNTERS - COUNTERS.div_ceil(3)));
+    for i in 0..COUNTERS {
+        let id = i.to_string();
+        let counter = names.hit(&id, 0, 100).counter;
+        let (merged, expected) = (all.inspect(&counter), each.inspect(&counter));
+        assert_eq!(merged.current, expected.current, "counter {i}");
+        assert_eq!(merged.previous, expected.previous, "counter {i}");
+        let global = merged.current.map(|view| view.global);
+        assert_eq!(global, Some(i % 7), "counter {i}: the foreign sum merged");
+    }
+}
+
 /// The walk the global flush takes a chunk at a time meets every publishable cell once,
 /// across its chunks, and stops with an empty chunk.
 #[tokio::test]
