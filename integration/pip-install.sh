@@ -28,14 +28,25 @@ pip_install_once() {
     if [[ ! -f "$marker" ]]; then
         echo "pip-install.sh: installing $spec into $target_dir" >&2
         staging="$(mktemp -d "$tools_dir/$name.staging.XXXXXX")"
-        # stdout of pip goes to stderr: our callers' stdout is reserved for a path.
-        if ! PIP_ROOT_USER_ACTION=ignore python3 -m pip install --disable-pip-version-check \
-            --no-input --quiet --target "$staging" "$spec" >&2; then
+        # A registry that drops a connection once must not fail a whole CI run: three
+        # attempts, 5 then 15 s apart, each into an empty staging directory.
+        local attempt
+        for attempt in 1 2 3; do
+            # stdout of pip goes to stderr: our callers' stdout is reserved for a path.
+            if PIP_ROOT_USER_ACTION=ignore python3 -m pip install --disable-pip-version-check \
+                --no-input --quiet --timeout 60 --target "$staging" "$spec" >&2; then
+                break
+            fi
             rm -rf "$staging"
-            exec 9>&-
-            echo "pip-install.sh: 'pip install $spec' failed" >&2
-            return 1
-        fi
+            if [[ $attempt -eq 3 ]]; then
+                exec 9>&-
+                echo "pip-install.sh: 'pip install $spec' failed 3 times" >&2
+                return 1
+            fi
+            echo "pip-install.sh: 'pip install $spec' failed (attempt $attempt of 3); retrying" >&2
+            sleep $((attempt == 1 ? 5 : 15))
+            staging="$(mktemp -d "$tools_dir/$name.staging.XXXXXX")"
+        done
         touch "$staging/.installed-$spec"
         rm -rf "$target_dir"
         mv "$staging" "$target_dir"
