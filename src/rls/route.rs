@@ -11,6 +11,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -68,7 +69,18 @@ impl tower::Service<http::Request<Body>> for RateLimitRoute {
         Box::pin(async move {
             let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
                 .max_decoding_message_size(max_request_bytes);
-            let response = grpc.unary(Decode { limiter: &limiter }, request).await;
+            let handled = AtomicBool::new(false);
+            let decode = Decode {
+                limiter: &limiter,
+                handled: &handled,
+            };
+            let response = grpc.unary(decode, request).await;
+            // The handler counted what it answered; only what tonic answered without it
+            // (which the handler never answers: `RESOURCE_EXHAUSTED`, `OUT_OF_RANGE`) is
+            // counted here.
+            if handled.load(Ordering::Relaxed) {
+                return Ok(response);
+            }
             Ok(count_transport_refusal(
                 &limiter,
                 response,
@@ -111,6 +123,8 @@ fn count_transport_refusal(
 /// route's future, which holds it: no reference count written per request.
 struct Decode<'a> {
     limiter: &'a RateLimiter,
+    /// Set when tonic hands the message over: the request got past tonic's own refusals.
+    handled: &'a AtomicBool,
 }
 
 impl<'a> UnaryService<Bytes> for Decode<'a> {
@@ -121,6 +135,7 @@ impl<'a> UnaryService<Bytes> for Decode<'a> {
     /// boxed); otherwise boxes what is left of the decision.
     fn call(&mut self, request: Request<Bytes>) -> Decided<'a> {
         let limiter = self.limiter;
+        self.handled.store(true, Ordering::Relaxed);
         let request = match limiter.decode(request.into_inner()) {
             Ok(request) => request,
             Err(refused) => return Decided::Ready(Some(Err(refused))),
