@@ -37,9 +37,9 @@ pub use route::RateLimitRoute;
 pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 
-use crate::config::LimitsConfig;
+use crate::config::{DomainLimits, LimitsConfig};
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome, Usage};
-use gcounter_engine::engine::Engine;
+use gcounter_engine::engine::{Check, Engine, Verdict};
 use overall::{Role, Tally};
 use plan::{INLINE_PLANS, Plan};
 use smallvec::SmallVec;
@@ -64,6 +64,38 @@ pub struct RlsSettings {
     /// Which of the IETF draft's forms those headers take.
     pub header_style: HeaderStyle,
     pub request_limits: RequestLimits,
+}
+
+/// The verdicts of a request's limited plans, in plan order, each with the limit it is about.
+type Verdicts = SmallVec<[(Verdict, plan::LimitWindow); INLINE_PLANS]>;
+
+/// What [`RateLimiter::should_rate_limit_now`] did.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the answer is the common case: boxing it would allocate per request"
+)]
+pub enum Now {
+    /// The request is answered (or refused).
+    Answered(Result<Answer, Status>),
+    /// Something must be awaited: [`RateLimiter::finish`] the request with this.
+    Later(Unfinished),
+}
+
+/// A request decided in part, synchronously: the config snapshot it was planned on and the
+/// verdicts already taken (their counts consumed), so that [`RateLimiter::finish`] decides
+/// no descriptor twice.
+pub struct Unfinished {
+    limits: Arc<LimitsConfig>,
+    verdicts: Verdicts,
+}
+
+/// Every descriptor's status and role, before the answer's headers and metadata.
+struct Judged {
+    statuses: answer::Statuses,
+    roles: SmallVec<[Role; INLINE_PLANS]>,
+    /// Per plan: whether it consumed (accepted with a cost), for `all_or_nothing`.
+    consumed: SmallVec<[bool; INLINE_PLANS]>,
+    over_limit: bool,
 }
 
 /// The `RateLimitService` implementation.
@@ -95,144 +127,85 @@ impl RateLimiter {
     /// Decode a `RateLimitRequest` as it came off the wire, then decide. A message that does
     /// not decode is the client's error: `InvalidArgument`, counted like any refused request.
     pub async fn should_rate_limit_encoded(&self, message: bytes::Bytes) -> Result<Answer, Status> {
-        let request = match RateLimitRequest::decode(message) {
-            Ok(request) => request,
-            Err(error) => {
-                self.metrics.request(RequestOutcome::InvalidArgument);
-                return Err(Status::invalid_argument(format!(
-                    "cannot decode the RateLimitRequest: {error}"
-                )));
-            }
-        };
+        let request = self.decode(message)?;
         self.should_rate_limit(&request).await
+    }
+
+    /// The request as it came off the wire, decoded; a message that does not decode is
+    /// `InvalidArgument`, counted.
+    pub fn decode(&self, message: bytes::Bytes) -> Result<RateLimitRequest, Status> {
+        RateLimitRequest::decode(message).map_err(|error| {
+            self.metrics.request(RequestOutcome::InvalidArgument);
+            Status::invalid_argument(format!("cannot decode the RateLimitRequest: {error}"))
+        })
     }
 
     /// The whole decision for one request, independent of tonic's wrappers.
     pub async fn should_rate_limit(&self, request: &RateLimitRequest) -> Result<Answer, Status> {
+        match self.should_rate_limit_now(request) {
+            Now::Answered(answer) => answer,
+            Now::Later(unfinished) => self.finish(request, unfinished).await,
+        }
+    }
+
+    /// The decision taken synchronously, as far as it can be: every descriptor decided from
+    /// memory (the warm path) is answered without building a future. Otherwise it stops
+    /// before the first descriptor that needs to wait (a cold cell, a refund, several
+    /// limits) and [`finish`](Self::finish) continues from there; what was decided stays
+    /// decided (its count consumed once), and nothing is counted in the metrics before the
+    /// whole request is decided.
+    pub fn should_rate_limit_now(&self, request: &RateLimitRequest) -> Now {
         if let Err(invalid) = validate::validate(request, &self.settings.request_limits) {
             self.metrics.request(RequestOutcome::InvalidArgument);
-            return Err(Status::invalid_argument(invalid.to_string()));
+            return Now::Answered(Err(Status::invalid_argument(invalid.to_string())));
         }
         // One snapshot for the whole request: a reload mid-request cannot mix two configs.
         let limits = self.limits.load();
         let Some(domain) = limits.domain(&request.domain) else {
-            // Envoy's convention: an unknown domain is not limited.
-            for _ in &request.descriptors {
-                self.metrics.unmatched();
-            }
-            self.metrics.request(RequestOutcome::Ok);
-            return Ok(Answer {
-                overall_code: Code::Ok,
-                statuses: request
-                    .descriptors
-                    .iter()
-                    .map(|_| response::no_limit())
-                    .collect(),
-                ..Default::default()
-            });
+            return Now::Answered(Ok(self.unknown_domain(request)));
         };
         let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
-
-        let mut statuses = answer::Statuses::new();
-        let mut roles: SmallVec<[Role; INLINE_PLANS]> = SmallVec::new();
-        // Per plan: whether it consumed (accepted with a cost), for `all_or_nothing`.
-        let mut consumed: SmallVec<[bool; INLINE_PLANS]> = SmallVec::new();
-        let mut tally = Tally::default();
-        let global_quota = self.settings.quota_mode;
-        for plan in &plans {
-            let (status, role) = match plan {
-                Plan::NoLimit => {
-                    self.metrics.unmatched();
-                    // As upstream: with the global switch an unlimited-less descriptor is
-                    // a quota that passes.
-                    let role = if global_quota {
-                        Role::Quota { over: false }
-                    } else {
-                        Role::Regular { over: false }
-                    };
-                    (response::no_limit(), role)
-                }
-                Plan::Unlimited(rule) => {
-                    self.metrics
-                        .rule_unlimited(&rule.series, domain.name(), &rule.path);
-                    (response::unlimited(), Role::Unlimited)
-                }
-                Plan::Limited(limited) => {
-                    let (verdict, window) = self.decide(domain.name(), limited).await;
-                    consumed.push(verdict.allowed && limited.cost > 0 && !limited.refund);
-                    // A rule's shadow mode answers its descriptor OK; the global switch
-                    // keeps the descriptor's OVER_LIMIT and only turns the overall code OK
-                    // (below), as upstream: Envoy reads the overall code.
-                    let (code, outcome) = match (
-                        verdict.allowed,
-                        limited.shadow_mode,
-                        self.settings.shadow_mode,
-                    ) {
-                        (true, _, _) => (Code::Ok, DecisionOutcome::WithinLimit),
-                        (false, true, _) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
-                        (false, false, true) => (Code::OverLimit, DecisionOutcome::ShadowOverLimit),
-                        (false, false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
-                    };
-                    let rule_label = limited.rule_path.as_deref().unwrap_or(&self.override_label);
-                    let limit = u64::from(window.requests_per_unit);
-                    let usage = Usage {
-                        hits: limited.cost,
-                        limit,
-                        used_after: limit.saturating_sub(verdict.remaining),
-                    };
-                    match limited.rule {
-                        // Labels with request values: capped per rule.
-                        Some(rule) if rule.detailed_metric || rule.value_to_metric => {
-                            let counted = self.metrics.detailed_decision(
-                                domain.name(),
-                                &rule.path,
-                                rule_label,
-                                outcome,
-                            );
-                            self.metrics
-                                .upstream_decision(domain.name(), counted, outcome, usage);
-                        }
-                        // The rule's path: its series resolved once.
-                        Some(rule) => self.metrics.rule_decision(
-                            &rule.series,
-                            domain.name(),
-                            &rule.path,
-                            outcome,
-                            usage,
-                        ),
-                        None => {
-                            self.metrics.decision(domain.name(), rule_label, outcome);
-                            self.metrics.upstream_decision(
-                                domain.name(),
-                                rule_label,
-                                outcome,
-                                usage,
-                            );
-                        }
-                    }
-                    if outcome == DecisionOutcome::ShadowOverLimit {
-                        tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
-                    }
-                    let over = code == Code::OverLimit;
-                    let role = if global_quota || limited.quota_mode {
-                        Role::Quota { over }
-                    } else {
-                        Role::Regular { over }
-                    };
-                    (response::limited(limited, window, &verdict, code), role)
-                }
-            };
-            if !matches!(plan, Plan::Limited(_)) {
-                consumed.push(false);
-            }
-            tally.add(role);
-            statuses.push(status);
-            roles.push(role);
+        let mut verdicts = Verdicts::new();
+        let all_decided = self.decide_now(domain.name(), &plans, &mut verdicts);
+        if !all_decided || self.gives_back(&plans, &verdicts) {
+            drop(plans);
+            return Now::Later(Unfinished {
+                limits: arc_swap::Guard::into_inner(limits),
+                verdicts,
+            });
         }
-        // The global shadow switch answers OK what would have been denied.
-        let over_limit = tally.over_limit() && !self.settings.shadow_mode;
-        if over_limit && self.settings.all_or_nothing {
-            for ((plan, consumed), status) in plans.iter().zip(&consumed).zip(&mut statuses) {
+        let decided = self.judge(domain, &plans, &verdicts);
+        Now::Answered(Ok(self.complete(request, &plans, decided)))
+    }
+
+    /// What [`should_rate_limit_now`](Self::should_rate_limit_now) left: the descriptors it
+    /// did not decide, then, with `all_or_nothing`, the refunds of a denied request. The
+    /// request is planned again on the same config snapshot, so its plans are the same.
+    pub async fn finish(
+        &self,
+        request: &RateLimitRequest,
+        unfinished: Unfinished,
+    ) -> Result<Answer, Status> {
+        let Unfinished {
+            limits,
+            mut verdicts,
+        } = unfinished;
+        let Some(domain) = limits.domain(&request.domain) else {
+            // Not reached: the snapshot is the one the domain was found in.
+            return Ok(self.unknown_domain(request));
+        };
+        let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
+        let limited = plans.iter().filter_map(|plan| match plan {
+            Plan::Limited(limited) => Some(limited),
+            Plan::NoLimit | Plan::Unlimited(_) => None,
+        });
+        for limited in limited.skip(verdicts.len()) {
+            verdicts.push(self.decide(domain.name(), limited).await);
+        }
+        let mut decided = self.judge(domain, &plans, &verdicts);
+        if decided.over_limit && self.settings.all_or_nothing {
+            let per_plan = plans.iter().zip(&decided.consumed);
+            for ((plan, consumed), status) in per_plan.zip(&mut decided.statuses) {
                 if let (Plan::Limited(limited), true) = (plan, consumed) {
                     self.give_back(domain.name(), limited).await;
                     // As upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT answers: what is
@@ -246,11 +219,214 @@ impl RateLimiter {
                 }
             }
         }
+        Ok(self.complete(request, &plans, decided))
+    }
 
+    /// Envoy's convention: an unknown domain is not limited.
+    fn unknown_domain(&self, request: &RateLimitRequest) -> Answer {
+        for _ in &request.descriptors {
+            self.metrics.unmatched();
+        }
+        self.metrics.request(RequestOutcome::Ok);
+        Answer {
+            overall_code: Code::Ok,
+            statuses: request
+                .descriptors
+                .iter()
+                .map(|_| response::no_limit())
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Decides, in order, the limited plans whose verdict is taken without waiting (one
+    /// limit, not a refund, its cell warm), pushing each verdict; stops before the first
+    /// other one, having consumed nothing of it. True when every limited plan is decided.
+    fn decide_now(
+        &self,
+        workspace: &Arc<str>,
+        plans: &[Plan<'_>],
+        verdicts: &mut Verdicts,
+    ) -> bool {
+        for plan in plans {
+            let Plan::Limited(limited) = plan else {
+                continue;
+            };
+            if limited.refund || limited.has_more_limits() {
+                return false;
+            }
+            let penalty_ms = limited.rule.map_or(0, |rule| rule.penalty_ms);
+            let window = limited.window();
+            match self
+                .engine
+                .check_with_penalty(limited.hit(workspace, window), penalty_ms)
+            {
+                Check::Ready(verdict) => verdicts.push((verdict, window)),
+                // Dropped unawaited: nothing consumed; `finish` checks it again.
+                Check::Slow(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Whether the decided request must refund what it consumed (`all_or_nothing` and over
+    /// the limit), which only [`finish`](Self::finish) does.
+    fn gives_back(&self, plans: &[Plan<'_>], verdicts: &Verdicts) -> bool {
+        if !self.settings.all_or_nothing || self.settings.shadow_mode {
+            return false;
+        }
+        let mut tally = Tally::default();
+        let mut verdicts = verdicts.iter();
+        for plan in plans {
+            let verdict = match plan {
+                Plan::Limited(_) => verdicts.next().map(|(verdict, _)| verdict),
+                Plan::NoLimit | Plan::Unlimited(_) => None,
+            };
+            tally.add(self.role(plan, verdict));
+        }
+        tally.over_limit()
+    }
+
+    /// A descriptor's code and its metric outcome. A rule's shadow mode answers its
+    /// descriptor OK; the global switch keeps the descriptor's OVER_LIMIT and only turns the
+    /// overall code OK (in [`judge`](Self::judge)), as upstream: Envoy reads the overall code.
+    fn code(&self, allowed: bool, limited: &plan::Limited<'_>) -> (Code, DecisionOutcome) {
+        match (allowed, limited.shadow_mode, self.settings.shadow_mode) {
+            (true, _, _) => (Code::Ok, DecisionOutcome::WithinLimit),
+            (false, true, _) => (Code::Ok, DecisionOutcome::ShadowOverLimit),
+            (false, false, true) => (Code::OverLimit, DecisionOutcome::ShadowOverLimit),
+            (false, false, false) => (Code::OverLimit, DecisionOutcome::OverLimit),
+        }
+    }
+
+    /// How a descriptor takes part in the overall code; `verdict` is a limited plan's.
+    fn role(&self, plan: &Plan<'_>, verdict: Option<&Verdict>) -> Role {
+        let global_quota = self.settings.quota_mode;
+        match (plan, verdict) {
+            (Plan::Unlimited(_), _) => Role::Unlimited,
+            (Plan::Limited(limited), Some(verdict)) => {
+                let over = self.code(verdict.allowed, limited).0 == Code::OverLimit;
+                if global_quota || limited.quota_mode {
+                    Role::Quota { over }
+                } else {
+                    Role::Regular { over }
+                }
+            }
+            // As upstream: with the global switch an unlimited-less descriptor is a quota
+            // that passes.
+            (Plan::NoLimit | Plan::Limited(_), _) => {
+                if global_quota {
+                    Role::Quota { over: false }
+                } else {
+                    Role::Regular { over: false }
+                }
+            }
+        }
+    }
+
+    /// Every descriptor's status from the decided verdicts (one per limited plan, in
+    /// order), with its metrics.
+    fn judge(&self, domain: &DomainLimits, plans: &[Plan<'_>], verdicts: &Verdicts) -> Judged {
+        let mut judged = Judged {
+            statuses: answer::Statuses::new(),
+            roles: SmallVec::new(),
+            consumed: SmallVec::new(),
+            over_limit: false,
+        };
+        let mut tally = Tally::default();
+        let mut verdicts = verdicts.iter();
+        for plan in plans {
+            let mut consumed = false;
+            let (status, role) = match plan {
+                Plan::NoLimit => {
+                    self.metrics.unmatched();
+                    (response::no_limit(), self.role(plan, None))
+                }
+                Plan::Unlimited(rule) => {
+                    self.metrics
+                        .rule_unlimited(&rule.series, domain.name(), &rule.path);
+                    (response::unlimited(), Role::Unlimited)
+                }
+                Plan::Limited(limited) => {
+                    let Some((verdict, window)) = verdicts.next() else {
+                        // Not reached: every limited plan has its verdict.
+                        judged.consumed.push(false);
+                        judged.statuses.push(response::no_limit());
+                        judged.roles.push(self.role(plan, None));
+                        continue;
+                    };
+                    consumed = verdict.allowed && limited.cost > 0 && !limited.refund;
+                    let (code, outcome) = self.code(verdict.allowed, limited);
+                    self.count_decision(domain, limited, verdict, window, outcome);
+                    (
+                        response::limited(limited, *window, verdict, code),
+                        self.role(plan, Some(verdict)),
+                    )
+                }
+            };
+            judged.consumed.push(consumed);
+            tally.add(role);
+            judged.statuses.push(status);
+            judged.roles.push(role);
+        }
+        // The global shadow switch answers OK what would have been denied.
+        judged.over_limit = tally.over_limit() && !self.settings.shadow_mode;
+        judged
+    }
+
+    /// The decision metrics of one limited descriptor.
+    fn count_decision(
+        &self,
+        domain: &DomainLimits,
+        limited: &plan::Limited<'_>,
+        verdict: &Verdict,
+        window: &plan::LimitWindow,
+        outcome: DecisionOutcome,
+    ) {
+        let rule_label = limited.rule_path.as_deref().unwrap_or(&self.override_label);
+        let limit = u64::from(window.requests_per_unit);
+        let usage = Usage {
+            hits: limited.cost,
+            limit,
+            used_after: limit.saturating_sub(verdict.remaining),
+        };
+        match limited.rule {
+            // Labels with request values: capped per rule.
+            Some(rule) if rule.detailed_metric || rule.value_to_metric => {
+                let counted =
+                    self.metrics
+                        .detailed_decision(domain.name(), &rule.path, rule_label, outcome);
+                self.metrics
+                    .upstream_decision(domain.name(), counted, outcome, usage);
+            }
+            // The rule's path: its series resolved once.
+            Some(rule) => {
+                self.metrics
+                    .rule_decision(&rule.series, domain.name(), &rule.path, outcome, usage)
+            }
+            None => {
+                self.metrics.decision(domain.name(), rule_label, outcome);
+                self.metrics
+                    .upstream_decision(domain.name(), rule_label, outcome, usage);
+            }
+        }
+        if outcome == DecisionOutcome::ShadowOverLimit {
+            tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
+        }
+    }
+
+    /// The answer from the judged statuses: headers, dynamic metadata, the request metric.
+    fn complete(&self, request: &RateLimitRequest, plans: &[Plan<'_>], judged: Judged) -> Answer {
+        let Judged {
+            statuses,
+            roles,
+            over_limit,
+            ..
+        } = judged;
         let response_headers_to_add =
             match (&self.settings.response_headers, self.settings.header_style) {
                 (Some(names), HeaderStyle::Draft03) => {
-                    let policies = response::policies(&plans);
+                    let policies = response::policies(plans);
                     response::headers(names, &statuses, &roles, over_limit, policies.as_deref())
                 }
                 (Some(_), HeaderStyle::Structured) => {
@@ -288,12 +464,12 @@ impl RateLimiter {
                 });
             metadata::dynamic_metadata(request, passed)
         });
-        Ok(Answer {
+        Answer {
             overall_code: overall,
             statuses,
             response_headers_to_add,
             dynamic_metadata,
-        })
+        }
     }
 }
 
@@ -314,7 +490,7 @@ impl RateLimiter {
         &self,
         workspace: &Arc<str>,
         limited: &plan::Limited<'_>,
-    ) -> (gcounter_engine::engine::Verdict, plan::LimitWindow) {
+    ) -> (Verdict, plan::LimitWindow) {
         let hit = |window: plan::LimitWindow| limited.hit(workspace, window);
         // `penalty` (our extension) lives on the rule; an override has none.
         let penalty_ms = limited.rule.map_or(0, |rule| rule.penalty_ms);

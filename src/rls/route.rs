@@ -11,6 +11,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -18,7 +19,7 @@ use tonic::body::Body;
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Code, Request, Response, Status};
 
-use super::{Answer, RateLimiter};
+use super::{Answer, Now, RateLimiter};
 use crate::telemetry::RequestOutcome;
 use crate::transport::RawRequestCodec;
 
@@ -68,14 +69,18 @@ impl tower::Service<http::Request<Body>> for RateLimitRoute {
         Box::pin(async move {
             let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
                 .max_decoding_message_size(max_request_bytes);
-            let response = grpc
-                .unary(
-                    Decode {
-                        limiter: Arc::clone(&limiter),
-                    },
-                    request,
-                )
-                .await;
+            let handled = AtomicBool::new(false);
+            let decode = Decode {
+                limiter: &limiter,
+                handled: &handled,
+            };
+            let response = grpc.unary(decode, request).await;
+            // The handler counted what it answered; only what tonic answered without it
+            // (which the handler never answers: `RESOURCE_EXHAUSTED`, `OUT_OF_RANGE`) is
+            // counted here.
+            if handled.load(Ordering::Relaxed) {
+                return Ok(response);
+            }
             Ok(count_transport_refusal(
                 &limiter,
                 response,
@@ -114,22 +119,62 @@ fn count_transport_refusal(
     }
 }
 
-/// Hands the raw message to the limiter, which decodes it.
-struct Decode {
-    limiter: Arc<RateLimiter>,
+/// Hands the raw message to the limiter, which decodes it. Borrows the limiter from the
+/// route's future, which holds it: no reference count written per request.
+struct Decode<'a> {
+    limiter: &'a RateLimiter,
+    /// Set when tonic hands the message over: the request got past tonic's own refusals.
+    handled: &'a AtomicBool,
 }
 
-impl UnaryService<Bytes> for Decode {
+impl<'a> UnaryService<Bytes> for Decode<'a> {
     type Response = Answer;
-    type Future = BoxFuture<Result<Response<Answer>, Status>>;
+    type Future = Decided<'a>;
 
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let limiter = Arc::clone(&self.limiter);
-        Box::pin(async move {
-            limiter
-                .should_rate_limit_encoded(request.into_inner())
-                .await
-                .map(Response::new)
-        })
+    /// Decides at once when no descriptor has to wait (the warm path: no future built, none
+    /// boxed); otherwise boxes what is left of the decision.
+    fn call(&mut self, request: Request<Bytes>) -> Decided<'a> {
+        let limiter = self.limiter;
+        self.handled.store(true, Ordering::Relaxed);
+        let request = match limiter.decode(request.into_inner()) {
+            Ok(request) => request,
+            Err(refused) => return Decided::Ready(Some(Err(refused))),
+        };
+        match limiter.should_rate_limit_now(&request) {
+            Now::Answered(answer) => Decided::Ready(Some(answer.map(Response::new))),
+            Now::Later(unfinished) => Decided::Later(Box::pin(async move {
+                limiter
+                    .finish(&request, unfinished)
+                    .await
+                    .map(Response::new)
+            })),
+        }
+    }
+}
+
+/// [`Decode`]'s answer: taken already, or still to take.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the answer is the common case: boxing it would allocate per request"
+)]
+enum Decided<'a> {
+    /// `None` once taken.
+    Ready(Option<Result<Response<Answer>, Status>>),
+    Later(Pin<Box<dyn Future<Output = Result<Response<Answer>, Status>> + Send + 'a>>),
+}
+
+impl Future for Decided<'_> {
+    type Output = Result<Response<Answer>, Status>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Decided::Ready(answer) => match answer.take() {
+                Some(answer) => Poll::Ready(answer),
+                // Polled again after its answer: as a finished `async` block, it is a bug of
+                // the caller; answer rather than panic.
+                None => Poll::Ready(Err(Status::internal("answer already taken"))),
+            },
+            Decided::Later(later) => later.as_mut().poll(cx),
+        }
     }
 }

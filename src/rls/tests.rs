@@ -373,3 +373,39 @@ async fn all_or_nothing_across_descriptors_refunds_the_passed_ones() {
         );
     }
 }
+
+/// A request whose first descriptor is decided synchronously (its cell warm) and whose
+/// second must wait (a cold cell) is finished asynchronously without deciding the first
+/// again: it is counted once.
+#[tokio::test]
+async fn a_half_decided_request_consumes_each_descriptor_once() {
+    let h = Harness::new(
+        &flat_rules("half", &[("team", "minute", 2), ("user", "minute", 2)]),
+        RlsSettings::default(),
+    );
+    assert_eq!(code(&h.one("half", &[("team", "t")]).await), Code::Ok);
+    let both = request(
+        "half",
+        vec![descriptor(&[("team", "t")]), descriptor(&[("user", "u")])],
+    );
+    let unfinished = match h.limiter.should_rate_limit_now(&both) {
+        super::Now::Later(unfinished) => unfinished,
+        super::Now::Answered(answer) => panic!("the user's cell is cold: {answer:?}"),
+    };
+    let answer = match h.limiter.finish(&both, unfinished).await {
+        Ok(answer) => answer.into_response(),
+        Err(status) => panic!("a valid request was refused: {status:?}"),
+    };
+    assert_eq!(codes(&answer), [Code::Ok, Code::Ok], "{answer:?}");
+    let remaining: Vec<u32> = answer.statuses.iter().map(|s| s.limit_remaining).collect();
+    assert_eq!(remaining, [0, 1], "the team counted once: {answer:?}");
+    // Both cells warm now: decided at once, and the team is over its two.
+    match h.limiter.should_rate_limit_now(&both) {
+        super::Now::Answered(Ok(answer)) => {
+            let answer = answer.into_response();
+            assert_eq!(codes(&answer), [Code::OverLimit, Code::Ok], "{answer:?}");
+        }
+        super::Now::Answered(Err(status)) => panic!("refused: {status:?}"),
+        super::Now::Later(_) => panic!("both cells are warm"),
+    }
+}
