@@ -5,6 +5,8 @@
 //! regional origin. Keyed by the counter (`CounterKey`, no sequence), it survives the window
 //! rollover.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::deadlines::CounterDeadlines;
 use crate::cell_key::CounterKeyRef;
 
@@ -12,20 +14,32 @@ use crate::cell_key::CounterKeyRef;
 /// the cell goes stale, as before the denial.
 pub struct StrictMode {
     deadlines: CounterDeadlines,
+    /// The latest deadline ever entered: no counter is strict at or past it. Every warm
+    /// decision with a Redis origin asks [`StrictMode::is_strict`]; while nothing was denied
+    /// lately this answers without hashing the counter for a cache lookup (~100 instructions
+    /// per decision, measured: BENCHMARKS.md, issue 16 session 9).
+    latest_until_ms: AtomicU64,
 }
 
 impl StrictMode {
     pub fn new(max_bytes: u64) -> Self {
         Self {
             deadlines: CounterDeadlines::new(max_bytes),
+            latest_until_ms: AtomicU64::new(0),
         }
     }
 
     pub fn is_strict(&self, counter: &CounterKeyRef<'_>, now_ms: u64) -> bool {
+        if now_ms >= self.latest_until_ms.load(Ordering::Acquire) {
+            return false;
+        }
         self.deadlines.ahead(counter, now_ms).is_some()
     }
 
     pub fn enter(&self, counter: &CounterKeyRef<'_>, until_ms: u64) {
+        // Raised before the entry exists, so a reader that finds the entry also passes the
+        // check above.
+        self.latest_until_ms.fetch_max(until_ms, Ordering::AcqRel);
         self.deadlines.insert(counter.to_owned_key(), until_ms);
     }
 }
@@ -45,5 +59,24 @@ mod tests {
         strict.enter(&counter, 6_500);
         assert!(strict.is_strict(&counter, 6_000), "the next window too");
         assert!(!strict.is_strict(&counter, 6_500));
+    }
+
+    /// The shortcut past the latest deadline answers as the lookup would, for every counter.
+    #[test]
+    fn past_the_latest_deadline_nothing_is_strict() {
+        let strict = StrictMode::new(10 * DEADLINE_ENTRY_BYTES);
+        let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
+        let a = CounterKeyRef::new(&ws, &ns, "1:a", 1_000);
+        let b = CounterKeyRef::new(&ws, &ns, "1:b", 1_000);
+        strict.enter(&a, 9_000);
+        strict.enter(&b, 7_000);
+        assert!(strict.is_strict(&a, 8_000));
+        assert!(!strict.is_strict(&b, 8_000), "b's own deadline passed");
+        assert!(strict.is_strict(&b, 6_999));
+        // A later, shorter deadline for `a` replaces its entry; the latest stays an upper bound.
+        strict.enter(&a, 7_500);
+        assert!(!strict.is_strict(&a, 8_000));
+        assert!(!strict.is_strict(&a, 9_000));
+        assert!(!strict.is_strict(&b, 9_000));
     }
 }
