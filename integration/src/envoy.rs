@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::{
-    StartFailure, free_port, http_get, local_addr, log_tail, new_log_file, repo_path, spawn_logged,
-    wait_ready,
+    StartFailure, free_port, http_get, local_addr, log_tail, new_log_file, on_free_ports,
+    repo_path, spawn_logged, wait_ready,
 };
 
 /// Generous: several Envoys may start at once on a 2-core machine.
@@ -70,13 +70,8 @@ impl Envoy {
             text = text.replace(from, to);
         }
 
-        // Another process may take a free port before Envoy binds it: then try other ports.
-        const ATTEMPTS: usize = 5;
-        for attempt in 1..=ATTEMPTS {
-            let (listen, upstream, admin) = (free_port(), free_port(), free_port());
-            if listen == upstream || listen == admin || upstream == admin {
-                continue;
-            }
+        on_free_ports(|| {
+            let (listen, upstream, admin) = distinct_free_ports();
             let ports = [
                 (EXAMPLE_LISTEN_PORT, listen),
                 (EXAMPLE_UPSTREAM_PORT, upstream),
@@ -85,13 +80,11 @@ impl Envoy {
             ];
             let rendered = rewrite_ports(&text, &ports)
                 .unwrap_or_else(|e| panic!("Envoy example {}: {e}", example.display()));
-            match Self::try_start(&rendered, local_addr(admin), local_addr(listen)) {
-                Ok(envoy) => return envoy,
-                Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
-                Err(failure) => panic!("Envoy example {}: {}", example.display(), failure.message),
-            }
-        }
-        unreachable!("the last attempt returns or panics")
+            Self::try_start(&rendered, local_addr(admin), local_addr(listen))
+        })
+        .unwrap_or_else(|failure| {
+            panic!("Envoy example {}: {}", example.display(), failure.message)
+        })
     }
 
     fn try_start(
@@ -236,6 +229,17 @@ fn rewrite_ports(text: &str, ports: &[(u16, u16)]) -> Result<String, String> {
         Ok(out)
     } else {
         Err(format!("no `{FIELD}` for the example port(s) {missing:?}"))
+    }
+}
+
+/// Three free ports, distinct from each other (each probe's listener is closed before the
+/// next, so the kernel may hand the same port out twice).
+fn distinct_free_ports() -> (u16, u16, u16) {
+    loop {
+        let (a, b, c) = (free_port(), free_port(), free_port());
+        if a != b && a != c && b != c {
+            return (a, b, c);
+        }
     }
 }
 

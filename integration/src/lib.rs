@@ -197,6 +197,21 @@ struct StartFailure {
     message: String,
 }
 
+/// Runs `start` (which picks its ports with [`free_port`]) until it does not fail on a taken
+/// port, at most 5 times. `free_port` only finds a port that was free a moment ago: with many
+/// processes starting in parallel another one may take it first, so a start fails now and
+/// then with "Address already in use" through no fault of the code under test.
+fn on_free_ports<T>(mut start: impl FnMut() -> Result<T, StartFailure>) -> Result<T, StartFailure> {
+    const ATTEMPTS: usize = 5;
+    let mut attempt = 1;
+    loop {
+        match start() {
+            Err(failure) if failure.port_taken && attempt < ATTEMPTS => attempt += 1,
+            done => return done,
+        }
+    }
+}
+
 /// Polls `probe` every 50 ms until it answers `Ok`, `child` exits, or `timeout` passes.
 /// `what` names the process and its config in the failure, which ends with the log's tail.
 fn wait_ready(

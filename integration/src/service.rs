@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::grpc::{RlsClient, limit_of};
 use super::{
     HttpResponse, StartFailure, free_port, http_get, local_addr, log_tail, new_log_file,
-    spawn_logged, wait_ready,
+    on_free_ports, spawn_logged, wait_ready,
 };
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -39,17 +39,8 @@ impl Service {
         launch: Launch<'_>,
     ) -> Service {
         let config = config.as_ref();
-        // `free_port` only finds a port that was free a moment ago: with many processes
-        // starting in parallel another one may take it first. Then try other ports.
-        const ATTEMPTS: usize = 5;
-        for attempt in 1..=ATTEMPTS {
-            match Self::try_start_on(config, free_port(), free_port(), extra_args, launch) {
-                Ok(service) => return service,
-                Err(failure) if failure.port_taken && attempt < ATTEMPTS => continue,
-                Err(failure) => panic!("{}", failure.message),
-            }
-        }
-        unreachable!("the last attempt returns or panics")
+        on_free_ports(|| Self::try_start_on(config, free_port(), free_port(), extra_args, launch))
+            .unwrap_or_else(|failure| panic!("{}", failure.message))
     }
 
     /// The service with no `--config`: `extra_args` name the limits' source (the xDS
@@ -62,6 +53,11 @@ impl Service {
     /// arguments, configured by `env` (upstream's variables) plus `HOST`/`PORT`/`GRPC_HOST`/
     /// `GRPC_PORT` on free loopback ports. Waits for `/healthz` like [`Service::start`].
     pub fn start_upstream(env: &[(&str, &str)]) -> Service {
+        on_free_ports(|| Self::try_start_upstream(env))
+            .unwrap_or_else(|failure| panic!("{}", failure.message))
+    }
+
+    fn try_start_upstream(env: &[(&str, &str)]) -> Result<Service, StartFailure> {
         let (log_path, log) = new_log_file("ratelimit");
         let link = log_path.with_extension("bin");
         std::fs::create_dir_all(&link).expect("create symlink dir");
@@ -89,10 +85,8 @@ impl Service {
             log_path,
             child,
         };
-        if let Err(failure) = service.wait_healthy(&link) {
-            panic!("{}", failure.message);
-        }
-        service
+        service.wait_healthy(&link)?;
+        Ok(service)
     }
 
     /// Like [`Service::start`] on given ports, for tests that must know the
