@@ -3,8 +3,9 @@
 same run.
 
     python3 scripts/bench.py [--runs 5] [--requests 300000] [--rate 10000] [--seconds 5]
-        [--no-redis] [--variant NAME=FLAGS ...]
+        [--no-redis] [--variant NAME=FLAGS ...] [--binary NAME=PATH ...]
         [--limitador BINARY [--limitador-redis] [--limitador-limits FILE]]
+        [--interleave ROUNDS]
     python3 scripts/bench.py --open-loop [--workers 2] [--rates 5000,10000,20000] [--runs 3]
         [--live-cells 1000000] [--cpu] [--stall-probe 1ms]
 
@@ -16,6 +17,8 @@ Each run measures, in turn, on core 0 (taskset), with the load on core 1:
     --no-redis;
   * each --variant: the embedded service with extra flags (`--variant
     "window 1M=--http2-stream-window 1048576"`), to measure one setting at a time;
+  * each --binary NAME=PATH: the embedded service from another build (an A/B of two
+    commits in one run);
   * with --limitador BINARY: Limitador (Kuadrant's RLS; this project neither ships nor builds
     it) with its memory storage, and with --limitador-redis its Redis storage too, on a limits
     file equivalent to ours (1e9 per hour per `remote_address`; its 2.x syntax,
@@ -23,6 +26,15 @@ Each run measures, in turn, on core 0 (taskset), with the load on core 1:
 Two loads per server: h2load, hot key, 4 connections x 16 streams, throughput; and
 `gcounter-loadtest`, open loop at --rate over 1,000 keys, latency percentiles.
 Prints one JSON line per measurement, then a Markdown table of medians over the runs.
+
+--interleave ROUNDS measures the same servers' h2load throughput (hot key) paired in time
+instead: every server runs at once (all on core 0; an idle one costs nothing), and each round
+sends --requests requests to each of them in turn, in an order that rotates by one server per
+round, so a server is measured seconds from the ceiling it is divided by. On this VM the same
+no-op moves ±20 % between minutes; adjacent bursts share the minute. The ratio of a round is
+a server's req/s over the faster no-op's of that round; the table gives the median of the
+rounds' ratios and their interquartile range. Use short bursts (--requests 50000) and many
+rounds (21).
 
 --open-loop measures latency, not a ceiling, with both cores serving: the no-op server (a
 multi-thread runtime with --workers workers) and the service with `--workers`, neither
@@ -49,6 +61,7 @@ Needs: h2load (Debian nghttp2-client), taskset, redis-server on 127.0.0.1:6379.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -223,6 +236,8 @@ def main():
                         help="leave out the service with the Redis origin")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
                         help="also the embedded service with these extra flags")
+    parser.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
+                        help="also the embedded service from another build (e.g. a commit's)")
     parser.add_argument("--no-build", action="store_true",
                         help="use the release binaries as they are")
     parser.add_argument("--limitador", metavar="BINARY",
@@ -231,6 +246,8 @@ def main():
                         help="with --limitador: its Redis storage too (on --redis-url)")
     parser.add_argument("--limitador-limits", metavar="FILE",
                         help="with --limitador: its limits file (default: 2.x syntax)")
+    parser.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
+                        help="h2load throughput in paired rounds (see above)")
     parser.add_argument("--open-loop", action="store_true",
                         help="latency at fixed rates with --workers workers (see above)")
     parser.add_argument("--workers", type=int, default=2)
@@ -269,9 +286,9 @@ def main():
                                          "--runtime", flavor, "--workers", str(workers)],
                       port, cores=cores)
 
-    def service(name, *extra, cores=SERVER_CORE):
+    def service(name, *extra, cores=SERVER_CORE, binary=SERVICE):
         grpc, http = free_port(), free_port()
-        return Server(name, [SERVICE, "serve", "--config", limits, "--log-level", "warn",
+        return Server(name, [binary, "serve", "--config", limits, "--log-level", "warn",
                              "--grpc-addr", f"127.0.0.1:{grpc}", "--http-addr",
                              f"127.0.0.1:{http}", *extra], grpc, http, cores=cores)
 
@@ -294,8 +311,7 @@ def main():
                                                                     cores=cores))
         return
 
-    rows = []
-    for run in range(1, args.runs + 1):
+    def servers_of(run):
         prefix = f"bench{os.getpid()}r{run}:"
         servers = [noop("current-thread"), noop("multi-thread"), service("service, embedded")]
         if not args.no_redis:
@@ -304,15 +320,59 @@ def main():
         for variant in args.variant:
             name, _, flags = variant.partition("=")
             servers.append(service(f"service, {name}", *flags.split()))
+        for other in args.binary:
+            name, _, path = other.partition("=")
+            servers.append(service(f"service, {name}", binary=path))
         if args.limitador:
             servers.append(limitador("limitador, memory", "memory"))
             if args.limitador_redis:
                 servers.append(limitador("limitador, redis", "redis", args.redis_url))
+        return servers
+
+    if args.interleave:
+        interleave(args, servers_of(1), body)
+        return
+
+    rows = []
+    for run in range(1, args.runs + 1):
+        servers = servers_of(run)
         for server in servers:
             with server:
                 time.sleep(0.3)
                 rows.append(measure(server, args, body, run))
     summarize(rows)
+
+
+def interleave(args, servers, body):
+    """h2load throughput of every server in paired rounds (see the module's doc)."""
+    with contextlib.ExitStack() as stack:
+        for server in servers:
+            stack.enter_context(server)
+        time.sleep(0.3)
+        for server in servers:  # warm-up, discarded
+            h2load(server.grpc_port, body, args.requests // 5)
+        ratios = {server.name: [] for server in servers}
+        rps = {server.name: [] for server in servers}
+        for round_ in range(args.interleave):
+            shift = round_ % len(servers)
+            measured = {}
+            for server in servers[shift:] + servers[:shift]:
+                measured[server.name] = h2load(server.grpc_port, body, args.requests)
+            ceiling = max(v for name, v in measured.items() if name.startswith("noop"))
+            for name, value in measured.items():
+                rps[name].append(value)
+                ratios[name].append(value / ceiling)
+            print(json.dumps({"round": round_ + 1, **{name: round(value)
+                                                       for name, value in measured.items()}}),
+                  flush=True)
+    print()
+    print(f"| server | median req/s | ratio to the round's ceiling: median | quartiles "
+          f"({args.interleave} rounds of {args.requests:,} requests) |")
+    print("|---|---|---|---|")
+    for server in servers:
+        q1, _, q3 = statistics.quantiles(ratios[server.name], n=4)
+        print(f"| {server.name} | {statistics.median(rps[server.name]):,.0f} | "
+              f"{statistics.median(ratios[server.name]):.3f} | {q1:.3f}–{q3:.3f} |")
 
 
 def open_loop(args, noop, service):

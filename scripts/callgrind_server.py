@@ -3,7 +3,7 @@
 loaded machine, where req/s are not.
 
     python3 scripts/callgrind_server.py [--requests 20000] [--server service|noop]
-        [--binary PATH] [-- FLAGS]
+        [--binary PATH] [--cache-sim] [-- FLAGS]
 
 Starts the release server (`gcounter-rls serve` on one hot-key limit, or `rls-noop` on a
 current-thread runtime) under `valgrind --tool=callgrind` with collection off, warms it with
@@ -40,6 +40,8 @@ def main():
     parser.add_argument("--server", choices=("service", "noop"), default="service")
     parser.add_argument("--out", help="callgrind output file (default: a temporary one)")
     parser.add_argument("--binary", help="the server binary (default: the release build's)")
+    parser.add_argument("--cache-sim", action="store_true",
+                        help="also simulate the caches: misses per request (I1, D1, last level)")
     parser.add_argument("flags", nargs="*", help="extra `serve` flags (after --)")
     args = parser.parse_args()
 
@@ -57,7 +59,8 @@ def main():
     else:
         argv = [args.binary or bench.NOOP, "--grpc-addr", f"127.0.0.1:{port}", "--runtime", "current-thread"]
     out = args.out or os.path.join(work, f"callgrind.{args.server}.out")
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+    sim = ["--cache-sim=yes"] if args.cache_sim else []
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", *sim,
                              f"--callgrind-out-file={out}", *argv],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -73,14 +76,25 @@ def main():
         proc.wait(timeout=60)
     # The explicit dump (`<out>.1`) holds exactly the measured requests.
     measured = f"{out}.1"
-    total = 0
+    events, totals = [], []
     with open(measured) as f:
         for line in f:
-            m = re.match(r"^(?:summary|totals): (\d+)", line)
+            if line.startswith("events:"):
+                events = line.split()[1:]
+            m = re.match(r"^(?:summary|totals):((?: \d+)+)", line)
             if m:
-                total = max(total, int(m.group(1)))
-    print(json.dumps({"server": args.server, "flags": args.flags, "requests": args.requests,
-                      "ir_per_request": round(total / args.requests), "file": measured}))
+                totals = [int(n) for n in m.group(1).split()]
+    per_request = {event: total / args.requests for event, total in zip(events, totals)}
+    report = {"server": args.server, "flags": args.flags, "requests": args.requests,
+              "ir_per_request": round(per_request.get("Ir", 0)), "file": measured}
+    if args.cache_sim:
+        # Misses per request: first-level instruction and data (reads + writes), last level.
+        report["i1_misses_per_request"] = round(per_request.get("I1mr", 0), 1)
+        report["d1_misses_per_request"] = round(
+            per_request.get("D1mr", 0) + per_request.get("D1mw", 0), 1)
+        report["ll_misses_per_request"] = round(
+            sum(per_request.get(e, 0) for e in ("ILmr", "DLmr", "DLmw")), 1)
+    print(json.dumps(report))
 
 
 def run_h2load(port, body, requests):

@@ -462,7 +462,7 @@ impl RateLimiter {
                     Plan::Limited(limited) => limited.rule?.metadata.as_deref(),
                     Plan::NoLimit | Plan::Unlimited(_) => None,
                 });
-            metadata::dynamic_metadata(request, passed)
+            Box::new(metadata::dynamic_metadata(request, passed))
         });
         Answer {
             overall_code: overall,

@@ -1,11 +1,9 @@
 //! Statuses and response headers, shaped as envoyproxy/ratelimit answers them.
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit,
-};
-use envoy_types::pb::google::protobuf::Duration;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
+use super::answer::{CurrentLimit, Status};
 use super::overall::Role;
 use super::plan::{LimitWindow, Limited, Plan};
 use super::units;
@@ -29,19 +27,15 @@ impl Default for HeaderNames {
     }
 }
 
-pub fn no_limit() -> DescriptorStatus {
-    DescriptorStatus {
-        code: Code::Ok as i32,
-        ..Default::default()
-    }
+pub fn no_limit() -> Status {
+    Status::ok()
 }
 
 /// As envoyproxy/ratelimit: unlimited answers OK with the whole u32 range remaining.
-pub fn unlimited() -> DescriptorStatus {
-    DescriptorStatus {
-        code: Code::Ok as i32,
+pub fn unlimited() -> Status {
+    Status {
         limit_remaining: u32::MAX,
-        ..Default::default()
+        ..Status::ok()
     }
 }
 
@@ -52,27 +46,17 @@ pub fn limited(
     window: LimitWindow,
     verdict: &Verdict,
     code: Code,
-) -> DescriptorStatus {
-    DescriptorStatus {
+) -> Status {
+    Status {
         code: code as i32,
-        current_limit: Some(RateLimit {
-            name: limited
-                .name()
-                .map_or_else(String::new, |name| name.to_string()),
+        current_limit: Some(CurrentLimit {
+            // The rule's own `Arc`: no copy of the name per answer.
+            name: limited.name().cloned(),
             requests_per_unit: window.requests_per_unit,
             unit: units::to_proto(window.unit) as i32,
         }),
         limit_remaining: u32::try_from(verdict.remaining).unwrap_or(u32::MAX),
-        duration_until_reset: Some(duration(verdict.until_reset_ms)),
-        quota: None,
-    }
-}
-
-fn duration(ms: u64) -> Duration {
-    Duration {
-        seconds: i64::try_from(ms / 1_000).unwrap_or(i64::MAX),
-        // < 1e9 by construction
-        nanos: ((ms % 1_000) * 1_000_000) as i32,
+        until_reset_ms: Some(verdict.until_reset_ms),
     }
 }
 
@@ -104,7 +88,7 @@ pub fn policies(plans: &[Plan<'_>]) -> Option<String> {
 /// The most constrained limited descriptor, by index. As envoyproxy/ratelimit picks it: the
 /// first with the fewest remaining, unless a regular (not quota) descriptor is over its
 /// limit, which wins (the last such one) because it is what denies the request.
-pub fn constrained(statuses: &[DescriptorStatus], roles: &[Role]) -> Option<usize> {
+pub fn constrained(statuses: &[Status], roles: &[Role]) -> Option<usize> {
     let mut constrained = None;
     let mut least = u32::MAX;
     for (index, (status, role)) in statuses.iter().zip(roles).enumerate() {
@@ -120,21 +104,12 @@ pub fn constrained(statuses: &[DescriptorStatus], roles: &[Role]) -> Option<usiz
     constrained
 }
 
-/// `duration_until_reset` in whole seconds, rounded up (a client retrying after it must
-/// not come early).
-pub fn reset_seconds(status: &DescriptorStatus) -> i64 {
-    status
-        .duration_until_reset
-        .as_ref()
-        .map_or(0, |d| d.seconds + i64::from(d.nanos > 0))
-}
-
 /// `RateLimit-Limit/-Remaining/-Reset` for the most constrained limited descriptor
 /// ([`constrained`]), plus `Retry-After` when the request is over. `policies` (see
 /// [`policies`]) follow the limit in `RateLimit-Limit`, as the draft-03 header lists them.
 pub fn headers(
     names: &HeaderNames,
-    statuses: &[DescriptorStatus],
+    statuses: &[Status],
     roles: &[Role],
     over_limit: bool,
     policies: Option<&str>,
@@ -142,7 +117,7 @@ pub fn headers(
     let Some(status) = constrained(statuses, roles).and_then(|index| statuses.get(index)) else {
         return Vec::new();
     };
-    let reset_seconds = reset_seconds(status);
+    let reset_seconds = status.reset_seconds();
     let limit = status
         .current_limit
         .as_ref()
@@ -173,16 +148,15 @@ pub fn header(key: &str, value: String) -> HeaderValue {
 mod tests {
     use super::*;
 
-    fn status(code: Code, remaining: u32, reset_ms: u64) -> DescriptorStatus {
-        DescriptorStatus {
+    fn status(code: Code, remaining: u32, reset_ms: u64) -> Status {
+        Status {
             code: code as i32,
-            current_limit: Some(RateLimit {
+            current_limit: Some(CurrentLimit {
                 requests_per_unit: 10,
                 ..Default::default()
             }),
             limit_remaining: remaining,
-            duration_until_reset: Some(duration(reset_ms)),
-            quota: None,
+            until_reset_ms: Some(reset_ms),
         }
     }
 

@@ -47,6 +47,38 @@ impl RateLimitRoute {
     }
 }
 
+impl RateLimitRoute {
+    /// The gRPC routes with this route and `others` (health): `ShouldRateLimit` by its exact
+    /// path, beside tonic's usual `/<service>/{*rest}` for every service.
+    ///
+    /// tonic routes a service by a wildcard path: on every request axum's router captures the
+    /// method name, percent-decodes it and stores it in a new `Arc<str>` (~400 instructions
+    /// and an allocation per request; BENCHMARKS.md, issue 16). A static path wins over the
+    /// wildcard and captures nothing; the service's other methods still reach this route
+    /// through the wildcard, which answers them `UNIMPLEMENTED`.
+    pub fn routes<S>(self, others: S) -> tonic::service::Routes
+    where
+        S: tower::Service<http::Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        let exact = tower::ServiceExt::map_request(
+            self.clone(),
+            |request: http::Request<axum::body::Body>| request.map(Body::new),
+        );
+        let router = tonic::service::Routes::new(others)
+            .add_service(self)
+            .into_axum_router()
+            .route_service(SHOULD_RATE_LIMIT, exact);
+        tonic::service::Routes::from(router)
+    }
+}
+
 impl NamedService for RateLimitRoute {
     const NAME: &'static str = "envoy.service.ratelimit.v3.RateLimitService";
 }

@@ -4,11 +4,10 @@
 //! quota resets, or until a denied request would pass). A header style beside the draft-03
 //! `RateLimit-Limit/-Remaining/-Reset` that Envoy itself and upstream write.
 
-use envoy_types::pb::envoy::config::core::v3::HeaderValue;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
-
+use super::answer::Status;
 use super::overall::Role;
-use super::response::{constrained, header, reset_seconds};
+use super::response::{constrained, header};
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 
 /// Which response headers `--response-headers` adds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -26,7 +25,7 @@ const DEFAULT_POLICY: &str = "default";
 /// `RateLimit-Policy` and `RateLimit` for the most constrained descriptor, plus
 /// `Retry-After` when over. `windows_s[i]`: the window of descriptor `i` in seconds.
 pub fn headers(
-    statuses: &[DescriptorStatus],
+    statuses: &[Status],
     roles: &[Role],
     windows_s: &[u64],
     over_limit: bool,
@@ -40,13 +39,12 @@ pub fn headers(
     let Some(limit) = &status.current_limit else {
         return Vec::new();
     };
-    let name = if limit.name.is_empty() {
-        DEFAULT_POLICY
-    } else {
-        &limit.name
+    let name = match limit.name.as_deref() {
+        None | Some("") => DEFAULT_POLICY,
+        Some(name) => name,
     };
     let name = sf_string(name);
-    let reset = reset_seconds(status);
+    let reset = status.reset_seconds();
     let mut headers = vec![
         header(
             "RateLimit-Policy",
@@ -85,23 +83,18 @@ fn sf_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, RateLimit};
-    use envoy_types::pb::google::protobuf::Duration;
+    use crate::rls::answer::CurrentLimit;
 
-    fn status(name: &str, remaining: u32, reset_ms: i64) -> DescriptorStatus {
-        DescriptorStatus {
-            code: Code::Ok as i32,
-            current_limit: Some(RateLimit {
-                name: name.into(),
+    fn status(name: &str, remaining: u32, reset_ms: u64) -> Status {
+        Status {
+            current_limit: Some(CurrentLimit {
+                name: Some(name.into()),
                 requests_per_unit: 100,
                 ..Default::default()
             }),
             limit_remaining: remaining,
-            duration_until_reset: Some(Duration {
-                seconds: reset_ms / 1_000,
-                nanos: ((reset_ms % 1_000) * 1_000_000) as i32,
-            }),
-            quota: None,
+            until_reset_ms: Some(reset_ms),
+            ..Status::ok()
         }
     }
 

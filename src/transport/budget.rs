@@ -7,21 +7,25 @@
 //! (`codec/decode.rs`), so a stream costs the server what it *announces*, not what it sends.
 //!
 //! So each request body reads the gRPC length prefixes as they pass and takes the announced
-//! length from one process-wide semaphore before tonic sees the prefix; it gives the bytes
+//! length from one process-wide budget before tonic sees the prefix; it gives the bytes
 //! back when the body is dropped (message decoded, stream reset or timed out). A message that
 //! finds the budget spent is refused at once with `RESOURCE_EXHAUSTED` rather than queued:
 //! waiting would let a few slow streams hold every legitimate request behind them. A
 //! sixteenth of the budget is kept for small messages (≤ 8 KiB, every real Envoy request),
 //! so a flood of large announcements cannot refuse them before it also fills that reserve.
+//!
+//! Nothing ever waits for bytes, so a pool is one atomic count, not a semaphore: taking is a
+//! compare-and-swap, giving back an add (a tokio semaphore also locked its waiter list on
+//! every release and cloned an `Arc` per permit: BENCHMARKS.md, issue 16).
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use smallvec::SmallVec;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 use tonic::body::Body;
 use tower::{Layer, Service};
@@ -31,25 +35,60 @@ const SMALL_MESSAGE: usize = 8 << 10;
 /// The gRPC length prefix: a compression flag and a big-endian u32 length.
 const PREFIX: usize = 5;
 
+/// Bytes left to hand out.
+#[derive(Debug)]
+struct Pool(AtomicUsize);
+
+impl Pool {
+    fn try_take(&self, bytes: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |left| {
+                left.checked_sub(bytes)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.0.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    #[cfg(test)]
+    fn left(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Which pool a held announcement came from.
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    Main,
+    Reserve,
+}
+
 #[derive(Debug)]
 struct Pools {
-    main: Arc<Semaphore>,
-    reserve: Arc<Semaphore>,
+    main: Pool,
+    reserve: Pool,
     /// Announcements over this are left to tonic, which refuses them before reserving.
     max_message: usize,
 }
 
 impl Pools {
-    fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        let n = u32::try_from(bytes).ok()?;
-        Arc::clone(&self.main)
-            .try_acquire_many_owned(n)
-            .ok()
-            .or_else(|| {
-                (bytes <= SMALL_MESSAGE)
-                    .then(|| Arc::clone(&self.reserve).try_acquire_many_owned(n).ok())
-                    .flatten()
-            })
+    fn take(&self, bytes: usize) -> Option<Which> {
+        if self.main.try_take(bytes) {
+            Some(Which::Main)
+        } else if bytes <= SMALL_MESSAGE && self.reserve.try_take(bytes) {
+            Some(Which::Reserve)
+        } else {
+            None
+        }
+    }
+
+    fn give_back(&self, (from, bytes): (Which, usize)) {
+        match from {
+            Which::Main => self.main.give_back(bytes),
+            Which::Reserve => self.reserve.give_back(bytes),
+        }
     }
 }
 
@@ -62,12 +101,11 @@ pub struct BodyBudgetLayer {
 impl BodyBudgetLayer {
     /// A budget of `max_bytes` in all; `max_message` is the server's per-message limit.
     pub fn new(max_bytes: usize, max_message: usize) -> Self {
-        let max_bytes = max_bytes.min(Semaphore::MAX_PERMITS);
         let reserve = max_bytes / 16;
         Self {
             pools: Arc::new(Pools {
-                main: Arc::new(Semaphore::new(max_bytes - reserve)),
-                reserve: Arc::new(Semaphore::new(reserve)),
+                main: Pool(AtomicUsize::new(max_bytes - reserve)),
+                reserve: Pool(AtomicUsize::new(reserve)),
                 max_message,
             }),
         }
@@ -167,8 +205,17 @@ struct BudgetedBody {
     inner: Body,
     pools: Arc<Pools>,
     framing: Framing,
-    /// Inline for the one message of a unary request: no allocation per request.
-    held: SmallVec<[OwnedSemaphorePermit; 1]>,
+    /// What it took, and from where; inline for the one message of a unary request: no
+    /// allocation per request.
+    held: SmallVec<[(Which, usize); 1]>,
+}
+
+impl Drop for BudgetedBody {
+    fn drop(&mut self) {
+        for held in self.held.drain(..) {
+            self.pools.give_back(held);
+        }
+    }
 }
 
 impl HttpBody for BudgetedBody {
@@ -191,9 +238,10 @@ impl HttpBody for BudgetedBody {
                     // tonic refuses it on the prefix, before reserving anything.
                     return true;
                 }
-                match pools.take(len + PREFIX) {
-                    Some(permit) => {
-                        held.push(permit);
+                let bytes = len + PREFIX;
+                match pools.take(bytes) {
+                    Some(from) => {
+                        held.push((from, bytes));
                         true
                     }
                     None => false,
@@ -245,7 +293,7 @@ mod tests {
     }
 
     fn available(layer: &BodyBudgetLayer) -> usize {
-        layer.pools.main.available_permits() + layer.pools.reserve.available_permits()
+        layer.pools.main.left() + layer.pools.reserve.left()
     }
 
     #[tokio::test]

@@ -2,13 +2,15 @@
 
 use tonic::transport::Server;
 use tower::layer::util::{Identity, Stack};
-use tower::limit::GlobalConcurrencyLimitLayer;
 
 use super::budget::BodyBudgetLayer;
+use super::deadline::RequestDeadlineLayer;
+use super::inflight::InflightLimitLayer;
 use super::settings::TransportSettings;
 
 /// The layers [`grpc_server`] puts around every request.
-pub type GrpcLayers = Stack<BodyBudgetLayer, Stack<GlobalConcurrencyLimitLayer, Identity>>;
+pub type GrpcLayers =
+    Stack<BodyBudgetLayer, Stack<InflightLimitLayer, Stack<RequestDeadlineLayer, Identity>>>;
 
 /// A tonic server builder with every transport bound applied; add the services and serve it
 /// on a [`super::BoundedListener`]'s `into_incoming()`.
@@ -17,12 +19,13 @@ pub type GrpcLayers = Stack<BodyBudgetLayer, Stack<GlobalConcurrencyLimitLayer, 
 ///   (hyper's default was 200; tonic set none).
 /// - Flow-control windows: what a peer may push before the service reads (hyper's default
 ///   was 1 MiB per stream and per connection).
-/// - `timeout`: one deadline per request from its headers to its answer, so the body read
-///   is covered: a stream that trickles its body is cut (`CANCELLED`) and frees what it held.
+/// - [`RequestDeadlineLayer`]: one deadline per request from its headers to its answer, so
+///   the body read is covered: a stream that trickles its body is cut (`CANCELLED`) and
+///   frees what it held.
 /// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes.
-/// - A global cap on requests in flight: each holds a task, an HTTP/2 stream and tonic's
-///   8 KiB decode buffer whatever it announces; past the cap, requests wait (within their
-///   deadline) without reading their body.
+/// - A global cap on requests in flight ([`InflightLimitLayer`]): each holds a task, an
+///   HTTP/2 stream and tonic's 8 KiB decode buffer whatever it announces; past the cap,
+///   requests wait (within their deadline) without reading their body.
 /// - HTTP/2 keepalive: drops peers that vanished without closing.
 /// - Optionally a maximum connection age (GOAWAY, then a grace period), so long-lived client
 ///   connections rebalance over new replicas.
@@ -41,12 +44,10 @@ pub fn grpc_server(settings: &TransportSettings) -> Server<GrpcLayers> {
         .max_concurrent_streams(settings.max_concurrent_streams)
         .initial_stream_window_size(settings.http2_stream_window)
         .initial_connection_window_size(settings.http2_connection_window)
-        .timeout(settings.request_timeout)
         .http2_keepalive_interval(Some(settings.http2_keepalive_interval))
         .http2_keepalive_timeout(Some(settings.http2_keepalive_timeout))
-        .layer(GlobalConcurrencyLimitLayer::new(
-            settings.max_inflight_requests,
-        ))
+        .layer(RequestDeadlineLayer::new(settings.request_timeout))
+        .layer(InflightLimitLayer::new(settings.max_inflight_requests))
         .layer(BodyBudgetLayer::new(
             settings.max_buffered_request_bytes,
             settings.max_request_bytes,
