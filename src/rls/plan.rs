@@ -287,23 +287,42 @@ fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
 /// starts with: every value of that wildcard shares the counter, and the namespace names
 /// the wildcard.
 fn identifier(descriptor: &RateLimitDescriptor, shared: u64) -> CompactString {
-    // The exact length (the prefix's digits, `:`, the value), so an identifier that fits
-    // inline (24 bytes) is not put on the heap by an estimate.
-    let capacity = descriptor
+    let is_shared = |i: usize| i < 64 && shared & (1 << i) != 0;
+    // The exact length (the prefix's digits, `:`, the value; `*` for a shared entry).
+    let len: usize = descriptor
         .entries
         .iter()
-        .map(|e| {
-            let digits = e
-                .value
-                .len()
-                .checked_ilog10()
-                .map_or(1, |log| log as usize + 1);
-            e.value.len() + digits + 1
+        .enumerate()
+        .map(|(i, e)| {
+            if is_shared(i) {
+                1
+            } else {
+                decimal_digits(e.value.len()) + 1 + e.value.len()
+            }
         })
         .sum();
-    let mut identifier = CompactString::with_capacity(capacity);
+    // Most identifiers (an address, an API key) fit inline: written on the stack and made
+    // into an inline `CompactString` at once (its `push_str` checks inline or heap per call).
+    if len <= INLINE_IDENTIFIER {
+        let mut bytes = [0u8; INLINE_IDENTIFIER];
+        let mut at = 0;
+        for (i, entry) in descriptor.entries.iter().enumerate() {
+            if is_shared(i) {
+                at = put(&mut bytes, at, b"*");
+            } else {
+                at = put_decimal(&mut bytes, at, entry.value.len());
+                at = put(&mut bytes, at, b":");
+                at = put(&mut bytes, at, entry.value.as_bytes());
+            }
+        }
+        // UTF-8 by construction (the values are `String`s; the rest is ASCII).
+        if let Some(Ok(text)) = bytes.get(..at).map(std::str::from_utf8) {
+            return CompactString::from(text);
+        }
+    }
+    let mut identifier = CompactString::with_capacity(len);
     for (i, entry) in descriptor.entries.iter().enumerate() {
-        if i < 64 && shared & (1 << i) != 0 {
+        if is_shared(i) {
             identifier.push('*');
             continue;
         }
@@ -313,6 +332,34 @@ fn identifier(descriptor: &RateLimitDescriptor, shared: u64) -> CompactString {
         identifier.push_str(&entry.value);
     }
     identifier
+}
+
+/// What a `CompactString` holds inline.
+const INLINE_IDENTIFIER: usize = 24;
+
+fn decimal_digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// `bytes` written at `at`; the position after them. Callers size the buffer first; a write
+/// past it is dropped, never a panic.
+fn put(buffer: &mut [u8], at: usize, bytes: &[u8]) -> usize {
+    let end = at + bytes.len();
+    if let Some(to) = buffer.get_mut(at..end) {
+        to.copy_from_slice(bytes);
+    }
+    end
+}
+
+fn put_decimal(buffer: &mut [u8], at: usize, n: usize) -> usize {
+    let mut digits = [0u8; 20];
+    let count = decimal_digits(n);
+    let mut rest = n;
+    for digit in digits.iter_mut().take(count).rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    put(buffer, at, digits.get(..count).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -331,6 +378,25 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn identifiers_inline_and_on_the_heap_are_written_alike() {
+        let long = "v".repeat(30);
+        let cases: [(&[&str], u64, &str); 6] = [
+            (&["10.0.0.1"], 0, "8:10.0.0.1"),
+            (&["a", "bc"], 0, "1:a2:bc"),
+            (&["a", "bc"], 0b10, "1:a*"),
+            (&[""], 0, "0:"),
+            (&["0123456789"; 2], 0, "10:012345678910:0123456789"),
+            (&["ünï"], 0, "5:ünï"),
+        ];
+        for (values, shared, want) in cases {
+            assert_eq!(identifier(&descriptor(values), shared), want, "{values:?}");
+        }
+        let on_heap = identifier(&descriptor(&[&long]), 0);
+        assert_eq!(on_heap, format!("30:{long}"));
+        assert!(on_heap.is_heap_allocated());
     }
 
     #[test]
