@@ -140,9 +140,14 @@ impl CellTable {
             budget,
         };
         let capacity = budget.table_bytes.max(1);
+        // Readers of two distinct keys write the same lock word when the keys fall in one
+        // shard (a read lock is a locked add on it): with 4 shards per core, one pair of keys
+        // in 8 on two cores, drawn per process (the hash is seeded), and the two threads'
+        // decisions then serialize on that cache line (BENCHMARKS.md, issue 16). 16 per core
+        // make that one pair in 32; a shard costs a few hundred bytes.
         let mut shards = std::thread::available_parallelism()
             .map_or(1, usize::from)
-            .saturating_mul(4)
+            .saturating_mul(16)
             .next_power_of_two();
         let per_shard_floor = largest_cell_bytes
             .max(budget.min_cell_weight)
