@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use compact_str::{CompactString, ToCompactString};
+use compact_str::CompactString;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use smallvec::SmallVec;
 
@@ -287,79 +287,65 @@ fn cost(descriptor: &RateLimitDescriptor, request_hits_addend: u32) -> u64 {
 /// starts with: every value of that wildcard shares the counter, and the namespace names
 /// the wildcard.
 fn identifier(descriptor: &RateLimitDescriptor, shared: u64) -> CompactString {
-    let is_shared = |i: usize| i < 64 && shared & (1 << i) != 0;
-    // The exact length (the prefix's digits, `:`, the value; `*` for a shared entry).
-    let len: usize = descriptor
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            if is_shared(i) {
-                1
-            } else {
-                decimal_digits(e.value.len()) + 1 + e.value.len()
-            }
-        })
-        .sum();
+    let mut len = 0;
+    identifier_pieces(descriptor, shared, |piece| len += piece.len());
     // Most identifiers (an address, an API key) fit inline: written on the stack and made
     // into an inline `CompactString` at once (its `push_str` checks inline or heap per call).
     if len <= INLINE_IDENTIFIER {
         let mut bytes = [0u8; INLINE_IDENTIFIER];
         let mut at = 0;
-        for (i, entry) in descriptor.entries.iter().enumerate() {
-            if is_shared(i) {
-                at = put(&mut bytes, at, b"*");
-            } else {
-                at = put_decimal(&mut bytes, at, entry.value.len());
-                at = put(&mut bytes, at, b":");
-                at = put(&mut bytes, at, entry.value.as_bytes());
+        identifier_pieces(descriptor, shared, |piece| {
+            if let Some(to) = bytes.get_mut(at..at + piece.len()) {
+                to.copy_from_slice(piece.as_bytes());
             }
-        }
-        // UTF-8 by construction (the values are `String`s; the rest is ASCII).
+            at += piece.len();
+        });
+        // Whole pieces of `str`, so UTF-8; `None` only if the length above were wrong.
         if let Some(Ok(text)) = bytes.get(..at).map(std::str::from_utf8) {
             return CompactString::from(text);
         }
     }
     let mut identifier = CompactString::with_capacity(len);
-    for (i, entry) in descriptor.entries.iter().enumerate() {
-        if is_shared(i) {
-            identifier.push('*');
-            continue;
-        }
-        // compact_str formats integers without the `fmt` machinery.
-        identifier.push_str(&entry.value.len().to_compact_string());
-        identifier.push(':');
-        identifier.push_str(&entry.value);
-    }
+    identifier_pieces(descriptor, shared, |piece| identifier.push_str(piece));
     identifier
 }
 
 /// What a `CompactString` holds inline.
 const INLINE_IDENTIFIER: usize = 24;
 
-fn decimal_digits(n: usize) -> usize {
-    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+/// The identifier's pieces in order: per entry its value's length in decimal, `:` and the
+/// value, or `*` for a shared entry.
+fn identifier_pieces(descriptor: &RateLimitDescriptor, shared: u64, mut piece: impl FnMut(&str)) {
+    for (i, entry) in descriptor.entries.iter().enumerate() {
+        if i < 64 && shared & (1 << i) != 0 {
+            piece("*");
+            continue;
+        }
+        let mut digits = [0u8; 20];
+        piece(decimal(&mut digits, entry.value.len()));
+        piece(":");
+        piece(&entry.value);
+    }
 }
 
-/// `bytes` written at `at`; the position after them. Callers size the buffer first; a write
-/// past it is dropped, never a panic.
-fn put(buffer: &mut [u8], at: usize, bytes: &[u8]) -> usize {
-    let end = at + bytes.len();
-    if let Some(to) = buffer.get_mut(at..end) {
-        to.copy_from_slice(bytes);
+/// `n` in decimal, written into `digits`.
+fn decimal(digits: &mut [u8; 20], mut n: usize) -> &str {
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        if let Some(digit) = digits.get_mut(start) {
+            *digit = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || start == 0 {
+            break;
+        }
     }
-    end
-}
-
-fn put_decimal(buffer: &mut [u8], at: usize, n: usize) -> usize {
-    let mut digits = [0u8; 20];
-    let count = decimal_digits(n);
-    let mut rest = n;
-    for digit in digits.iter_mut().take(count).rev() {
-        *digit = b'0' + (rest % 10) as u8;
-        rest /= 10;
-    }
-    put(buffer, at, digits.get(..count).unwrap_or_default())
+    // ASCII digits.
+    digits
+        .get(start..)
+        .and_then(|ascii| std::str::from_utf8(ascii).ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
