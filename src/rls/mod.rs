@@ -33,7 +33,7 @@ pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_serve
 pub use inspect::NotCounted;
 pub use json::{JsonReply, should_rate_limit_json};
 pub use response::HeaderNames;
-pub use route::RateLimitRoute;
+pub use route::{GrpcRoutes, RateLimitRoute};
 pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 

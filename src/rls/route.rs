@@ -46,15 +46,10 @@ impl RateLimitRoute {
         }
     }
 
-    /// The gRPC routes with this route and `others` (health): `ShouldRateLimit` by its exact
-    /// path, beside tonic's usual `/<service>/{*rest}` for every service.
-    ///
-    /// tonic routes a service by a wildcard path: on every request axum's router captures the
-    /// method name, percent-decodes it and stores it in a new `Arc<str>` (~400 instructions
-    /// and an allocation per request; BENCHMARKS.md, issue 16). A static path wins over the
-    /// wildcard and captures nothing; the service's other methods still reach this route
-    /// through the wildcard, which answers them `UNIMPLEMENTED`.
-    pub fn routes<S>(self, others: S) -> tonic::service::Routes
+    /// The gRPC routes: `ShouldRateLimit` by its exact path, straight to this route; every
+    /// other path to tonic's routes of `others` (health) and of this service (its other
+    /// methods: `UNIMPLEMENTED`).
+    pub fn routes<S>(self, others: S) -> GrpcRoutes
     where
         S: tower::Service<http::Request<Body>, Error = Infallible>
             + NamedService
@@ -65,15 +60,49 @@ impl RateLimitRoute {
         S::Response: axum::response::IntoResponse,
         S::Future: Send + 'static,
     {
-        let exact = tower::ServiceExt::map_request(
-            self.clone(),
-            |request: http::Request<axum::body::Body>| request.map(Body::new),
-        );
-        let router = tonic::service::Routes::new(others)
-            .add_service(self)
-            .into_axum_router()
-            .route_service(SHOULD_RATE_LIMIT, exact);
-        tonic::service::Routes::from(router)
+        GrpcRoutes {
+            others: tonic::service::Routes::new(others).add_service(self.clone()),
+            rate_limit: self,
+        }
+    }
+}
+
+/// Every gRPC route of the server (see [`RateLimitRoute::routes`]).
+///
+/// tonic's router (axum's) serves a service under the wildcard `/{service}/{*rest}`: on every
+/// request it captured the method name, percent-decoded it into a new `Arc<str>`, cloned a
+/// boxed route and boxed the body again (BENCHMARKS.md, issue 16). `ShouldRateLimit`, nearly
+/// every request, is compared with its path and called directly.
+#[derive(Clone)]
+pub struct GrpcRoutes {
+    rate_limit: RateLimitRoute,
+    others: tonic::service::Routes,
+}
+
+impl<B> tower::Service<http::Request<B>> for GrpcRoutes
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = futures_util::future::Either<
+        BoxFuture<Result<Self::Response, Infallible>>,
+        <tonic::service::Routes as tower::Service<http::Request<B>>>::Future,
+    >;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Both are always ready (the rate-limit route, and tonic's routes, axum's router).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        use futures_util::future::Either;
+        if request.uri().path() == SHOULD_RATE_LIMIT {
+            Either::Left(self.rate_limit.should_rate_limit(request))
+        } else {
+            Either::Right(self.others.call(request))
+        }
     }
 }
 
@@ -90,10 +119,26 @@ impl tower::Service<http::Request<Body>> for RateLimitRoute {
         Poll::Ready(Ok(()))
     }
 
+    /// Reached through tonic's routes, by the service's other methods (`ShouldRateLimit`
+    /// is dispatched by [`GrpcRoutes`] first).
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         if request.uri().path() != SHOULD_RATE_LIMIT {
             return Box::pin(async { Ok(Status::unimplemented("").into_http()) });
         }
+        self.should_rate_limit(request)
+    }
+}
+
+impl RateLimitRoute {
+    /// Decodes, decides and answers one `ShouldRateLimit` call.
+    fn should_rate_limit<B>(
+        &self,
+        request: http::Request<B>,
+    ) -> BoxFuture<Result<http::Response<Body>, Infallible>>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<tonic::codegen::StdError> + Send,
+    {
         let limiter = Arc::clone(&self.limiter);
         let max_request_bytes = self.max_request_bytes;
         Box::pin(async move {
@@ -221,7 +266,7 @@ mod tests {
 
     const LIMITS: &str = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
 
-    fn routes() -> tonic::service::Routes {
+    fn routes() -> GrpcRoutes {
         let limits = match crate::config::load_str("test.yaml", LIMITS) {
             Ok(limits) => limits,
             Err(errors) => panic!("test limits must load: {errors}"),

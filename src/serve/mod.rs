@@ -253,11 +253,11 @@ pub async fn run(
     let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
     let stop = supervisor.stop_signal(Stage::Serving);
     let routes = RateLimitRoute::new(limiter, transport.max_request_bytes).routes(health_service);
-    let grpc = transport::grpc_server(transport)
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, stop.cancelled_owned());
+    let grpc =
+        transport::GrpcServer::new(transport).serve(incoming, routes, stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {
-        grpc.await.context("gRPC server failed")
+        grpc.await;
+        Ok(())
     });
     tracing::info!(grpc = %grpc_addr, grpc_tls = tls_mode, http = %http_addr, region = settings.region.as_str(), "serving");
 

@@ -27,8 +27,7 @@ use bytes::{Buf, Bytes};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use smallvec::SmallVec;
 use tonic::Status;
-use tonic::body::Body;
-use tower::{Layer, Service};
+use tower::{BoxError, Layer, Service};
 
 /// Messages up to this size may use the reserve.
 const SMALL_MESSAGE: usize = 8 << 10;
@@ -92,7 +91,7 @@ impl Pools {
     }
 }
 
-/// Wraps every request body of a tonic server in a [`BudgetedBody`].
+/// Wraps every request body of the gRPC server in a [`BudgetedBody`].
 #[derive(Debug, Clone)]
 pub struct BodyBudgetLayer {
     pools: Arc<Pools>,
@@ -129,9 +128,9 @@ pub struct BodyBudget<S> {
     pools: Arc<Pools>,
 }
 
-impl<S> Service<http::Request<Body>> for BodyBudget<S>
+impl<S, B> Service<http::Request<B>> for BodyBudget<S>
 where
-    S: Service<http::Request<Body>>,
+    S: Service<http::Request<BudgetedBody<B>>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -141,15 +140,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let pools = Arc::clone(&self.pools);
-        self.inner.call(request.map(|inner| {
-            Body::new(BudgetedBody {
-                inner,
-                pools,
-                framing: Framing::default(),
-                held: SmallVec::new(),
-            })
+        self.inner.call(request.map(|inner| BudgetedBody {
+            inner,
+            pools,
+            framing: Framing::default(),
+            held: SmallVec::new(),
         }))
     }
 }
@@ -200,9 +197,10 @@ impl Framing {
     }
 }
 
-/// A request body that holds budget for every message it announced.
-struct BudgetedBody {
-    inner: Body,
+/// A request body that holds budget for every message it announced. Generic over the body
+/// it wraps (hyper's, on the server), so no request body is boxed on the way to the codec.
+pub struct BudgetedBody<B> {
+    inner: B,
     pools: Arc<Pools>,
     framing: Framing,
     /// What it took, and from where; inline for the one message of a unary request: no
@@ -210,7 +208,7 @@ struct BudgetedBody {
     held: SmallVec<[(Which, usize); 1]>,
 }
 
-impl Drop for BudgetedBody {
+impl<B> Drop for BudgetedBody<B> {
     fn drop(&mut self) {
         for held in self.held.drain(..) {
             self.pools.give_back(held);
@@ -218,7 +216,11 @@ impl Drop for BudgetedBody {
     }
 }
 
-impl HttpBody for BudgetedBody {
+impl<B> HttpBody for BudgetedBody<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
     type Data = Bytes;
     type Error = Status;
 
@@ -226,7 +228,8 @@ impl HttpBody for BudgetedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx))
+            .map(|frame| frame.map_err(|error| Status::from_error(error.into())));
         if let Some(Ok(frame)) = &frame
             && let Some(data) = frame.data_ref()
         {
@@ -270,6 +273,7 @@ impl HttpBody for BudgetedBody {
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+    use tonic::body::Body;
 
     fn prefix(len: u32) -> Vec<u8> {
         let mut p = vec![0u8];
@@ -277,7 +281,7 @@ mod tests {
         p
     }
 
-    fn budgeted(layer: &BodyBudgetLayer, chunks: Vec<Vec<u8>>) -> BudgetedBody {
+    fn budgeted(layer: &BodyBudgetLayer, chunks: Vec<Vec<u8>>) -> BudgetedBody<Body> {
         let frames: Vec<Result<Frame<Bytes>, Status>> = chunks
             .into_iter()
             .map(|c| Ok(Frame::data(Bytes::from(c))))

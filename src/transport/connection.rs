@@ -9,7 +9,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
-use tonic::transport::server::{Connected, TcpConnectInfo};
 
 use super::preface::PrefaceDeadline;
 use crate::telemetry::ConnectionMetrics;
@@ -69,12 +68,4 @@ impl Drop for BoundedConn {
 
 impl AsyncWrite for BoundedConn {
     forward_async_write!(stream);
-}
-
-impl Connected for BoundedConn {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.get_ref().connect_info()
-    }
 }

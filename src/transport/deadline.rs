@@ -1,12 +1,13 @@
-//! One deadline per gRPC request (`--request-timeout`): from its headers to its answer, so a
-//! stream that trickles its body is cut (`CANCELLED`, "Timeout expired", as tonic answers)
-//! and frees what it held. The client's `grpc-timeout`, when shorter, is tonic's to enforce:
-//! its server reads that header on every request whatever it is configured with.
+//! One deadline per gRPC request: the server's (`--request-timeout`) or the client's
+//! (`grpc-timeout`), whichever is shorter, from its headers to its answer, so a stream that
+//! trickles its body is cut (`CANCELLED`, "Timeout expired", as tonic answers) and frees
+//! what it held.
 //!
-//! Why not tonic's `Server::timeout`: it builds a tokio `Sleep` for every request, which
-//! reads the clock and clones the runtime's handle (BENCHMARKS.md, issue 16). Nearly every
-//! request is answered on its first poll, so here the timer is made only when the request
-//! has to wait, counted from then (microseconds after its headers arrived).
+//! Why not tonic's `Server::timeout` and its `grpc-timeout` layer: they build a tokio `Sleep`
+//! for every request (Envoy sends `grpc-timeout` on every call), which reads the clock and
+//! clones the runtime's handle (BENCHMARKS.md, issue 16). Nearly every request is answered
+//! on its first poll, so here the timer is made only when the request has to wait, counted
+//! from then (microseconds after its headers arrived).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -60,12 +61,42 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let timeout = match client_timeout(request.headers()) {
+            Some(client) => client.min(self.server),
+            None => self.server,
+        };
         WithinDeadline {
             inner: self.inner.call(request),
-            timeout: self.server,
+            timeout,
             sleep: None,
         }
     }
+}
+
+const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
+
+/// The client's `grpc-timeout` (gRPC over HTTP/2: at most 8 digits and a unit, `H` `M` `S`
+/// `m` `u` `n`). A malformed one is ignored, as tonic and grpc-go do: the server's deadline
+/// still applies.
+fn client_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get(&GRPC_TIMEOUT)?.as_bytes();
+    let (unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // At most 8 digits: no overflow, in `u64` nor in the hour's seconds.
+    let amount = digits
+        .iter()
+        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(amount * 3_600),
+        b'M' => Duration::from_secs(amount * 60),
+        b'S' => Duration::from_secs(amount),
+        b'm' => Duration::from_millis(amount),
+        b'u' => Duration::from_micros(amount),
+        b'n' => Duration::from_nanos(amount),
+        _ => return None,
+    })
 }
 
 pin_project_lite::pin_project! {
@@ -127,6 +158,77 @@ mod tests {
         let ms = Duration::from_millis;
         assert!(answer_after(layer, ms(900)).await.is_ok());
         assert!(expired(answer_after(layer, ms(1_100)).await));
+    }
+
+    /// A request with `grpc-timeout: header` answered after `delay`.
+    async fn answer_with_timeout_after(
+        layer: RequestDeadlineLayer,
+        header: &'static str,
+        delay: Duration,
+    ) -> Result<(), BoxError> {
+        let service = tower::service_fn(move |_: http::Request<()>| async move {
+            tokio::time::sleep(delay).await;
+            Ok::<_, Infallible>(())
+        });
+        let mut request = http::Request::new(());
+        request
+            .headers_mut()
+            .insert(GRPC_TIMEOUT, http::HeaderValue::from_static(header));
+        layer.layer(service).oneshot(request).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_clients_shorter_deadline_applies() {
+        let layer = RequestDeadlineLayer::new(Duration::from_secs(1));
+        let ms = Duration::from_millis;
+        assert!(
+            answer_with_timeout_after(layer, "20m", ms(15))
+                .await
+                .is_ok()
+        );
+        assert!(expired(
+            answer_with_timeout_after(layer, "20m", ms(25)).await
+        ));
+        assert!(expired(
+            answer_with_timeout_after(layer, "20000u", ms(25)).await
+        ));
+        // A longer one does not extend the server's.
+        assert!(expired(
+            answer_with_timeout_after(layer, "1M", ms(1_100)).await
+        ));
+        // A malformed one is ignored: the server's deadline.
+        for malformed in ["", "m", "20", "20x", "123456789m", "-5m", "2 m", "20mm"] {
+            assert!(
+                answer_with_timeout_after(layer, malformed, ms(900))
+                    .await
+                    .is_ok(),
+                "{malformed:?}"
+            );
+            assert!(
+                expired(answer_with_timeout_after(layer, malformed, ms(1_100)).await),
+                "{malformed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn grpc_timeout_units() {
+        let parse = |value: &'static str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(GRPC_TIMEOUT, http::HeaderValue::from_static(value));
+            client_timeout(&headers)
+        };
+        assert_eq!(parse("2H"), Some(Duration::from_secs(7_200)));
+        assert_eq!(parse("3M"), Some(Duration::from_secs(180)));
+        assert_eq!(parse("4S"), Some(Duration::from_secs(4)));
+        assert_eq!(parse("5m"), Some(Duration::from_millis(5)));
+        assert_eq!(parse("6u"), Some(Duration::from_micros(6)));
+        assert_eq!(parse("7n"), Some(Duration::from_nanos(7)));
+        assert_eq!(
+            parse("99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3_600))
+        );
+        assert_eq!(client_timeout(&http::HeaderMap::new()), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,55 +1,392 @@
-//! The gRPC server with its HTTP/2 limits.
+//! The gRPC server: HTTP/2 connections served by hyper, with every transport bound.
+//!
+//! Not tonic's `Server`: per request it clones a boxed service, inserts the connection's
+//! address into the request's extensions (an allocation nobody here reads), boxes the body
+//! and the future more than once and routes through axum's router: ~3,000 of a request's
+//! ~60,000 instructions and as many cache lines, the last distance to a no-op server
+//! (BENCHMARKS.md, issue 16). Here hyper calls one layered service with its own body type;
+//! tonic still frames, decodes and encodes the messages (`tonic::server::Grpc`) and serves
+//! the health service behind the routes.
 
-use tonic::transport::Server;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::Status;
+use tonic::body::Body;
 use tower::layer::util::{Identity, Stack};
+use tower::util::Oneshot;
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
-use super::budget::BodyBudgetLayer;
+use super::budget::{BodyBudgetLayer, BudgetedBody};
 use super::deadline::RequestDeadlineLayer;
 use super::inflight::InflightLimitLayer;
 use super::settings::TransportSettings;
 
-/// The layers [`grpc_server`] puts around every request.
-pub type GrpcLayers =
+/// The layers around every request, outermost first: the deadline, the in-flight cap, the
+/// body budget.
+type GrpcLayers =
     Stack<BodyBudgetLayer, Stack<InflightLimitLayer, Stack<RequestDeadlineLayer, Identity>>>;
 
-/// A tonic server builder with every transport bound applied; add the services and serve it
-/// on a [`super::BoundedListener`]'s `into_incoming()`.
+/// What the routes are called with: hyper's request body inside the body budget.
+pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
+
+/// The gRPC server with its HTTP/2 limits; [`serve`](Self::serve) it on a
+/// [`super::BoundedListener`]'s connections ([`super::grpc_incoming`]).
 ///
 /// - `max_concurrent_streams`: a peer cannot open more streams than this on one connection
 ///   (hyper's default was 200; tonic set none).
 /// - Flow-control windows: what a peer may push before the service reads (hyper's default
 ///   was 1 MiB per stream and per connection).
-/// - [`RequestDeadlineLayer`]: one deadline per request from its headers to its answer, so
-///   the body read is covered: a stream that trickles its body is cut (`CANCELLED`) and
-///   frees what it held.
+/// - [`RequestDeadlineLayer`]: one deadline per request from its headers to its answer
+///   (the server's or the client's `grpc-timeout`, the shorter), so the body read is
+///   covered: a stream that trickles its body is cut (`CANCELLED`) and frees what it held.
 /// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes.
 /// - A global cap on requests in flight ([`InflightLimitLayer`]): each holds a task, an
 ///   HTTP/2 stream and tonic's 8 KiB decode buffer whatever it announces; past the cap,
-///   requests wait (within their deadline) without reading their body.
+///   requests wait without reading their body.
 /// - HTTP/2 keepalive: drops peers that vanished without closing.
 /// - Optionally a maximum connection age (GOAWAY, then a grace period), so long-lived client
 ///   connections rebalance over new replicas.
+/// - No `date` header: gRPC clients do not read it (grpc-go sends none), and hyper would
+///   write it into every response.
 ///
 /// The per-message size (`--max-request-bytes`) is set on the service itself
 /// (`max_decoding_message_size`), where tonic checks the announced length before buffering.
-pub fn grpc_server(settings: &TransportSettings) -> Server<GrpcLayers> {
-    let mut server = Server::builder();
-    if let Some(age) = settings.max_connection_age {
-        server = server.max_connection_age(age);
+pub struct GrpcServer {
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    layers: ServiceBuilder<GrpcLayers>,
+    max_connection_age: Option<Duration>,
+    max_connection_age_grace: Option<Duration>,
+}
+
+impl GrpcServer {
+    pub fn new(settings: &TransportSettings) -> Self {
+        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(settings.max_concurrent_streams)
+            .initial_stream_window_size(settings.http2_stream_window)
+            .initial_connection_window_size(settings.http2_connection_window)
+            .keep_alive_interval(settings.http2_keepalive_interval)
+            .keep_alive_timeout(settings.http2_keepalive_timeout)
+            .auto_date_header(false);
+        let layers = ServiceBuilder::new()
+            .layer(RequestDeadlineLayer::new(settings.request_timeout))
+            .layer(InflightLimitLayer::new(settings.max_inflight_requests))
+            .layer(BodyBudgetLayer::new(
+                settings.max_buffered_request_bytes,
+                settings.max_request_bytes,
+            ));
+        Self {
+            http2,
+            layers,
+            max_connection_age: settings.max_connection_age,
+            max_connection_age_grace: settings.max_connection_age_grace,
+        }
     }
-    if let Some(grace) = settings.max_connection_age_grace {
-        server = server.max_connection_age_grace(grace);
+
+    /// Serves `routes` on every connection of `incoming` until `shutdown`; then stops
+    /// accepting (the listener is dropped at once), sends every connection GOAWAY and waits
+    /// for their requests to finish (the caller bounds the wait: the drain timeout).
+    pub async fn serve<I, C, R>(self, incoming: I, routes: R, shutdown: impl Future<Output = ()>)
+    where
+        I: Stream<Item = Result<C, Infallible>>,
+        C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        R: Service<GrpcRequest, Response = http::Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        R::Future: Send + 'static,
+    {
+        let service = Recovered(self.layers.service(routes));
+        let connections = TaskTracker::new();
+        let stop = CancellationToken::new();
+        {
+            let mut incoming = pin!(incoming);
+            let mut shutdown = pin!(shutdown);
+            loop {
+                let conn = tokio::select! {
+                    conn = incoming.next() => conn,
+                    () = &mut shutdown => break,
+                };
+                let Some(Ok(conn)) = conn else { break };
+                let connection = self
+                    .http2
+                    .serve_connection(TokioIo::new(conn), service.clone());
+                let age = ConnectionAge {
+                    max: self.max_connection_age,
+                    grace: self.max_connection_age_grace,
+                };
+                connections.spawn(serve_connection(connection, age, stop.clone()));
+            }
+        }
+        // `incoming` is dropped: the listener closes before the drain.
+        stop.cancel();
+        connections.close();
+        connections.wait().await;
     }
-    server
-        .max_concurrent_streams(settings.max_concurrent_streams)
-        .initial_stream_window_size(settings.http2_stream_window)
-        .initial_connection_window_size(settings.http2_connection_window)
-        .http2_keepalive_interval(Some(settings.http2_keepalive_interval))
-        .http2_keepalive_timeout(Some(settings.http2_keepalive_timeout))
-        .layer(RequestDeadlineLayer::new(settings.request_timeout))
-        .layer(InflightLimitLayer::new(settings.max_inflight_requests))
-        .layer(BodyBudgetLayer::new(
-            settings.max_buffered_request_bytes,
-            settings.max_request_bytes,
-        ))
+}
+
+/// `--max-connection-age` and its grace.
+#[derive(Debug, Clone, Copy)]
+struct ConnectionAge {
+    max: Option<Duration>,
+    grace: Option<Duration>,
+}
+
+/// Waits until `at`; forever when there is none.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One connection until it ends: GOAWAY on `stop` or at its maximum age (its open requests
+/// may finish), closed when the grace after its maximum age is over.
+async fn serve_connection<C, S>(
+    connection: hyper::server::conn::http2::Connection<TokioIo<C>, S, TokioExecutor>,
+    age: ConnectionAge,
+    stop: CancellationToken,
+) where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<Body>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    let opened = tokio::time::Instant::now();
+    let goaway_at = age.max.map(|max| opened + max);
+    let close_at = age
+        .max
+        .zip(age.grace)
+        .map(|(max, grace)| opened + max + grace);
+    let mut connection = pin!(connection);
+    let mut aged = pin!(sleep_until(goaway_at));
+    let mut grace_over = pin!(sleep_until(close_at));
+    let mut stopping = pin!(stop.cancelled());
+    let mut going_away = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(error) = served {
+                    tracing::debug!(%error, "gRPC connection ended with an error");
+                }
+                return;
+            }
+            () = &mut aged, if !going_away => {
+                going_away = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = &mut stopping, if !going_away => {
+                going_away = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = &mut grace_over => {
+                tracing::debug!("gRPC connection closed: its maximum age and grace are over");
+                return;
+            }
+        }
+    }
+}
+
+/// The layered routes as hyper calls them: a clone per request (tower's `oneshot` wants a
+/// service of its own to make ready, as the in-flight cap waits in `poll_ready`), and an
+/// error of a layer (the deadline) answered as its gRPC status, as tonic's server did.
+#[derive(Clone)]
+struct Recovered<S>(S);
+
+impl<S> hyper::service::Service<http::Request<Incoming>> for Recovered<S>
+where
+    S: Service<http::Request<Incoming>, Response = http::Response<Body>> + Clone,
+    S::Error: Into<BoxError>,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = RecoveredFuture<Oneshot<S, http::Request<Incoming>>>;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        RecoveredFuture {
+            inner: self.0.clone().oneshot(request),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    pub struct RecoveredFuture<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F, E> Future for RecoveredFuture<F>
+where
+    F: Future<Output = Result<http::Response<Body>, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<http::Response<Body>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(match ready!(self.project().inner.poll(cx)) {
+            Ok(response) => response,
+            Err(error) => Status::from_error(error.into()).into_http(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// Answers every path at once (an empty OK), except `/hang`, which never answers.
+    fn routes() -> impl Service<
+        GrpcRequest,
+        Response = http::Response<Body>,
+        Error = Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+    + Send
+    + 'static {
+        tower::service_fn(|request: GrpcRequest| async move {
+            if request.uri().path() == "/hang" {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, Infallible>(http::Response::new(Body::empty()))
+        })
+    }
+
+    /// Serves `settings` on a local port until `stop`; returns the address and the server's
+    /// task (it ends once every connection is closed).
+    async fn start(
+        settings: TransportSettings,
+        stop: CancellationToken,
+    ) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+            Ok(listener) => listener,
+            Err(error) => panic!("cannot bind a local port: {error}"),
+        };
+        let addr = listener.local_addr().expect("bound");
+        let incoming = futures_util::stream::unfold(listener, |listener| async move {
+            let (conn, _) = listener.accept().await.ok()?;
+            Some((Ok::<_, Infallible>(conn), listener))
+        });
+        let server = GrpcServer::new(&settings);
+        let task = tokio::spawn(async move {
+            server
+                .serve(incoming, routes(), stop.cancelled_owned())
+                .await
+        });
+        (addr, task)
+    }
+
+    /// An HTTP/2 client connection; its driver task ends when the server closes it.
+    async fn connect(
+        addr: std::net::SocketAddr,
+    ) -> (
+        h2::client::SendRequest<bytes::Bytes>,
+        tokio::task::JoinHandle<Result<(), h2::Error>>,
+    ) {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+        (client, tokio::spawn(connection))
+    }
+
+    /// A request on `path`, its body ended; the response's future.
+    async fn send(
+        client: &mut h2::client::SendRequest<bytes::Bytes>,
+        path: &str,
+    ) -> h2::client::ResponseFuture {
+        let request = http::Request::post(format!("http://test{path}"))
+            .header("content-type", "application/grpc")
+            .body(())
+            .expect("a request");
+        let mut ready = client.clone().ready().await.expect("ready for a request");
+        let (response, _) = ready.send_request(request, true).expect("sent");
+        *client = ready;
+        response
+    }
+
+    #[tokio::test]
+    async fn a_connection_past_its_maximum_age_is_sent_away() {
+        let settings = TransportSettings {
+            max_connection_age: Some(Duration::from_millis(300)),
+            ..TransportSettings::default()
+        };
+        let stop = CancellationToken::new();
+        let (addr, server) = start(settings, stop.clone()).await;
+        let opened = Instant::now();
+        let (mut client, connection) = connect(addr).await;
+        let response = send(&mut client, "/ok").await.await.expect("answered");
+        assert_eq!(response.status(), http::StatusCode::OK);
+        assert!(response.headers().get(http::header::DATE).is_none());
+        // GOAWAY with no stream open: the connection ends, after the age and not long after.
+        let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
+        assert!(ended.is_ok(), "the connection outlived its age by 5 s");
+        let lived = opened.elapsed();
+        assert!(lived >= Duration::from_millis(300), "{lived:?}");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the server stops")
+            .expect("the server's task");
+    }
+
+    #[tokio::test]
+    async fn a_request_outliving_the_grace_is_cut_with_its_connection() {
+        let settings = TransportSettings {
+            max_connection_age: Some(Duration::from_millis(200)),
+            max_connection_age_grace: Some(Duration::from_millis(300)),
+            ..TransportSettings::default()
+        };
+        let stop = CancellationToken::new();
+        let (addr, _server) = start(settings, stop.clone()).await;
+        let opened = Instant::now();
+        let (mut client, connection) = connect(addr).await;
+        let hanging = send(&mut client, "/hang").await;
+        // The GOAWAY at 200 ms lets the open request go on; at 500 ms the connection closes.
+        let answered = tokio::time::timeout(Duration::from_secs(5), hanging).await;
+        let cut_after = opened.elapsed();
+        assert!(
+            matches!(answered, Ok(Err(_))),
+            "the hanging request must fail with its connection, not {answered:?}"
+        );
+        assert!(cut_after >= Duration::from_millis(500), "{cut_after:?}");
+        let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
+        assert!(ended.is_ok(), "the connection is closed");
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn shutdown_lets_open_requests_finish_and_then_returns() {
+        let stop = CancellationToken::new();
+        let (addr, server) = start(TransportSettings::default(), stop.clone()).await;
+        let (mut client, connection) = connect(addr).await;
+        let hanging = send(&mut client, "/hang").await;
+        let answered = send(&mut client, "/ok").await.await.expect("answered");
+        assert_eq!(answered.status(), http::StatusCode::OK);
+        stop.cancel();
+        // The listener is closed at once; the connection stays for its open request.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+        assert!(
+            !server.is_finished(),
+            "the server waits for the open request"
+        );
+        // The client gives the request up: the connection closes and the server returns.
+        drop((hanging, client));
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the server stops once its connections are closed")
+            .expect("the server's task");
+        let _ = connection.await;
+    }
 }

@@ -13,7 +13,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
 
 use super::bind::HTTP2_PREFACE_BYTES;
 use super::connection::BoundedConn;
@@ -32,7 +31,7 @@ pub enum GrpcConn {
     Tls(Box<PrefaceDeadline<TlsStream<BoundedConn>>>),
 }
 
-/// The listener's connections as tonic's `serve_with_incoming*` takes them: as they are, or,
+/// The listener's connections as [`super::GrpcServer::serve`] takes them: as they are, or,
 /// with `tls`, after a TLS handshake.
 ///
 /// Under TLS every bound of the listener still holds, and the handshake adds its own: a
@@ -158,17 +157,6 @@ impl AsyncWrite for GrpcConn {
         match self {
             Self::Plain(conn) => conn.is_write_vectored(),
             Self::Tls(conn) => conn.is_write_vectored(),
-        }
-    }
-}
-
-impl Connected for GrpcConn {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        match self {
-            Self::Plain(conn) => conn.connect_info(),
-            Self::Tls(conn) => conn.get_ref().get_ref().0.connect_info(),
         }
     }
 }

@@ -99,7 +99,7 @@ impl BoundedListener {
         }
     }
 
-    /// The connections as the stream tonic's `serve_with_incoming*` takes; it never ends
+    /// The connections as the stream [`super::GrpcServer::serve`] takes; it never ends
     /// and never yields an error (errors are handled here, not by tonic's spinning loop).
     pub fn into_incoming(self) -> impl Stream<Item = Result<BoundedConn, Infallible>> {
         futures_util::stream::unfold(self, |mut listener| async move {

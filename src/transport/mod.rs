@@ -3,9 +3,10 @@
 //! Every connection, stream and buffered byte a peer can open or send has a bound here:
 //! a connection cap per listener (`listener`, each connection's IO owns its permit), a
 //! deadline for the first bytes of a connection (`connection`), an accept loop that backs
-//! off on errors such as EMFILE, HTTP/2 stream and window limits with a per-request deadline
-//! (`grpc`), a global budget of request bytes being buffered (`budget`), the raw-bytes codec
-//! that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
+//! off on errors such as EMFILE, the gRPC server on hyper's HTTP/2 with its stream and window
+//! limits and maximum connection age (`grpc`), a per-request deadline (`deadline`), a cap on
+//! requests in flight (`inflight`), a global budget of request bytes being buffered
+//! (`budget`), the raw-bytes codec that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
 //! its header read timeout (`admin`), the open-files limit (`fd_limit`), binding both
 //! listeners with their caps (`bind`), the first-bytes deadline on any stream (`preface`),
 //! TLS and mTLS with certificates re-read on change (`tls`), and the gRPC server's
@@ -71,11 +72,11 @@ mod tls;
 
 pub use admin::serve_http1;
 pub use bind::{BindError, Listeners, bind, bind_side, bounded, bounded_side};
-pub use budget::{BodyBudget, BodyBudgetLayer};
+pub use budget::{BodyBudget, BodyBudgetLayer, BudgetedBody};
 pub use codec::RawRequestCodec;
 pub use connection::BoundedConn;
 pub use fd_limit::raise_nofile_limit;
-pub use grpc::grpc_server;
+pub use grpc::{GrpcRequest, GrpcServer};
 pub use incoming::{GrpcConn, grpc_incoming};
 pub use listener::{BoundedListener, ListenerSettings};
 pub use settings::{InvalidTransportSetting, TransportSettings};
