@@ -11,6 +11,8 @@
 //! cells when asked.
 
 use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, TryLockError};
 
 use quick_cache::Equivalent;
@@ -123,23 +125,91 @@ struct SketchState {
     offers: u64,
 }
 
-/// Space-Saving over sampled decisions (see the module).
-///
-/// Aligned to its own cache lines (128 bytes: adjacent-line prefetching pairs 64-byte
-/// lines): its lock is written by every core's sampled decisions, and it lives inside the
-/// `Engine`, whose other fields every decision reads; sharing their line made each sample
-/// invalidate it in every other core (issue 16, two threads on distinct keys).
+impl SketchState {
+    /// One sampled decision of `counter` (Space-Saving's update).
+    fn offer(&mut self, counter: &CounterKeyRef<'_>, limit: u64) {
+        self.offers += 1;
+        if self.offers.is_multiple_of(DECAY_EVERY) {
+            for entry in &mut self.entries {
+                entry.sampled /= 2;
+                entry.error /= 2;
+            }
+        }
+        // Compared in place: `borrowed()` would hash each entry's strings (four xxh3 calls),
+        // 64 entries per sample once the sketch is full (issue 16).
+        if let Some(entry) = self
+            .entries
+            .iter_mut()
+            .find(|entry| counter.equivalent(&entry.counter))
+        {
+            entry.sampled += 1;
+            entry.limit = limit;
+            return;
+        }
+        let hitter = |sampled, error| HeavyHitter {
+            counter: counter.to_owned_key(),
+            limit,
+            sampled,
+            error,
+        };
+        if self.entries.len() < SKETCH_CAPACITY {
+            self.entries.push(hitter(1, 0));
+        } else if let Some(least) = self.entries.iter_mut().min_by_key(|entry| entry.sampled) {
+            // Space-Saving: the newcomer takes the least one's slot and count (+1), that
+            // count being its possible overestimate.
+            let floor = least.sampled;
+            *least = hitter(floor + 1, floor);
+        }
+    }
+}
+
+/// One shard of the sketch, aligned to its own cache lines (128 bytes: adjacent-line
+/// prefetching pairs 64-byte lines), so that two threads sampling into two shards never
+/// write the same line.
 #[derive(Default)]
 #[repr(align(128))]
+struct Shard(Mutex<SketchState>);
+
+/// Space-Saving over sampled decisions (see the module), in shards: a thread offers to its
+/// own shard (threads take shards in turn), and a snapshot merges them.
+///
+/// One shared sketch had every core's samples write its lock and its entries: with two
+/// threads on distinct keys each sample moved those lines from the other core (issue 16,
+/// scaling with cores). Space-Saving summaries merge by adding the counts (and the
+/// overestimates) of equal counters, so the shards answer together what one sketch did,
+/// each bounded by [`SKETCH_CAPACITY`].
 pub struct HeavyHitters {
-    state: Mutex<SketchState>,
+    shards: Box<[Shard]>,
 }
+
+impl Default for HeavyHitters {
+    /// A shard per core this process may use (at most [`MAX_SHARDS`]).
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::with_shards(cores)
+    }
+}
+
+/// The most shards a sketch has: each holds up to [`SKETCH_CAPACITY`] counters.
+const MAX_SHARDS: usize = 64;
 
 thread_local! {
+    /// This thread's decision count (for the sampling) and its shard, taken in turn from
+    /// [`NEXT_SHARD`] on its first sample.
     static TICK: Cell<u32> = const { Cell::new(0) };
+    static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
 impl HeavyHitters {
+    fn with_shards(shards: usize) -> Self {
+        let shards = shards.clamp(1, MAX_SHARDS);
+        Self {
+            shards: (0..shards).map(|_| Shard::default()).collect(),
+        }
+    }
+
     /// Called on every decision: cheap unless this one is sampled.
     #[inline]
     pub fn offer(&self, counter: &CounterKeyRef<'_>, limit: u64) {
@@ -155,54 +225,54 @@ impl HeavyHitters {
 
     #[cold]
     fn offer_sampled(&self, counter: &CounterKeyRef<'_>, limit: u64) {
-        let mut state = match self.state.try_lock() {
+        let slot = SHARD.with(|shard| {
+            shard.get().unwrap_or_else(|| {
+                let taken = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+                shard.set(Some(taken));
+                taken
+            })
+        });
+        let Some(Shard(shard)) = self.shards.get(slot % self.shards.len()) else {
+            return;
+        };
+        let mut state = match shard.try_lock() {
             Ok(state) => state,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             // Someone else is in: skip this sample rather than wait.
             Err(TryLockError::WouldBlock) => return,
         };
-        state.offers += 1;
-        if state.offers % DECAY_EVERY == 0 {
-            for entry in &mut state.entries {
-                entry.sampled /= 2;
-                entry.error /= 2;
-            }
-        }
-        // Compared in place: `borrowed()` would hash each entry's strings (four xxh3 calls),
-        // 64 entries per sample once the sketch is full (issue 16).
-        if let Some(entry) = state
-            .entries
-            .iter_mut()
-            .find(|entry| counter.equivalent(&entry.counter))
-        {
-            entry.sampled += 1;
-            entry.limit = limit;
-            return;
-        }
-        let hitter = |sampled, error| HeavyHitter {
-            counter: counter.to_owned_key(),
-            limit,
-            sampled,
-            error,
-        };
-        if state.entries.len() < SKETCH_CAPACITY {
-            state.entries.push(hitter(1, 0));
-        } else if let Some(least) = state.entries.iter_mut().min_by_key(|entry| entry.sampled) {
-            // Space-Saving: the newcomer takes the least one's slot and count (+1), that
-            // count being its possible overestimate.
-            let floor = least.sampled;
-            *least = hitter(floor + 1, floor);
-        }
+        state.offer(counter, limit);
     }
 
-    /// The tracked counters, most sampled first.
+    /// The tracked counters, most sampled first (ties in the counters' order): the shards merged (equal counters add
+    /// their counts), at most [`SKETCH_CAPACITY`].
     pub fn snapshot(&self) -> Vec<HeavyHitter> {
-        let mut entries = match self.state.lock() {
-            Ok(state) => state.entries.clone(),
-            Err(poisoned) => poisoned.into_inner().entries.clone(),
-        };
-        entries.sort_by_key(|entry| std::cmp::Reverse(entry.sampled));
-        entries
+        let mut merged: HashMap<CounterKey, HeavyHitter> = HashMap::new();
+        for Shard(shard) in &*self.shards {
+            let state = match shard.lock() {
+                Ok(state) => state,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            for entry in &state.entries {
+                merged
+                    .entry(entry.counter.clone())
+                    .and_modify(|m| {
+                        m.sampled += entry.sampled;
+                        m.error += entry.error;
+                        m.limit = entry.limit;
+                    })
+                    .or_insert_with(|| entry.clone());
+            }
+        }
+        let mut merged: Vec<HeavyHitter> = merged.into_values().collect();
+        // Ties in the counters' order, so the same sketch always lists the same way.
+        merged.sort_by(|a, b| {
+            b.sampled
+                .cmp(&a.sampled)
+                .then_with(|| a.counter.cmp(&b.counter))
+        });
+        merged.truncate(SKETCH_CAPACITY);
+        merged
     }
 }
 
@@ -233,6 +303,48 @@ mod tests {
         let names: Vec<&str> = top.iter().map(|h| &*h.counter.identifier).collect();
         assert_eq!(&names[..2], ["heavy", "warm"], "{names:?}");
         assert_eq!(top[0].limit, 10);
+    }
+
+    #[test]
+    fn samples_of_threads_in_their_own_shards_are_merged() {
+        let sketch = Arc::new(HeavyHitters::with_shards(4));
+        // Four threads, one after another (so no sample is skipped on a busy lock), each
+        // taking the next shard: each samples "shared" and a counter of its own ten times
+        // (a new thread's tick starts at 0: each block of SAMPLE_EVERY offers ends in one
+        // sample of its counter).
+        for t in 0..4 {
+            let sketch = Arc::clone(&sketch);
+            std::thread::spawn(move || {
+                let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
+                let own = format!("own-{t}");
+                for _ in 0..10 {
+                    for _ in 0..SAMPLE_EVERY {
+                        sketch.offer(&CounterKeyRef::new(&ws, &ns, "shared", 1_000), 7);
+                    }
+                    for _ in 0..SAMPLE_EVERY {
+                        sketch.offer(&CounterKeyRef::new(&ws, &ns, &own, 1_000), 7);
+                    }
+                }
+            })
+            .join()
+            .expect("sampling thread");
+        }
+        let top = sketch.snapshot();
+        let names: Vec<(&str, u64)> = top
+            .iter()
+            .map(|h| (&*h.counter.identifier, h.sampled))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("shared", 40),
+                ("own-0", 10),
+                ("own-1", 10),
+                ("own-2", 10),
+                ("own-3", 10)
+            ],
+        );
+        assert!(top.iter().all(|h| h.error == 0 && h.limit == 7));
     }
 
     #[test]
