@@ -36,6 +36,9 @@ use super::settings::TransportSettings;
 type GrpcLayers =
     Stack<BodyBudgetLayer, Stack<InflightLimitLayer, Stack<RequestDeadlineLayer, Identity>>>;
 
+/// Streams a connection may make the server reset for the peer's errors before it is closed.
+const MAX_LOCAL_ERROR_RESETS: usize = 1_024;
+
 /// What the routes are called with: hyper's request body inside the body budget.
 pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 
@@ -56,6 +59,9 @@ pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 /// - HTTP/2 keepalive: drops peers that vanished without closing.
 /// - Optionally a maximum connection age (GOAWAY, then a grace period), so long-lived client
 ///   connections rebalance over new replicas.
+/// - A bound on the streams a peer makes the server reset for its errors (1,024 per
+///   connection, hyper's default: the defence against RUSTSEC-2024-0003's reset floods),
+///   which tonic's builder turned off.
 /// - No `date` header: gRPC clients do not read it (grpc-go sends none), and hyper would
 ///   write it into every response.
 ///
@@ -78,6 +84,7 @@ impl GrpcServer {
             .initial_connection_window_size(settings.http2_connection_window)
             .keep_alive_interval(settings.http2_keepalive_interval)
             .keep_alive_timeout(settings.http2_keepalive_timeout)
+            .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS)
             .auto_date_header(false);
         let layers = ServiceBuilder::new()
             .layer(RequestDeadlineLayer::new(settings.request_timeout))
