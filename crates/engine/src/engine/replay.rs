@@ -147,11 +147,10 @@ impl ReplayQueue {
             taken: 0,
         };
         let mut replayed = Replayed::default();
+        let batch_size = self.batch_size.min(origin.max_replay_batch()).max(1);
         while in_flight.done < in_flight.cells.len() {
             let start = in_flight.done;
-            let end = start
-                .saturating_add(self.batch_size)
-                .min(in_flight.cells.len());
+            let end = start.saturating_add(batch_size).min(in_flight.cells.len());
             let chunk = in_flight.cells.get(start..end).unwrap_or_default();
             let batch: Vec<(CellKey, PnCount)> = chunk
                 .iter()
@@ -185,7 +184,8 @@ impl ReplayQueue {
             if in_flight.done < in_flight.cells.len() {
                 // An origin that answers at once (in-process) never yields: between batches
                 // the decisions of a one-worker runtime get the thread back (100,000 pending
-                // cells held it for the whole replay).
+                // cells held it for the whole replay), and its batches are small
+                // (`max_replay_batch`).
                 tokio::task::yield_now().await;
             }
         }
@@ -281,6 +281,30 @@ mod tests {
         assert_eq!(need, super::super::cell::ReplayNeed::Enqueue);
         assert!(queue.push(key(identifier), SharedCell::clone(&cell)));
         cell
+    }
+
+    /// The in-process origin answers on the replaying thread: its batches stay small whatever
+    /// the engine's `replay_batch` says, so the replay yields to decisions every few dozen
+    /// cells, and every cell still lands.
+    #[tokio::test]
+    async fn an_in_process_replay_goes_in_small_batches() {
+        let origin = InProcessOrigin::new(1_000);
+        let small = origin.max_replay_batch();
+        assert!(small < 100, "{small}");
+        let queue = ReplayQueue::new(1_000, 1 << 20, 1_000);
+        let ids: Vec<String> = (0..2 * small + 1).map(|i| format!("c{i}")).collect();
+        for id in &ids {
+            accepted(&queue, id, 1);
+        }
+        let replayed = queue
+            .replay(&origin, u64::MAX, &SealedChanges::default())
+            .await;
+        assert!(replayed.error.is_none(), "{:?}", replayed.error);
+        assert_eq!(replayed.batches, vec![small, small, 1]);
+        for id in &ids {
+            let read = origin.read(&key(id)).await.expect("in-process read");
+            assert_eq!(read.own, PnCount::new(1, 0), "cell {id}");
+        }
     }
 
     /// A replay dropped mid-batch (a caller's timeout, a `select!`, a shutdown) must leave

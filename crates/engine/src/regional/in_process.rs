@@ -156,6 +156,9 @@ fn key_hash(strings: [&str; 3], duration_ms: u64, tail: &[u8]) -> u128 {
     hasher.digest128()
 }
 
+/// The most cells the in-process origin applies between two yields of the replay.
+const IN_PROCESS_REPLAY_BATCH: usize = 64;
+
 impl RegionalOrigin for InProcessOrigin {
     fn name(&self) -> &'static str {
         "in-process"
@@ -163,6 +166,14 @@ impl RegionalOrigin for InProcessOrigin {
 
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
         Box::pin(std::future::ready(Ok(self.read_now(cell_hash(key)))))
+    }
+
+    /// Applied on the replaying thread (~0.7 µs a cell: a cycle of 100,000 cells took 69 ms,
+    /// BENCHMARKS.md, issue 16), so a batch of `EngineSettings::replay_batch` (1,000) held a runtime thread
+    /// ~0.7 ms every cycle, in the way of the decisions queued behind it (the open-loop p99
+    /// at 10,000/s with 1M live cells); 64 cells hold it ~50 µs.
+    fn max_replay_batch(&self) -> usize {
+        IN_PROCESS_REPLAY_BATCH
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {

@@ -74,6 +74,15 @@ pub trait RegionalOrigin: Send + Sync + 'static {
     /// one round trip.
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>>;
 
+    /// The most cells one [`replay`](Self::replay) call should carry; the replay splits its
+    /// pending cells into batches of at most this (and of `EngineSettings::replay_batch`)
+    /// and yields to the decisions between two. A remote origin wants large batches (one round trip each: no
+    /// limit of its own, the default); an origin that answers on the caller's thread wants
+    /// small ones, or each batch holds a runtime thread for its whole length.
+    fn max_replay_batch(&self) -> usize {
+        usize::MAX
+    }
+
     /// The final replay at shutdown: as [`replay`](Self::replay), but it must be tried even
     /// when recent failures would hold regular calls back (a circuit breaker), and give up
     /// by `deadline`. Unguarded origins just replay.
