@@ -70,8 +70,7 @@ pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 pub struct GrpcServer {
     http2: hyper::server::conn::http2::Builder<TokioExecutor>,
     layers: ServiceBuilder<GrpcLayers>,
-    max_connection_age: Option<Duration>,
-    max_connection_age_grace: Option<Duration>,
+    age: ConnectionAge,
 }
 
 impl GrpcServer {
@@ -96,8 +95,10 @@ impl GrpcServer {
         Self {
             http2,
             layers,
-            max_connection_age: settings.max_connection_age,
-            max_connection_age_grace: settings.max_connection_age_grace,
+            age: ConnectionAge {
+                max: settings.max_connection_age,
+                grace: settings.max_connection_age_grace,
+            },
         }
     }
 
@@ -129,11 +130,7 @@ impl GrpcServer {
                 let connection = self
                     .http2
                     .serve_connection(TokioIo::new(conn), service.clone());
-                let age = ConnectionAge {
-                    max: self.max_connection_age,
-                    grace: self.max_connection_age_grace,
-                };
-                connections.spawn(serve_connection(connection, age, stop.clone()));
+                connections.spawn(serve_connection(connection, self.age, stop.clone()));
             }
         }
         // `incoming` is dropped: the listener closes before the drain.
