@@ -988,7 +988,9 @@ fn current_key<'a>(hit: &Hit<'a>, position: &WindowPosition) -> CellKeyRef<'a> {
 }
 
 /// The origin as the final replay sees it: every replay is a last chance
-/// ([`RegionalOrigin::replay_final`]), bounded by one deadline.
+/// ([`RegionalOrigin::replay_final`]), bounded by one deadline. It keeps the default
+/// [`RegionalOrigin::max_replay_batch`] (no limit of its own): at shutdown no decision waits
+/// behind a batch, so the final replay goes in the engine's full batches.
 struct FinalAttempt {
     origin: Arc<dyn RegionalOrigin>,
     deadline: tokio::time::Instant,
