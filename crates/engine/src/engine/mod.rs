@@ -916,6 +916,14 @@ impl Engine {
         queued
     }
 
+    /// Which shard of the cell table holds `hit`'s current cell. For benchmarks that place
+    /// keys on purpose (two threads whose keys share a shard and its lock); not an interface.
+    #[doc(hidden)]
+    pub fn table_shard(&self, hit: &Hit<'_>) -> usize {
+        let position = WindowPosition::at(self.clock.now_ms(), hit.counter.duration_ms);
+        self.table.shard_of(&current_key(hit, &position))
+    }
+
     pub fn live_cells(&self) -> usize {
         self.table.len()
     }

@@ -140,11 +140,14 @@ impl CellTable {
             budget,
         };
         let capacity = budget.table_bytes.max(1);
-        // Readers of two distinct keys write the same lock word when the keys fall in one
-        // shard (a read lock is a locked add on it): with 4 shards per core, one pair of keys
-        // in 8 on two cores, drawn per process (the hash is seeded), and the two threads'
-        // decisions then serialize on that cache line (BENCHMARKS.md, issue 16). 16 per core
-        // make that one pair in 32; a shard costs a few hundred bytes.
+        // Each shard's lock is crossbeam's `ShardedLock` (quick_cache's `sharded-lock`): a
+        // reader locks the slot of its own thread, so readers on two cores write no common
+        // line even in one shard. With parking_lot's `RwLock` a read lock was a locked add on
+        // the shard's one lock word: two threads deciding two keys of one shard scaled 1.49×
+        // instead of 1.96×, and two threads on one hot key 0.56× instead of 1.12×
+        // (BENCHMARKS.md, issue 16, session 12). The price is on writes, which lock every slot:
+        // a cold decision costs ~650 ns more (2.3 → 3.0 µs). Many shards (16 per core) still
+        // keep writers (cold cells, eviction, the reaper) apart; a shard costs ~1.3 KB.
         let mut shards = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .saturating_mul(16)
@@ -284,6 +287,11 @@ impl CellTable {
         }
         mark.earliest = earliest;
         reaped
+    }
+
+    /// The shard `key` falls in (see [`Engine::table_shard`](super::Engine::table_shard)).
+    pub fn shard_of(&self, key: &CellKeyRef<'_>) -> usize {
+        self.cells.shard_index(key)
     }
 
     pub fn len(&self) -> usize {
