@@ -148,6 +148,10 @@ impl CellTable {
         // (BENCHMARKS.md, issue 16, session 12). The price is on writes, which lock every slot:
         // a cold decision costs ~650 ns more (2.3 → 3.0 µs). Many shards (16 per core) still
         // keep writers (cold cells, eviction, the reaper) apart; a shard costs ~1.3 KB.
+        // A `ShardedLock` poisons (parking_lot's did not), and quick_cache unwraps a poisoned
+        // lock on every later access: what runs under a shard's write lock (`CellWeighter`,
+        // `Protection`, the keys' hashing and comparison, a cell's drop) must never panic,
+        // or every decision on that shard would.
         let mut shards = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .saturating_mul(16)
