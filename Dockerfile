@@ -3,7 +3,7 @@
 # (glibc, CA certificates, no shell, no package manager) as the non-root user 65532; the
 # binary is also /bin/ratelimit, upstream's name (its no-argument mode: upstream's variables).
 #   docker build -t gcounter-rls:dev .
-# Used by integration/k8s/ratelimit.yaml. The same glibc (Debian 12) in both stages.
+# Used by deploy/kubernetes/ratelimit.yaml. The same glibc (Debian 12) in both stages.
 
 FROM docker.io/library/rust:1.95-slim-bookworm AS builder
 WORKDIR /build

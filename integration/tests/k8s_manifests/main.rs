@@ -1,4 +1,4 @@
-//! The Kubernetes, Istio and container files — `integration/k8s/`, `kind-cluster.yaml`,
+//! The Kubernetes, Istio and container files — `deploy/kubernetes/`, `deploy/kind-cluster.yaml`,
 //! `Dockerfile` — checked offline, since this machine has no Docker engine or cluster:
 //!
 //! - every Kubernetes manifest against the Kubernetes schemas (`kubernetes-validate`
@@ -39,7 +39,10 @@ const RLS_HEALTH_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 
 fn envoy_filters(docs: &[Doc]) -> Vec<&Doc> {
     let filters = of_kind(docs, "EnvoyFilter");
-    assert!(!filters.is_empty(), "no EnvoyFilter under integration/k8s");
+    assert!(
+        !filters.is_empty(),
+        "no EnvoyFilter under deploy/kubernetes"
+    );
     filters
 }
 
@@ -478,8 +481,8 @@ fn istio_objects_kind_and_readme_fit_together() {
     );
 
     // kind maps the node port to the host port the README's walk-through curls.
-    let kind_text =
-        std::fs::read_to_string(repo_path("kind-cluster.yaml")).expect("read kind-cluster.yaml");
+    let kind_text = std::fs::read_to_string(repo_path("deploy/kind-cluster.yaml"))
+        .expect("read deploy/kind-cluster.yaml");
     let kind = &manifests::parse_documents(&kind_text).expect("parse kind-cluster.yaml")[0];
     assert_eq!(str_at(kind, "kind"), Some("Cluster"));
     assert_eq!(str_at(kind, "apiVersion"), Some("kind.x-k8s.io/v1alpha4"));
@@ -899,7 +902,7 @@ fn a_configmap_style_update_is_hot_reloaded() {
 // Upstream's own Deployment, only the image changed
 
 /// Where envoyproxy/ratelimit's Deployment (Istio's sample) lives, kept as upstream wrote it.
-const UPSTREAM_DEPLOYMENT_DIR: &str = "integration/k8s/upstream/";
+const UPSTREAM_DEPLOYMENT_DIR: &str = "deploy/kubernetes/upstream/";
 
 /// Upstream's Deployment runs our image as it ran upstream's: `/bin/ratelimit` (which the
 /// Dockerfile provides), and its `env:` (every variable, as written) is accepted by the real
@@ -977,7 +980,7 @@ fn upstreams_deployment_runs_our_image_with_its_env_unchanged() {
 // Envoy Gateway's rate-limit Deployment, only the image changed
 
 /// Where the Deployment Envoy Gateway generates lives, kept as Envoy Gateway writes it.
-const ENVOY_GATEWAY_DEPLOYMENT_DIR: &str = "integration/k8s/envoy-gateway/";
+const ENVOY_GATEWAY_DEPLOYMENT_DIR: &str = "deploy/kubernetes/envoy-gateway/";
 
 /// Envoy Gateway's Deployment runs our image: `/bin/ratelimit` with its `env:` (every
 /// variable as written: limits over xDS with mTLS to the xDS server, TLS on gRPC, forced

@@ -1,4 +1,4 @@
-//! The YAML documents under `integration/k8s/`, parsed into JSON values.
+//! The YAML documents under `deploy/kubernetes/`, parsed into JSON values.
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,7 @@ use serde_json::Value;
 use gcounter_rls_integration::repo_path;
 
 /// Where the manifests live, relative to the repository root.
-pub const K8S_DIR: &str = "integration/k8s";
+pub const K8S_DIR: &str = "deploy/kubernetes";
 
 /// One document of a manifest file.
 #[derive(Debug, Clone)]
