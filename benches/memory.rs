@@ -165,7 +165,7 @@ fn while_deciding<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
 /// With `LONG_TURN_MS` set, each turn of at least that many milliseconds of CPU is printed
 /// to stderr with its start and end on `CLOCK_MONOTONIC`, the clock `perf record -k
 /// CLOCK_MONOTONIC` stamps its samples with: `perf script --time <start>,<end>` then shows
-/// what the thread did in that turn (BENCHMARKS.md, issue 16, session 8).
+/// what the thread did in that turn (BENCHMARKS.md, "Background work at 1M live cells").
 struct Turns {
     wall: Vec<Duration>,
     cpu: Vec<Duration>,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One hostile client against the service, as issue 15 tried it: the figures of BENCHMARKS.md's
+"""One hostile client against the service, phase by phase: the figures of BENCHMARKS.md's
 "Under abuse" table.
 
     python3 scripts/abuse.py [--binary target/release/gcounter-rls] [--seconds 30]

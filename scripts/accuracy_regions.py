@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real processes against the simulator: N regions of `gcounter-rls` sharing one MariaDB.
 
-A benchmark, not a test (issue 13, ACCURACY.md "Real processes"). For each scenario it
+A benchmark, not a test (ACCURACY.md, "Method"). For each scenario it
 starts one `gcounter-rls serve` per region (its own `--region`, the in-process regional
 origin, one shared MariaDB database), drives every region with `gcounter-loadtest` (open loop,
 one hot key), and compares admitted ÷ limit per window with what `gcounter-sim` computes for

@@ -41,7 +41,7 @@ multi-thread runtime with --workers workers) and the service with `--workers`, n
 pinned, each under `gcounter-loadtest` at each of --rates (open loop, 1,000 keys; the load
 generator shares the cores, as it must on a 2-core machine). Prints p50/p99/p99.9 per rate
 and the service's p99 as a ratio to the no-op's at the same rate.
-With --live-cells N (issue 16: "with 1M live cells, p99 at a fixed open-loop rate"), the
+With --live-cells N (the p99 at a fixed open-loop rate while the table is large), the
 service holds at least N live window cells through the measurement: its limit is per year (no
 window ends during a run), --max-cells and --max-cell-bytes are raised so nothing is evicted,
 and before the measurement `gcounter-loadtest --sequential` sends each key of a key space once

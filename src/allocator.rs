@@ -1,13 +1,13 @@
 //! How the process asks glibc's allocator to behave: no fastbins.
 //!
 //! glibc keeps freed small chunks in "fastbins" and merges them all in one pass
-//! (`malloc_consolidate`) at the next large allocation. After the reaper frees a million
-//! cells at a window rollover, that one pass ran inside a decision: its longest wait was
-//! 62–65 ms (`cargo bench --bench memory rollover`, BENCHMARKS.md "Issue 16, session 7").
-//! Without fastbins the freed chunks are merged as they are freed, a little at a time, and
-//! the longest wait fell to 9–10 ms, while the per-thread cache (tcache) still serves the
-//! warm path's few small allocations: the engine's warm decision and thread benches measured
-//! no slower, and memory per live cell stayed at 257–258 B.
+//! (`malloc_consolidate`) at the next large allocation. After the reaper frees a million cells
+//! at a window rollover, that one pass ran inside a decision: its longest wait was 62–65 ms
+//! (`cargo bench --bench memory rollover`, BENCHMARKS.md "Background work at 1M live cells").
+//! Without fastbins the freed chunks are merged as they are freed, a little at a time, and the
+//! longest wait fell to 9–10 ms, while the per-thread cache (tcache) still serves the warm
+//! path's few small allocations: the engine's warm decision and thread benches measured no
+//! slower, and memory per live cell stayed at 257–258 B.
 //!
 //! Only the binaries call this (the service, the benches that measure it): an allocator is a
 //! process's choice, not a library's.

@@ -1,10 +1,10 @@
-//! The engine's memory and counts under a hostile client and a failing backend, end to end
-//! (issue 15): the real binary, real gRPC, a real `redis-server`.
+//! The engine's memory and counts under a hostile client and a failing backend, end to end:
+//! the real binary, real gRPC, a real `redis-server`.
 //!
-//! - break 2: descriptors with long keys and values fill a cap in bytes, not in cells;
-//! - break 6: a flood of unique keys does not make the service forget a counter at its
-//!   limit (embedded default: the in-process origin);
-//! - break 9: during a Redis outage, accepted one-shot cells beyond `--max-pending-replay`
+//! - descriptors with long keys and values fill a cap in bytes, not in cells;
+//! - a flood of unique keys does not make the service forget a counter at its limit
+//!   (embedded default: the in-process origin);
+//! - during a Redis outage, accepted one-shot cells beyond `--max-pending-replay`
 //!   still reach Redis once it is back.
 
 use gcounter_rls_integration as support;
@@ -21,10 +21,10 @@ use support::redis_admin::redis_args;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-/// Break 6. Embedded default, 5 per minute: one request of cost 5 uses the budget; a flood
+/// Embedded default, 5 per minute: one request of cost 5 uses the budget; a flood
 /// of unique keys, many times the cell cap, follows; the same client is still OVER_LIMIT in
-/// the same minute. Before: the flood evicted the counter from the table and from the
-/// in-process origin, and the client got 5 more.
+/// the same minute. Were the flood to evict the counter from the table and from the
+/// in-process origin, the client would get 5 more.
 #[tokio::test]
 async fn a_flood_of_unique_keys_does_not_reset_a_counter_at_its_limit() {
     const FLOOD: usize = 12_000;
@@ -108,7 +108,7 @@ fn big_override(tag: &str, entries: usize, half: usize) -> RateLimitDescriptor {
     d
 }
 
-/// Break 2. Unique request overrides of 16 KiB each (the most `--max-descriptor-bytes`
+/// Unique request overrides of 16 KiB each (the most `--max-descriptor-bytes`
 /// allows): 6,000 of them make 12,000 cells, ~200 MB held under a cap in cells. With
 /// `--max-cell-bytes 32MiB` the service's RSS grows by well under 100 MiB.
 /// Before: the cap counted cells (1M), so every one of them stayed.
@@ -159,9 +159,9 @@ async fn big_descriptors_fill_a_cap_in_bytes() {
     assert!(status.message().contains("bytes"), "{status:?}");
 }
 
-/// Break 9. A Redis outage, 600 one-shot keys accepted (three times `--max-pending-replay`),
-/// Redis back: every accepted count is in Redis. Before: an overflowed cell was queued
-/// again only on its next accept, so the 400 one-shot cells past the queue never left.
+/// A Redis outage, 600 one-shot keys accepted (three times `--max-pending-replay`),
+/// Redis back: every accepted count is in Redis. An overflowed cell queued again only on its
+/// next accept would leave the 400 one-shot cells past the queue behind for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflowed_replay_reaches_redis_after_an_outage() {
     const KEYS: usize = 600;

@@ -92,8 +92,8 @@ fn accepted(sent: &[Sent]) -> u64 {
 /// Three regions a, b, c share one database; limit 100 per hour on `tenant`.
 ///
 /// Parameters: `--global-flush-interval 300ms --global-sync-interval 300ms` (± 20 % jitter);
-/// regions a and c run with `--publish-floor 0.5` (a cell is published from 50: the RFC's
-/// floor); region b runs with `--publish-floor 0` so its 40 (below 50) is published too.
+/// regions a and c run with `--publish-floor 0.5` (a cell is published from 50: a
+/// high floor); region b runs with `--publish-floor 0` so its 40 (below 50) is published too.
 ///
 /// 1. a consumes 60 (one request with `hits_addend` 60: ≥ the floor, so published);
 /// 2. within 5 s (≈ 2 flush + sync intervals plus margins) b's peek shows remaining 40;

@@ -1,6 +1,6 @@
-//! The service's lifecycle under failing backends, end to end (issue 15, breaks 7, 8, 10,
-//! 11, 13, 14 and the "0 lost" criterion): real binary, real gRPC, real `redis-server`s and
-//! databases, cut and slowed through `support::Proxy`.
+//! The service's lifecycle under failing backends, end to end, and that no accepted count is
+//! lost through it: real binary, real gRPC, real `redis-server`s and databases, cut and
+//! slowed through `support::Proxy`.
 //!
 //! - SIGTERM drains gRPC before the final replay: every decision answered during the drain
 //!   reaches Redis;
@@ -83,7 +83,7 @@ fn full_log(service: &Service) -> String {
 }
 
 // ---------------------------------------------------------------------------------------
-// Break 7: SIGTERM while requests are in flight
+// SIGTERM while requests are in flight
 // ---------------------------------------------------------------------------------------
 
 /// Requests on new keys wait for their cold read (Redis answers 300 ms late) when SIGTERM
@@ -148,7 +148,7 @@ async fn decisions_answered_during_the_drain_reach_redis() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Breaks 8 and 13: SIGTERM soon after an outage; a quiet log during it
+// SIGTERM soon after an outage; a quiet log during it
 // ---------------------------------------------------------------------------------------
 
 /// Redis refuses connections for 4 s while decisions go on: the circuit opens (and its
@@ -260,7 +260,7 @@ async fn a_slow_redis_keeps_the_circuit_open_for_cold_reads() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Break 10: the database down at start
+// The database down at start
 // ---------------------------------------------------------------------------------------
 
 /// The database refuses connections at start: `serve --migrate` still starts, answers and
@@ -307,7 +307,7 @@ support::scenario_tests!(starts_without_the_database_and_catches_up {
 });
 
 // ---------------------------------------------------------------------------------------
-// Break 11: settings refused at start
+// Settings refused at start
 // ---------------------------------------------------------------------------------------
 
 /// Runs `gcounter-rls args…`, killing it after 10 s; exit code and combined output.
@@ -365,7 +365,7 @@ fn zero_and_absurd_durations_are_refused_at_start() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Break 14: secrets
+// Secrets
 // ---------------------------------------------------------------------------------------
 
 /// `serve --help` shows which variables are read, never their values; a database or Redis

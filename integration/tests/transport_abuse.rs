@@ -1,7 +1,7 @@
-//! One hostile client against the real binary's transport (issue 15, breaks 1, 3 and 15):
-//! memory stays bounded under an HTTP/2 slow-loris, silent connections are closed and capped,
-//! the accept loop does not spin on EMFILE, and undecodable bodies are refused and counted.
-//! Sizes are reduced from the issue's; the mechanisms are the same.
+//! One hostile client against the real binary's transport: memory stays bounded under an HTTP/2
+//! slow-loris, silent connections are closed and capped, the accept loop does not spin on
+//! EMFILE, and undecodable bodies are refused and counted. Sizes are reduced from
+//! `scripts/abuse.py`'s; the mechanisms are the same.
 
 use gcounter_rls_integration as support;
 
@@ -39,10 +39,11 @@ async fn legit_call(service: &Service, i: usize) -> Result<(), String> {
     }
 }
 
-/// Break 1: 4 connections × 50 streams, each announcing 1 MB and sending 0.9 MB, then a byte
-/// a second. Before the fix each stream buffered its message (the 2 GB of the issue, here
-/// about 180 MB); with a 16 MiB budget of buffered request bytes the service's RSS must stay
-/// within 80 MiB of where it started, and legitimate calls and /healthz must keep answering.
+/// 4 connections × 50 streams, each announcing 1 MB and sending 0.9 MB, then a byte a second.
+/// Without a bound on buffered bytes each stream would buffer its message (about 180 MB here,
+/// 2 GB at `scripts/abuse.py`'s sizes); with a 16 MiB budget of buffered request bytes the
+/// service's RSS must stay within 80 MiB of where it started, and legitimate calls and /healthz
+/// must keep answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
     let (_dir, mut service) = support::serve_limits(
@@ -131,10 +132,10 @@ async fn assert_descriptors_capped(pid: u32, before: usize, cap: usize, flood: &
     );
 }
 
-/// Break 3: silent TCP connections. With `--max-connections 8` and a 1 s preface deadline,
+/// Silent TCP connections. With `--max-connections 8` and a 1 s preface deadline,
 /// 40 connections that never send a byte cost at most 8 descriptors, are closed after the
-/// deadline, and neither /healthz nor a new gRPC call is shut out. Before the fix every one
-/// was accepted and held forever.
+/// deadline, and neither /healthz nor a new gRPC call is shut out. Without the cap and the
+/// deadline every one would be accepted and held forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_capped_and_closed() {
     let (_dir, mut service) =
@@ -197,9 +198,9 @@ async fn idle_connections_are_capped_and_closed() {
     drop(idle);
 }
 
-/// Break 3, the spin: with the open-files limit exhausted (64 descriptors, a cap of 1,000),
-/// accept fails with EMFILE. Before the fix the accept loop retried at once, silently, at
-/// 100 % CPU; now it backs off, says so in the log, and serves again once descriptors free.
+/// The accept loop at the open-files limit (64 descriptors, a cap of 1,000): accept fails
+/// with EMFILE. A loop that retried at once would spin silently at 100 % CPU; this one backs
+/// off, says so in the log, and serves again once descriptors free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emfile_backs_off_logs_and_recovers() {
     let (dir, path) = support::limits_file(YAML);
@@ -256,7 +257,7 @@ async fn emfile_backs_off_logs_and_recovers() {
     drop(dir);
 }
 
-/// Break 15: a body that is not a RateLimitRequest is INVALID_ARGUMENT and counted; a
+/// A body that is not a RateLimitRequest is INVALID_ARGUMENT and counted; a
 /// message over --max-request-bytes is RESOURCE_EXHAUSTED (grpc-go's answer) and counted.
 #[tokio::test]
 async fn undecodable_and_oversized_bodies_are_refused_and_counted() {
@@ -285,8 +286,8 @@ async fn undecodable_and_oversized_bodies_are_refused_and_counted() {
 
 /// The admin port is bounded the same way: with `--max-admin-connections 4` and a 1 s
 /// header deadline, 12 connections that send half a request head cost at most 4
-/// descriptors and are closed; /healthz answers once they are. Before the fix (axum::serve,
-/// no timer) each was held until the client left.
+/// descriptors and are closed; /healthz answers once they are. Served by `axum::serve`
+/// (no timer), each would be held until the client left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_half_requests_are_capped_and_timed_out() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

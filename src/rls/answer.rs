@@ -1,11 +1,11 @@
 //! The answer to one request, encoded on the wire without building prost's
 //! `RateLimitResponse`.
 //!
-//! prost's message holds its statuses in a `Vec`: one allocation per request, the last one
-//! on the decision path (BENCHMARKS.md, issue 16). [`Answer`] keeps them inline up to
-//! [`INLINE_PLANS`] descriptors and encodes itself field by field with prost's own field
-//! encoders, in the generated code's tag order, so the bytes are those prost would write
-//! for [`Answer::into_response`] (the tests compare them). The JSON endpoint and the
+//! prost's message holds its statuses in a `Vec`: one allocation per request, the last one on
+//! the decision path (BENCHMARKS.md, "The cost of a request"). [`Answer`] keeps them inline up
+//! to [`INLINE_PLANS`] descriptors and encodes itself field by field with prost's own field
+//! encoders, in the generated code's tag order, so the bytes are those prost would write for
+//! [`Answer::into_response`] (the tests compare them). The JSON endpoint and the
 //! `RateLimitService` trait take the prost message.
 //!
 //! The answer is small on purpose: tonic moves it several times between the handler and the

@@ -1,11 +1,11 @@
 //! The `RateLimitService` gRPC route: tonic frames the message, `rls` decodes it.
 //!
-//! Served with [`RawRequestCodec`] instead of tonic's generated server so that every request
-//! a client sends ends in `rls_requests_total`, whatever broke: an unparsable body is
-//! `INVALID_ARGUMENT` (tonic's generated server answered `INTERNAL` and counted nothing,
-//! issue 15 break 15), a message over `--max-request-bytes` or over the buffered-bytes budget
-//! is `RESOURCE_EXHAUSTED` (as grpc-go, envoyproxy/ratelimit's server, answers an oversized
-//! message; tonic says `OUT_OF_RANGE`).
+//! Served with [`RawRequestCodec`] instead of tonic's generated server so that every request a
+//! client sends ends in `rls_requests_total`, whatever broke: an unparsable body is
+//! `INVALID_ARGUMENT` (tonic's generated server answered `INTERNAL` and counted nothing, so a
+//! client sending garbage left no trace in the metrics), a message over `--max-request-bytes`
+//! or over the buffered-bytes budget is `RESOURCE_EXHAUSTED` (as grpc-go,
+//! envoyproxy/ratelimit's server, answers an oversized message; tonic says `OUT_OF_RANGE`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -71,8 +71,8 @@ impl RateLimitRoute {
 ///
 /// tonic's router (axum's) serves a service under the wildcard `/{service}/{*rest}`: on every
 /// request it captured the method name, percent-decoded it into a new `Arc<str>`, cloned a
-/// boxed route and boxed the body again (BENCHMARKS.md, issue 16). `ShouldRateLimit`, nearly
-/// every request, is compared with its path and called directly.
+/// boxed route and boxed the body again (BENCHMARKS.md, "The cost of a request").
+/// `ShouldRateLimit`, nearly every request, is compared with its path and called directly.
 #[derive(Clone)]
 pub struct GrpcRoutes {
     rate_limit: RateLimitRoute,

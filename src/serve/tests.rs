@@ -26,8 +26,9 @@ fn no_env(_: &str) -> Option<String> {
     None
 }
 
-/// Issue 15, break 11: a background task that dies (here: panics) must turn `/healthz`
-/// and gRPC health to NOT_SERVING, and the process must still shut down cleanly.
+/// A background task that dies (here: panics) must turn `/healthz` and gRPC health to
+/// NOT_SERVING, or an orchestrator keeps sending traffic to a process that no longer replays,
+/// flushes or syncs; and the process must still shut down cleanly.
 #[tokio::test(start_paused = true)]
 async fn a_task_that_dies_makes_the_process_unhealthy_and_shutdown_still_works() {
     let (reporter, _service) = tonic_health::server::health_reporter();

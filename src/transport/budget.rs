@@ -2,7 +2,7 @@
 //!
 //! Per stream, `--max-request-bytes` bounds one message; per connection,
 //! `--max-concurrent-streams` bounds the streams; but connections × streams × bytes is no
-//! bound at all (1,024 × 100 × 256 KiB = 25 GiB). Issue 15's slow-loris held 2 GB this way.
+//! bound at all (1,024 × 100 × 256 KiB = 25 GiB): an HTTP/2 slow-loris held 2 GB this way.
 //! Worse, tonic reserves a message's announced length as soon as its 5-byte prefix arrives
 //! (`codec/decode.rs`), so a stream costs the server what it *announces*, not what it sends.
 //!
@@ -16,7 +16,7 @@
 //!
 //! Nothing ever waits for bytes, so a pool is one atomic count, not a semaphore: taking is a
 //! compare-and-swap, giving back an add (a tokio semaphore also locked its waiter list on
-//! every release and cloned an `Arc` per permit: BENCHMARKS.md, issue 16).
+//! every release and cloned an `Arc` per permit: BENCHMARKS.md, "The cost of a request").
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -1,11 +1,11 @@
 //! A gRPC codec that hands the handler the request message's raw bytes.
 //!
 //! With tonic's generated server, a body that is not a valid protobuf fails inside tonic,
-//! before the handler runs: the client gets `INTERNAL` and nothing is counted (issue 15,
-//! break 15). Decoding in the handler instead lets `rls` answer `INVALID_ARGUMENT` (what
-//! grpc-go's servers answer for an unparsable message is `INTERNAL` too, but the request is
-//! the client's fault, and envoyproxy/ratelimit's own validation errors are client errors)
-//! and count the request like every other refusal.
+//! before the handler runs: the client gets `INTERNAL` and nothing is counted, so garbage sent
+//! by a client leaves no trace in the metrics. Decoding in the handler instead lets `rls`
+//! answer `INVALID_ARGUMENT` (what grpc-go's servers answer for an unparsable message is
+//! `INTERNAL` too, but the request is the client's fault, and envoyproxy/ratelimit's own
+//! validation errors are client errors) and count the request like every other refusal.
 
 use std::marker::PhantomData;
 
@@ -56,7 +56,7 @@ impl<R: prost::Message> Encoder for ProstEncoder<R> {
 /// Encodes `item` into `dst`, a small one (one descriptor: ~40 bytes) on the stack first and
 /// copied out once: written straight into tonic's `EncodeBuf`, each varint byte is a
 /// `put_slice` call and a `memcpy` (~30 per answer, ~1,800 instructions per request by
-/// callgrind, BENCHMARKS.md issue 16 session 8).
+/// callgrind, BENCHMARKS.md "The cost of a request").
 fn encode_via_stack<R: prost::Message>(
     item: &R,
     dst: &mut impl BufMut,

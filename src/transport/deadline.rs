@@ -5,9 +5,9 @@
 //!
 //! Why not tonic's `Server::timeout` and its `grpc-timeout` layer: they build a tokio `Sleep`
 //! for every request (Envoy sends `grpc-timeout` on every call), which reads the clock and
-//! clones the runtime's handle (BENCHMARKS.md, issue 16). Nearly every request is answered
-//! on its first poll, so here the timer is made only when the request has to wait, counted
-//! from then (microseconds after its headers arrived).
+//! clones the runtime's handle (BENCHMARKS.md, "The cost of a request"). Nearly every request
+//! is answered on its first poll, so here the timer is made only when the request has to wait,
+//! counted from then (microseconds after its headers arrived).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,12 +1,12 @@
 //! The gRPC server: HTTP/2 connections served by hyper, with every transport bound.
 //!
 //! Not tonic's `Server`: per request it clones a boxed service, inserts the connection's
-//! address into the request's extensions (an allocation nobody here reads), boxes the body
-//! and the future more than once and routes through axum's router: ~3,000 of a request's
-//! ~60,000 instructions and as many cache lines, the last distance to a no-op server
-//! (BENCHMARKS.md, issue 16). Here hyper calls one layered service with its own body type;
-//! tonic still frames, decodes and encodes the messages (`tonic::server::Grpc`) and serves
-//! the health service behind the routes.
+//! address into the request's extensions (an allocation nobody here reads), boxes the body and
+//! the future more than once and routes through axum's router: ~3,000 of a request's ~60,000
+//! instructions and as many cache lines, the last distance to a no-op server (BENCHMARKS.md,
+//! "The cost of a request"). Here hyper calls one layered service with its own body type; tonic
+//! still frames, decodes and encodes the messages (`tonic::server::Grpc`) and serves the health
+//! service behind the routes.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -5,11 +5,11 @@
 //! connection stops taking requests (`poll_ready` waits, the body is not read) until one
 //! finishes, within the request deadline.
 //!
-//! Why not tower's `GlobalConcurrencyLimitLayer`: its tokio semaphore locks its waiter list
-//! on every release, waiters or not, and clones an `Arc` per permit besides the one the
-//! permit needs: ~150 instructions and two more locked operations on every request
-//! (BENCHMARKS.md, issue 16). Here a permit is one compare-and-swap to take and one add to
-//! give back; the waiters' [`Notify`] is touched only when someone waits.
+//! Why not tower's `GlobalConcurrencyLimitLayer`: its tokio semaphore locks its waiter list on
+//! every release, waiters or not, and clones an `Arc` per permit besides the one the permit
+//! needs: ~150 instructions and two more locked operations on every request (BENCHMARKS.md,
+//! "The cost of a request"). Here a permit is one compare-and-swap to take and one add to give
+//! back; the waiters' [`Notify`] is touched only when someone waits.
 
 use std::future::Future;
 use std::pin::Pin;

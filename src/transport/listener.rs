@@ -39,7 +39,7 @@ pub struct ListenerSettings {
 /// spent on them. An accept error that is about the listener or the process (EMFILE,
 /// ENFILE, ENOBUFS, ENOMEM) pauses the loop, 5 ms doubling up to `max_accept_backoff`, and
 /// is logged at most every 5 s; tonic's own loop retried at once and logged at trace level,
-/// which turned fd exhaustion into a silent 100 % CPU spin (issue 15, break 3).
+/// which turned fd exhaustion (a flood of idle connections) into a silent 100 % CPU spin.
 pub struct BoundedListener {
     listener: TcpListener,
     permits: Arc<Semaphore>,

@@ -15,7 +15,7 @@ use tokio::time::Sleep;
 ///
 /// Why in the IO and not around hyper's connection future: neither hyper's HTTP/2 server nor
 /// its handshake has a deadline for the client preface, so a peer that connects and sends
-/// nothing would hold a socket forever (issue 15, break 3). Failing the read makes hyper
+/// nothing would hold a socket (and a file descriptor) forever. Failing the read makes hyper
 /// close the connection through its normal error path. Generic so that under TLS the same
 /// deadline applies again to the HTTP/2 preface inside the session, after the handshake.
 pub struct PrefaceDeadline<S> {

@@ -2,8 +2,8 @@
 //!
 //! Freeing a buffer of a hundred megabytes (the read of a global sync at a million cells)
 //! gives its pages back to the kernel (`munmap`), which takes milliseconds in proportion to
-//! the pages touched. On a one-worker runtime that is a stall of every decision (issue 16:
-//! the sync merge's last turn, 7 to 16 ms of CPU in `munmap` for a 104 MB buffer). Dropped
+//! the pages touched. On a one-worker runtime that is a stall of every decision (the sync
+//! merge's last turn, 7 to 16 ms of CPU in `munmap` for a 104 MB buffer). Dropped
 //! on tokio's blocking pool instead, the pages are returned on another thread while
 //! decisions go on.
 

@@ -249,7 +249,7 @@ fn counter_hash(workspace: &str, namespace: &str, identifier: &str, duration_ms:
 /// [`CounterKeyRef`] is made (seeded xxh3 of its strings, see `counter_hash`), and a key
 /// hashes as that value and its `sequence` (two `write_u64`), so this only mixes the two
 /// words. A general-purpose hasher (quick_cache's default, foldhash) hashed them again on
-/// every lookup (issue 16: the warm decision's instructions). The seed is in the counter's
+/// every lookup, a visible share of the warm decision's instructions. The seed is in the counter's
 /// hash, so identifiers chosen to collide still cannot be.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PrehashedKeys;

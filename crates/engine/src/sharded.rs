@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Slots leased to one thread at a time: its adds are a plain load and store, no locked
-/// read-modify-write (one fewer per metric per decision, issue 16).
+/// read-modify-write (one fewer per metric per decision).
 const LEASED_SLOTS: usize = 12;
 /// Slots for threads beyond [`LEASED_SLOTS`] live at once (and for a thread whose lease is
 /// already gone at its exit): shared round-robin, so their adds are atomic. 16 slots in all,

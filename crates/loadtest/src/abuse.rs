@@ -3,10 +3,10 @@
 //!
 //! - [`slow_loris`]: HTTP/2 connections, each with many streams that announce a large gRPC
 //!   message, send most of it, then trickle one byte at a time so the message never
-//!   completes (issue 15, break 1). A stream the server ends is opened again at once, as an
+//!   completes. A stream the server ends is opened again at once, as an
 //!   attacker would.
 //! - [`idle_flood`]: raw TCP connections that never send a byte, re-opened as soon as the
-//!   server closes them (issue 15, break 3).
+//!   server closes them, to exhaust connections and file descriptors.
 //!
 //! Both report what the server did to them; neither decides anything about the server.
 

@@ -25,7 +25,7 @@ pub struct Fleet {
 }
 
 impl Default for Fleet {
-    /// The measurement set-up: flush and sync every second (the service's default is
+    /// The accuracy targets' set-up: flush and sync every second (the service's default is
     /// 10 s), the service's publish floor and jitter, and a database 50 ms away for writes
     /// and reads.
     fn default() -> Self {
@@ -90,7 +90,7 @@ pub struct Scenario {
     pub sources: Vec<Source>,
 }
 
-/// The hot-key scenarios' limit: 600 per 20 s (the measurements).
+/// The hot-key scenarios' limit: 600 per 20 s (the accuracy targets' set-up).
 const HOT_LIMIT: u64 = 600;
 const HOT_WINDOW_MS: u64 = 20_000;
 
@@ -143,9 +143,9 @@ fn even(name: &str, regions: usize, total: f64) -> Scenario {
     )
 }
 
-/// The RFC's load model: 33 processes in 10 regions, ~24,000 active windows (limit 100 per
+/// The design's load model: 33 processes in 10 regions, ~24,000 active windows (limit 100 per
 /// minute), ~5 % of them used from 2–3 regions, a few percent of requests denied; flush and
-/// sync every 10 s as the RFC assumes.
+/// sync every 10 s (the service's default).
 fn rfc(seed: u64) -> Scenario {
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_0f0c);
     let processes = vec![4, 4, 4, 3, 3, 3, 3, 3, 3, 3];
@@ -183,7 +183,7 @@ fn rfc(seed: u64) -> Scenario {
         .collect();
     Scenario {
         name: "rfc".into(),
-        about: "the RFC's load model: 33 processes in 10 regions, 24,000 keys (100/min), 5 % multi-region, flush and sync every 10 s".into(),
+        about: "the design's load model: 33 processes in 10 regions, 24,000 keys (100/min), 5 % multi-region, flush and sync every 10 s".into(),
         fleet: Fleet {
             processes,
             flush_ms: 10_000,

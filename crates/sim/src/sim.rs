@@ -615,8 +615,8 @@ mod tests {
 
     #[test]
     fn below_the_floor_regions_count_alone() {
-        // The finding, reproduced with the RFC's floor: 10 regions at 0.2× each
-        // never publish, and admit twice the limit.
+        // Why the floor is small: with a floor of 0.5, 10 regions at 0.2× each never
+        // publish, and admit twice the limit.
         let mut scenario = short("even-10x2", 2);
         scenario.fleet.publish_floor = 0.5;
         let report = run(&scenario, 7);

@@ -1,4 +1,4 @@
-//! What one global sync reads from a real database at the RFC's shape of cells: a benchmark,
+//! What one global sync reads from a real database at the design's shape of cells: a benchmark,
 //! not a test (ACCURACY.md, "Reads").
 //!
 //! ```sh

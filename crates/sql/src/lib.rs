@@ -259,7 +259,7 @@ impl SqlStore {
     /// A sync reads up to a row per live cell (a million): the decode yields to the runtime
     /// every [`DECODE_SLICE`] rows and drops each row once decoded, and the emptied buffer
     /// of rows is freed on the blocking pool, so that with one worker no decision waits for
-    /// the whole read to be decoded or freed (issue 16).
+    /// the whole read to be decoded or freed.
     async fn synced(&self, stmt: Statement) -> Result<Vec<SyncedCell>, StoreError> {
         let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
         let mut interned = Interner::default();

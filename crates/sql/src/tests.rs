@@ -1362,8 +1362,8 @@ mod postgres {
     store_tests!(Postgres, sql: yes);
 }
 
-/// A database down at start is not an error until it is used (issue 15, break 10: `serve`
-/// must start and decide locally): the pool connects lazily, and each call fails cleanly,
+/// A database down at start is not an error until it is used (`serve` must start and decide
+/// locally): the pool connects lazily, and each call fails cleanly,
 /// bounded by the connect timeout, until the database answers.
 #[tokio::test]
 async fn unreachable_or_unknown_databases_fail_cleanly() {
@@ -1417,8 +1417,8 @@ async fn unreachable_or_unknown_databases_fail_cleanly() {
     }
 }
 
-/// Issue 15, break 14: a URL that does not parse is quoted whole by sqlx; the error must not
-/// carry its password.
+/// A URL that does not parse is quoted whole by sqlx; the error must not carry its password
+/// (errors are logged).
 #[tokio::test]
 async fn a_url_that_does_not_parse_keeps_its_password_secret() {
     for url in [

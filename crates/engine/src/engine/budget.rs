@@ -2,7 +2,7 @@
 //! shared out, and what one cell weighs.
 //!
 //! A cap in cells alone let a client who sends long descriptors hold gigabytes in a few
-//! thousand cells (issue 15, break 2). Each structure that holds a `CellKey` (the cell
+//! thousand cells. Each structure that holds a `CellKey` (the cell
 //! table, its protected cells, the replay queue, strict mode) therefore gets a fixed share
 //! of one byte budget, and weighs each entry by the bytes it really holds.
 

@@ -5,7 +5,7 @@
 //! only the slow path (a cold cell, a refresh, the region's penalty box) is a future, boxed.
 //! Before, `check` was an `async fn`: every warm decision built its whole future (the size of
 //! its largest state) and moved it into the caller's, ~160 instructions of a ~700-instruction
-//! decision (issue 16). `.await` works on a [`Check`] as it did on the future
+//! decision. `.await` works on a [`Check`] as it did on the future
 //! ([`IntoFuture`]), so there is one way to use it: call, then await.
 
 use std::future::{Future, IntoFuture};

@@ -29,7 +29,7 @@ pub fn decide(
     let duration_ms = duration_ms.max(1);
     let weight_ms = duration_ms.saturating_sub(elapsed_ms);
     // In 64 bits when the product fits (always, for real limits): a 128-bit division is a
-    // call into compiler-builtins, a visible share of a warm decision (issue 16). Same result.
+    // call into compiler-builtins, a visible share of a warm decision. Same result.
     let weighted_previous = match previous.checked_mul(weight_ms) {
         Some(product) => product / duration_ms,
         None => (u128::from(previous) * u128::from(weight_ms) / u128::from(duration_ms))

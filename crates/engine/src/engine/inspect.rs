@@ -136,7 +136,7 @@ impl SketchState {
             }
         }
         // Compared in place: `borrowed()` would hash each entry's strings (four xxh3 calls),
-        // 64 entries per sample once the sketch is full (issue 16).
+        // 64 entries per sample once the sketch is full.
         if let Some(entry) = self
             .entries
             .iter_mut()
@@ -174,8 +174,8 @@ struct Shard(Mutex<SketchState>);
 /// own shard (threads take shards in turn), and a snapshot merges them.
 ///
 /// One shared sketch had every core's samples write its lock and its entries: with two
-/// threads on distinct keys each sample moved those lines from the other core (issue 16,
-/// scaling with cores). Space-Saving summaries merge by adding the counts (and the
+/// threads on distinct keys each sample moved those lines from the other core, which kept
+/// two cores from scaling. Space-Saving summaries merge by adding the counts (and the
 /// overestimates) of equal counters, so the shards answer together what one sketch did,
 /// each bounded by [`SKETCH_CAPACITY`].
 pub struct HeavyHitters {

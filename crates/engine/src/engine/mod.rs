@@ -748,7 +748,7 @@ impl Engine {
     /// The walk of [`publishable`](Self::publishable), a chunk of rows at a time: the global
     /// flush publishes and drops each chunk before it walks on. Gathering 500,000 rows first
     /// held a one-worker runtime's only thread for 18 ms when they were dropped (a free
-    /// and three reference counts each) and again to clone their keys (issue 16).
+    /// and three reference counts each) and again to clone their keys.
     pub fn publishable_walk(&self, floor: f64) -> PublishableWalk<'_> {
         PublishableWalk {
             cells: Box::new(self.table.cells()),
@@ -776,7 +776,7 @@ impl Engine {
     ///
     /// It takes the cells and drops each one once merged, so their keys are freed a slice at
     /// a time too: dropping a million read cells at once held the only thread for tens of
-    /// milliseconds (issue 16). The emptied buffer (104 MB at a million cells) is freed on
+    /// milliseconds. The emptied buffer (104 MB at a million cells) is freed on
     /// the blocking pool ([`crate::aside`]): giving its pages back to the kernel in the last
     /// slice was that slice's 7 to 16 ms of CPU (`munmap`, by profile).
     pub async fn merge_synced_all<S: Send + 'static>(

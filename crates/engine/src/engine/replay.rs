@@ -21,7 +21,7 @@ use crate::regional::{OriginError, RegionalOrigin};
 /// A full queue refuses the cell, which keeps its work marked `Overflowed`; the queue
 /// remembers that it refused one ([`ReplayQueue::take_overflow`]) so the engine can walk the
 /// table and queue such cells again once there is room (a one-shot cell is never accepted
-/// again, so waiting for its next accept lost its work: issue 15, break 9).
+/// again, so waiting for its next accept would lose its work).
 pub struct ReplayQueue {
     pending: Mutex<Pending>,
     capacity: usize,

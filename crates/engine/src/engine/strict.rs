@@ -17,7 +17,7 @@ pub struct StrictMode {
     /// The latest deadline ever entered: no counter is strict at or past it. Every warm
     /// decision with a Redis origin asks [`StrictMode::is_strict`]; while nothing was denied
     /// lately this answers without hashing the counter for a cache lookup (~100 instructions
-    /// per decision, measured: BENCHMARKS.md, issue 16 session 9).
+    /// per decision, measured: BENCHMARKS.md, "The cost of a request").
     latest_until_ms: AtomicU64,
 }
 

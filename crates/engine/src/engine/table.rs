@@ -145,7 +145,7 @@ impl CellTable {
         // line even in one shard. With parking_lot's `RwLock` a read lock was a locked add on
         // the shard's one lock word: two threads deciding two keys of one shard scaled 1.49×
         // instead of 1.96×, and two threads on one hot key 0.56× instead of 1.12×
-        // (BENCHMARKS.md, issue 16, session 12). The price is on writes, which lock every slot:
+        // (BENCHMARKS.md, "Two threads"). The price is on writes, which lock every slot:
         // a cold decision costs ~650 ns more (2.3 → 3.0 µs). Many shards (16 per core) still
         // keep writers (cold cells, eviction, the reaper) apart; a shard costs ~1.3 KB.
         // A `ShardedLock` poisons (parking_lot's did not), and quick_cache unwraps a poisoned
@@ -243,7 +243,7 @@ impl CellTable {
     /// before it a reap returns at once. A walk takes a shard lock and clones a key and a cell
     /// per live cell: at 1M cells ~240 ms of CPU (profiled in the service), every five
     /// seconds, in half-second bursts that took one of two workers from the decisions, for
-    /// nothing between two window ends (issue 16: the open-loop tail with 1M live cells).
+    /// nothing between two window ends: it moved the open-loop p99 with 1M live cells.
     ///
     /// Why no expiry is missed: an insert lowers the mark after the cell is in the table; the
     /// walk raises the mark to "never" before it starts, then lowers it to the earliest expiry
@@ -478,7 +478,7 @@ mod tests {
         assert!(table.len() > 500);
     }
 
-    /// Break 2: a cap in cells let long keys hold any number of bytes.
+    /// A cap in cells alone would let long keys hold any number of bytes.
     #[test]
     fn the_cap_is_in_bytes_under_a_flood_of_long_keys() {
         let budget = CellBudget::new(1_000_000, 4 << 20);
@@ -501,7 +501,8 @@ mod tests {
         );
     }
 
-    /// Break 6: a counter at its limit outlives a flood of fresh keys.
+    /// A counter at its limit outlives a flood of fresh keys (else the flood gives its client
+    /// the budget again).
     #[test]
     fn a_counter_at_its_limit_is_not_evicted_by_a_flood() {
         let table = table_of(1_000);
@@ -559,7 +560,7 @@ mod tests {
         assert_eq!(current.previous(table.changes()), None);
     }
 
-    /// Break 9's other half: a cell holding work the replay queue refused is not evicted.
+    /// A cell holding work the replay queue refused is not evicted (its count would be lost).
     #[test]
     fn an_overflowed_cell_is_not_evicted() {
         let table = full_table();

@@ -595,7 +595,8 @@ async fn the_publishable_walk_meets_every_row_once_a_chunk_at_a_time() {
     );
 }
 
-/// Break 9: cells the full queue refused reach the origin even if never accepted again.
+/// Cells the full queue refused reach the origin even if never accepted again (a one-shot key's
+/// cell never is: waiting for its next accept would lose its count).
 #[tokio::test]
 async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     let origin = Arc::new(SwitchableOrigin::new(true));
@@ -630,7 +631,7 @@ async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     }
 }
 
-/// Break 12: reaping a large table hands the runtime back between slices, so decisions on a
+/// Reaping a large table hands the runtime back between slices, so decisions on a
 /// one-thread runtime (`--workers 1`) go on while it runs. `retain` held the only thread
 /// for the whole table: no decision ran until it returned.
 #[tokio::test(flavor = "current_thread")]

@@ -15,10 +15,10 @@ use crate::pn::PnCount;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;
 
-/// The default publish floor: 2 % of a limit. Chosen with `gcounter-sim` (issue 13): the
-/// RFC's 0.5 let ten regions at 0.2× each admit 2× the limit (nobody ever published); at 0.02
-/// the free zone is 0.2× with ten regions, and the RFC's load model writes ~3,000 rows/s
-/// (4.8 statements/s) at 10 s intervals, within twice the RFC's estimate (ACCURACY.md).
+/// The default publish floor: 2 % of a limit. Chosen with `gcounter-sim`: a floor of 0.5 let
+/// ten regions at 0.2× each admit 2× the limit (nobody ever published); at 0.02 the free zone
+/// is 0.2× with ten regions, and the design's load model writes ~1,900 rows/s (3.3 upserts/s)
+/// at 10 s intervals, within the database load it is sized for (ACCURACY.md).
 pub const DEFAULT_PUBLISH_FLOOR: f64 = 0.02;
 
 /// Rows the flush takes from the table walk and hands to the store at a time: one statement
@@ -36,12 +36,12 @@ const MIN_CONTENDED_INTERVAL: Duration = Duration::from_millis(100);
 const OVERLOAD_SPAN_INTERVALS: u64 = 10;
 
 /// The default [`GlobalSettings::contended_speedup`]: at most four times as often. Chosen
-/// with `gcounter-sim` (issue 13): 2 left ten regions at 10× at 1.86× over a window, 4 holds
+/// with `gcounter-sim`: 2 left ten regions at 10× at 1.86× over a window, 4 holds
 /// every hot-key target at 1 s intervals (ACCURACY.md, "Overload cadence").
 pub const DEFAULT_CONTENDED_SPEEDUP: u32 = 4;
 
 /// The default [`GlobalSettings::contended_overload`]: speed up once a shared counter is
-/// offered about 3× its limit (2 denials per admission). At the RFC's load model keys run at
+/// offered about 3× its limit (2 denials per admission). At the design's load model keys run at
 /// most 2× over, so its statements stay those of the normal cadence.
 pub const DEFAULT_CONTENDED_OVERLOAD: f64 = 2.0;
 
@@ -180,7 +180,7 @@ impl GlobalCounters {
     /// The table is walked and published [`FLUSH_CHUNK_ROWS`] rows at a time (one store
     /// call, one statement at the default chunk size), each chunk dropped before the walk
     /// goes on: gathering every row first, cloning every key at once and dropping them all
-    /// held a one-worker runtime's only thread for tens of milliseconds at 1M cells (issue 16).
+    /// held a one-worker runtime's only thread for tens of milliseconds at 1M cells.
     /// The whole flush stays within `settings.timeout`; a store call that fails or runs out
     /// of it ends the flush, and the rows not yet offered wait for the next tick as the failed
     /// ones do.

@@ -6,7 +6,7 @@
 //! on their way: it grows with the overload `ρ − 1` (how many times the freed capacity the
 //! regions together would take) and with the delay `d`. Dividing `d` by the overload keeps
 //! the product about constant, and spends statements only on limits offered several times
-//! over: at the RFC's load model (keys at most 2× over their limit) no process speeds up,
+//! over: at the design's load model (keys at most 2× over their limit) no process speeds up,
 //! where a speedup on any denial tripled the statements (ACCURACY.md, "Overload cadence").
 
 use std::sync::{Mutex, PoisonError};

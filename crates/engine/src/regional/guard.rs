@@ -466,7 +466,7 @@ mod tests {
         assert_eq!(guard.circuit_state(), CircuitState::Closed);
     }
 
-    /// Issue 15, break 13: Redis slowed to 200 ms answers every replay within its 1 s timeout.
+    /// Redis slowed to 200 ms answers every replay within its 1 s timeout.
     /// Those slow successes must not close the circuit, or every cold read pays the 50 ms read
     /// timeout for the whole slow period.
     #[tokio::test(start_paused = true)]
@@ -496,7 +496,7 @@ mod tests {
         );
     }
 
-    /// Issue 15, break 13: after an outage the origin answers again, but the first call on it
+    /// After an outage the origin answers again, but the first call on it
     /// fails at once (the connection to reopen). The circuit must close within one cool-down
     /// (the README's cap, 10 s) of the origin's return, not after a second one.
     #[tokio::test(start_paused = true)]
@@ -526,8 +526,8 @@ mod tests {
         );
     }
 
-    /// Issue 15, break 8: SIGTERM soon after an outage: the origin answers again but the
-    /// circuit is still open. The final replay must reach it anyway.
+    /// SIGTERM soon after an outage: the origin answers again but the circuit is still open.
+    /// The final replay must reach it anyway, or the last accepted counts are lost.
     #[tokio::test(start_paused = true)]
     async fn the_final_replay_goes_through_an_open_circuit() {
         let (inner, guard) = guarded(Act::Fail);

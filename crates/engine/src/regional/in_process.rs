@@ -21,8 +21,8 @@ type ComponentKey = (u128, u16);
 /// and gives the replay path a real partner in the embedded default and in tests. It holds
 /// as many components as the engine holds evictable cells (the serve wiring gives both
 /// `--max-cells`); a counter at or near its limit never depends on it, because the engine
-/// does not evict such a cell while its protected share has room (issue 15, break 6: both
-/// maps evicted the counter under a flood, and the client got its budget again).
+/// does not evict such a cell while its protected share has room (were both maps to evict
+/// the counter under a flood, its client would get its budget again).
 ///
 /// Each component is 16 + 2 bytes of key and 8 of count, with no allocation: in the embedded
 /// default this map sits beside the engine's cell table, and storing whole `CellKey`s and a
@@ -169,9 +169,10 @@ impl RegionalOrigin for InProcessOrigin {
     }
 
     /// Applied on the replaying thread (~0.7 µs a cell: a cycle of 100,000 cells took 69 ms,
-    /// BENCHMARKS.md, issue 16), so a batch of `EngineSettings::replay_batch` (1,000) held a runtime thread
-    /// ~0.7 ms every cycle, in the way of the decisions queued behind it (the open-loop p99
-    /// at 10,000/s with 1M live cells); 64 cells hold it ~50 µs.
+    /// BENCHMARKS.md, "Background work at 1M live cells"), so a batch of
+    /// `EngineSettings::replay_batch` (1,000) held a runtime thread ~0.7 ms every cycle, in the
+    /// way of the decisions queued behind it (the open-loop p99 at 10,000/s with 1M live
+    /// cells); 64 cells hold it ~50 µs.
     fn max_replay_batch(&self) -> usize {
         IN_PROCESS_REPLAY_BATCH
     }
