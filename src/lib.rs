@@ -3,6 +3,8 @@
 
 pub mod admin;
 pub mod allocator;
+pub mod byte_size_arg;
+pub mod cli;
 pub mod config;
 pub mod duration_arg;
 pub mod rls;

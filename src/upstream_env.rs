@@ -9,6 +9,9 @@ use std::path::PathBuf;
 
 use crate::transport::TlsFiles;
 
+mod known;
+pub use known::KNOWN_VARIABLES;
+
 /// A lookup of one environment variable (`std::env::var` in the binary, a map in tests).
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 

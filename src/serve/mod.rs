@@ -7,7 +7,7 @@
 //! itself and passes any future. The backends are built in `backends`, health lives in
 //! `health`, `POST /json` in `json_route`.
 
-mod args;
+pub mod args;
 mod backends;
 mod config_source;
 mod health;

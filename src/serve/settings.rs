@@ -11,6 +11,7 @@ use anyhow::Context;
 
 use super::args::HeaderStyleArg;
 use crate::admin;
+use crate::byte_size_arg::Bytes;
 use crate::config::{LoadOptions, ReadLimits};
 use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
@@ -233,44 +234,44 @@ impl ServeSettings {
     pub fn from_args(mut args: ServeArgs, env: Lookup<'_>) -> anyhow::Result<Self> {
         apply_upstream_env(&mut args)?;
         let region = region(&args)?;
-        if !(args.near_limit_ratio > 0.0 && args.near_limit_ratio <= 1.0) {
+        if !(args.telemetry.near_limit_ratio > 0.0 && args.telemetry.near_limit_ratio <= 1.0) {
             anyhow::bail!(
                 "--near-limit-ratio (NEAR_LIMIT_RATIO) must be in (0, 1], got {}",
-                args.near_limit_ratio
+                args.telemetry.near_limit_ratio
             );
         }
-        if !(0.0..=1.0).contains(&args.publish_floor) {
+        if !(0.0..=1.0).contains(&args.global.publish_floor) {
             anyhow::bail!(
                 "--publish-floor must be between 0 and 1, got {}",
-                args.publish_floor
+                args.global.publish_floor
             );
         }
-        if !(0.0..=1_000.0).contains(&args.global_contended_overload) {
+        if !(0.0..=1_000.0).contains(&args.global.global_contended_overload) {
             anyhow::bail!(
                 "--global-contended-overload must be between 0 and 1000, got {}",
-                args.global_contended_overload
+                args.global.global_contended_overload
             );
         }
-        if !(1..=MAX_CELLS_CEILING).contains(&args.max_cells) {
+        if !(1..=MAX_CELLS_CEILING).contains(&args.engine.max_cells) {
             anyhow::bail!(
                 "--max-cells must be 1 to {MAX_CELLS_CEILING}, got {}",
-                args.max_cells
+                args.engine.max_cells
             );
         }
-        if !(1..=MAX_PENDING_REPLAY_CEILING).contains(&args.max_pending_replay) {
+        if !(1..=MAX_PENDING_REPLAY_CEILING).contains(&args.engine.max_pending_replay) {
             anyhow::bail!(
                 "--max-pending-replay must be 1 to {MAX_PENDING_REPLAY_CEILING}, got {}",
-                args.max_pending_replay
+                args.engine.max_pending_replay
             );
         }
-        if args.max_descriptor_bytes.as_u64() == 0 {
+        if args.transport.max_descriptor_bytes == 0 {
             anyhow::bail!("--max-descriptor-bytes must be at least 1 byte");
         }
         let defaults = HeaderNames::default();
-        let renamed = args.limit_header != defaults.limit
-            || args.remaining_header != defaults.remaining
-            || args.reset_header != defaults.reset;
-        if args.response_header_style == HeaderStyleArg::Structured && renamed {
+        let renamed = args.limits.limit_header != defaults.limit
+            || args.limits.remaining_header != defaults.remaining
+            || args.limits.reset_header != defaults.reset;
+        if args.limits.response_header_style == HeaderStyleArg::Structured && renamed {
             anyhow::bail!(
                 "--limit-header, --remaining-header and --reset-header (LIMIT_*_HEADER) name the \
                  draft03 headers; --response-header-style structured writes RateLimit-Policy \
@@ -279,27 +280,27 @@ impl ServeSettings {
         }
         let largest_cell_bytes = largest_cell_bytes(&args);
         let floor = MIN_LARGEST_CELLS_IN_BUDGET.saturating_mul(largest_cell_bytes);
-        if args.max_cell_bytes.as_u64() < floor {
+        if args.engine.max_cell_bytes < floor {
             anyhow::bail!(
                 "--max-cell-bytes {} is too small: it must hold at least {MIN_LARGEST_CELLS_IN_BUDGET} \
                  cells of the largest descriptor (--max-descriptor-bytes {}), i.e. {}",
-                args.max_cell_bytes,
-                args.max_descriptor_bytes,
-                bytesize::ByteSize::b(floor)
+                Bytes(args.engine.max_cell_bytes),
+                Bytes(args.transport.max_descriptor_bytes),
+                Bytes(floor)
             );
         }
-        let source = match (XdsSettings::from_args(&args.xds)?, &args.config) {
+        let source = match (XdsSettings::from_args(&args.xds)?, &args.limits.config) {
             (Some(xds), _) => ConfigSource::Xds(Box::new(xds)),
             (None, Some(path)) => ConfigSource::File(path.clone()),
             (None, None) => anyhow::bail!("--config (or --config-xds-server) is required"),
         };
         let transport = transport_settings(&args);
         transport.validate()?;
-        if !admin::valid_metrics_path(&args.metrics_path) {
+        if !admin::valid_metrics_path(&args.listeners.metrics_path) {
             anyhow::bail!(
                 "--metrics-path (PROMETHEUS_PATH) must start with / and hold only letters, \
                  digits and /_.- (at most 256 bytes), got {:?}",
-                args.metrics_path
+                args.listeners.metrics_path
             );
         }
         let tls = grpc_tls_files(&args, env)?
@@ -308,25 +309,26 @@ impl ServeSettings {
                     files,
                     reload_interval: NonZeroDuration::flag(
                         "grpc-tls-reload-interval",
-                        args.grpc_tls_reload_interval,
+                        args.tls.grpc_tls_reload_interval,
                     )?,
                 })
             })
             .transpose()?;
-        let healthy_with_at_least_one_config_loaded = args.healthy_with_at_least_one_config_loaded
-            || upstream_env::healthy_with_at_least_one_config_loaded(env)?;
+        let healthy_with_at_least_one_config_loaded =
+            args.limits.healthy_with_at_least_one_config_loaded
+                || upstream_env::healthy_with_at_least_one_config_loaded(env)?;
 
-        if args.redis_url.is_empty()
+        if args.redis.redis_url.is_empty()
             && let Some(flag) = [
                 (
                     "redis-sentinel-master",
-                    args.redis_sentinel_master.is_some(),
+                    args.redis.redis_sentinel_master.is_some(),
                 ),
-                ("redis-tls-ca", args.redis_tls_ca.is_some()),
-                ("redis-tls-cert", args.redis_tls_cert.is_some()),
+                ("redis-tls-ca", args.redis.redis_tls_ca.is_some()),
+                ("redis-tls-cert", args.redis.redis_tls_cert.is_some()),
                 (
                     "redis-tls-skip-hostname-verification",
-                    args.redis_tls_skip_hostname_verification,
+                    args.redis.redis_tls_skip_hostname_verification,
                 ),
             ]
             .into_iter()
@@ -334,13 +336,13 @@ impl ServeSettings {
         {
             anyhow::bail!("--{flag} needs --redis-url (without it the region is this process)");
         }
-        let regional = if args.redis_url.is_empty() {
+        let regional = if args.redis.redis_url.is_empty() {
             Regional::InProcess
         } else {
             let redis = RedisSettings {
-                urls: args.redis_url.clone(),
-                cluster: args.redis_cluster,
-                key_prefix: args.redis_prefix.clone(),
+                urls: args.redis.redis_url.clone(),
+                cluster: args.redis.redis_cluster,
+                key_prefix: args.redis.redis_prefix.clone(),
                 sentinel: sentinel_master(&args),
                 tls: redis_tls(&args)?,
             };
@@ -349,70 +351,80 @@ impl ServeSettings {
                 .context("invalid --redis-url / --redis-prefix")?;
             Regional::Redis(Box::new(RedisGroup {
                 redis,
-                read_timeout: NonZeroDuration::flag("redis-read-timeout", args.redis_read_timeout)?,
+                read_timeout: NonZeroDuration::flag(
+                    "redis-read-timeout",
+                    args.redis.redis_read_timeout,
+                )?,
                 replay_timeout: NonZeroDuration::flag(
                     "redis-replay-timeout",
-                    args.redis_replay_timeout,
+                    args.redis.redis_replay_timeout,
                 )?,
-                freshness: NonZeroDuration::flag("freshness", args.freshness)?,
+                freshness: NonZeroDuration::flag("freshness", args.redis.freshness)?,
             }))
         };
-        if let Some(url) = &args.database_url {
+        if let Some(url) = &args.global.database_url {
             gcounter_sql::check_url(url).context("invalid --database-url")?;
         }
-        let global = args.database_url.clone().map(|database_url| GlobalGroup {
-            database_url,
-            settings: GlobalSettings {
-                migrate: args.migrate,
-                repeated_warning_interval: args.repeated_warning_interval,
-                flush_interval: args.global_flush_interval,
-                sync_interval: args.global_sync_interval,
-                publish_floor: args.publish_floor,
-                contended_speedup: args.global_contended_speedup,
-                contended_overload: args.global_contended_overload,
-                timeout: args.global_timeout,
-                cleanup_interval: args.global_cleanup_interval,
-                ..GlobalSettings::default()
-            },
-        });
+        let global = args
+            .global
+            .database_url
+            .clone()
+            .map(|database_url| GlobalGroup {
+                database_url,
+                settings: GlobalSettings {
+                    migrate: args.global.migrate,
+                    repeated_warning_interval: args.telemetry.repeated_warning_interval,
+                    flush_interval: args.global.global_flush_interval,
+                    sync_interval: args.global.global_sync_interval,
+                    publish_floor: args.global.publish_floor,
+                    contended_speedup: args.global.global_contended_speedup,
+                    contended_overload: args.global.global_contended_overload,
+                    timeout: args.global.global_timeout,
+                    cleanup_interval: args.global.global_cleanup_interval,
+                    ..GlobalSettings::default()
+                },
+            });
         Ok(Self {
             addresses: Addresses {
-                grpc: args.grpc_addr,
-                http: args.http_addr,
-                metrics: args.metrics_addr,
-                debug: args.debug_addr,
+                grpc: args.listeners.grpc_addr,
+                http: args.listeners.http_addr,
+                metrics: args.listeners.metrics_addr,
+                debug: args.listeners.debug_addr,
             },
             limits: LimitsSettings {
                 source,
                 load: LoadOptions {
                     limits: ReadLimits {
-                        max_bytes: args.max_config_bytes,
+                        max_bytes: args.limits.max_config_bytes,
                         ..ReadLimits::default()
                     },
-                    ignore_dot_files: args.ignore_dot_files,
-                    merge_domains: args.merge_domain_config,
+                    ignore_dot_files: args.limits.ignore_dot_files,
+                    merge_domains: args.limits.merge_domain_config,
                 },
                 metrics: MetricsSettings {
-                    max_series_per_rule: args.max_metric_series_per_rule,
-                    stall_probe_interval: args.stall_probe_interval,
+                    max_series_per_rule: args.telemetry.max_metric_series_per_rule,
+                    stall_probe_interval: args.telemetry.stall_probe_interval,
                 },
-                near_limit_ratio: args.near_limit_ratio,
+                near_limit_ratio: args.telemetry.near_limit_ratio,
                 healthy_with_at_least_one_config_loaded,
-                metrics_path: args.metrics_path.clone(),
+                metrics_path: args.listeners.metrics_path.clone(),
             },
             engine: EngineGroup {
-                max_cells: args.max_cells,
-                max_cell_bytes: args.max_cell_bytes.as_u64(),
+                max_cells: args.engine.max_cells,
+                max_cell_bytes: args.engine.max_cell_bytes,
                 largest_cell_bytes,
-                replay_interval: NonZeroDuration::flag("replay-interval", args.replay_interval)?,
-                max_pending_replay: args.max_pending_replay,
+                replay_interval: NonZeroDuration::flag(
+                    "replay-interval",
+                    args.engine.replay_interval,
+                )?,
+                max_pending_replay: args.engine.max_pending_replay,
                 final_replay_timeout: NonZeroDuration::flag(
                     "final-replay-timeout",
-                    args.final_replay_timeout,
+                    args.engine.final_replay_timeout,
                 )?,
                 repeated_warning_interval: NonZeroDuration::flag(
                     "repeated-warning-interval",
-                    args.repeated_warning_interval,
+                    args.telemetry.repeated_warning_interval,
                 )?,
             },
             regional,
@@ -421,7 +433,7 @@ impl ServeSettings {
             rls: rls_settings(&args),
             tls,
             transport,
-            drain_timeout: NonZeroDuration::flag("drain-timeout", args.drain_timeout)?,
+            drain_timeout: NonZeroDuration::flag("drain-timeout", args.transport.drain_timeout)?,
         })
     }
 }
@@ -429,19 +441,19 @@ impl ServeSettings {
 /// Turns on the switches named by envoyproxy/ratelimit's own environment variables, so
 /// its deployments keep their environment (see `upstream_env`).
 fn apply_upstream_env(args: &mut ServeArgs) -> anyhow::Result<()> {
-    args.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
+    args.limits.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
     // Upstream's "do not charge the other descriptors of a request that is over a limit".
-    args.all_or_nothing |= upstream_env::flag("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")?;
-    args.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
-    args.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
-    args.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
-    args.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
+    args.limits.all_or_nothing |= upstream_env::flag("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")?;
+    args.limits.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
+    args.limits.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
+    args.limits.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
+    args.limits.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
     Ok(())
 }
 
 /// The region: required with a database, at most the column's size.
 fn region(args: &ServeArgs) -> anyhow::Result<Region> {
-    match (&args.region, &args.database_url) {
+    match (&args.global.region, &args.global.database_url) {
         (Some(region), _) => Region::new(region.as_str()),
         (None, Some(_)) => anyhow::bail!(
             "--region (RLS_REGION) is required with --database-url: it names this region's \
@@ -453,12 +465,12 @@ fn region(args: &ServeArgs) -> anyhow::Result<Region> {
 
 /// The gRPC listener's TLS files: our flags, else upstream's variables, else plaintext.
 fn grpc_tls_files(args: &ServeArgs, env: Lookup<'_>) -> anyhow::Result<Option<TlsFiles>> {
-    match (&args.grpc_tls_cert, &args.grpc_tls_key) {
+    match (&args.tls.grpc_tls_cert, &args.tls.grpc_tls_key) {
         (Some(cert), Some(key)) => Ok(Some(TlsFiles {
             cert: cert.clone(),
             key: key.clone(),
-            client_ca: args.grpc_tls_client_ca.clone(),
-            client_san: args.grpc_tls_client_san.clone(),
+            client_ca: args.tls.grpc_tls_client_ca.clone(),
+            client_san: args.tls.grpc_tls_client_san.clone(),
         })),
         // clap's `requires` makes cert and key come together.
         _ => Ok(upstream_env::grpc_tls(env)?),
@@ -471,28 +483,28 @@ fn grpc_tls_files(args: &ServeArgs, env: Lookup<'_>) -> anyhow::Result<Option<Tl
 fn largest_cell_bytes(args: &ServeArgs) -> u64 {
     let entries = RequestLimits::default().max_entries as u64;
     CELL_OVERHEAD_BYTES
-        .saturating_add(args.max_descriptor_bytes.as_u64())
+        .saturating_add(args.transport.max_descriptor_bytes)
         .saturating_add(entries * 12 + 1_024)
 }
 
 pub(super) fn transport_settings(args: &ServeArgs) -> TransportSettings {
     TransportSettings {
-        max_connections: args.max_connections,
-        max_admin_connections: args.max_admin_connections,
-        preface_timeout: args.preface_timeout,
-        admin_header_timeout: args.admin_header_timeout,
-        max_accept_backoff: args.max_accept_backoff,
-        max_concurrent_streams: args.max_concurrent_streams,
-        max_request_bytes: args.max_request_bytes,
-        max_buffered_request_bytes: args.max_buffered_request_bytes,
-        max_inflight_requests: args.max_inflight_requests,
-        request_timeout: args.request_timeout,
-        http2_stream_window: args.http2_stream_window,
-        http2_connection_window: args.http2_connection_window,
-        http2_keepalive_interval: args.http2_keepalive_interval,
-        http2_keepalive_timeout: args.http2_keepalive_timeout,
-        max_connection_age: args.max_connection_age,
-        max_connection_age_grace: args.max_connection_age_grace,
+        max_connections: args.transport.max_connections,
+        max_admin_connections: args.transport.max_admin_connections,
+        preface_timeout: args.transport.preface_timeout,
+        admin_header_timeout: args.transport.admin_header_timeout,
+        max_accept_backoff: args.transport.max_accept_backoff,
+        max_concurrent_streams: args.transport.max_concurrent_streams,
+        max_request_bytes: args.transport.max_request_bytes,
+        max_buffered_request_bytes: args.transport.max_buffered_request_bytes,
+        max_inflight_requests: args.transport.max_inflight_requests,
+        request_timeout: args.transport.request_timeout,
+        http2_stream_window: args.transport.http2_stream_window,
+        http2_connection_window: args.transport.http2_connection_window,
+        http2_keepalive_interval: args.transport.http2_keepalive_interval,
+        http2_keepalive_timeout: args.transport.http2_keepalive_timeout,
+        max_connection_age: args.transport.max_connection_age,
+        max_connection_age_grace: args.transport.max_connection_age_grace,
         ..TransportSettings::default()
     }
 }
@@ -500,20 +512,20 @@ pub(super) fn transport_settings(args: &ServeArgs) -> TransportSettings {
 fn rls_settings(args: &ServeArgs) -> RlsSettings {
     RlsSettings {
         request_limits: RequestLimits {
-            max_descriptor_bytes: usize::try_from(args.max_descriptor_bytes.as_u64())
+            max_descriptor_bytes: usize::try_from(args.transport.max_descriptor_bytes)
                 .unwrap_or(usize::MAX),
             ..RequestLimits::default()
         },
-        shadow_mode: args.shadow_mode,
-        quota_mode: args.quota_mode,
-        response_dynamic_metadata: args.response_dynamic_metadata,
-        all_or_nothing: args.all_or_nothing,
-        response_headers: args.response_headers.then(|| HeaderNames {
-            limit: args.limit_header.clone(),
-            remaining: args.remaining_header.clone(),
-            reset: args.reset_header.clone(),
+        shadow_mode: args.limits.shadow_mode,
+        quota_mode: args.limits.quota_mode,
+        response_dynamic_metadata: args.limits.response_dynamic_metadata,
+        all_or_nothing: args.limits.all_or_nothing,
+        response_headers: args.limits.response_headers.then(|| HeaderNames {
+            limit: args.limits.limit_header.clone(),
+            remaining: args.limits.remaining_header.clone(),
+            reset: args.limits.reset_header.clone(),
         }),
-        header_style: match args.response_header_style {
+        header_style: match args.limits.response_header_style {
             HeaderStyleArg::Draft03 => HeaderStyle::Draft03,
             HeaderStyleArg::Structured => HeaderStyle::Structured,
         },
@@ -522,8 +534,8 @@ fn rls_settings(args: &ServeArgs) -> RlsSettings {
 
 /// `--redis-sentinel-master` with the master's `[user:]password` (`--redis-sentinel-master-auth`).
 fn sentinel_master(args: &ServeArgs) -> Option<SentinelMaster> {
-    let name = args.redis_sentinel_master.clone()?;
-    let (username, password) = match args.redis_sentinel_master_auth.as_deref() {
+    let name = args.redis.redis_sentinel_master.clone()?;
+    let (username, password) = match args.redis.redis_sentinel_master_auth.as_deref() {
         None | Some("") => (None, None),
         Some(auth) => match auth.split_once(':') {
             Some((user, password)) => (Some(user.to_owned()), Some(password.to_owned())),
@@ -554,10 +566,10 @@ fn redis_tls(args: &ServeArgs) -> anyhow::Result<RedisTls> {
         Ok(Some(pem.into_bytes()))
     };
     Ok(RedisTls {
-        root_ca_pem: read("redis-tls-ca", &args.redis_tls_ca)?,
-        client_cert_pem: read("redis-tls-cert", &args.redis_tls_cert)?,
-        client_key_pem: read("redis-tls-key", &args.redis_tls_key)?,
-        skip_hostname_verification: args.redis_tls_skip_hostname_verification,
+        root_ca_pem: read("redis-tls-ca", &args.redis.redis_tls_ca)?,
+        client_cert_pem: read("redis-tls-cert", &args.redis.redis_tls_cert)?,
+        client_key_pem: read("redis-tls-key", &args.redis.redis_tls_key)?,
+        skip_hostname_verification: args.redis.redis_tls_skip_hostname_verification,
     })
 }
 

@@ -1,0 +1,163 @@
+//! The `gcounter-rls` command line: its clap definition ([`command`]), how it runs
+//! ([`main`]), and its reference ([`reference_markdown`], written to `docs/cli.md`).
+//!
+//! Exit codes, the same for every subcommand: 0 done, [`EXIT_RUNTIME_FAILURE`] (1) when
+//! something failed after the settings were valid (a listener cannot bind, the limits config
+//! is refused at start, a database cannot be reached), [`EXIT_INVALID_SETTING`] (2, clap's
+//! usage-error code) for a flag or variable that is wrong, out of range or contradicts
+//! another. `check-config` exits 1 when the config it checks has errors.
+
+mod reference;
+mod run;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::byte_size_arg::{ByteSizeRange, gib};
+use crate::serve::ServeArgs;
+use crate::serve::args::TELEMETRY;
+use crate::telemetry::LogFormat;
+
+pub use reference::{all_env_variables, all_long_flags, reference_markdown};
+
+/// Something failed after the settings were found valid.
+pub const EXIT_RUNTIME_FAILURE: u8 = 1;
+/// A flag or variable is invalid (clap's own usage-error code, used for every such case).
+pub const EXIT_INVALID_SETTING: u8 = 2;
+
+/// The whole command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "gcounter-rls",
+    version,
+    about = "Envoy external rate-limit service: sliding windows, multi-region G-Counters",
+    long_about = "Envoy external rate-limit service: sliding windows, multi-region G-Counters.\n\n\
+                  Started with no arguments, runs `serve` configured from envoyproxy/ratelimit's \
+                  environment variables (its image's way), with its defaults."
+)]
+pub struct Cli {
+    /// Log format on stderr
+    ///
+    /// With no arguments, set from upstream's `LOG_FORMAT`.
+    #[arg(
+        long,
+        env = "RLS_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true,
+        help_heading = TELEMETRY
+    )]
+    pub log_format: LogFormat,
+    /// A tracing filter: `info`, `debug`, `gcounter_rls=debug,tonic=info`, ...
+    ///
+    /// With no arguments, set from upstream's `LOG_LEVEL` (default warn).
+    #[arg(long, env = "RLS_LOG_LEVEL", default_value = "info", global = true, help_heading = TELEMETRY, value_parser = log_filter)]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve RateLimitService on --grpc-addr and the admin endpoints on --http-addr
+    Serve(Box<ServeArgs>),
+    /// Validate a limits config (file or directory); exit 1 listing every error
+    CheckConfig(CheckConfigArgs),
+    /// Create or upgrade the global counters table (`ratelimit_window_counts`)
+    Migrate(DatabaseArgs),
+    /// Delete expired global counter rows, in bounded batches
+    Cleanup(CleanupArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckConfigArgs {
+    /// A YAML file, or a directory whose every file (subdirectories too) is one
+    pub path: PathBuf,
+    /// Bytes read from the config, all files together (as `serve`) [range: 1B to 1GiB]
+    #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value = "16MiB", value_parser = ByteSizeRange::new(1, gib(1)).parser::<u64>())]
+    pub max_config_bytes: u64,
+    /// Skip dot-files in a directory (as `serve`)
+    ///
+    /// Also read from upstream's `RUNTIME_IGNOREDOTFILES`.
+    #[arg(long, env = "RLS_IGNORE_DOT_FILES")]
+    pub ignore_dot_files: bool,
+    /// Merge the same domain across files (as `serve`)
+    ///
+    /// Also read from upstream's `MERGE_DOMAIN_CONFIG`.
+    #[arg(long, env = "RLS_MERGE_DOMAIN_CONFIG")]
+    pub merge_domain_config: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DatabaseArgs {
+    /// The global counters' database: `mysql://`, `postgres://` or `sqlite:` URL
+    #[arg(long, env = "RLS_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct CleanupArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Rows per DELETE statement (0 counts as 1)
+    #[arg(long, default_value_t = 1_000)]
+    pub batch: u64,
+}
+
+/// The clap command, with every subcommand and flag: for `--help`, the reference and tests.
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+/// `--log-level`: a filter tracing accepts, checked with the other settings.
+fn log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// The binary's `main`: parses the command line (or upstream's variables when there is
+/// none), runs the subcommand, and returns the exit code (see the module's documentation).
+pub fn main() -> ExitCode {
+    match parse() {
+        Ok((cli, warnings)) => run::run(cli, &warnings),
+        Err(code) => code,
+    }
+}
+
+/// The command line, and the warnings about upstream's variables to log once logging is up.
+fn parse() -> Result<(Cli, Vec<String>), ExitCode> {
+    // No arguments at all (as upstream's image runs `/bin/ratelimit`): `serve` configured from
+    // envoyproxy/ratelimit's environment variables, with its defaults.
+    let (argv, warnings) = if std::env::args_os().len() <= 1 {
+        match crate::upstream_env::serve_argv(&crate::upstream_env::process_env) {
+            Ok(upstream) => {
+                let program = std::iter::once("gcounter-rls".to_owned());
+                let argv: Vec<_> = program.chain(upstream.args).map(Into::into).collect();
+                (argv, upstream.warnings)
+            }
+            Err(error) => return Err(invalid_setting(&error)),
+        }
+    } else {
+        (std::env::args_os().collect(), Vec::new())
+    };
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => Ok((cli, warnings)),
+        Err(error) => {
+            // Help and version go to stdout with 0; a usage error to stderr with 2.
+            let _ = error.print();
+            let code = u8::try_from(error.exit_code()).unwrap_or(EXIT_INVALID_SETTING);
+            Err(ExitCode::from(code))
+        }
+    }
+}
+
+/// An invalid setting: one line on stderr, exit code 2.
+pub(crate) fn invalid_setting(error: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("error: {error}");
+    ExitCode::from(EXIT_INVALID_SETTING)
+}

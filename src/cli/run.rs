@@ -1,0 +1,156 @@
+//! Running a parsed command line: settings checked first (exit 2), then the work (exit 1 if
+//! it fails).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use gcounter_engine::engine::{Clock, SystemClock};
+use gcounter_engine::global::GlobalStore;
+use gcounter_sql::SqlStore;
+
+use super::{CheckConfigArgs, Cli, Command, EXIT_RUNTIME_FAILURE, invalid_setting};
+use crate::config::{LoadOptions, ReadLimits};
+use crate::runtime;
+use crate::serve::{self, ServeSettings};
+use crate::telemetry::init_logging;
+use crate::upstream_env;
+
+pub(super) fn run(cli: Cli, upstream_warnings: &[String]) -> ExitCode {
+    if let Command::CheckConfig(args) = &cli.command {
+        return check_config(args);
+    }
+    if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
+        eprintln!("error: {message}");
+        return ExitCode::from(EXIT_RUNTIME_FAILURE);
+    }
+    for warning in upstream_warnings {
+        tracing::warn!("{warning}");
+    }
+    let workers = match &cli.command {
+        Command::Serve(args) => args
+            .engine
+            .workers
+            .map_or_else(runtime::available_cores, usize::from),
+        _ => runtime::available_cores(),
+    };
+    // Every setting is checked before the runtime starts: a refused one is an invalid
+    // setting (exit 2), whatever fails afterwards is not (exit 1).
+    let command = match cli.command {
+        Command::Serve(args) => match ServeSettings::from_args(*args, &upstream_env::process_env) {
+            Ok(settings) => Work::Serve(Box::new(settings)),
+            Err(error) => return invalid_setting(&format!("{error:#}")),
+        },
+        Command::Migrate(args) => match checked_url(&args.database_url) {
+            Ok(()) => Work::Migrate(args.database_url),
+            Err(code) => return code,
+        },
+        Command::Cleanup(args) => match checked_url(&args.database.database_url) {
+            Ok(()) => Work::Cleanup(args.database.database_url, args.batch),
+            Err(code) => return code,
+        },
+        Command::CheckConfig(_) => return ExitCode::SUCCESS,
+    };
+    // As many workers as cores; runtime.rs says why one worker means a current-thread runtime.
+    runtime::run_main(runtime::flavor_for(workers), workers, async move {
+        match command {
+            Work::Serve(settings) => serve_command(*settings).await,
+            Work::Migrate(url) => migrate(&url).await,
+            Work::Cleanup(url, batch) => cleanup(&url, batch).await,
+        }
+    })
+}
+
+/// A subcommand whose settings are valid.
+enum Work {
+    Serve(Box<ServeSettings>),
+    Migrate(String),
+    Cleanup(String, u64),
+}
+
+/// `--database-url` of `migrate` and `cleanup`: a scheme the store supports.
+fn checked_url(url: &str) -> Result<(), ExitCode> {
+    gcounter_sql::check_url(url)
+        .map_err(|e| invalid_setting(&format!("invalid --database-url: {e}")))
+}
+
+/// `serve`: the listeners bound, then [`serve::run`] until SIGTERM or SIGINT (handled here
+/// only: `run` takes any shutdown future).
+async fn serve_command(settings: ServeSettings) -> anyhow::Result<()> {
+    let listeners = serve::bind(&settings).await?;
+    let shutdown = shutdown_signal()?;
+    serve::run(settings, listeners, shutdown).await
+}
+
+/// Resolves at the first SIGTERM or SIGINT; the handlers are installed before it returns.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+async fn migrate(database_url: &str) -> anyhow::Result<()> {
+    let store = SqlStore::connect(database_url)
+        .await
+        .context("cannot connect to --database-url")?;
+    store.migrate().await.context("migration failed")?;
+    println!("migrations applied ({})", store.name());
+    Ok(())
+}
+
+async fn cleanup(database_url: &str, batch: u64) -> anyhow::Result<()> {
+    let store = SqlStore::connect(database_url)
+        .await
+        .context("cannot connect to --database-url")?;
+    let now_ms = SystemClock.now_ms();
+    let deleted = store
+        .cleanup(now_ms, batch.max(1))
+        .await
+        .context("cleanup failed")?;
+    println!("{deleted} expired row(s) deleted");
+    Ok(())
+}
+
+/// `check-config`: 0 when the config is valid, 1 listing its errors, 2 for an invalid setting
+/// (upstream's `RUNTIME_IGNOREDOTFILES` or `MERGE_DOMAIN_CONFIG` not a boolean).
+fn check_config(args: &CheckConfigArgs) -> ExitCode {
+    let upstream = upstream_env::flag("RUNTIME_IGNOREDOTFILES")
+        .and_then(|dots| Ok((dots, upstream_env::flag("MERGE_DOMAIN_CONFIG")?)));
+    let (upstream_dots, upstream_merge) = match upstream {
+        Ok(flags) => flags,
+        Err(error) => return invalid_setting(&error),
+    };
+    let options = LoadOptions {
+        limits: ReadLimits {
+            max_bytes: args.max_config_bytes,
+            ..ReadLimits::default()
+        },
+        ignore_dot_files: args.ignore_dot_files || upstream_dots,
+        merge_domains: args.merge_domain_config || upstream_merge,
+    };
+    check_path(&args.path, &options)
+}
+
+fn check_path(path: &Path, options: &LoadOptions) -> ExitCode {
+    match crate::config::load_path(path, options) {
+        Ok(config) => {
+            let domains = config.domains().count();
+            println!(
+                "{}: OK ({domains} domain(s), {} rule(s))",
+                path.display(),
+                config.rule_count()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            ExitCode::from(EXIT_RUNTIME_FAILURE)
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The global counters: per-region G-Counters in a SQL table, converging regions.
+
+use std::time::Duration;
+
+use crate::duration_arg::{DurationRange, hours, millis};
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = super::GLOBAL)]
+pub struct GlobalArgs {
+    /// This process's region: the owner of its components in the global counters
+    ///
+    /// 1 to 48 bytes. Required with --database-url; `local` otherwise.
+    #[arg(long, env = "RLS_REGION")]
+    pub region: Option<String>,
+    /// A database URL (`mysql://`, `postgres://`, `sqlite:`): turns the global counters on
+    #[arg(long, env = "RLS_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Apply the database migrations at start-up (else run `gcounter-rls migrate`)
+    #[arg(long, env = "RLS_MIGRATE")]
+    pub migrate: bool,
+    /// How often this region's components are written to the global table [range: 100ms to 24h]
+    ///
+    /// ±20 % jitter.
+    #[arg(long, env = "RLS_GLOBAL_FLUSH_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(24)).parser())]
+    pub global_flush_interval: Duration,
+    /// How often other regions' sums are read from the global table [range: 100ms to 24h]
+    ///
+    /// ±20 % jitter.
+    #[arg(long, env = "RLS_GLOBAL_SYNC_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(24)).parser())]
+    pub global_sync_interval: Duration,
+    /// A cell is published once its count reaches this fraction of its limit [range: 0 to 1]
+    ///
+    /// With R regions a limit can be exceeded by up to R × this fraction of it before the
+    /// regions hear of each other.
+    #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = gcounter_engine::global::DEFAULT_PUBLISH_FLOOR)]
+    pub publish_floor: f64,
+    /// At most this many times as often flush and sync run on contended limits [range: 1 to 100]
+    ///
+    /// While limits another region also counts are offered far over their limit here (see
+    /// --global-contended-overload). 1: never faster; never below 100 ms.
+    #[arg(long, env = "RLS_GLOBAL_CONTENDED_SPEEDUP", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_SPEEDUP, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub global_contended_speedup: u32,
+    /// Speed up from this many denials per admission on shared limits [range: 0 to 1000]
+    ///
+    /// Measured over the last ten of the longer of the two intervals (between five and ten
+    /// of them). 2 means offered about 3× the limit. The speedup is that ratio rounded down,
+    /// up to --global-contended-speedup.
+    #[arg(long, env = "RLS_GLOBAL_CONTENDED_OVERLOAD", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD)]
+    pub global_contended_overload: f64,
+    /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
+    #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
+    pub global_timeout: Duration,
+    /// Delete expired global rows this often from `serve` (off unless set) [range: 1s to 720h]
+    ///
+    /// Off: run `gcounter-rls cleanup` instead.
+    #[arg(long, env = "RLS_GLOBAL_CLEANUP_INTERVAL", value_parser = DurationRange::new(millis(1_000), hours(24 * 30)).parser())]
+    pub global_cleanup_interval: Option<Duration>,
+}

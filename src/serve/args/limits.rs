@@ -1,0 +1,99 @@
+//! The limits config, and how requests are answered with it.
+
+use std::path::PathBuf;
+
+use crate::byte_size_arg::{ByteSizeRange, gib};
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = super::LIMITS)]
+pub struct LimitsArgs {
+    /// Limits config: a YAML file, or a directory of them (required unless --config-xds-server)
+    ///
+    /// envoyproxy/ratelimit's format. In a directory every file is read, subdirectories too,
+    /// whatever the extension; changes are picked up while serving. With no arguments, set
+    /// from upstream's `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY`.
+    #[arg(
+        long,
+        env = "RLS_CONFIG",
+        required_unless_present = "config_xds_server"
+    )]
+    pub config: Option<PathBuf>,
+    /// Bytes read from the limits config in one load, all files together [range: 1B to 1GiB]
+    ///
+    /// A bigger config is refused: at start, or on reload (the running one is kept).
+    #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value = "16MiB", value_parser = ByteSizeRange::new(1, gib(1)).parser::<u64>())]
+    pub max_config_bytes: u64,
+    /// In a config directory, skip files and subdirectories whose name starts with `.`
+    ///
+    /// Loaded by default, as upstream does. Also read from upstream's `RUNTIME_IGNOREDOTFILES`.
+    #[arg(long, env = "RLS_IGNORE_DOT_FILES")]
+    pub ignore_dot_files: bool,
+    /// Merge the same domain found in several files into one
+    ///
+    /// Its top-level descriptors must differ. Also read from upstream's `MERGE_DOMAIN_CONFIG`.
+    #[arg(long, env = "RLS_MERGE_DOMAIN_CONFIG")]
+    pub merge_domain_config: bool,
+    /// /healthcheck fails (500) while the loaded limits have no domain
+    ///
+    /// Also read from upstream's `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`.
+    #[arg(long, env = "RLS_HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")]
+    pub healthy_with_at_least_one_config_loaded: bool,
+    /// Answer OK to everything, still counting and reporting over-limit decisions
+    ///
+    /// Descriptor statuses keep OVER_LIMIT; only the overall code is OK. Also read from
+    /// upstream's `SHADOW_MODE`.
+    #[arg(long, env = "RLS_SHADOW_MODE")]
+    pub shadow_mode: bool,
+    /// Every descriptor is a quota: OVER_LIMIT only when all counted descriptors are over
+    ///
+    /// As a rule's `quota_mode`, for every rule. Also read from upstream's `QUOTA_MODE`.
+    #[arg(long, env = "RLS_QUOTA_MODE")]
+    pub quota_mode: bool,
+    /// All or nothing: an OVER_LIMIT request gives back what its passed descriptors consumed
+    ///
+    /// Also read from upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.
+    #[arg(long, env = "RLS_ALL_OR_NOTHING")]
+    pub all_or_nothing: bool,
+    /// Answers carry `dynamic_metadata`: the domain, the descriptors, the passed rules' metadata
+    ///
+    /// Upstream's shape. Also read from upstream's `RESPONSE_DYNAMIC_METADATA`.
+    #[arg(long, env = "RLS_RESPONSE_DYNAMIC_METADATA")]
+    pub response_dynamic_metadata: bool,
+    /// Add rate-limit headers (and Retry-After when over) to responses
+    ///
+    /// Their form is --response-header-style. With no arguments, set from upstream's
+    /// `LIMIT_RESPONSE_HEADERS_ENABLED`.
+    #[arg(long, env = "RLS_RESPONSE_HEADERS")]
+    pub response_headers: bool,
+    /// The form of the --response-headers
+    ///
+    /// `draft03`: RateLimit-Limit, -Remaining and -Reset, named by the three flags below, as
+    /// upstream. `structured`: the IETF draft's latest RateLimit-Policy and RateLimit (an
+    /// extension; the three names must then keep their defaults).
+    #[arg(
+        long,
+        env = "RLS_RESPONSE_HEADER_STYLE",
+        value_enum,
+        default_value = "draft03"
+    )]
+    pub response_header_style: super::HeaderStyleArg,
+    /// Name of the draft03 header with the limit
+    ///
+    /// With no arguments, set from upstream's `LIMIT_LIMIT_HEADER`.
+    #[arg(long, env = "RLS_LIMIT_HEADER", default_value = "RateLimit-Limit")]
+    pub limit_header: String,
+    /// Name of the draft03 header with the hits remaining
+    ///
+    /// With no arguments, set from upstream's `LIMIT_REMAINING_HEADER`.
+    #[arg(
+        long,
+        env = "RLS_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
+    pub remaining_header: String,
+    /// Name of the draft03 header with the seconds until the window resets
+    ///
+    /// With no arguments, set from upstream's `LIMIT_RESET_HEADER`.
+    #[arg(long, env = "RLS_RESET_HEADER", default_value = "RateLimit-Reset")]
+    pub reset_header: String,
+}
