@@ -66,9 +66,10 @@ fn healthcheck_with_upstreams_config_loaded_variable() {
         .output()
         .expect("run gcounter-rls");
     let text = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "started with a bad boolean: {text}"
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a bad boolean is an invalid setting: {text}"
     );
     support::assert_mentions(
         &text,

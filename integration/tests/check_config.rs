@@ -28,9 +28,10 @@ fn assert_rejected(yaml: &str, line: Option<usize>, needles: &[&str]) -> String 
     std::fs::write(&path, yaml).expect("write config");
     let output = check_config(&path);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        !output.status.success(),
-        "check-config should reject:\n{yaml}\n{}",
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "check-config should reject (exit 1):\n{yaml}\n{}",
         describe(&output)
     );
     let file = path.display().to_string();
@@ -153,7 +154,7 @@ fn duplicate_domain_across_files_is_rejected() {
         .expect("write b.yaml");
     let output = check_config(dir.path());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{}", describe(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     assert!(
         stderr.contains(&format!("{}:2:", b.display())),
         "the second file and the line of its domain should be named: {}",
@@ -209,7 +210,7 @@ fn every_error_of_every_file_is_listed() {
     )
     .expect("write two.yml");
     let output = check_config(dir.path());
-    assert!(!output.status.success(), "{}", describe(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     for (file, line, needle) in [
         (&one, 4, "unknown unit `fortnight`"),
@@ -233,7 +234,7 @@ fn a_missing_path_is_an_error() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing = dir.path().join("nope.yaml");
     let output = check_config(&missing);
-    assert!(!output.status.success(), "{}", describe(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     assert!(
         String::from_utf8_lossy(&output.stderr).contains(&missing.display().to_string()),
         "{}",

@@ -338,7 +338,7 @@ async fn merged_domains_serve_the_rules_of_every_file() {
 
     let check = |args: &[&str]| support::check_config::run(root, args);
     let refused = check(&[]);
-    assert!(!refused.status.success());
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("duplicate domain `shared`"),
         "{refused:?}"
@@ -346,7 +346,7 @@ async fn merged_domains_serve_the_rules_of_every_file() {
     write(&root.join("c.yaml"), &one_rule("shared", 5));
     let clash = check(&["--merge-domain-config"]);
     let stderr = String::from_utf8_lossy(&clash.stderr);
-    assert!(!clash.status.success(), "{stderr}");
+    assert_eq!(clash.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("duplicate descriptor in merged domain `shared`: key `k` without value")
             && stderr.contains("a.yaml:3"),

@@ -232,9 +232,10 @@ async fn upstreams_variables_alone_turn_on_mtls() {
     );
 }
 
-/// `serve` with these arguments and environment must exit non-zero, its output containing
-/// each of `expected`.
-fn assert_start_fails(args: &[&str], env: &[(&str, &str)], expected: &[&str]) {
+/// `serve` with these arguments and environment must exit with `code` (2: an invalid setting,
+/// 1: a file that cannot be used when the listener starts), its output containing each of
+/// `expected`.
+fn assert_start_fails(code: i32, args: &[&str], env: &[(&str, &str)], expected: &[&str]) {
     let (_dir, limits) = support::limits_file(LIMITS);
     let (output, text, ended) = run_within(
         Command::new(support::binary())
@@ -247,7 +248,11 @@ fn assert_start_fails(args: &[&str], env: &[(&str, &str)], expected: &[&str]) {
         Duration::from_secs(15),
     );
     assert!(ended, "serve {args:?} with {env:?} did not stop at start");
-    assert!(!output.status.success(), "serve {args:?} exited 0: {text}");
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "serve {args:?} with {env:?}: {text}"
+    );
     for needle in expected {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");
     }
@@ -263,6 +268,7 @@ fn bad_tls_settings_stop_start_up_naming_the_setting() {
     let key = tls.key().to_string_lossy().into_owned();
 
     assert_start_fails(
+        1,
         &[
             "--grpc-tls-cert",
             "/nonexistent/cert.pem",
@@ -273,6 +279,7 @@ fn bad_tls_settings_stop_start_up_naming_the_setting() {
         &["--grpc-tls-cert", "/nonexistent/cert.pem"],
     );
     assert_start_fails(
+        2,
         &[],
         &[
             ("GRPC_SERVER_USE_TLS", "true"),
@@ -281,12 +288,14 @@ fn bad_tls_settings_stop_start_up_naming_the_setting() {
         &["GRPC_SERVER_TLS_KEY"],
     );
     assert_start_fails(
+        2,
         &[],
         &[("GRPC_SERVER_USE_TLS", "yes")],
         &["GRPC_SERVER_USE_TLS"],
     );
     // The key file holds a certificate, not a key.
     assert_start_fails(
+        1,
         &["--grpc-tls-cert", &cert, "--grpc-tls-key", &cert],
         &[],
         &["--grpc-tls-key"],

@@ -135,8 +135,14 @@ async fn runs_serve_from_upstreams_variables_alone() {
     );
 }
 
-/// The binary, without arguments, with only `env`, must stop at start naming `variable`.
+/// The binary, without arguments, with only `env`, must stop at start naming `variable`,
+/// with the exit code of an invalid setting.
 fn assert_refused(env: &[(&str, &str)], variable: &str) {
+    assert_stops(2, env, variable);
+}
+
+/// The binary, without arguments, with only `env`, must exit with `code` naming `needle`.
+fn assert_stops(code: i32, env: &[(&str, &str)], needle: &str) {
     let (output, _, ended) = run_within(
         Command::new(support::binary())
             .env_clear()
@@ -151,8 +157,8 @@ fn assert_refused(env: &[(&str, &str)], variable: &str) {
     );
     assert!(ended, "{env:?} was not refused at start");
     let text = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{env:?}: exit 0");
-    support::assert_mentions(&text, variable, &format!("{env:?}: the error"));
+    assert_eq!(output.status.code(), Some(code), "{env:?}: {text}");
+    support::assert_mentions(&text, needle, &format!("{env:?}: the error"));
 }
 
 #[test]
@@ -200,8 +206,10 @@ fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
         &with(&[("GRPC_SERVER_USE_TLS", "true")]),
         "GRPC_SERVER_TLS_CERT",
     );
-    // Upstream's default runtime directory does not exist here: the config error names it.
-    assert_refused(
+    // Upstream's default runtime directory does not exist here: the config error names it
+    // (a failure at start, not an invalid setting).
+    assert_stops(
+        1,
         &[
             ("REDIS_SOCKET_TYPE", "tcp"),
             ("REDIS_URL", "127.0.0.1:6379"),

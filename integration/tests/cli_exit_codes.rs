@@ -1,0 +1,208 @@
+//! The binary's exit codes: 2 and one `error:` line on stderr for every invalid setting (a
+//! flag, an `RLS_*` variable, an upstream variable without arguments, a contradiction, a
+//! setting `serve` refuses), 1 for a failure once the settings are valid, 0 when done.
+
+use gcounter_rls_integration as support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::process::run_within;
+
+/// Runs `gcounter-rls args…` with `env` (and nothing else of this process's environment when
+/// `clear`); its exit code and stderr.
+fn run(args: &[&str], env: &[(&str, &str)], clear: bool) -> (Option<i32>, String) {
+    let mut command = Command::new(support::binary());
+    if clear {
+        command.env_clear();
+    }
+    let (output, _, ended) = run_within(
+        command.args(args).envs(env.iter().copied()),
+        Duration::from_secs(15),
+    );
+    assert!(ended, "{args:?} {env:?} did not stop at start");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), stderr)
+}
+
+/// Exit 2, one `error:` line naming `needle`.
+fn assert_invalid(args: &[&str], env: &[(&str, &str)], clear: bool, needle: &str) {
+    let (code, stderr) = run(args, env, clear);
+    assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+    assert!(stderr.starts_with("error:"), "{args:?} {env:?}: {stderr}");
+    assert_eq!(
+        stderr.matches("error:").count(),
+        1,
+        "{args:?} {env:?}: printed once: {stderr}"
+    );
+    assert!(
+        stderr.contains(needle),
+        "{args:?} {env:?}: no {needle:?} in {stderr}"
+    );
+}
+
+fn serve_args<'a>(config: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "serve",
+        "--config",
+        config,
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn every_invalid_setting_exits_2_with_one_message() {
+    let (_dir, path) = support::limits_file(&support::one_rule("exit", "user", "second", 1, 10));
+    let config = path.to_string_lossy().into_owned();
+    let serve = |extra: &[&'static str]| serve_args(&config, extra);
+    // A flag out of its range, or not a value at all.
+    assert_invalid(
+        &serve(&["--preface-timeout", "0s"]),
+        &[],
+        false,
+        "--preface-timeout",
+    );
+    assert_invalid(
+        &serve(&["--max-request-bytes", "512B"]),
+        &[],
+        false,
+        "--max-request-bytes",
+    );
+    assert_invalid(
+        &serve(&["--max-cell-bytes", "lots"]),
+        &[],
+        false,
+        "--max-cell-bytes",
+    );
+    assert_invalid(
+        &serve(&["--log-level", "info,=["]),
+        &[],
+        false,
+        "--log-level",
+    );
+    // One of our variables.
+    assert_invalid(
+        &serve(&[]),
+        &[("RLS_MAX_CELLS", "many")],
+        false,
+        "--max-cells",
+    );
+    assert_invalid(
+        &serve(&[]),
+        &[("RLS_REPLAY_INTERVAL", "0s")],
+        false,
+        "--replay-interval",
+    );
+    // Contradictions: clap's, and those `serve` checks.
+    assert_invalid(
+        &serve(&["--config-xds-server", "127.0.0.1:1"]),
+        &[],
+        false,
+        "--config-xds-server",
+    );
+    assert_invalid(
+        &serve(&[
+            "--response-header-style",
+            "structured",
+            "--limit-header",
+            "X-Limit",
+        ]),
+        &[],
+        false,
+        "--limit-header",
+    );
+    assert_invalid(
+        &serve(&[
+            "--max-request-bytes",
+            "1MiB",
+            "--max-buffered-request-bytes",
+            "512KiB",
+        ]),
+        &[],
+        false,
+        "--max-buffered-request-bytes",
+    );
+    assert_invalid(
+        &serve(&["--database-url", "sqlite::memory:"]),
+        &[],
+        false,
+        "--region",
+    );
+    // An upstream switch `serve` reads however it is started.
+    assert_invalid(
+        &serve(&[]),
+        &[("SHADOW_MODE", "maybe")],
+        false,
+        "SHADOW_MODE",
+    );
+    // Upstream's variables, started with no arguments.
+    assert_invalid(&[], &[("SHADOW_MODE", "maybe")], true, "SHADOW_MODE");
+    assert_invalid(&[], &[("GRPC_PORT", "http")], true, "GRPC_PORT");
+    // Other subcommands.
+    assert_invalid(
+        &["migrate", "--database-url", "oracle://db"],
+        &[],
+        false,
+        "--database-url",
+    );
+    assert_invalid(
+        &["check-config", &config],
+        &[("RUNTIME_IGNOREDOTFILES", "sometimes")],
+        false,
+        "RUNTIME_IGNOREDOTFILES",
+    );
+}
+
+#[test]
+fn byte_sizes_take_units() {
+    let (code, stdout) = {
+        let (_dir, path) =
+            support::limits_file(&support::one_rule("units", "user", "second", 1, 10));
+        run(
+            &[
+                "check-config",
+                &path.to_string_lossy(),
+                "--max-config-bytes",
+                "1MiB",
+            ],
+            &[],
+            false,
+        )
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+#[test]
+fn failures_after_valid_settings_exit_1() {
+    let (_dir, path) = support::limits_file(&support::one_rule("exit", "user", "second", 1, 10));
+    let config = path.to_string_lossy().into_owned();
+    // The HTTP address is taken.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let args = [
+        "serve",
+        "--config",
+        &config,
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        &addr,
+    ];
+    let (code, stderr) = run(&args, &[], false);
+    assert_eq!(code, Some(1), "cannot bind: {stderr}");
+    // The limits config is refused at start.
+    let (_bad, bad) = support::limits_file("domain: [");
+    let bad = bad.to_string_lossy().into_owned();
+    let (code, stderr) = run(&serve_args(&bad, &[]), &[], false);
+    assert_eq!(code, Some(1), "a bad limits config: {stderr}");
+    // check-config: 0 for a valid config, 1 for one with errors.
+    let (code, stderr) = run(&["check-config", &config], &[], false);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = run(&["check-config", &bad], &[], false);
+    assert_eq!(code, Some(1), "{stderr}");
+}
