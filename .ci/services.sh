@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start the machine's Redis, MariaDB and PostgreSQL when they do not answer.
-# The current tests need none of them; the regional and global layers' tests do.
+# The test suite needs all three: it fails, saying what to start, when one is missing.
 set -uo pipefail
 
 answers() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }

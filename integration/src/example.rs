@@ -1,15 +1,19 @@
 //! The ready-to-run examples: `envoy/<name>.yaml` with its limits `config/<name>.yaml`.
 //!
 //! The commands to run an example are written once, in the first lines of its Envoy file,
-//! and the README shows the same lines. [`Example::load`] reads them from there and checks
-//! the README, so what the tests run is what a user runs (only the ports differ).
+//! and the Envoy guide (`docs/envoy.md`) shows the same lines. [`Example::load`] reads them
+//! from there and checks the guide, so what the tests run is what a user runs (only the
+//! ports differ).
 
 use std::path::{Path, PathBuf};
 
 use super::{Envoy, Service, repo_path};
 
-/// How the service command starts in an example's header (and in the README).
+/// How the service command starts in an example's header (and in the Envoy guide).
 const SERVE_PREFIX: &str = "cargo run --release -- serve ";
+
+/// The guide that lists every example with its commands.
+const ENVOY_GUIDE: &str = "docs/envoy.md";
 
 pub struct Example {
     /// `envoy/<name>.yaml`, relative to the repository root.
@@ -22,7 +26,7 @@ pub struct Example {
 
 impl Example {
     /// Reads the example's two documented commands; panics if they are missing, name
-    /// other files, or are not in the README word for word.
+    /// other files, or are not in the Envoy guide word for word.
     pub fn load(name: &str) -> Example {
         let envoy_file = PathBuf::from(format!("envoy/{name}.yaml"));
         let limits_file = PathBuf::from(format!("config/{name}.yaml"));
@@ -64,11 +68,11 @@ impl Example {
             envoy_file.display()
         );
 
-        let readme = read(Path::new("README.md"));
+        let guide = read(Path::new(ENVOY_GUIDE));
         for command in [*serve, envoy_command.as_str()] {
             assert!(
-                readme.contains(command),
-                "README.md does not show `{command}` (from {}): keep them the same",
+                guide.contains(command),
+                "{ENVOY_GUIDE} does not show `{command}` (from {}): keep them the same",
                 envoy_file.display()
             );
         }

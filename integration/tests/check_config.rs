@@ -113,6 +113,14 @@ fn every_readme_example_of_envoyproxy_ratelimit_is_valid() {
     assert_eq!(rules, 22, "{stdout}");
 }
 
+/// `config/` as a whole is a config directory a user may point `--config` at: every shipped
+/// example and upstream's, each domain declared once, and nothing in it that is not limits.
+#[test]
+fn the_shipped_config_directory_loads_as_one() {
+    let stdout = assert_accepted(&support::repo_path("config"));
+    assert!(stdout.contains("OK"), "{stdout}");
+}
+
 #[test]
 fn unknown_unit_is_rejected() {
     assert_rejected(

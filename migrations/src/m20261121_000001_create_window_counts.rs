@@ -3,7 +3,7 @@
 //! The three strings and the region are binary (`VARBINARY` on MySQL/MariaDB, `bytea` on
 //! PostgreSQL, `BLOB` on SQLite): keys compare byte for byte everywhere. A utf8mb4 `VARCHAR`
 //! would take the server's collation, and the usual ones (`utf8mb4_general_ci`, any `PAD SPACE`
-//! one) make `A` = `a` and `a` = `a ` inside the unique key, merging counters that DESIGN.md
+//! one) make `A` = `a` and `a` = `a ` inside the unique key, merging counters that the design
 //! requires to stay apart.
 //!
 //! Index budget (limits in bytes; the store skips longer strings instead of failing a batch):

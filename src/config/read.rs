@@ -34,7 +34,7 @@ pub fn yaml_options() -> serde_saphyr::Options {
 pub struct ReadLimits {
     /// Bytes read in one load, all files together.
     pub max_bytes: u64,
-    /// `*.yaml` / `*.yml` files in a config directory.
+    /// Files in a config directory (every file counts, whatever its extension).
     pub max_files: usize,
 }
 

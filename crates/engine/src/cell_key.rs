@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-/// The identity of a counter cell, the same in memory, Redis and SQL (DESIGN.md): its
+/// The identity of a counter cell, the same in memory, Redis and SQL (docs/design.md): its
 /// counter ([`CellKey::counter`], a [`CounterKey`]) and the window's `sequence`.
 ///
 /// `namespace` and `identifier` come from the limits layer already encoded injectively

@@ -480,7 +480,7 @@ fn istio_objects_kind_and_readme_fit_together() {
         "the httpbin Service has no port {port:?}"
     );
 
-    // kind maps the node port to the host port the README's walk-through curls.
+    // kind maps the node port to the host port the deployment guide's walk-through curls.
     let kind_text = std::fs::read_to_string(repo_path("deploy/kind-cluster.yaml"))
         .expect("read deploy/kind-cluster.yaml");
     let kind = &manifests::parse_documents(&kind_text).expect("parse kind-cluster.yaml")[0];
@@ -493,10 +493,11 @@ fn istio_objects_kind_and_readme_fit_together() {
         "kind-cluster.yaml maps another port than the gateway's node port"
     );
     let host_port = mapping["hostPort"].as_u64().expect("a hostPort");
-    let readme = std::fs::read_to_string(repo_path("README.md")).expect("read README.md");
+    let guide =
+        std::fs::read_to_string(repo_path("docs/deployment.md")).expect("read docs/deployment.md");
     assert!(
-        readme.contains(&format!("localhost:{host_port}/")),
-        "the README's walk-through should curl localhost:{host_port}/"
+        guide.contains(&format!("localhost:{host_port}/")),
+        "the walk-through in docs/deployment.md should curl localhost:{host_port}/"
     );
 }
 

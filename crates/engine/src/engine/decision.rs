@@ -1,4 +1,4 @@
-//! The sliding-window decision (DESIGN.md, "The decision"): pure arithmetic, no state.
+//! The sliding-window decision (docs/design.md): pure arithmetic, no state.
 
 /// What one decision concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
