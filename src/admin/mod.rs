@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::config::LimitsConfig;
-use crate::telemetry::Metrics;
+use crate::telemetry::{MemoryPool, Metrics, RequestMethod};
+use crate::transport::BufferedBytes;
 use gcounter_engine::engine::Engine;
 
 #[derive(Clone)]
@@ -38,6 +39,8 @@ pub struct AdminState {
     /// Answers which counter a descriptor counts on, for `/counters`; `None`: the endpoint
     /// says it is not wired in.
     pub counters: Option<Arc<dyn CounterLookup>>,
+    /// The gRPC server's request-bytes budget, sampled by `/metrics`; `None`: no gRPC server.
+    pub request_buffers: Option<BufferedBytes>,
 }
 
 /// What answers `POST /json`: the decision lives in `rls`, which the admin port does not know.
@@ -145,7 +148,18 @@ impl AdminState {
     }
 }
 
+/// Every answer of `POST /json` (decided, refused or timed out) is timed in
+/// `rls_request_duration_seconds{method="json"}`.
 async fn json(State(state): State<AdminState>, request: axum::extract::Request) -> Response {
+    let started = std::time::Instant::now();
+    let response = json_answer(&state, request).await;
+    state
+        .metrics
+        .request_duration(RequestMethod::Json, started.elapsed());
+    response
+}
+
+async fn json_answer(state: &AdminState, request: axum::extract::Request) -> Response {
     let endpoint = &state.json;
     let limit = endpoint.max_body_bytes;
     let answer = tokio::time::timeout(endpoint.timeout, async {
@@ -201,6 +215,24 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     state
         .metrics
         .set_origin_circuit(state.engine.origin_circuit_state().as_gauge());
+    let mut pools: Vec<MemoryPool> = state
+        .engine
+        .memory()
+        .iter()
+        .map(|pool| MemoryPool {
+            pool: pool.pool,
+            bytes: pool.bytes,
+            budget: pool.budget,
+        })
+        .collect();
+    if let Some(buffers) = &state.request_buffers {
+        pools.push(MemoryPool {
+            pool: "request_buffers",
+            bytes: buffers.held(),
+            budget: buffers.budget(),
+        });
+    }
+    state.metrics.set_memory(&pools);
     (
         [(
             header::CONTENT_TYPE,

@@ -20,7 +20,7 @@ use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Code, Request, Response, Status};
 
 use super::{Answer, Now, RateLimiter};
-use crate::telemetry::RequestOutcome;
+use crate::telemetry::{RequestMethod, RequestOutcome};
 use crate::transport::RawRequestCodec;
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -139,29 +139,44 @@ impl RateLimitRoute {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<tonic::codegen::StdError> + Send,
     {
+        // Routed now: the time to the answer includes reading the body and deciding.
+        let started = std::time::Instant::now();
         let limiter = Arc::clone(&self.limiter);
         let max_request_bytes = self.max_request_bytes;
         Box::pin(async move {
-            let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
-                .max_decoding_message_size(max_request_bytes);
-            let handled = AtomicBool::new(false);
-            let decode = Decode {
-                limiter: &limiter,
-                handled: &handled,
-            };
-            let response = grpc.unary(decode, request).await;
-            // The handler counted what it answered; only what tonic answered without it
-            // (which the handler never answers: `RESOURCE_EXHAUSTED`, `OUT_OF_RANGE`) is
-            // counted here.
-            if handled.load(Ordering::Relaxed) {
-                return Ok(response);
-            }
-            Ok(count_transport_refusal(
-                &limiter,
-                response,
-                max_request_bytes,
-            ))
+            let response = Self::answer(&limiter, max_request_bytes, request).await;
+            limiter
+                .metrics
+                .request_duration(RequestMethod::ShouldRateLimit, started.elapsed());
+            Ok(response)
         })
+    }
+
+    /// The answer to one `ShouldRateLimit` call, counted in `rls_requests_total`.
+    async fn answer<B>(
+        limiter: &RateLimiter,
+        max_request_bytes: usize,
+        request: http::Request<B>,
+    ) -> http::Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<tonic::codegen::StdError> + Send,
+    {
+        let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
+            .max_decoding_message_size(max_request_bytes);
+        let handled = AtomicBool::new(false);
+        let decode = Decode {
+            limiter,
+            handled: &handled,
+        };
+        let response = grpc.unary(decode, request).await;
+        // The handler counted what it answered; only what tonic answered without it
+        // (which the handler never answers: `RESOURCE_EXHAUSTED`, `OUT_OF_RANGE`) is
+        // counted here.
+        if handled.load(Ordering::Relaxed) {
+            return response;
+        }
+        count_transport_refusal(limiter, response, max_request_bytes)
     }
 }
 

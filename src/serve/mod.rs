@@ -179,6 +179,17 @@ pub async fn run(
         }
     }
 
+    metrics.set_switches(&[
+        ("shadow_mode", settings.rls.shadow_mode),
+        ("quota_mode", settings.rls.quota_mode),
+        ("all_or_nothing", settings.rls.all_or_nothing),
+        ("response_headers", settings.rls.response_headers.is_some()),
+        (
+            "response_dynamic_metadata",
+            settings.rls.response_dynamic_metadata,
+        ),
+    ]);
+    let grpc_server = transport::GrpcServer::new(transport);
     let limiter = Arc::new(RateLimiter::new(
         Arc::clone(&limits),
         Arc::clone(&engine),
@@ -198,6 +209,7 @@ pub async fn run(
             timeout: transport.request_timeout,
         },
         counters: Some(Arc::new(json_route::CounterRoute(Arc::clone(&limiter)))),
+        request_buffers: Some(grpc_server.buffered_bytes()),
     };
     if let Some(listener) = metrics_listener {
         let router = admin::metrics_router(admin_state.clone(), &limits_settings.metrics_path);
@@ -253,8 +265,7 @@ pub async fn run(
     let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
     let stop = supervisor.stop_signal(Stage::Serving);
     let routes = RateLimitRoute::new(limiter, transport.max_request_bytes).routes(health_service);
-    let grpc =
-        transport::GrpcServer::new(transport).serve(incoming, routes, stop.cancelled_owned());
+    let grpc = grpc_server.serve(incoming, routes, stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {
         grpc.await;
         Ok(())

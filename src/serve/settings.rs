@@ -404,6 +404,7 @@ impl ServeSettings {
                 metrics: MetricsSettings {
                     max_series_per_rule: args.telemetry.max_metric_series_per_rule,
                     stall_probe_interval: args.telemetry.stall_probe_interval,
+                    response_time_in_milliseconds: response_time_in_milliseconds()?,
                 },
                 near_limit_ratio: args.telemetry.near_limit_ratio,
                 healthy_with_at_least_one_config_loaded,
@@ -449,6 +450,15 @@ fn apply_upstream_env(args: &mut ServeArgs) -> anyhow::Result<()> {
     args.limits.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
     args.limits.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
     Ok(())
+}
+
+/// Upstream's `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: `ratelimit_service_response_time_seconds`
+/// in milliseconds. As upstream, ignored when `PROMETHEUS_MAPPER_YAML` is set (upstream then
+/// takes the unit from that mapping, which is not applied here: seconds).
+fn response_time_in_milliseconds() -> anyhow::Result<bool> {
+    let mapper = upstream_env::process_env("PROMETHEUS_MAPPER_YAML")
+        .is_some_and(|mapper| !mapper.is_empty());
+    Ok(!mapper && upstream_env::flag("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")?)
 }
 
 /// The region: required with a database, at most the column's size.

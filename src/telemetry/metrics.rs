@@ -2,9 +2,13 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::{
+    EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, NoLabelSet,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -12,8 +16,12 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use gcounter_engine::recorder::{DecisionSource, FlushRecord, OriginOp, Recorder};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
 
 use super::connections::ConnectionMetricFamilies;
+use super::latency::{DEFAULT_BUCKETS, LatencyHistogram};
 use super::rule_series::{RuleSeries, next_registry_id};
 use super::sharded::ShardedCounter;
 use super::upstream_stats::{UpstreamStats, Usage};
@@ -37,6 +45,24 @@ pub enum RequestOutcome {
     /// Refused by the transport's bounds: a message over `--max-request-bytes`, or the
     /// buffered-bytes budget spent.
     ResourceExhausted,
+}
+
+/// Which entry point answered a request, for `rls_request_duration_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestMethod {
+    /// gRPC `RateLimitService/ShouldRateLimit`.
+    ShouldRateLimit,
+    /// `POST /json` on the admin port.
+    Json,
+}
+
+impl EncodeLabelValue for RequestMethod {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        encoder.write_str(match self {
+            Self::ShouldRateLimit => "should_rate_limit",
+            Self::Json => "json",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,6 +130,40 @@ struct ReloadLabels {
     result: &'static str,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct MethodLabels {
+    method: RequestMethod,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    commit: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SwitchLabels {
+    switch: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PoolLabels {
+    pool: &'static str,
+}
+
+/// One byte budget and what is held against it, sampled at scrape time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPool {
+    /// The `pool` label: `cells`, `replay_queue`, `strict_mode`, `penalty_box`,
+    /// `request_buffers`.
+    pub pool: &'static str,
+    pub bytes: u64,
+    pub budget: u64,
+}
+
+/// The commit the binary was built from (`build.rs`).
+pub const BUILD_COMMIT: &str = env!("RLS_BUILD_COMMIT");
+
 /// Bounds on what requests can add to the exposition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MetricsSettings {
@@ -112,6 +172,10 @@ pub struct MetricsSettings {
     pub max_series_per_rule: u32,
     /// How often the stall probe wakes (`telemetry::stall`); `None`: no probe.
     pub stall_probe_interval: Option<std::time::Duration>,
+    /// Upstream's `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: its
+    /// `ratelimit_service_response_time_seconds` observes milliseconds instead of seconds
+    /// (upstream's legacy unit; the name keeps `_seconds`, as upstream's does).
+    pub response_time_in_milliseconds: bool,
 }
 
 impl MetricsSettings {
@@ -123,6 +187,7 @@ impl Default for MetricsSettings {
         Self {
             max_series_per_rule: Self::DEFAULT_MAX_SERIES_PER_RULE,
             stall_probe_interval: None,
+            response_time_in_milliseconds: false,
         }
     }
 }
@@ -150,9 +215,17 @@ pub struct Metrics {
     /// Per-request counters, resolved once (no label lookup per request) and sharded (no
     /// cache line shared by all cores): indexed by `RequestOutcome as usize`.
     requests: [ShardedCounter; 4],
+    /// Indexed by `RequestMethod as usize`, as `requests`.
+    request_duration: [LatencyHistogram; 2],
     decisions: Family<DecisionLabels, ShardedCounter>,
     unmatched: ShardedCounter,
     reloads: Family<ReloadLabels, Counter>,
+    config_generation: Gauge,
+    config_last_reload_success: Gauge,
+    config_last_reload_timestamp: Gauge<f64, AtomicU64>,
+    switches: Family<SwitchLabels, Gauge>,
+    memory_bytes: Family<PoolLabels, Gauge>,
+    memory_budget_bytes: Family<PoolLabels, Gauge>,
     rules: Gauge,
     live_cells: Gauge,
     cell_bytes: Family<CellShareLabels, Gauge>,
@@ -250,6 +323,71 @@ impl Metrics {
                 .get_or_create(&RequestLabels { outcome })
                 .clone()
         });
+        let duration_family = Family::<MethodLabels, LatencyHistogram>::default();
+        let request_duration =
+            [RequestMethod::ShouldRateLimit, RequestMethod::Json].map(|method| {
+                duration_family
+                    .get_or_create(&MethodLabels { method })
+                    .clone()
+            });
+        registry.register(
+            "request_duration_seconds",
+            "Time from routing a request to its answer being ready, by method \
+             (should_rate_limit: gRPC, json: POST /json), whatever the answer",
+            duration_family,
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+                commit: BUILD_COMMIT,
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the labels say which build runs (version, and the commit or unknown)",
+            build_info,
+        );
+        let config_generation = Gauge::default();
+        let config_last_reload_success = Gauge::default();
+        let config_last_reload_timestamp = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "config_generation",
+            "Limits configs loaded since start (files or xDS): one more on every successful \
+             load or reload",
+            config_generation.clone(),
+        );
+        registry.register(
+            "config_last_reload_success",
+            "1 when the last load or reload of the limits config succeeded, 0 when it was \
+             refused (the previous config stays in use)",
+            config_last_reload_success.clone(),
+        );
+        registry.register(
+            "config_last_reload_timestamp_seconds",
+            "When the last load or reload of the limits config was attempted (Unix time)",
+            config_last_reload_timestamp.clone(),
+        );
+        let switches = Family::<SwitchLabels, Gauge>::default();
+        registry.register(
+            "switch_enabled",
+            "The service-wide switches in effect (flags and upstream's variables): 1 on, 0 off",
+            switches.clone(),
+        );
+        let memory_bytes = Family::<PoolLabels, Gauge>::default();
+        let memory_budget_bytes = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "memory_bytes",
+            "Bytes held against each bounded pool: cells (the cell table, evictable and \
+             protected), replay_queue, strict_mode, penalty_box (shares of --max-cell-bytes) \
+             and request_buffers (request bytes being buffered, --max-buffered-request-bytes)",
+            memory_bytes.clone(),
+        );
+        registry.register(
+            "memory_budget_bytes",
+            "The byte budget of each pool of rls_memory_bytes",
+            memory_budget_bytes.clone(),
+        );
         let decisions = Family::<DecisionLabels, ShardedCounter>::default();
         let unmatched = ShardedCounter::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
@@ -414,6 +552,12 @@ impl Metrics {
         let upstream = Arc::new(UpstreamStats::new());
         let mut upstream_registry = Registry::default();
         upstream_registry.register_collector(Box::new(Arc::clone(&upstream)));
+        if let Some(grpc) = request_duration.first() {
+            upstream_registry.register_collector(Box::new(UpstreamResponseTime {
+                grpc: grpc.clone(),
+                in_milliseconds: settings.response_time_in_milliseconds,
+            }));
+        }
         Self {
             id: next_registry_id(),
             connections,
@@ -426,9 +570,16 @@ impl Metrics {
             },
             detailed_series_capped,
             requests,
+            request_duration,
             decisions,
             unmatched,
             reloads,
+            config_generation,
+            config_last_reload_success,
+            config_last_reload_timestamp,
+            switches,
+            memory_bytes,
+            memory_budget_bytes,
             rules,
             live_cells,
             cell_bytes,
@@ -467,6 +618,38 @@ impl Metrics {
         // Indexed by the enum's order, as registered in `with_settings`.
         if let Some(counter) = self.requests.get(outcome as usize) {
             counter.inc();
+        }
+    }
+
+    /// One request answered by `method`, `took` after it was routed.
+    #[inline]
+    pub fn request_duration(&self, method: RequestMethod, took: Duration) {
+        // Indexed by the enum's order, as registered in `with_settings`.
+        if let Some(histogram) = self.request_duration.get(method as usize) {
+            histogram.observe(took);
+        }
+    }
+
+    /// The service-wide switches in effect, by name (`rls_switch_enabled`).
+    pub fn set_switches(&self, switches: &[(&'static str, bool)]) {
+        for (switch, on) in switches {
+            self.switches
+                .get_or_create(&SwitchLabels { switch })
+                .set(i64::from(*on));
+        }
+    }
+
+    /// Byte pools against their budgets, sampled at scrape time (`rls_memory_bytes`).
+    pub fn set_memory(&self, pools: &[MemoryPool]) {
+        let gauge = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
+        for pool in pools {
+            let labels = PoolLabels { pool: pool.pool };
+            self.memory_bytes
+                .get_or_create(&labels)
+                .set(gauge(pool.bytes));
+            self.memory_budget_bytes
+                .get_or_create(&labels)
+                .set(gauge(pool.budget));
         }
     }
 
@@ -588,12 +771,23 @@ impl Metrics {
             .get_or_create(&ReloadLabels { result: "ok" })
             .inc();
         self.rules.set(i64::try_from(rules).unwrap_or(i64::MAX));
+        self.config_generation.inc();
+        self.config_attempted(true);
     }
 
     pub fn config_rejected(&self) {
         self.reloads
             .get_or_create(&ReloadLabels { result: "error" })
             .inc();
+        self.config_attempted(false);
+    }
+
+    fn config_attempted(&self, ok: bool) {
+        self.config_last_reload_success.set(i64::from(ok));
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.config_last_reload_timestamp.set(now.as_secs_f64());
     }
 
     /// Gauges sampled at scrape time from the engine.
@@ -622,6 +816,61 @@ impl Metrics {
             .and_then(|()| encode_registry(&mut out, &self.upstream_registry))
             .and_then(|()| encode_eof(&mut out));
         out
+    }
+}
+
+/// envoyproxy/ratelimit's `ratelimit_service_response_time_seconds{grpc_method}`: the
+/// response time of its gRPC methods as its default statsd mapping exports it (a histogram
+/// with the Prometheus client's default buckets, `grpc_method="ShouldRateLimit"`), read from
+/// `rls_request_duration_seconds{method="should_rate_limit"}`. Upstream records whole
+/// milliseconds (a sub-millisecond answer is 0); these are exact. With
+/// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`, the observations (buckets and sum) are in
+/// milliseconds, as upstream's legacy mapping has them.
+#[derive(Debug)]
+struct UpstreamResponseTime {
+    grpc: LatencyHistogram,
+    in_milliseconds: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct GrpcMethodLabels {
+    grpc_method: &'static str,
+}
+
+impl Collector for UpstreamResponseTime {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snapshot = self.grpc.snapshot();
+        let scale = if self.in_milliseconds { 1_000.0 } else { 1.0 };
+        let buckets = snapshot.rebucketed(&DEFAULT_BUCKETS, scale);
+        let labels = GrpcMethodLabels {
+            grpc_method: "ShouldRateLimit",
+        };
+        let mut family = encoder.encode_descriptor(
+            "ratelimit_service_response_time_seconds",
+            "ShouldRateLimit response time (upstream's ratelimit_server.*.response_time)",
+            None,
+            MetricType::Histogram,
+        )?;
+        family
+            .encode_family(&labels)?
+            .encode_histogram::<NoLabelSet>(
+                snapshot.sum_seconds * scale,
+                snapshot.count,
+                &buckets,
+                None,
+            )?;
+        // Upstream's request counter, named as its mapping names it (no `_total`: a gauge,
+        // as `upstream_stats` exports upstream's counters).
+        let mut family = encoder.encode_descriptor(
+            "ratelimit_service_total_requests",
+            "ShouldRateLimit calls answered (upstream's ratelimit_server.*.total_requests)",
+            None,
+            MetricType::Gauge,
+        )?;
+        family
+            .encode_family(&labels)?
+            .encode_gauge(&snapshot.count)?;
+        Ok(())
     }
 }
 
@@ -758,5 +1007,182 @@ mod tests {
             DecisionOutcome::OverLimit,
         );
         assert!(metrics.encode().contains(r#"rule="d.other_x""#));
+    }
+
+    /// The value of the sample that starts with `prefix` (name and labels, as encoded).
+    fn value(text: &str, prefix: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|value| value.parse().ok())
+    }
+
+    #[test]
+    fn request_durations_are_a_histogram_per_method_and_upstreams_response_time() {
+        let metrics = Metrics::new();
+        metrics.request_duration(RequestMethod::ShouldRateLimit, Duration::from_micros(40));
+        metrics.request_duration(RequestMethod::ShouldRateLimit, Duration::from_millis(30));
+        metrics.request_duration(RequestMethod::Json, Duration::from_micros(200));
+        let text = metrics.encode();
+        let ours = "rls_request_duration_seconds";
+        assert_eq!(
+            value(
+                &text,
+                &format!(r#"{ours}_count{{method="should_rate_limit"}}"#)
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(
+                &text,
+                &format!(r#"{ours}_bucket{{le="0.00005",method="should_rate_limit"}}"#)
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, &format!(r#"{ours}_count{{method="json"}}"#)),
+            Some(1.0),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE rls_request_duration_seconds histogram"),
+            "{text}"
+        );
+        // Upstream's name: gRPC only, the Prometheus client's default buckets, seconds.
+        let upstream = "ratelimit_service_response_time_seconds";
+        assert!(
+            text.contains(&format!("# TYPE {upstream} histogram")),
+            "{text}"
+        );
+        assert_eq!(
+            value(
+                &text,
+                &format!(r#"{upstream}_count{{grpc_method="ShouldRateLimit"}}"#)
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        let bucket = |le: &str| {
+            value(
+                &text,
+                &format!(r#"{upstream}_bucket{{le="{le}",grpc_method="ShouldRateLimit"}}"#),
+            )
+        };
+        assert_eq!(bucket("0.005"), Some(1.0), "{text}");
+        assert_eq!(bucket("0.05"), Some(2.0), "{text}");
+        assert_eq!(bucket("+Inf"), Some(2.0), "{text}");
+        let sum = value(
+            &text,
+            &format!(r#"{upstream}_sum{{grpc_method="ShouldRateLimit"}}"#),
+        );
+        assert!(
+            sum.is_some_and(|sum| (sum - 0.030_04).abs() < 1e-9),
+            "{text}"
+        );
+        assert_eq!(
+            value(
+                &text,
+                r#"ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}"#
+            ),
+            Some(2.0),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn upstreams_response_time_can_be_in_milliseconds() {
+        let metrics = Metrics::with_settings(MetricsSettings {
+            response_time_in_milliseconds: true,
+            ..MetricsSettings::default()
+        });
+        // 3 ms: above upstream's 2.5 bucket once in milliseconds, below 5 ms in seconds.
+        metrics.request_duration(RequestMethod::ShouldRateLimit, Duration::from_millis(3));
+        let text = metrics.encode();
+        let upstream = "ratelimit_service_response_time_seconds";
+        let bucket = |le: &str| {
+            value(
+                &text,
+                &format!(r#"{upstream}_bucket{{le="{le}",grpc_method="ShouldRateLimit"}}"#),
+            )
+        };
+        assert_eq!(bucket("2.5"), Some(0.0), "{text}");
+        assert_eq!(bucket("5.0"), Some(1.0), "{text}");
+        let sum = value(
+            &text,
+            &format!(r#"{upstream}_sum{{grpc_method="ShouldRateLimit"}}"#),
+        );
+        assert!(sum.is_some_and(|sum| (sum - 3.0).abs() < 1e-9), "{text}");
+        // Ours stays in seconds.
+        assert!(
+            text.contains(r#"rls_request_duration_seconds_sum{method="should_rate_limit"} 0.003"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn build_info_names_the_version_and_commit() {
+        let text = Metrics::new().encode();
+        let line = format!(
+            r#"rls_build_info{{version="{}",commit="{BUILD_COMMIT}"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&line), "{line} missing from\n{text}");
+        assert!(!BUILD_COMMIT.is_empty());
+    }
+
+    #[test]
+    fn config_loads_count_generations_and_the_last_attempt() {
+        let metrics = Metrics::new();
+        let text = metrics.encode();
+        assert_eq!(value(&text, "rls_config_generation "), Some(0.0), "{text}");
+        metrics.config_loaded(3);
+        metrics.config_loaded(4);
+        let text = metrics.encode();
+        assert_eq!(value(&text, "rls_config_generation "), Some(2.0), "{text}");
+        assert_eq!(
+            value(&text, "rls_config_last_reload_success "),
+            Some(1.0),
+            "{text}"
+        );
+        let first = value(&text, "rls_config_last_reload_timestamp_seconds ");
+        assert!(first.is_some_and(|t| t > 1.6e9), "{text}");
+        metrics.config_rejected();
+        let text = metrics.encode();
+        // A refused reload leaves the generation, and says the last attempt failed.
+        assert_eq!(value(&text, "rls_config_generation "), Some(2.0), "{text}");
+        assert_eq!(
+            value(&text, "rls_config_last_reload_success "),
+            Some(0.0),
+            "{text}"
+        );
+        let last = value(&text, "rls_config_last_reload_timestamp_seconds ");
+        assert!(last >= first, "{text}");
+        assert!(
+            text.contains(r#"rls_config_reloads_total{result="error"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn switches_and_memory_pools_are_gauges_by_name() {
+        let metrics = Metrics::new();
+        metrics.set_switches(&[("shadow_mode", true), ("quota_mode", false)]);
+        metrics.set_memory(&[MemoryPool {
+            pool: "cells",
+            bytes: 1_024,
+            budget: 4_096,
+        }]);
+        let text = metrics.encode();
+        for line in [
+            r#"rls_switch_enabled{switch="shadow_mode"} 1"#,
+            r#"rls_switch_enabled{switch="quota_mode"} 0"#,
+            r#"rls_memory_bytes{pool="cells"} 1024"#,
+            r#"rls_memory_budget_bytes{pool="cells"} 4096"#,
+            "rls_origin_circuit_state 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Metrics and logging set-up. Any layer may record metrics; only `main` sets up logging.
 
 mod connections;
+mod latency;
 mod logging;
 mod metrics;
 mod rule_series;
@@ -9,8 +10,12 @@ pub mod stall;
 mod upstream_stats;
 
 pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};
+pub use latency::LatencyHistogram;
 pub use logging::{LogFormat, init_logging};
-pub use metrics::{DecisionOutcome, Metrics, MetricsSettings, RequestOutcome, SharedLabel};
+pub use metrics::{
+    BUILD_COMMIT, DecisionOutcome, MemoryPool, Metrics, MetricsSettings, RequestMethod,
+    RequestOutcome, SharedLabel,
+};
 pub use rule_series::RuleSeries;
 pub use sharded::ShardedCounter;
 pub use upstream_stats::Usage;

@@ -68,6 +68,8 @@ enum Which {
 struct Pools {
     main: Pool,
     reserve: Pool,
+    /// Both pools when nothing is held.
+    total: usize,
     /// Announcements over this are left to tonic, which refuses them before reserving.
     max_message: usize,
 }
@@ -105,9 +107,38 @@ impl BodyBudgetLayer {
             pools: Arc::new(Pools {
                 main: Pool(AtomicUsize::new(max_bytes - reserve)),
                 reserve: Pool(AtomicUsize::new(reserve)),
+                total: max_bytes,
                 max_message,
             }),
         }
+    }
+
+    /// A reader of what the budget holds, for a metrics scrape.
+    pub fn buffered(&self) -> BufferedBytes {
+        BufferedBytes {
+            pools: Arc::clone(&self.pools),
+        }
+    }
+}
+
+/// What a [`BodyBudgetLayer`]'s budget holds now: request bytes announced and not yet given
+/// back, against the budget.
+#[derive(Debug, Clone)]
+pub struct BufferedBytes {
+    pools: Arc<Pools>,
+}
+
+impl BufferedBytes {
+    /// Bytes held by request bodies (announced lengths, as the budget charges them).
+    pub fn held(&self) -> u64 {
+        let left = self.pools.main.0.load(Ordering::Relaxed)
+            + self.pools.reserve.0.load(Ordering::Relaxed);
+        self.pools.total.saturating_sub(left) as u64
+    }
+
+    /// The budget (`--max-buffered-request-bytes`).
+    pub fn budget(&self) -> u64 {
+        self.pools.total as u64
     }
 }
 
@@ -321,6 +352,10 @@ mod tests {
         );
         assert!(first.frame().await.is_some_and(|f| f.is_ok()));
         assert_eq!(available(&layer), (60 << 10) - PREFIX);
+        // What a metrics scrape reads.
+        let buffered = layer.buffered();
+        assert_eq!(buffered.budget(), 160 << 10);
+        assert_eq!(buffered.held(), (100 << 10) + PREFIX as u64);
 
         // A second large announcement does not fit.
         let mut second = budgeted(&layer, vec![prefix(80 << 10)]);
@@ -339,6 +374,7 @@ mod tests {
 
         drop((first, second, third, small));
         assert_eq!(available(&layer), 160 << 10);
+        assert_eq!(buffered.held(), 0);
     }
 
     #[tokio::test]

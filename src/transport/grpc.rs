@@ -26,7 +26,7 @@ use tower::layer::util::{Identity, Stack};
 use tower::util::Oneshot;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
-use super::budget::{BodyBudgetLayer, BudgetedBody};
+use super::budget::{BodyBudgetLayer, BudgetedBody, BufferedBytes};
 use super::deadline::RequestDeadlineLayer;
 use super::inflight::InflightLimitLayer;
 use super::settings::TransportSettings;
@@ -71,6 +71,7 @@ pub struct GrpcServer {
     http2: hyper::server::conn::http2::Builder<TokioExecutor>,
     layers: ServiceBuilder<GrpcLayers>,
     age: ConnectionAge,
+    buffered: BufferedBytes,
 }
 
 impl GrpcServer {
@@ -85,21 +86,29 @@ impl GrpcServer {
             .keep_alive_timeout(settings.http2_keepalive_timeout)
             .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS)
             .auto_date_header(false);
+        let budget = BodyBudgetLayer::new(
+            settings.max_buffered_request_bytes,
+            settings.max_request_bytes,
+        );
+        let buffered = budget.buffered();
         let layers = ServiceBuilder::new()
             .layer(RequestDeadlineLayer::new(settings.request_timeout))
             .layer(InflightLimitLayer::new(settings.max_inflight_requests))
-            .layer(BodyBudgetLayer::new(
-                settings.max_buffered_request_bytes,
-                settings.max_request_bytes,
-            ));
+            .layer(budget);
         Self {
             http2,
             layers,
+            buffered,
             age: ConnectionAge {
                 max: settings.max_connection_age,
                 grace: settings.max_connection_age_grace,
             },
         }
+    }
+
+    /// What the body budget holds (`rls_memory_bytes{pool="request_buffers"}`).
+    pub fn buffered_bytes(&self) -> BufferedBytes {
+        self.buffered.clone()
     }
 
     /// Serves `routes` on every connection of `incoming` until `shutdown`; then stops

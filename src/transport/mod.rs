@@ -72,7 +72,7 @@ mod tls;
 
 pub use admin::serve_http1;
 pub use bind::{BindError, Listeners, bind, bind_side, bounded, bounded_side};
-pub use budget::{BodyBudget, BodyBudgetLayer, BudgetedBody};
+pub use budget::{BodyBudget, BodyBudgetLayer, BudgetedBody, BufferedBytes};
 pub use codec::RawRequestCodec;
 pub use connection::BoundedConn;
 pub use fd_limit::raise_nofile_limit;

@@ -46,6 +46,16 @@ impl CounterDeadlines {
         self.get(counter).filter(|&until| now_ms < until)
     }
 
+    /// Bytes the entries weigh (their keys' strings included).
+    pub fn bytes(&self) -> u64 {
+        self.until.weight()
+    }
+
+    /// The most the entries may weigh.
+    pub fn max_bytes(&self) -> u64 {
+        self.until.capacity()
+    }
+
     pub fn insert(&self, counter: CounterKey, until_ms: u64) {
         self.until.insert(counter, until_ms);
     }

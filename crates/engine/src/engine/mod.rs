@@ -201,6 +201,16 @@ pub struct Engine {
     shared_denied: ShardedCount,
 }
 
+/// One structure's bytes against its budget ([`Engine::memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolBytes {
+    /// `cells` (the cell table: evictable and protected cells), `replay_queue`,
+    /// `strict_mode` or `penalty_box`.
+    pub pool: &'static str,
+    pub bytes: u64,
+    pub budget: u64,
+}
+
 /// [`Engine::shared_decisions`]: decisions on cells another region also counts, since start.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SharedDecisions {
@@ -940,6 +950,31 @@ impl Engine {
 
     pub fn pending_replay_cells(&self) -> usize {
         self.replay.len()
+    }
+
+    /// What each structure keyed by a cell holds against its share of `max_cell_bytes`
+    /// (see [`CellBudget`]), as the structures weigh their entries: for a metrics scrape.
+    pub fn memory(&self) -> [PoolBytes; 4] {
+        let budget = CellBudget::new(self.settings.max_cells, self.settings.max_cell_bytes);
+        let pool = |pool, (bytes, budget)| PoolBytes {
+            pool,
+            bytes,
+            budget,
+        };
+        [
+            pool(
+                "cells",
+                (
+                    self.table
+                        .evictable_bytes()
+                        .saturating_add(self.table.protected_bytes()),
+                    budget.table_bytes.saturating_add(budget.protected_bytes),
+                ),
+            ),
+            pool("replay_queue", self.replay.bytes()),
+            pool("strict_mode", self.strict.bytes()),
+            pool("penalty_box", self.penalties.bytes()),
+        ]
     }
 
     pub fn origin_circuit_state(&self) -> CircuitState {

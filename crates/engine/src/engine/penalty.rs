@@ -33,6 +33,11 @@ impl PenaltyBox {
         }
     }
 
+    /// The entries' bytes and the most they may weigh.
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.until.bytes(), self.until.max_bytes())
+    }
+
     /// Until when the counter is held, if it is held at `now_ms`.
     pub fn held_until(&self, counter: &CounterKeyRef<'_>, now_ms: u64) -> Option<u64> {
         self.until.ahead(counter, now_ms)

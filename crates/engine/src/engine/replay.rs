@@ -95,6 +95,11 @@ impl ReplayQueue {
         self.lock().cells.len()
     }
 
+    /// Bytes the queued entries hold and the most they may hold.
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.lock().bytes, self.max_bytes)
+    }
+
     /// Whether a push was refused since the last call; the caller then walks the table for
     /// overflowed cells (and calls [`ReplayQueue::note_overflow`] if it must stop early).
     pub fn take_overflow(&self) -> bool {

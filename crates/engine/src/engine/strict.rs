@@ -29,6 +29,11 @@ impl StrictMode {
         }
     }
 
+    /// The entries' bytes and the most they may weigh.
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.deadlines.bytes(), self.deadlines.max_bytes())
+    }
+
     pub fn is_strict(&self, counter: &CounterKeyRef<'_>, now_ms: u64) -> bool {
         if now_ms >= self.latest_until_ms.load(Ordering::Acquire) {
             return false;

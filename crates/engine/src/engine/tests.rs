@@ -297,6 +297,44 @@ async fn the_cell_cap_holds() {
     );
 }
 
+#[tokio::test]
+async fn memory_reports_each_pool_against_its_share_of_the_budget() {
+    let origin = Arc::new(InProcessOrigin::new(100));
+    let engine = engine_over(
+        &origin,
+        |s| {
+            s.max_cells = 100;
+            s.max_cell_bytes = 1 << 20;
+        },
+        metrics(),
+    );
+    let pools = engine.memory();
+    let names: Vec<&str> = pools.iter().map(|p| p.pool).collect();
+    assert_eq!(
+        names,
+        ["cells", "replay_queue", "strict_mode", "penalty_box"]
+    );
+    assert!(pools.iter().map(|p| p.budget).sum::<u64>() <= 1 << 20);
+    assert!(pools.iter().all(|p| p.bytes == 0), "{pools:?}");
+    let workspace: Arc<str> = "d".into();
+    let namespace: Arc<str> = "1:k/".into();
+    for i in 0..10 {
+        let identifier = i.to_string();
+        engine
+            .check(Hit {
+                counter: CounterKeyRef::new(&workspace, &namespace, &identifier, 1_000),
+                limit: 10,
+                cost: 1,
+            })
+            .await;
+    }
+    let cells = engine.memory()[0];
+    assert!(
+        cells.bytes >= 10 * CELL_OVERHEAD_BYTES && cells.bytes <= cells.budget,
+        "{cells:?}"
+    );
+}
+
 /// Two engines of one region over a shared origin, with freshness on (as with Redis).
 fn shared_region(freshness_ms: u64) -> (Engine, Engine, Arc<ManualClock>, Arc<SwitchableOrigin>) {
     let clock = Arc::new(ManualClock::new(100_000));
