@@ -1,7 +1,8 @@
 //! The harness of gcounter-rls's end-to-end tests (`integration/tests/`): the real
 //! binary started on free ports ([`Service`]), gRPC and raw HTTP/2 clients, a real Envoy
-//! ([`Envoy`]), Redis and SQL administration, a cuttable TCP proxy ([`proxy::Proxy`]),
-//! paced load and the checks on what it left behind.
+//! ([`Envoy`]), a real Prometheus ([`prometheus::Prometheus`]), Redis and SQL
+//! administration, a cuttable TCP proxy ([`proxy::Proxy`]), paced load and the checks on
+//! what it left behind.
 //!
 //! Each test target uses it as `use gcounter_rls_integration as support;`. Nearly
 //! everything here is synchronous (std networking and processes), so it works from plain
@@ -20,6 +21,7 @@ mod http;
 pub mod load;
 pub mod metrics;
 pub mod process;
+pub mod prometheus;
 pub mod proxy;
 pub mod raw_grpc;
 pub mod redis_admin;
