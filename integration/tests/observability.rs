@@ -144,6 +144,50 @@ async fn new_series_appear_on_metrics_after_a_few_requests() {
     }
 }
 
+/// Upstream's `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS` puts its response time in
+/// milliseconds, as upstream's legacy mapping; ignored, as upstream, with
+/// `PROMETHEUS_MAPPER_YAML`.
+#[tokio::test]
+async fn upstreams_response_time_follows_prometheus_response_time_as_milliseconds() {
+    let (_dir, limits) = support::limits_file(LIMITS);
+    for (env, scale) in [
+        (
+            &[("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true")][..],
+            1_000.0,
+        ),
+        (
+            &[
+                ("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"),
+                ("PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"),
+            ][..],
+            1.0,
+        ),
+        (&[][..], 1.0),
+    ] {
+        let service = Service::start_with(&limits, &[], support::Launch::env(env));
+        drive(&service, "ms", 5).await;
+        let text = service.metrics();
+        let ours = sample(
+            &text,
+            "rls_request_duration_seconds_sum",
+            &[("method", "should_rate_limit")],
+        );
+        let upstream = sample(
+            &text,
+            "ratelimit_service_response_time_seconds_sum",
+            &[("grpc_method", "ShouldRateLimit")],
+        );
+        let (Some(ours), Some(upstream)) = (ours, upstream) else {
+            panic!("{env:?}: no response time sums in\n{text}");
+        };
+        assert!(ours > 0.0, "{text}");
+        assert!(
+            (upstream - ours * scale).abs() <= ours * scale * 1e-6,
+            "{env:?}: upstream's sum {upstream}, ours {ours} (x{scale} expected)"
+        );
+    }
+}
+
 #[test]
 fn alert_rules_pass_promtool_and_their_tests_cover_every_rule() {
     let dir = repo_path("deploy/monitoring");
