@@ -144,6 +144,8 @@ const OTHER_NAMES: &[&str] = &[
     "CLOCK_THREAD_CPUTIME_ID",
     // Set by Envoy Gateway on its Deployment; envoyproxy/ratelimit does not read it either.
     "GRPC_SERVER_TLS_CA_CERT",
+    // Read by build.rs when the binary is built, not by the binary.
+    "RLS_BUILD_COMMIT",
     // The benches' and fuzz targets' own switches.
     "RLS_PROFILE",
     "RLS_PROFILE_CALLS",
