@@ -8,7 +8,6 @@ pub mod cli;
 pub mod config;
 pub mod duration_arg;
 pub mod rls;
-pub mod runtime;
 pub mod serve;
 pub mod supervisor;
 pub mod telemetry;

@@ -11,10 +11,10 @@ use gcounter_sql::SqlStore;
 
 use super::{CheckConfigArgs, Cli, Command, EXIT_RUNTIME_FAILURE, invalid_setting};
 use crate::config::{LoadOptions, ReadLimits};
-use crate::runtime;
 use crate::serve::{self, ServeSettings};
 use crate::telemetry::init_logging;
 use crate::upstream_env;
+use gcounter_runtime as runtime;
 
 pub(super) fn run(cli: Cli, upstream_warnings: &[String]) -> ExitCode {
     if let Command::CheckConfig(args) = &cli.command {

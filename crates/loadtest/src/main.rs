@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gcounter_loadtest::LoadtestArgs;
-use gcounter_rls::runtime;
+use gcounter_runtime as runtime;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]

@@ -324,14 +324,14 @@ fn named_variables(file: &Path, text: &str) -> Vec<(usize, String)> {
                 out.push((number + 1, word.to_owned()));
             }
         }
-        if let Some(name) = line
-            .trim()
+        let trimmed = line.trim();
+        if let Some(name) = trimmed
             .strip_prefix("- name: ")
-            .or(line.trim().strip_prefix("name: "))
+            .or(trimmed.strip_prefix("name: "))
+            .map(str::trim)
+            && looks_like_variable(name)
         {
-            if looks_like_variable(name.trim()) {
-                out.push((number + 1, name.trim().to_owned()));
-            }
+            out.push((number + 1, name.to_owned()));
         }
     }
     let is_markdown = file.extension().is_some_and(|e| e == "md");
@@ -347,10 +347,11 @@ fn named_variables(file: &Path, text: &str) -> Vec<(usize, String)> {
         for block in code_blocks(text) {
             for (offset, line) in block.text.lines().enumerate() {
                 for word in line.split_whitespace() {
-                    if let Some((name, _)) = word.split_once('=') {
-                        if looks_like_variable(name) && !name.starts_with("RLS_") {
-                            out.push((block.line + 1 + offset, name.to_owned()));
-                        }
+                    if let Some((name, _)) = word.split_once('=')
+                        && looks_like_variable(name)
+                        && !name.starts_with("RLS_")
+                    {
+                        out.push((block.line + 1 + offset, name.to_owned()));
                     }
                 }
             }

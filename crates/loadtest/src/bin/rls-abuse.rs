@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use gcounter_loadtest::abuse::{self, IdleFlood, SlowLoris};
-use gcounter_rls::runtime::{self, Flavor};
+use gcounter_runtime::{self as runtime, Flavor};
 
 #[derive(Debug, Parser)]
 #[command(about = "A hostile HTTP/2 client for soak tests (loopback only)")]

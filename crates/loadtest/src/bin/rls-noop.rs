@@ -17,7 +17,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use gcounter_rls::runtime::{self, Flavor};
+use gcounter_runtime::{self as runtime, Flavor};
 use tonic::{Request, Response, Status};
 
 #[derive(Debug, Parser)]

@@ -1,4 +1,7 @@
-//! How the service uses its cores: the tokio runtime flavour and its worker count.
+//! How gcounter-rls uses its cores: the tokio runtime flavour and its worker count.
+//!
+//! A crate of its own so that the service and the load tools (`gcounter-loadtest`, `rls-noop`,
+//! `rls-abuse`) run on the same runtime without the tools depending on the server.
 //!
 //! Measured on this project's machines (BENCHMARKS.md): on one core a current-thread runtime
 //! answers gRPC ~1.5× faster than a multi-thread runtime with one worker (no cross-thread
