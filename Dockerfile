@@ -7,6 +7,9 @@
 
 FROM docker.io/library/rust:1.95-slim-bookworm AS builder
 WORKDIR /build
+# The commit `rls_build_info` reports: the build context has no .git, so pass it in:
+#   docker build --build-arg RLS_BUILD_COMMIT=$(git rev-parse --short HEAD) -t gcounter-rls:dev .
+ARG RLS_BUILD_COMMIT=unknown
 COPY . .
 # The cache mounts keep the registry and incremental artifacts across builds (BuildKit);
 # the binary is copied out of the cached target directory so the next stage can see it.
