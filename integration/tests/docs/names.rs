@@ -82,6 +82,8 @@ const OTHER_TOOLS_FLAGS: &[&str] = &[
     "--inclusive",
     "--set",
     "--lib",
+    "--build-arg",
+    "--short",
 ];
 
 /// Environment variables of other programs, and upper-case words of the protocols (codes,
