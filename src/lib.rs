@@ -7,6 +7,7 @@ pub mod byte_size_arg;
 pub mod cli;
 pub mod config;
 pub mod duration_arg;
+pub mod environment;
 pub mod rls;
 pub mod serve;
 pub mod supervisor;

@@ -7,18 +7,15 @@
 
 use std::path::PathBuf;
 
+use crate::environment::Environment;
 use crate::transport::TlsFiles;
 
 mod known;
+mod origins;
 pub use known::KNOWN_VARIABLES;
 
-/// A lookup of one environment variable (`std::env::var` in the binary, a map in tests).
-pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment, as a [`Lookup`]. A variable that is not valid UTF-8 is unset.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
+/// The environment upstream's variables are read from (see [`crate::environment`]).
+pub type Lookup<'a> = &'a Environment;
 
 /// An upstream variable that cannot be used; the text names it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -40,20 +37,11 @@ fn parse_bool(variable: &'static str, value: &str) -> Result<bool, UpstreamEnvEr
     }
 }
 
-/// The boolean in upstream's variable `variable` of the process environment (unset or empty:
-/// `false`): the switches `serve` reads beside its own flags however it was started
-/// (`SHADOW_MODE`, `QUOTA_MODE`, ...), so a switch is on when either names it.
-pub fn flag(variable: &'static str) -> Result<bool, UpstreamEnvError> {
-    match process_env(variable) {
-        None => Ok(false),
-        Some(value) if value.is_empty() => Ok(false),
-        Some(value) => parse_bool(variable, &value),
-    }
-}
-
 /// A non-empty value (upstream's default for these is the empty string, meaning unset).
 fn non_empty(env: Lookup<'_>, variable: &str) -> Option<String> {
-    env(variable).filter(|value| !value.is_empty())
+    env.get(variable)
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
 }
 
 /// Upstream's gRPC TLS settings: `GRPC_SERVER_USE_TLS` turns TLS on with
@@ -111,7 +99,7 @@ pub fn healthy_with_at_least_one_config_loaded(env: Lookup<'_>) -> Result<bool, 
 pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     refuse_unsupported(env)?;
     let mut argv = UpstreamServe::default();
-    let ours = |variable: &str| env(variable).is_some();
+    let ours = |variable: &str| env.has(variable);
     let flag = |argv: &mut UpstreamServe, rls: &str, flag: &str, value: String| {
         if !ours(rls) {
             argv.args.push(flag.to_owned());
@@ -153,11 +141,11 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     }
 
     // Listeners.
-    let http = socket_addr(env, "HOST", "PORT", 8080)?;
+    let http = socket_addr(env, ("HOST", "0.0.0.0"), "PORT", 8080)?;
     flag(&mut argv, "RLS_HTTP_ADDR", "--http-addr", http);
-    let grpc = socket_addr(env, "GRPC_HOST", "GRPC_PORT", 8081)?;
+    let grpc = socket_addr(env, ("GRPC_HOST", "0.0.0.0"), "GRPC_PORT", 8081)?;
     flag(&mut argv, "RLS_GRPC_ADDR", "--grpc-addr", grpc);
-    let debug = socket_addr(env, "DEBUG_HOST", "DEBUG_PORT", 6070)?;
+    let debug = socket_addr(env, ("DEBUG_HOST", "0.0.0.0"), "DEBUG_PORT", 6070)?;
     flag(&mut argv, "RLS_DEBUG_ADDR", "--debug-addr", debug);
 
     // The limits: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
@@ -169,7 +157,7 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     }
     config.push(get(env, "RUNTIME_APPDIRECTORY").unwrap_or_else(|| "config".into()));
     for variable in ["RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT"] {
-        // Checked here; `serve` reads RUNTIME_IGNOREDOTFILES itself (`flag`), and the
+        // Checked here; `serve` reads RUNTIME_IGNOREDOTFILES itself (`serve::sources`), and the
         // directory is always watched.
         boolean(env, variable)?;
     }
@@ -185,10 +173,8 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         );
     }
 
-    // The answer.
-    if boolean(env, "SHADOW_MODE")? == Some(true) && !ours("RLS_SHADOW_MODE") {
-        argv.args.push("--shadow-mode".into());
-    }
+    // The answer. SHADOW_MODE and the other switches `serve` reads however it is started are
+    // resolved with the other settings (`serve::sources`), not here.
     if boolean(env, "LIMIT_RESPONSE_HEADERS_ENABLED")? == Some(true)
         && !ours("RLS_RESPONSE_HEADERS")
     {
@@ -328,6 +314,7 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         }
         flag(&mut argv, rls, name, value);
     }
+    argv.origins = origins::of(&argv.args, env);
     Ok(argv)
 }
 
@@ -337,6 +324,9 @@ pub struct UpstreamServe {
     /// Global flags, then `serve` and its flags (without the program name).
     pub args: Vec<String>,
     pub warnings: Vec<String>,
+    /// Each flag on `args` (`http-addr`, without `--`), the upstream variables it was set
+    /// from, and whether one of them was set (else it is upstream's default).
+    pub origins: Vec<(String, &'static str, bool)>,
 }
 
 fn problem(variable: &'static str, problem: impl Into<String>) -> UpstreamEnvError {
@@ -350,7 +340,9 @@ fn get(env: Lookup<'_>, variable: &str) -> Option<String> {
     non_empty(env, variable)
 }
 
-fn boolean(env: Lookup<'_>, variable: &'static str) -> Result<Option<bool>, UpstreamEnvError> {
+/// Upstream's boolean `variable`: `None` when unset or empty, else Go's `strconv.ParseBool`
+/// reading of it (anything else is an error naming it).
+pub fn boolean(env: Lookup<'_>, variable: &'static str) -> Result<Option<bool>, UpstreamEnvError> {
     get(env, variable)
         .map(|v| parse_bool(variable, &v))
         .transpose()
@@ -359,11 +351,11 @@ fn boolean(env: Lookup<'_>, variable: &'static str) -> Result<Option<bool>, Upst
 /// `HOST:PORT`; the host must be an IP address (the listener binds it).
 fn socket_addr(
     env: Lookup<'_>,
-    host_variable: &'static str,
+    (host_variable, default_host): (&'static str, &str),
     port_variable: &'static str,
     default_port: u16,
 ) -> Result<String, UpstreamEnvError> {
-    let host = get(env, host_variable).unwrap_or_else(|| "0.0.0.0".into());
+    let host = get(env, host_variable).unwrap_or_else(|| default_host.into());
     let ip: std::net::IpAddr = host
         .parse()
         .map_err(|_| problem(host_variable, format!("{host:?} is not an IP address")))?;
@@ -384,7 +376,7 @@ const XDS_CONFIG_TYPE: &str = "GRPC_XDS_SOTW";
 /// ours differ), unless our `RLS_*` variable is set. The limits then come from the server,
 /// not `RUNTIME_ROOT`.
 fn xds_argv(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), UpstreamEnvError> {
-    let ours = |variable: &str| env(variable).is_some();
+    let ours = |variable: &str| env.has(variable);
     if ours("RLS_CONFIG") {
         return Err(problem(
             "CONFIG_TYPE",
@@ -719,7 +711,7 @@ fn redis_tls_files(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), Upst
     let Some(first_set) = first_set else {
         return Ok(());
     };
-    let tls = boolean(env, "REDIS_TLS")? == Some(true) || env("RLS_REDIS_URL").is_some();
+    let tls = boolean(env, "REDIS_TLS")? == Some(true) || env.has("RLS_REDIS_URL");
     if !tls {
         return Err(problem(
             first_set,
@@ -741,7 +733,7 @@ fn redis_tls_files(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), Upst
         }
         _ => {}
     }
-    let ours = |variable: &str| env(variable).is_some();
+    let ours = |variable: &str| env.has(variable);
     for (value, rls, name) in [
         (ca, "RLS_REDIS_TLS_CA", "--redis-tls-ca"),
         (cert, "RLS_REDIS_TLS_CERT", "--redis-tls-cert"),
@@ -777,14 +769,9 @@ fn encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
-    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        move |name| map.get(name).cloned()
+    fn env(vars: &[(&str, &str)]) -> Environment {
+        Environment::from_pairs(vars.iter().copied())
     }
 
     #[test]

@@ -129,9 +129,17 @@ async fn runs_serve_from_upstreams_variables_alone() {
     }
 
     let log = service.log_tail(200);
+    let warned = log
+        .lines()
+        .any(|l| l.contains("\"WARN\"") && l.contains("NEAR_LIMIT_RATIO"));
     assert!(
-        log.contains("\"level\":\"INFO\"") && !log.contains("NEAR_LIMIT_RATIO"),
+        log.contains("\"level\":\"INFO\"") && !warned,
         "LOG_FORMAT=json, and NEAR_LIMIT_RATIO applied without a warning:\n{log}"
+    );
+    support::assert_mentions(
+        &log,
+        "setting --near-limit-ratio=0.9 from upstream's NEAR_LIMIT_RATIO",
+        "the start log",
     );
 }
 

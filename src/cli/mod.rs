@@ -15,9 +15,12 @@ mod tests;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use std::ffi::OsString;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::byte_size_arg::{ByteSizeRange, gib};
+use crate::environment::{Environment, Origins};
 use crate::serve::ServeArgs;
 use crate::serve::args::TELEMETRY;
 use crate::telemetry::LogFormat;
@@ -120,33 +123,63 @@ fn log_filter(text: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The binary's `main`: parses the command line (or upstream's variables when there is
-/// none), runs the subcommand, and returns the exit code (see the module's documentation).
+/// The binary's `main`: takes the environment's snapshot, parses the command line (or
+/// upstream's variables when there is none), runs the subcommand, and returns the exit code
+/// (see the module's documentation).
 pub fn main() -> ExitCode {
-    match parse() {
-        Ok((cli, warnings)) => run::run(cli, &warnings),
+    let env = Environment::capture();
+    match parse(std::env::args_os().collect(), &env) {
+        Ok(parsed) => run::run(parsed, &env),
         Err(code) => code,
     }
 }
 
-/// The command line, and the warnings about upstream's variables to log once logging is up.
-fn parse() -> Result<(Cli, Vec<String>), ExitCode> {
-    // No arguments at all (as upstream's image runs `/bin/ratelimit`): `serve` configured from
-    // envoyproxy/ratelimit's environment variables, with its defaults.
-    let (argv, warnings) = if std::env::args_os().len() <= 1 {
-        match crate::upstream_env::serve_argv(&crate::upstream_env::process_env) {
+/// A parsed command line, with where each of the subcommand's settings came from and the
+/// warnings about upstream's variables to log once logging is up.
+pub(crate) struct Parsed {
+    pub cli: Cli,
+    pub origins: Origins,
+    pub warnings: Vec<String>,
+}
+
+/// Parses `argv`; with no arguments at all (as upstream's image runs `/bin/ratelimit`),
+/// `serve` configured from envoyproxy/ratelimit's variables in `env`, with its defaults.
+/// clap reads our `RLS_*` variables itself when the command is built here, just after `env`
+/// was taken (see [`crate::environment`]).
+fn parse(argv: Vec<OsString>, env: &Environment) -> Result<Parsed, ExitCode> {
+    let (argv, warnings, upstream) = if argv.len() <= 1 {
+        match crate::upstream_env::serve_argv(env) {
             Ok(upstream) => {
                 let program = std::iter::once("gcounter-rls".to_owned());
                 let argv: Vec<_> = program.chain(upstream.args).map(Into::into).collect();
-                (argv, upstream.warnings)
+                (argv, upstream.warnings, upstream.origins)
             }
             Err(error) => return Err(invalid_setting(&error)),
         }
     } else {
-        (std::env::args_os().collect(), Vec::new())
+        (argv, Vec::new(), Vec::new())
     };
-    match Cli::try_parse_from(argv) {
-        Ok(cli) => Ok((cli, warnings)),
+    let mut command = command();
+    command.build();
+    let parsed = command
+        .clone()
+        .try_get_matches_from(argv)
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
+    match parsed {
+        Ok((cli, matches)) => {
+            let origins = match matches.subcommand() {
+                Some((name, sub)) => command
+                    .find_subcommand(name)
+                    .map(|sub_command| Origins::from_matches(sub_command, sub, &upstream))
+                    .unwrap_or_default(),
+                None => Origins::default(),
+            };
+            Ok(Parsed {
+                cli,
+                origins,
+                warnings,
+            })
+        }
         Err(error) => {
             // Help and version go to stdout with 0; a usage error to stderr with 2.
             let _ = error.print();

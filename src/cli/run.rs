@@ -9,16 +9,21 @@ use gcounter_engine::engine::{Clock, SystemClock};
 use gcounter_engine::global::GlobalStore;
 use gcounter_sql::SqlStore;
 
-use super::{CheckConfigArgs, Cli, Command, EXIT_RUNTIME_FAILURE, invalid_setting};
+use super::{CheckConfigArgs, Command, EXIT_RUNTIME_FAILURE, Parsed, invalid_setting};
 use crate::config::{LoadOptions, ReadLimits};
+use crate::environment::{Environment, Origins, resolve_switch};
 use crate::serve::{self, ServeSettings};
 use crate::telemetry::init_logging;
-use crate::upstream_env;
 use gcounter_runtime as runtime;
 
-pub(super) fn run(cli: Cli, upstream_warnings: &[String]) -> ExitCode {
+pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
+    let Parsed {
+        cli,
+        origins,
+        warnings: upstream_warnings,
+    } = parsed;
     if let Command::CheckConfig(args) = &cli.command {
-        return check_config(args);
+        return check_config(args, &origins, env);
     }
     if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
         eprintln!("error: {message}");
@@ -37,8 +42,11 @@ pub(super) fn run(cli: Cli, upstream_warnings: &[String]) -> ExitCode {
     // Every setting is checked before the runtime starts: a refused one is an invalid
     // setting (exit 2), whatever fails afterwards is not (exit 1).
     let command = match cli.command {
-        Command::Serve(args) => match ServeSettings::from_args(*args, &upstream_env::process_env) {
-            Ok(settings) => Work::Serve(Box::new(settings)),
+        Command::Serve(args) => match ServeSettings::from_args(*args, origins, env) {
+            Ok(settings) => {
+                settings.report.log();
+                Work::Serve(Box::new(settings))
+            }
             Err(error) => return invalid_setting(&format!("{error:#}")),
         },
         Command::Migrate(args) => match checked_url(&args.database_url) {
@@ -118,12 +126,27 @@ async fn cleanup(database_url: &str, batch: u64) -> anyhow::Result<()> {
 }
 
 /// `check-config`: 0 when the config is valid, 1 listing its errors, 2 for an invalid setting
-/// (upstream's `RUNTIME_IGNOREDOTFILES` or `MERGE_DOMAIN_CONFIG` not a boolean).
-fn check_config(args: &CheckConfigArgs) -> ExitCode {
-    let upstream = upstream_env::flag("RUNTIME_IGNOREDOTFILES")
-        .and_then(|dots| Ok((dots, upstream_env::flag("MERGE_DOMAIN_CONFIG")?)));
-    let (upstream_dots, upstream_merge) = match upstream {
-        Ok(flags) => flags,
+/// (upstream's `RUNTIME_IGNOREDOTFILES` or `MERGE_DOMAIN_CONFIG` not a boolean). Its switches
+/// follow `serve`'s precedence: ours, else upstream's, else off.
+fn check_config(args: &CheckConfigArgs, origins: &Origins, env: &Environment) -> ExitCode {
+    let switch = |id: &str, ours: bool| {
+        let Some(switch) = serve::SWITCHES.iter().find(|s| s.id == id) else {
+            return Ok(ours);
+        };
+        let resolved = resolve_switch(switch, ours, origins.of(id), env)?;
+        if let Some(warning) = resolved.warning {
+            eprintln!("warning: {warning}");
+        }
+        Ok::<_, crate::upstream_env::UpstreamEnvError>(resolved.value)
+    };
+    let switches = switch("ignore_dot_files", args.ignore_dot_files).and_then(|dots| {
+        Ok((
+            dots,
+            switch("merge_domain_config", args.merge_domain_config)?,
+        ))
+    });
+    let (ignore_dot_files, merge_domains) = match switches {
+        Ok(switches) => switches,
         Err(error) => return invalid_setting(&error),
     };
     let options = LoadOptions {
@@ -131,8 +154,8 @@ fn check_config(args: &CheckConfigArgs) -> ExitCode {
             max_bytes: args.max_config_bytes,
             ..ReadLimits::default()
         },
-        ignore_dot_files: args.ignore_dot_files || upstream_dots,
-        merge_domains: args.merge_domain_config || upstream_merge,
+        ignore_dot_files,
+        merge_domains,
     };
     check_path(&args.path, &options)
 }

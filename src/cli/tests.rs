@@ -8,20 +8,21 @@ use crate::serve::ServeSettings;
 use crate::transport::TransportSettings;
 use crate::upstream_env::KNOWN_VARIABLES;
 
-fn no_env(_: &str) -> Option<String> {
-    None
-}
-
 /// `serve --config x.yaml ARGS`, parsed and validated as the binary does.
 fn serve(extra: &[&str]) -> Result<ServeSettings, String> {
     let argv = ["gcounter-rls", "serve", "--config", "x.yaml"]
         .iter()
         .chain(extra);
-    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-    let Command::Serve(args) = cli.command else {
+    let argv: Vec<&str> = argv.copied().collect();
+    // clap's own error, as text; then the binary's parsing, which keeps the origins.
+    Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
+    let env = Environment::default();
+    let parsed = parse(argv.iter().map(Into::into).collect(), &env)
+        .map_err(|code| format!("refused: {code:?}"))?;
+    let Command::Serve(args) = parsed.cli.command else {
         return Err("not serve".into());
     };
-    ServeSettings::from_args(*args, &no_env).map_err(|e| format!("{e:#}"))
+    ServeSettings::from_args(*args, parsed.origins, &env).map_err(|e| format!("{e:#}"))
 }
 
 #[test]

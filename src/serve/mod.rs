@@ -13,6 +13,7 @@ mod config_source;
 mod health;
 mod json_route;
 mod settings;
+mod sources;
 #[cfg(test)]
 mod tests;
 
@@ -34,8 +35,9 @@ use gcounter_engine::recorder::Recorder;
 pub use args::ServeArgs;
 pub use settings::{
     Addresses, ConfigSource, EngineGroup, GlobalGroup, LimitsSettings, MAX_REGION_BYTES,
-    NonZeroDuration, RedisGroup, Region, Regional, ServeSettings, TlsGroup,
+    NonZeroDuration, RedisGroup, Region, Regional, ServeSettings, StartReport, TlsGroup,
 };
+pub use sources::SWITCHES;
 
 use backends::{global_counters, regional_origin};
 use health::Health;

@@ -13,10 +13,11 @@ use super::args::HeaderStyleArg;
 use crate::admin;
 use crate::byte_size_arg::Bytes;
 use crate::config::{LoadOptions, ReadLimits};
+use crate::environment::{Environment, Origins};
 use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
 use crate::transport::{TlsFiles, TransportSettings};
-use crate::upstream_env::{self, Lookup};
+use crate::upstream_env;
 use crate::xds::XdsSettings;
 use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, EngineSettings};
 use gcounter_engine::global::GlobalSettings;
@@ -24,6 +25,7 @@ use gcounter_engine::regional::GuardSettings;
 use gcounter_redis::{RedisSettings, RedisTls, SentinelMaster};
 
 use super::args::ServeArgs;
+use super::sources;
 
 /// `--max-cell-bytes` must hold at least this many cells of the largest descriptor: below
 /// it the table's shards could not admit such a cell at all.
@@ -226,13 +228,41 @@ pub struct ServeSettings {
     pub transport: TransportSettings,
     /// On shutdown, how long in-flight requests may take.
     pub drain_timeout: NonZeroDuration,
+    /// What the start log says about where the settings came from.
+    pub report: StartReport,
+}
+
+/// The start log's account of the settings: one line per setting that differs from its
+/// default (value and source, secrets redacted), the warnings about contradicting sources,
+/// and the switches in effect.
+#[derive(Debug, Clone, Default)]
+pub struct StartReport {
+    pub settings: Vec<String>,
+    pub warnings: Vec<String>,
+    pub switches: String,
+}
+
+impl StartReport {
+    pub fn log(&self) {
+        for warning in &self.warnings {
+            tracing::warn!("{warning}");
+        }
+        for line in &self.settings {
+            tracing::info!("setting {line}");
+        }
+        tracing::info!("switches: {}", self.switches);
+    }
 }
 
 impl ServeSettings {
-    /// Validate the flags, with envoyproxy/ratelimit's variables read from `env` (and its
-    /// switches, `SHADOW_MODE` & co., from the process's environment, as upstream reads them).
-    pub fn from_args(mut args: ServeArgs, env: Lookup<'_>) -> anyhow::Result<Self> {
-        apply_upstream_env(&mut args)?;
+    /// Validate the flags, with envoyproxy/ratelimit's variables read from `env` where ours
+    /// are unset (`origins`: where clap found each of ours; see [`crate::environment`]).
+    pub fn from_args(
+        mut args: ServeArgs,
+        mut origins: Origins,
+        env: &Environment,
+    ) -> anyhow::Result<Self> {
+        let mut warnings = sources::apply_switches(&mut args, &mut origins, env)?;
         let region = region(&args)?;
         if !(args.telemetry.near_limit_ratio > 0.0 && args.telemetry.near_limit_ratio <= 1.0) {
             anyhow::bail!(
@@ -303,7 +333,7 @@ impl ServeSettings {
                 args.listeners.metrics_path
             );
         }
-        let tls = grpc_tls_files(&args, env)?
+        let tls = sources::grpc_tls_files(&args, &mut origins, env, &mut warnings)?
             .map(|files| {
                 Ok::<_, anyhow::Error>(TlsGroup {
                     files,
@@ -315,8 +345,7 @@ impl ServeSettings {
             })
             .transpose()?;
         let healthy_with_at_least_one_config_loaded =
-            args.limits.healthy_with_at_least_one_config_loaded
-                || upstream_env::healthy_with_at_least_one_config_loaded(env)?;
+            args.limits.healthy_with_at_least_one_config_loaded;
 
         if args.redis.redis_url.is_empty()
             && let Some(flag) = [
@@ -404,7 +433,7 @@ impl ServeSettings {
                 metrics: MetricsSettings {
                     max_series_per_rule: args.telemetry.max_metric_series_per_rule,
                     stall_probe_interval: args.telemetry.stall_probe_interval,
-                    response_time_in_milliseconds: response_time_in_milliseconds()?,
+                    response_time_in_milliseconds: response_time_in_milliseconds(env)?,
                 },
                 near_limit_ratio: args.telemetry.near_limit_ratio,
                 healthy_with_at_least_one_config_loaded,
@@ -435,30 +464,24 @@ impl ServeSettings {
             tls,
             transport,
             drain_timeout: NonZeroDuration::flag("drain-timeout", args.transport.drain_timeout)?,
+            report: StartReport {
+                settings: origins.lines(),
+                warnings,
+                switches: sources::switches_line(&args),
+            },
         })
     }
-}
-
-/// Turns on the switches named by envoyproxy/ratelimit's own environment variables, so
-/// its deployments keep their environment (see `upstream_env`).
-fn apply_upstream_env(args: &mut ServeArgs) -> anyhow::Result<()> {
-    args.limits.shadow_mode |= upstream_env::flag("SHADOW_MODE")?;
-    // Upstream's "do not charge the other descriptors of a request that is over a limit".
-    args.limits.all_or_nothing |= upstream_env::flag("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")?;
-    args.limits.quota_mode |= upstream_env::flag("QUOTA_MODE")?;
-    args.limits.ignore_dot_files |= upstream_env::flag("RUNTIME_IGNOREDOTFILES")?;
-    args.limits.response_dynamic_metadata |= upstream_env::flag("RESPONSE_DYNAMIC_METADATA")?;
-    args.limits.merge_domain_config |= upstream_env::flag("MERGE_DOMAIN_CONFIG")?;
-    Ok(())
 }
 
 /// Upstream's `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: `ratelimit_service_response_time_seconds`
 /// in milliseconds. As upstream, ignored when `PROMETHEUS_MAPPER_YAML` is set (upstream then
 /// takes the unit from that mapping, which is not applied here: seconds).
-fn response_time_in_milliseconds() -> anyhow::Result<bool> {
-    let mapper = upstream_env::process_env("PROMETHEUS_MAPPER_YAML")
+fn response_time_in_milliseconds(env: &Environment) -> anyhow::Result<bool> {
+    let mapper = env
+        .get("PROMETHEUS_MAPPER_YAML")
         .is_some_and(|mapper| !mapper.is_empty());
-    Ok(!mapper && upstream_env::flag("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")?)
+    let millis = upstream_env::boolean(env, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")?;
+    Ok(!mapper && millis.unwrap_or(false))
 }
 
 /// The region: required with a database, at most the column's size.
@@ -470,20 +493,6 @@ fn region(args: &ServeArgs) -> anyhow::Result<Region> {
              components in the global counters"
         ),
         (None, None) => Ok(Region::local()),
-    }
-}
-
-/// The gRPC listener's TLS files: our flags, else upstream's variables, else plaintext.
-fn grpc_tls_files(args: &ServeArgs, env: Lookup<'_>) -> anyhow::Result<Option<TlsFiles>> {
-    match (&args.tls.grpc_tls_cert, &args.tls.grpc_tls_key) {
-        (Some(cert), Some(key)) => Ok(Some(TlsFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: args.tls.grpc_tls_client_ca.clone(),
-            client_san: args.tls.grpc_tls_client_san.clone(),
-        })),
-        // clap's `requires` makes cert and key come together.
-        _ => Ok(upstream_env::grpc_tls(env)?),
     }
 }
 

@@ -2,14 +2,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use tonic_health::pb::health_server::Health as _;
 use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
 use tonic_health::server::HealthService;
 
 use super::health::Health;
 use super::*;
+use crate::environment::{Environment, Origins};
 use crate::transport::TransportSettings;
+
+mod precedence;
 
 #[derive(Parser)]
 struct Cli {
@@ -17,13 +20,24 @@ struct Cli {
     serve: ServeArgs,
 }
 
-fn args(extra: &[&str]) -> ServeArgs {
-    let argv = ["serve", "--config", "x.yaml"].iter().chain(extra);
-    Cli::try_parse_from(argv).expect("parse").serve
+/// `serve --config x.yaml extra…` parsed as the binary parses it: the arguments and where
+/// clap found each (the process's own `RLS_*` variables are not expected to be set).
+fn args(extra: &[&str]) -> (ServeArgs, Origins) {
+    parse_argv(["serve", "--config", "x.yaml"].iter().chain(extra))
 }
 
-fn no_env(_: &str) -> Option<String> {
-    None
+fn parse_argv<'a>(argv: impl IntoIterator<Item = &'a &'a str>) -> (ServeArgs, Origins) {
+    let mut command = Cli::command();
+    command.build();
+    let matches = command.clone().try_get_matches_from(argv).expect("parse");
+    let origins = Origins::from_matches(&command, &matches, &[]);
+    let args = Cli::from_arg_matches(&matches).expect("arguments").serve;
+    (args, origins)
+}
+
+/// `ServeSettings::from_args` with no variable set.
+fn settings((args, origins): (ServeArgs, Origins)) -> anyhow::Result<ServeSettings> {
+    ServeSettings::from_args(args, origins, &Environment::default())
 }
 
 /// A background task that dies (here: panics) must turn `/healthz` and gRPC health to
@@ -78,7 +92,7 @@ async fn a_task_that_dies_makes_the_process_unhealthy_and_shutdown_still_works()
 /// The flags' defaults are the transport's documented defaults (they are written twice).
 #[test]
 fn transport_flag_defaults_match_the_transport_defaults() {
-    let settings = ServeSettings::from_args(args(&[]), &no_env).expect("valid");
+    let settings = settings(args(&[])).expect("valid");
     assert_eq!(
         format!("{:?}", settings.transport),
         format!("{:?}", TransportSettings::default())
@@ -87,7 +101,7 @@ fn transport_flag_defaults_match_the_transport_defaults() {
 
 #[test]
 fn a_zero_transport_bound_is_refused_at_start() {
-    let error = ServeSettings::from_args(args(&["--max-connections", "0"]), &no_env)
+    let error = settings(args(&["--max-connections", "0"]))
         .expect_err("refused")
         .to_string();
     assert!(error.contains("--max-connections"), "{error}");
@@ -101,7 +115,7 @@ fn zero_or_absurd_counts_are_refused_at_start() {
         ("--max-pending-replay", "0"),
         ("--max-pending-replay", "1000000000000"),
     ] {
-        let error = ServeSettings::from_args(args(&[flag, value]), &no_env)
+        let error = settings(args(&[flag, value]))
             .expect_err("refused")
             .to_string();
         assert!(error.contains(flag), "{flag} {value}: {error}");
@@ -110,20 +124,20 @@ fn zero_or_absurd_counts_are_refused_at_start() {
 
 #[test]
 fn the_region_is_checked_once_into_its_type() {
-    let local = ServeSettings::from_args(args(&[]), &no_env).expect("valid");
+    let local = settings(args(&[])).expect("valid");
     assert_eq!(local.region, Region::local());
     assert!(matches!(local.regional, Regional::InProcess));
     assert!(local.global.is_none());
-    let named = ServeSettings::from_args(args(&["--region", "eu-west"]), &no_env).expect("valid");
+    let named = settings(args(&["--region", "eu-west"])).expect("valid");
     assert_eq!(named.region.as_str(), "eu-west");
     let long = "r".repeat(MAX_REGION_BYTES + 1);
     for bad in ["", long.as_str()] {
-        let error = ServeSettings::from_args(args(&["--region", bad]), &no_env)
+        let error = settings(args(&["--region", bad]))
             .expect_err("refused")
             .to_string();
         assert!(error.contains("--region"), "{error}");
     }
-    let error = ServeSettings::from_args(args(&["--database-url", "sqlite::memory:"]), &no_env)
+    let error = settings(args(&["--database-url", "sqlite::memory:"]))
         .expect_err("refused")
         .to_string();
     assert!(
@@ -152,8 +166,7 @@ async fn run_serves_on_given_listeners_and_returns_on_shutdown() {
     .expect("write config");
     let config = config.to_str().expect("utf-8 path");
     let argv = ["serve", "--config", config, "--drain-timeout", "2s"];
-    let args = Cli::try_parse_from(argv).expect("parse").serve;
-    let settings = ServeSettings::from_args(args, &no_env).expect("valid");
+    let settings = settings(parse_argv(&argv)).expect("valid");
     let loopback = |_| TcpListener::bind("127.0.0.1:0");
     let listeners = Listeners {
         grpc: loopback(()).await.expect("bind gRPC"),
@@ -207,15 +220,13 @@ fn a_bad_redis_url_or_prefix_is_refused_with_the_settings() {
         if flag != "--redis-url" {
             extra.extend(["--redis-url", "redis://127.0.0.1:6379"]);
         }
-        let error = ServeSettings::from_args(args(&extra), &no_env)
-            .expect_err("refused")
-            .to_string();
+        let error = settings(args(&extra)).expect_err("refused").to_string();
         assert!(
             error.contains("invalid --redis-url"),
             "{flag} {value}: {error}"
         );
     }
-    let taken = ServeSettings::from_args(args(&["--redis-url", "redis://127.0.0.1:6379"]), &no_env)
+    let taken = settings(args(&["--redis-url", "redis://127.0.0.1:6379"]))
         .expect("a usable URL, Redis need not answer");
     assert!(matches!(taken.regional, Regional::Redis(_)));
 }
@@ -227,22 +238,19 @@ fn redis_flags_without_a_redis_url_are_refused() {
         &["--redis-tls-ca", "/ca.pem"][..],
         &["--redis-tls-skip-hostname-verification"][..],
     ] {
-        let error = ServeSettings::from_args(args(extra), &no_env).expect_err("no --redis-url");
+        let error = settings(args(extra)).expect_err("no --redis-url");
         assert!(
             error.to_string().contains(&extra[0][2..]),
             "{extra:?}: {error}"
         );
     }
     // A TLS file is read at start: a missing one names the flag and the path.
-    let error = ServeSettings::from_args(
-        args(&[
-            "--redis-url",
-            "rediss://127.0.0.1:6380",
-            "--redis-tls-ca",
-            "/nonexistent/ca.pem",
-        ]),
-        &no_env,
-    )
+    let error = settings(args(&[
+        "--redis-url",
+        "rediss://127.0.0.1:6380",
+        "--redis-tls-ca",
+        "/nonexistent/ca.pem",
+    ]))
     .expect_err("missing CA file");
     let text = error.to_string();
     assert!(
