@@ -145,7 +145,9 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     flag(&mut argv, "RLS_HTTP_ADDR", "--http-addr", http);
     let grpc = socket_addr(env, ("GRPC_HOST", "0.0.0.0"), "GRPC_PORT", 8081)?;
     flag(&mut argv, "RLS_GRPC_ADDR", "--grpc-addr", grpc);
-    let debug = socket_addr(env, ("DEBUG_HOST", "0.0.0.0"), "DEBUG_PORT", 6070)?;
+    // Upstream binds its debug port on every address; ours serves counter inspection, so it
+    // stays on loopback unless DEBUG_HOST says otherwise.
+    let debug = socket_addr(env, ("DEBUG_HOST", "127.0.0.1"), "DEBUG_PORT", 6070)?;
     flag(&mut argv, "RLS_DEBUG_ADDR", "--debug-addr", debug);
 
     // The limits: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
@@ -839,7 +841,7 @@ mod tests {
         assert_eq!(
             args,
             "--log-level warn --log-format text serve --http-addr 0.0.0.0:9000 \
-             --grpc-addr 0.0.0.0:8081 --debug-addr 0.0.0.0:6070 --config /data/ratelimit/config \
+             --grpc-addr 0.0.0.0:8081 --debug-addr 127.0.0.1:6070 --config /data/ratelimit/config \
              --redis-url redis://user:p%40ss@redis:6379 --max-connection-age 24h \
              --max-connection-age-grace 1h"
         );

@@ -19,6 +19,8 @@ const LIMIT_POLL: Duration = Duration::from_millis(50);
 pub struct Service {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// The debug listener: `/rlconfig` and counter inspection (`/counters`, `/counters/top`).
+    pub debug_addr: SocketAddr,
     /// Combined stdout and stderr of the process.
     pub log_path: PathBuf,
     child: Child,
@@ -66,7 +68,7 @@ impl Service {
             std::os::unix::fs::symlink(super::binary(), &link)
                 .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
         }
-        let (grpc_port, http_port) = (free_port(), free_port());
+        let (grpc_port, http_port, debug_port) = (free_port(), free_port(), free_port());
         let child = spawn_logged(
             Command::new(&link)
                 .env("HOST", "127.0.0.1")
@@ -74,7 +76,7 @@ impl Service {
                 .env("GRPC_HOST", "127.0.0.1")
                 .env("GRPC_PORT", grpc_port.to_string())
                 .env("DEBUG_HOST", "127.0.0.1")
-                .env("DEBUG_PORT", free_port().to_string())
+                .env("DEBUG_PORT", debug_port.to_string())
                 .envs(env.iter().copied())
                 .env("RUST_BACKTRACE", "1"),
             log,
@@ -82,6 +84,7 @@ impl Service {
         let mut service = Service {
             grpc_addr: local_addr(grpc_port),
             http_addr: local_addr(http_port),
+            debug_addr: local_addr(debug_port),
             log_path,
             child,
         };
@@ -116,6 +119,19 @@ impl Service {
     ) -> Result<Service, StartFailure> {
         let grpc_addr = local_addr(grpc_port);
         let http_addr = local_addr(http_port);
+        // The debug listener's default port is fixed (6070): each service gets a free one,
+        // unless the test names its own.
+        let debug_flag = extra_args.iter().position(|a| *a == "--debug-addr");
+        let debug_addr = match debug_flag.and_then(|i| extra_args.get(i + 1)) {
+            Some(addr) => addr
+                .parse()
+                .unwrap_or_else(|e| panic!("--debug-addr {addr}: {e}")),
+            None => local_addr(free_port()),
+        };
+        let debug_args = match debug_flag {
+            Some(_) => Vec::new(),
+            None => vec!["--debug-addr".to_owned(), debug_addr.to_string()],
+        };
         let (log_path, log) = new_log_file("gcounter-rls");
 
         let binary = super::binary();
@@ -143,6 +159,7 @@ impl Service {
                 .args(["--grpc-addr", &grpc_addr.to_string()])
                 .args(["--http-addr", &http_addr.to_string()])
                 .args(["--log-level", "info"])
+                .args(&debug_args)
                 .args(extra_args)
                 .env("RUST_BACKTRACE", "1")
                 .envs(launch.env.iter().copied()),
@@ -152,6 +169,7 @@ impl Service {
         let mut service = Service {
             grpc_addr,
             http_addr,
+            debug_addr,
             log_path,
             child,
         };
@@ -311,6 +329,19 @@ impl Service {
             panic!(
                 "GET {path} on {} failed: {e}\n--- {} (tail) ---\n{}",
                 self.http_addr,
+                self.log_path.display(),
+                self.log_tail(30)
+            )
+        })
+    }
+
+    /// `GET path` on the debug listener (counter inspection), panicking with the log tail
+    /// on a transport error.
+    pub fn debug_get(&self, path: &str) -> HttpResponse {
+        http_get(self.debug_addr, path, &[]).unwrap_or_else(|e| {
+            panic!(
+                "GET {path} on {} failed: {e}\n--- {} (tail) ---\n{}",
+                self.debug_addr,
                 self.log_path.display(),
                 self.log_tail(30)
             )

@@ -2,16 +2,17 @@
 //! `GET /counters?domain=..&descriptor=k=v,..` answers the matched rule, the counter's cells
 //! (regional, global, own), the sliding count, the estimated rates, strict mode and the
 //! penalty box; `GET /counters/top` lists the busiest counters and those nearest their limit
-//! from the engine's sampled sketch; both bounded, both on the debug listener too.
+//! from the engine's sampled sketch; both bounded, on the debug listener (the HTTP listener
+//! only when asked), with request values hashed unless the operator asks to show them.
 
 use gcounter_rls_integration as support;
 
 use std::time::Duration;
 
 use serde_json::Value;
+use support::HttpResponse;
 use support::grpc::Code;
 use support::rls::Rls;
-use support::{HttpResponse, http_get};
 
 const LIMITS: &str = "
 domain: api
@@ -39,7 +40,7 @@ async fn a_counter_shows_its_rule_cells_rates_and_penalty() {
 
     let r = rls
         .service
-        .admin_get("/counters?domain=api&descriptor=client%3Dalice");
+        .debug_get("/counters?domain=api&descriptor=client%3Dalice");
     assert_eq!(r.status, 200, "{}", r.body_text());
     let v = json(&r);
     assert_eq!(v["rule"]["path"], "api.client", "{v}");
@@ -68,7 +69,7 @@ async fn a_counter_shows_its_rule_cells_rates_and_penalty() {
     // Someone who never came: the rule, no cells, not in the box.
     let v = json(
         &rls.service
-            .admin_get("/counters?domain=api&descriptor=client%3Dbob"),
+            .debug_get("/counters?domain=api&descriptor=client%3Dbob"),
     );
     assert_eq!(v["current"], Value::Null, "{v}");
     assert_eq!(v["penalty"], Value::Null, "{v}");
@@ -85,7 +86,7 @@ async fn a_counter_shows_its_rule_cells_rates_and_penalty() {
         ("/counters?domain=api&descriptor=client", 400, "key=value"),
         ("/counters/top?n=1000", 400, "`n` must be"),
     ] {
-        let r = rls.service.admin_get(path);
+        let r = rls.service.debug_get(path);
         assert_eq!(r.status, status, "{path}: {}", r.body_text());
         assert!(r.body_text().contains(needle), "{path}: {}", r.body_text());
     }
@@ -93,7 +94,7 @@ async fn a_counter_shows_its_rule_cells_rates_and_penalty() {
         "/counters?domain=api&descriptor=client={}",
         "x".repeat(5_000)
     );
-    let r = rls.service.admin_get(&long);
+    let r = rls.service.debug_get(&long);
     assert!(
         r.status == 400 || r.status == 414 || r.status == 431,
         "{}",
@@ -104,9 +105,7 @@ async fn a_counter_shows_its_rule_cells_rates_and_penalty() {
 #[tokio::test]
 async fn top_lists_the_busiest_and_the_nearest_to_their_limit() {
     support::stay_in_one_minute(Duration::from_secs(20));
-    let debug = support::free_port();
-    let debug_addr = format!("127.0.0.1:{debug}");
-    let mut rls = Rls::start(LIMITS, &["--debug-addr", &debug_addr]).await;
+    let mut rls = Rls::start(LIMITS, &[]).await;
     // A busy path far from its limit, a client at its limit, and a crowd of one-off clients.
     for i in 0..400 {
         rls.one("api", &[("path", "/busy")]).await;
@@ -121,27 +120,30 @@ async fn top_lists_the_busiest_and_the_nearest_to_their_limit() {
     for _ in 0..100 {
         rls.one("api", &[("client", "carol")]).await;
     }
-    let r = http_get(support::local_addr(debug), "/counters/top?n=3", &[])
-        .unwrap_or_else(|e| panic!("GET /counters/top on the debug listener: {e}"));
+    let r = rls.service.debug_get("/counters/top?n=3");
     assert_eq!(r.status, 200, "{}", r.body_text());
     let v = json(&r);
     let tracked = v["tracked"].as_u64().unwrap_or(0);
     assert!((2..=64).contains(&tracked), "{v}");
+    // Values are hashed: a row is matched with the `/counters` answer of the same descriptor.
+    let identifier = |descriptor: &str| {
+        let answer = json(
+            &rls.service
+                .debug_get(&format!("/counters?domain=api&descriptor={descriptor}")),
+        );
+        answer["counter"]["identifier"].clone()
+    };
     let by_rate = v["by_rate"].as_array().cloned().unwrap_or_default();
     assert_eq!(by_rate.len(), 3, "{v}");
     assert_eq!(
-        by_rate[0]["identifier"]
-            .as_str()
-            .map(|s| s.contains("/busy")),
-        Some(true),
+        by_rate[0]["identifier"],
+        identifier("path%3D%2Fbusy"),
         "{v}"
     );
     let by_nearness = v["by_nearness"].as_array().cloned().unwrap_or_default();
     assert_eq!(
-        by_nearness[0]["identifier"]
-            .as_str()
-            .map(|s| s.contains("carol")),
-        Some(true),
+        by_nearness[0]["identifier"],
+        identifier("client%3Dcarol"),
         "{v}"
     );
     assert!(
@@ -154,6 +156,99 @@ async fn top_lists_the_busiest_and_the_nearest_to_their_limit() {
         by_nearness[0]["penalty"]["left_ms"].as_u64().is_some(),
         "{v}"
     );
-    // The admin port answers it too.
-    assert_eq!(rls.service.admin_get("/counters/top").status, 200);
+}
+
+/// An API key sent as a descriptor value.
+const SECRET: &str = "sk-live-0123456789abcdef";
+
+/// `/counters/top` and `/counters` for the secret's counter, after requests with it.
+async fn inspect_secret(args: &[&str]) -> (Rls, HttpResponse, HttpResponse) {
+    let mut rls = Rls::start(LIMITS, args).await;
+    // The sketch samples decisions: enough of them to be tracked.
+    for _ in 0..200 {
+        rls.one("api", &[("client", SECRET)]).await;
+    }
+    let top = rls.service.debug_get("/counters/top");
+    let one = rls.service.debug_get(&format!(
+        "/counters?domain=api&descriptor=client%3D{SECRET}"
+    ));
+    assert_eq!(top.status, 200, "{}", top.body_text());
+    assert_eq!(one.status, 200, "{}", one.body_text());
+    (rls, top, one)
+}
+
+#[tokio::test]
+async fn request_values_are_hashed_unless_the_operator_shows_them() {
+    support::stay_in_one_minute(Duration::from_secs(10));
+    let (rls, top, one) = inspect_secret(&[]).await;
+    for body in [top.body_text(), one.body_text()] {
+        assert!(!body.contains(SECRET), "the raw value leaked: {body}");
+        assert!(
+            !body.contains("0123456789abcdef"),
+            "part of it leaked: {body}"
+        );
+    }
+    let (top, one) = (json(&top), json(&one));
+    assert_eq!(
+        (&top["values"], &one["values"]),
+        (&"hashed".into(), &"hashed".into())
+    );
+    let hashed = one["descriptor"][0]["value"].as_str().unwrap_or_default();
+    assert!(hashed.starts_with("hash:") && hashed.len() == 21, "{one}");
+    // The same counter in both answers, under the same hash.
+    let identifier = &one["counter"]["identifier"];
+    assert!(
+        identifier.as_str().is_some_and(|i| i.starts_with("hash:")),
+        "{one}"
+    );
+    let rows = top["by_rate"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rows.iter().any(|row| &row["identifier"] == identifier),
+        "{identifier} not in {top}"
+    );
+    // Nor does the log carry it (info level, the harness's).
+    let log = std::fs::read_to_string(&rls.service.log_path).unwrap_or_default();
+    assert!(!log.contains(SECRET), "the log holds the value:\n{log}");
+
+    let (_rls, top, one) = inspect_secret(&["--inspection-show-values"]).await;
+    assert!(top.body_text().contains(SECRET), "{}", top.body_text());
+    assert!(one.body_text().contains(SECRET), "{}", one.body_text());
+    assert_eq!(json(&one)["values"], "shown");
+}
+
+#[tokio::test]
+async fn inspection_is_on_the_debug_listener_unless_restored_on_the_http_one() {
+    let path = "/counters?domain=api&descriptor=client%3Dalice";
+    let rls = Rls::start(LIMITS, &[]).await;
+    for route in [path, "/counters/top"] {
+        assert_eq!(
+            rls.service.admin_get(route).status,
+            404,
+            "{route} on --http-addr"
+        );
+        assert_eq!(
+            rls.service.debug_get(route).status,
+            200,
+            "{route} on --debug-addr"
+        );
+    }
+    // What stays on the HTTP listener.
+    for route in ["/healthz", "/healthcheck", "/rlconfig", "/metrics"] {
+        assert_eq!(rls.service.admin_get(route).status, 200, "{route}");
+    }
+    assert_eq!(rls.service.debug_get("/rlconfig").status, 200);
+
+    let rls = Rls::start(LIMITS, &["--inspection-on-http-addr"]).await;
+    for route in [path, "/counters/top"] {
+        assert_eq!(
+            rls.service.admin_get(route).status,
+            200,
+            "{route} on --http-addr"
+        );
+        assert_eq!(
+            rls.service.debug_get(route).status,
+            200,
+            "{route} on --debug-addr"
+        );
+    }
 }

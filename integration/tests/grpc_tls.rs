@@ -243,6 +243,7 @@ fn assert_start_fails(code: i32, args: &[&str], env: &[(&str, &str)], expected: 
             .arg("--config")
             .arg(&limits)
             .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .args(["--debug-addr", "127.0.0.1:0"])
             .args(args)
             .envs(env.iter().copied()),
         Duration::from_secs(15),

@@ -394,6 +394,8 @@ fn passwords_stay_out_of_help_and_errors() {
         "127.0.0.1:0",
         "--http-addr",
         "127.0.0.1:0",
+        "--debug-addr",
+        "127.0.0.1:0",
     ];
     let with = |extra: &[&'static str]| [&serve[..], extra].concat();
     // A URL that parses but cannot connect fails at start (1); one the settings refuse is an

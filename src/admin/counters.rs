@@ -11,7 +11,10 @@
 //!   the sketch's 64), from the engine's sampled heavy-hitters sketch: bounded work, never
 //!   a walk of the table.
 //!
-//! Both read only: nothing is counted, created or read from an origin.
+//! Both read only: nothing is counted, created or read from an origin. Request values (the
+//! descriptor's values, and the counter's identifier made of them) are answered as
+//! [`super::ValueDisplay`] says: hashed unless the operator asked to show them. The query's
+//! values are input the operator supplies; the answer does not echo them unless shown.
 
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
@@ -160,12 +163,14 @@ pub(super) async fn counter(
         Err(text) => return problem(StatusCode::NOT_FOUND, text),
     };
     let counter_state = state.engine.inspect(&found.counter.borrowed());
+    let values = &state.values;
     let entries: Vec<Value> = query
         .entries
         .iter()
-        .map(|(key, value)| json!({ "key": key, "value": value }))
+        .map(|(key, value)| json!({ "key": key, "value": values.show(value) }))
         .collect();
     let mut body = json!({
+        "values": values.name(),
         "now_ms": counter_state.now_ms,
         "domain": query.domain,
         "descriptor": entries,
@@ -177,7 +182,7 @@ pub(super) async fn counter(
         },
         "counter": {
             "namespace": &*found.counter.namespace,
-            "identifier": &*found.counter.identifier,
+            "identifier": values.show(&found.counter.identifier),
         },
     });
     if let (Some(body), Value::Object(more)) = (
@@ -211,7 +216,7 @@ pub(super) async fn top(State(state): State<AdminState>, RawQuery(query): RawQue
             let mut row = json!({
                 "domain": &*hitter.counter.workspace,
                 "namespace": &*hitter.counter.namespace,
-                "identifier": &*hitter.counter.identifier,
+                "identifier": state.values.show(&hitter.counter.identifier),
                 "limit": hitter.limit,
                 "nearness": if nearness.is_finite() { json!(nearness) } else { json!("limit 0") },
                 "sampled_decisions": hitter.sampled,
@@ -233,6 +238,7 @@ pub(super) async fn top(State(state): State<AdminState>, RawQuery(query): RawQue
     json_response(
         StatusCode::OK,
         &json!({
+            "values": state.values.name(),
             "tracked": rows.len(),
             "by_rate": by_rate,
             "by_nearness": by_nearness,

@@ -1,10 +1,13 @@
 //! The HTTP admin port: `/healthz`, `/healthcheck` (envoyproxy/ratelimit's), `/rlconfig` (the
-//! loaded limits), `/metrics` (Prometheus), `POST /json` (upstream's JSON form of a decision),
-//! `/counters` and `/counters/top` (counter inspection, `counters`).
+//! loaded limits), `/metrics` (Prometheus), `POST /json` (upstream's JSON form of a decision);
+//! and the debug listener: `/rlconfig`, `/counters` and `/counters/top` (counter inspection,
+//! `counters`, with request values hashed unless shown, `values`).
 
 mod counters;
+mod values;
 
 pub use counters::CounterLookup;
+pub use values::ValueDisplay;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,6 +44,8 @@ pub struct AdminState {
     pub counters: Option<Arc<dyn CounterLookup>>,
     /// The gRPC server's request-bytes budget, sampled by `/metrics`; `None`: no gRPC server.
     pub request_buffers: Option<BufferedBytes>,
+    /// How counter inspection shows request values.
+    pub values: ValueDisplay,
 }
 
 /// What answers `POST /json`: the decision lives in `rls`, which the admin port does not know.
@@ -69,16 +74,23 @@ pub struct JsonEndpoint {
     pub timeout: Duration,
 }
 
-pub fn router(state: AdminState) -> Router {
-    Router::new()
+/// The HTTP listener's routes; counter inspection only with `inspection` (it lists which
+/// clients are counted, and this listener usually listens on every address).
+pub fn router(state: AdminState, inspection: bool) -> Router {
+    let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/healthcheck", get(healthcheck))
         .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
-        .route("/counters", get(counters::counter))
-        .route("/counters/top", get(counters::top))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+        .route("/metrics", get(metrics));
+    let router = if inspection {
+        router
+            .route("/counters", get(counters::counter))
+            .route("/counters/top", get(counters::top))
+    } else {
+        router
+    };
+    router.with_state(state)
 }
 
 /// Only `/metrics` at `path`, for a separate metrics listener (upstream's PROMETHEUS_ADDR and

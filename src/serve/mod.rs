@@ -49,11 +49,12 @@ use json_route::JsonRoute;
 pub struct Listeners {
     /// RateLimitService and grpc.health.v1.
     pub grpc: TcpListener,
-    /// `/healthz`, `/healthcheck`, `/rlconfig`, `/metrics`, `POST /json`.
+    /// `/healthz`, `/healthcheck`, `/rlconfig`, `/metrics`, `POST /json` (and counter
+    /// inspection with `--inspection-on-http-addr`).
     pub http: TcpListener,
     /// The metrics alone (upstream's PROMETHEUS_ADDR).
     pub metrics: Option<TcpListener>,
-    /// `/rlconfig` alone (upstream's debug listener).
+    /// `/rlconfig` and counter inspection (upstream's debug listener).
     pub debug: Option<TcpListener>,
 }
 
@@ -212,6 +213,11 @@ pub async fn run(
         },
         counters: Some(Arc::new(json_route::CounterRoute(Arc::clone(&limiter)))),
         request_buffers: Some(grpc_server.buffered_bytes()),
+        values: if settings.addresses.inspection_show_values {
+            admin::ValueDisplay::Shown
+        } else {
+            admin::ValueDisplay::hashed()
+        },
     };
     if let Some(listener) = metrics_listener {
         let router = admin::metrics_router(admin_state.clone(), &limits_settings.metrics_path);
@@ -232,7 +238,7 @@ pub async fn run(
         });
     }
     let upstream_health = admin_state.clone();
-    let admin = admin::router(admin_state);
+    let admin = admin::router(admin_state, settings.addresses.inspection_on_http);
     let stop = supervisor.stop_signal(Stage::Serving);
     let admin_header_timeout = transport.admin_header_timeout;
     supervisor.spawn(Stage::Serving, "HTTP server", async move {

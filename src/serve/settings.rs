@@ -96,8 +96,12 @@ pub struct Addresses {
     pub http: SocketAddr,
     /// Metrics alone (upstream's PROMETHEUS_ADDR).
     pub metrics: Option<SocketAddr>,
-    /// `/rlconfig` alone (upstream's DEBUG_HOST:DEBUG_PORT).
+    /// `/rlconfig` and counter inspection (upstream's DEBUG_HOST:DEBUG_PORT).
     pub debug: Option<SocketAddr>,
+    /// Counter inspection on the HTTP listener too.
+    pub inspection_on_http: bool,
+    /// Descriptor values shown as sent by counter inspection (else hashed).
+    pub inspection_show_values: bool,
 }
 
 /// Where the limits come from: a file or directory (watched), or an xDS server (pushed).
@@ -418,7 +422,9 @@ impl ServeSettings {
                 grpc: args.listeners.grpc_addr,
                 http: args.listeners.http_addr,
                 metrics: args.listeners.metrics_addr,
-                debug: args.listeners.debug_addr,
+                debug: Some(args.listeners.debug_addr),
+                inspection_on_http: args.listeners.inspection_on_http_addr,
+                inspection_show_values: args.listeners.inspection_show_values,
             },
             limits: LimitsSettings {
                 source,

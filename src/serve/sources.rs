@@ -162,6 +162,14 @@ pub(super) fn switches_line(args: &ServeArgs) -> String {
             "healthy_with_at_least_one_config_loaded",
             limits.healthy_with_at_least_one_config_loaded,
         ),
+        (
+            "inspection_on_http_addr",
+            args.listeners.inspection_on_http_addr,
+        ),
+        (
+            "inspection_show_values",
+            args.listeners.inspection_show_values,
+        ),
     ]
     .iter()
     .map(|(name, on)| format!("{name}={on}"))

@@ -10,9 +10,9 @@ pub struct ListenerArgs {
     /// With no arguments, set from upstream's `GRPC_HOST` and `GRPC_PORT`.
     #[arg(long, env = "RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
     pub grpc_addr: SocketAddr,
-    /// HTTP listen address: /healthz, /healthcheck, POST /json, /rlconfig, /counters,
-    /// /counters/top and /metrics
+    /// HTTP listen address: /healthz, /healthcheck, POST /json, /rlconfig and /metrics
     ///
+    /// Counter inspection (/counters, /counters/top) too with --inspection-on-http-addr.
     /// With no arguments, set from upstream's `HOST` and `PORT`.
     #[arg(long, env = "RLS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
@@ -28,10 +28,23 @@ pub struct ListenerArgs {
     /// upstream's `PROMETHEUS_PATH`.
     #[arg(long, env = "RLS_METRICS_PATH", default_value = "/metrics")]
     pub metrics_path: String,
-    /// Also serve /rlconfig, /counters and /counters/top on this address (off unless set)
+    /// Debug listen address: /rlconfig and counter inspection (/counters, /counters/top)
     ///
-    /// Upstream's debug listener; the endpoints stay on --http-addr too. With no arguments,
-    /// set from upstream's `DEBUG_HOST` and `DEBUG_PORT` (default 0.0.0.0:6070).
-    #[arg(long, env = "RLS_DEBUG_ADDR")]
-    pub debug_addr: Option<SocketAddr>,
+    /// Upstream's debug listener, on loopback by default: counter inspection shows which
+    /// clients are counted. With no arguments, set from upstream's `DEBUG_HOST` (default
+    /// 127.0.0.1 here, 0.0.0.0 upstream) and `DEBUG_PORT`.
+    #[arg(long, env = "RLS_DEBUG_ADDR", default_value = "127.0.0.1:6070")]
+    pub debug_addr: SocketAddr,
+    /// Also serve /counters and /counters/top on --http-addr
+    ///
+    /// They are on --debug-addr only by default, since --http-addr usually listens on every
+    /// address.
+    #[arg(long, env = "RLS_INSPECTION_ON_HTTP_ADDR")]
+    pub inspection_on_http_addr: bool,
+    /// Show descriptor values in /counters and /counters/top (hashed unless set)
+    ///
+    /// By default each value is replaced by a keyed hash (`hash:` and 16 hex digits), the
+    /// same for the same value within one process: rows can be matched, values not read.
+    #[arg(long, env = "RLS_INSPECTION_SHOW_VALUES")]
+    pub inspection_show_values: bool,
 }
