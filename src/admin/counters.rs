@@ -64,15 +64,18 @@ fn parse_counter_query(query: &str) -> Result<CounterQuery, String> {
         .filter(|d| !d.is_empty())
         .ok_or("missing `descriptor` (`key=value,key2=value2`)")?;
     let mut entries = Vec::new();
-    for entry in descriptor.split(',') {
+    // The errors name an entry by its position: its text may be a value the answer must not
+    // repeat (see `ValueDisplay`).
+    for (position, entry) in descriptor.split(',').enumerate() {
         if entries.len() == MAX_ENTRIES {
             return Err(format!("more than {MAX_ENTRIES} descriptor entries"));
         }
+        let number = position + 1;
         let (key, value) = entry
             .split_once('=')
-            .ok_or_else(|| format!("descriptor entry `{entry}` is not `key=value`"))?;
+            .ok_or_else(|| format!("descriptor entry {number} is not `key=value`"))?;
         if key.is_empty() {
-            return Err(format!("descriptor entry `{entry}` has an empty key"));
+            return Err(format!("descriptor entry {number} has an empty key"));
         }
         entries.push((key.to_owned(), value.to_owned()));
     }
@@ -289,6 +292,13 @@ mod tests {
             vec!["k=v"; MAX_ENTRIES + 1].join(",")
         );
         assert!(parse_counter_query(&many).is_err_and(|e| e.contains("more than")));
+        // A malformed entry may be a secret value: the error names its position only.
+        let got = parse_counter_query("domain=d&descriptor=k=v,sk-live-0123");
+        assert!(
+            got.as_ref()
+                .is_err_and(|e| e.contains("entry 2") && !e.contains("sk-live")),
+            "{got:?}"
+        );
         let long = format!("domain={}&descriptor=k=v", "d".repeat(MAX_QUERY_BYTES));
         assert!(parse_counter_query(&long).is_err_and(|e| e.contains("longer than")));
     }
