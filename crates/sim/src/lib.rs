@@ -4,12 +4,17 @@
 //!
 //! `scenario` says who sends what where; `sim` runs it and measures admitted ÷ limit per
 //! window and over the worst sliding interval, and the rows and statements per second the
-//! store saw; `store` is the lagged, counted store.
+//! store saw; `store` is the lagged, counted store; `oracle` judges every denial from the
+//! run's true counts ("never below"); `sliding` finds the worst sliding interval; `tick` draws
+//! the jittered flush and sync instants.
 
+pub mod oracle;
 pub mod report;
 pub mod scenario;
 pub mod sim;
+pub mod sliding;
 pub mod store;
+pub mod tick;
 
 pub use scenario::{Scenario, named};
 pub use sim::{Report, run};

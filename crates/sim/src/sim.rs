@@ -9,95 +9,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, decide};
+use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
 use gcounter_engine::global::{GlobalCounters, GlobalSettings, GlobalStore};
 use gcounter_engine::recorder::{NoRecorder, Recorder};
 use gcounter_engine::regional::InProcessOrigin;
 use serde::Serialize;
 
+use crate::oracle::{FalseDenial, NeverBelow};
 use crate::scenario::{Pick, Scenario, Shape};
+use crate::sliding::most_in_any_window;
 use crate::store::{LaggedStore, Load};
+use crate::tick::Tick;
 
 /// Virtual time starts here: a multiple of every window, so windows start with the run.
 const T0_MS: u64 = 1_800_000_000_000;
 const REAP_MS: u64 = 5_000;
 const CLEANUP_MS: u64 = 60_000;
-
-/// Jittered ticks around fixed targets, as the service's `global::cadence` draws them.
-struct Tick {
-    interval: u64,
-    jitter: f64,
-    target: u64,
-    /// The instant the pending event was drawn for; an event at another instant was
-    /// superseded by an earlier one (a probe brought it forward).
-    pending: u64,
-}
-
-impl Tick {
-    fn new(interval: u64, jitter: f64, first_target: u64) -> Self {
-        Self {
-            interval: interval.max(1),
-            jitter: jitter.clamp(0.0, 0.5),
-            target: first_target,
-            pending: 0,
-        }
-    }
-
-    /// Like `Cadence::set_interval`: a shorter interval brings the target forward.
-    fn set_interval(&mut self, interval: Duration, now: u64) {
-        let interval = millis(interval);
-        if interval != self.interval {
-            self.interval = interval;
-            self.target = self.target.min(now + interval);
-        }
-    }
-
-    fn next(&mut self, now: u64, unit: f64) -> u64 {
-        let spread = (self.interval as f64 * self.jitter) as u64;
-        while self.target + spread < now {
-            self.target += self.interval;
-        }
-        let offset = (self.interval as f64 * self.jitter * (2.0 * unit - 1.0).abs()) as u64;
-        let fire = if unit < 0.5 {
-            self.target.saturating_sub(offset)
-        } else {
-            self.target + offset
-        };
-        self.target += self.interval;
-        fire.max(now)
-    }
-
-    /// After the job ran at `now`: the next instant at the interval the counters ask for now.
-    fn reschedule(&mut self, every: Duration, now: u64, unit: f64) -> u64 {
-        self.set_interval(every, now);
-        self.pending = self.next(now + 1, unit);
-        self.pending
-    }
-
-    /// A probe, as `GlobalCounters::run`'s: a shorter interval brings the pending instant
-    /// forward; returns the new one if it did.
-    fn bring_forward(
-        &mut self,
-        every: Duration,
-        now: u64,
-        unit: impl FnOnce() -> f64,
-    ) -> Option<u64> {
-        if millis(every) >= self.interval {
-            return None;
-        }
-        self.set_interval(every, now);
-        let next = self.next(now + 1, unit());
-        (next < self.pending).then(|| {
-            self.pending = next;
-            next
-        })
-    }
-}
-
-/// A duration as whole milliseconds, at least 1.
-fn millis(every: Duration) -> u64 {
-    u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1)
-}
 
 /// The two periodic jobs of the global counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -194,8 +121,11 @@ pub struct Report {
     pub requests: u64,
     pub denied_fraction: f64,
     /// Requests denied although the fleet's true counts (every region's admits, no lag)
-    /// had room for them: must be 0 ("never below").
+    /// had room for them, judged by [`NeverBelow`]: must be 0 ("never below").
     pub false_denials: u64,
+    /// The first of them, if any: which request, key and instant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_false_denial: Option<FalseDenial>,
     /// Requests admitted although the fleet's true counts were full at that instant: decisions
     /// the lags changed (0 when one process is the whole fleet: the engine alone is exact).
     /// Under overload most admits are borderline, so this counts disagreements, not excess:
@@ -210,13 +140,24 @@ pub struct Report {
 
 /// Run one scenario to the end.
 pub fn run(scenario: &Scenario, seed: u64) -> Report {
+    run_with(scenario, seed, &mut |_, verdict| verdict.allowed)
+}
+
+/// [`run`], with `answer` deciding from each of the engine's verdicts (and the request's
+/// number in the run) whether the request counts as admitted: the engine's own answer in
+/// [`run`]; a test plants a wrong one to show that the oracle reports it.
+pub(crate) fn run_with(
+    scenario: &Scenario,
+    seed: u64,
+    answer: &mut dyn FnMut(u64, &Verdict) -> bool,
+) -> Report {
     // Every store and origin call is a ready future; the runtime is there for the engine's
     // yields and the global counters' timeouts.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap_or_else(|error| panic!("a current-thread runtime: {error}"));
-    runtime.block_on(simulate(scenario, seed))
+    runtime.block_on(simulate(scenario, seed, answer))
 }
 
 /// The cumulative distribution of Zipf(s) over `keys` keys.
@@ -257,7 +198,11 @@ fn active(shape: Shape, t_ms: u64, window_ms: u64) -> bool {
     }
 }
 
-async fn simulate(scenario: &Scenario, seed: u64) -> Report {
+async fn simulate(
+    scenario: &Scenario,
+    seed: u64,
+    answer: &mut dyn FnMut(u64, &Verdict) -> bool,
+) -> Report {
     let mut rng = fastrand::Rng::with_seed(seed);
     let fleet = &scenario.fleet;
     let clock = Arc::new(ManualClock::new(T0_MS));
@@ -382,8 +327,8 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
     // (key, sequence) → (offered, admitted), and each key's admit instants.
     let mut cells: HashMap<(usize, u64), (u64, u64)> = HashMap::new();
     let mut admits: Vec<Vec<u64>> = vec![Vec::new(); scenario.keys];
-    let (mut requests, mut denied, mut false_denials, mut over_admissions) =
-        (0u64, 0u64, 0u64, 0u64);
+    let mut oracle = NeverBelow::new(scenario.limit, window);
+    let (mut requests, mut denied) = (0u64, 0u64);
 
     while let Some(Reverse((at, _, event))) = events.pop() {
         if at >= end {
@@ -417,16 +362,6 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                     continue;
                 };
                 let sequence = at / window;
-                let truth = |seq: u64| cells.get(&(key, seq)).map_or(0, |c| c.1);
-                let fair = decide(
-                    truth(sequence),
-                    truth(sequence.wrapping_sub(1)),
-                    at % window,
-                    window,
-                    1,
-                    scenario.limit,
-                )
-                .allowed;
                 let verdict = process
                     .engine
                     .check(Hit {
@@ -435,22 +370,18 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                         cost: 1,
                     })
                     .await;
+                let allowed = answer(requests, &verdict);
+                oracle.record(requests, key, at, 1, allowed);
                 requests += 1;
                 let cell = cells.entry((key, sequence)).or_default();
                 cell.0 += 1;
-                if verdict.allowed {
+                if allowed {
                     cell.1 += 1;
                     if let Some(admits) = admits.get_mut(key) {
                         admits.push(at);
                     }
-                    if !fair {
-                        over_admissions += 1;
-                    }
                 } else {
                     denied += 1;
-                    if fair {
-                        false_denials += 1;
-                    }
                 }
             }
             Event::Replay(p) => {
@@ -523,13 +454,8 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
                 .copied()
                 .filter(|&t| t >= from && t < last * window)
                 .collect();
-            let mut tail = 0;
-            for (head, &t) in times.iter().enumerate() {
-                while times.get(tail).is_some_and(|&u| u < t + window) {
-                    tail += 1;
-                }
-                worst = worst.max((tail - head) as f64 / scenario.limit as f64);
-            }
+            let most = most_in_any_window(&times, window);
+            worst = worst.max(most as f64 / scenario.limit as f64);
         }
     }
 
@@ -559,8 +485,9 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
         worst_sliding: round(worst),
         requests,
         denied_fraction: round(denied as f64 / requests.max(1) as f64),
-        false_denials,
-        over_admissions,
+        false_denials: oracle.false_denials().len() as u64,
+        first_false_denial: oracle.false_denials().first().copied(),
+        over_admissions: oracle.over_admissions(),
         upserts_per_s: round(load.upsert_statements as f64 / seconds),
         rows_written_per_s: round(load.rows_written as f64 / seconds),
         syncs_per_s: round(load.sync_statements as f64 / seconds),
@@ -570,72 +497,4 @@ async fn simulate(scenario: &Scenario, seed: u64) -> Report {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scenario::named;
-
-    fn short(name: &str, minutes: u64) -> Scenario {
-        let Some(mut scenario) = named(name, 7) else {
-            panic!("{name} is a scenario")
-        };
-        scenario.run_ms = minutes * 60_000;
-        scenario
-    }
-
-    #[test]
-    fn the_same_seed_gives_the_same_report() {
-        let scenario = short("three-x5", 2);
-        let a = serde_json::to_string(&run(&scenario, 7)).ok();
-        let b = serde_json::to_string(&run(&scenario, 7)).ok();
-        let c = serde_json::to_string(&run(&scenario, 8)).ok();
-        assert!(a.is_some());
-        assert_eq!(a, b);
-        assert_ne!(a, c, "another seed draws other arrivals");
-    }
-
-    #[test]
-    fn one_process_is_exact() {
-        let mut scenario = short("single", 2);
-        scenario.fleet.processes = vec![1];
-        let report = run(&scenario, 7);
-        assert!(report.requests > 5_000 && report.denied_fraction > 0.4);
-        assert_eq!((report.false_denials, report.over_admissions), (0, 0));
-        assert!(report.per_window.max <= 1.0, "{report:?}");
-    }
-
-    #[test]
-    fn a_region_of_three_processes_stays_near_the_limit() {
-        let report = run(&short("single", 2), 7);
-        assert_eq!(report.false_denials, 0);
-        assert!(
-            report.per_window.min >= 0.95 && report.per_window.max <= 1.05,
-            "{report:?}"
-        );
-    }
-
-    #[test]
-    fn below_the_floor_regions_count_alone() {
-        // Why the floor is small: with a floor of 0.5, 10 regions at 0.2× each never
-        // publish, and admit twice the limit.
-        let mut scenario = short("even-10x2", 2);
-        scenario.fleet.publish_floor = 0.5;
-        let report = run(&scenario, 7);
-        assert_eq!(report.load.rows_written, 0);
-        assert!(report.per_window.median > 1.9, "{report:?}");
-        // the default floor publishes them
-        let report = run(&short("even-10x2", 2), 7);
-        assert!(report.load.rows_written > 0);
-        assert!(report.per_window.median <= 1.2, "{report:?}");
-        assert_eq!(report.false_denials, 0);
-    }
-
-    #[test]
-    fn ticks_stay_within_the_jitter_of_fixed_targets() {
-        let mut tick = Tick::new(1_000, 0.2, 10_000);
-        assert_eq!(tick.next(0, 0.0), 9_800);
-        assert_eq!(tick.next(9_800, 0.5), 11_000);
-        // a late caller skips the missed targets instead of bunching them
-        assert_eq!(tick.next(20_000, 0.5), 20_000);
-        assert_eq!(tick.next(20_000, 0.5), 21_000);
-    }
-}
+mod tests;
