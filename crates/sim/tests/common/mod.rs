@@ -1,0 +1,165 @@
+//! Runs a published scenario over its seeds and checks each report against the bounds the
+//! docs state (ACCURACY.md, docs/multi-region.md).
+// Each test file uses its own part of these helpers.
+#![allow(dead_code)]
+
+use gcounter_sim::{Report, Scenario, named, run};
+
+/// The bounds a published figure is asserted against; `Bounds::default()` checks only
+/// "never below" (0 false denials). Per-window figures are admitted ÷ limit over the windows
+/// whose offered load exceeded the limit; `worst` is the worst sliding interval ÷ limit.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub worst_at_most: f64,
+    pub median_at_most: f64,
+    pub window_max_at_most: f64,
+    /// Over-denial: a saturated window admits about the limit.
+    pub window_min_at_least: f64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            worst_at_most: f64::INFINITY,
+            median_at_most: f64::INFINITY,
+            window_max_at_most: f64::INFINITY,
+            window_min_at_least: 0.0,
+        }
+    }
+}
+
+/// The scenario `name` as the docs' commands run it (`--seed`), changed by `adjust` (the
+/// commands' flags).
+pub fn scenario(name: &str, seed: u64, adjust: impl Fn(&mut Scenario)) -> Scenario {
+    let Some(mut scenario) = named(name, seed) else {
+        panic!("{name} is a scenario")
+    };
+    adjust(&mut scenario);
+    scenario
+}
+
+/// Runs `name` with each of `seeds`, prints one line per run, and asserts every report
+/// within `bounds` and without a false denial. Returns the reports.
+pub fn check(
+    name: &str,
+    seeds: &[u64],
+    adjust: impl Fn(&mut Scenario),
+    bounds: Bounds,
+) -> Vec<Report> {
+    let mut failures = Vec::new();
+    let mut reports = Vec::new();
+    for &seed in seeds {
+        let report = run(&scenario(name, seed, &adjust), seed);
+        let w = report.per_window;
+        println!(
+            "{name} seed {seed}: per window {:.3} / {:.3} / {:.3}, worst sliding {:.3}, \
+             false denials {}, upserts/s {:.2}, syncs/s {:.2}, rows written/s {:.0}, \
+             rows read/s {:.0}",
+            w.min,
+            w.median,
+            w.max,
+            report.worst_sliding,
+            report.false_denials,
+            report.upserts_per_s,
+            report.syncs_per_s,
+            report.rows_written_per_s,
+            report.rows_read_per_s,
+        );
+        let mut fail = |what: &str, value: f64, bound: &str| {
+            failures.push(format!(
+                "{name} seed {seed}: {what} {value:.3}, published {bound}"
+            ));
+        };
+        if report.false_denials > 0 {
+            fail("false denials", report.false_denials as f64, "0");
+        }
+        if report.worst_sliding > bounds.worst_at_most {
+            let bound = format!("≤ {:.2}", bounds.worst_at_most);
+            fail("worst sliding", report.worst_sliding, &bound);
+        }
+        if w.median > bounds.median_at_most {
+            let bound = format!("≤ {:.2}", bounds.median_at_most);
+            fail("per-window median", w.median, &bound);
+        }
+        if w.max > bounds.window_max_at_most {
+            let bound = format!("≤ {:.2}", bounds.window_max_at_most);
+            fail("per-window max", w.max, &bound);
+        }
+        if w.min < bounds.window_min_at_least {
+            let bound = format!("≥ {:.2}", bounds.window_min_at_least);
+            fail("per-window min", w.min, &bound);
+        }
+        reports.push(report);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    reports
+}
+
+/// The first report of `reports` (seed 1 when the seeds start at 1).
+pub fn first(reports: &[Report]) -> &Report {
+    reports
+        .first()
+        .unwrap_or_else(|| panic!("at least one seed"))
+}
+
+/// The scenario as published: no change.
+pub fn as_published(_: &mut Scenario) {}
+
+/// `--contended-speedup 1`: the normal cadence.
+pub fn normal_cadence(scenario: &mut Scenario) {
+    scenario.fleet.contended_speedup = 1;
+}
+
+/// One row of the seed-1 tables (`gcounter-sim --scenario all --seed 1`), as published.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub window_min: f64,
+    pub median: f64,
+    pub window_max: f64,
+    pub worst: f64,
+    /// Percent.
+    pub denied: f64,
+    pub upserts_per_s: f64,
+    pub rows_written_per_s: f64,
+    pub syncs_per_s: f64,
+    pub rows_read_per_s: f64,
+}
+
+/// Asserts `report` matches a published row: ratios within 0.01 on the side the row promises
+/// (at most its median, max and worst; at least its min), denied within 1 point, statements
+/// per second at most 0.1 above, rows per second at most 2 % (and 1 row) above.
+pub fn assert_row(report: &Report, row: Row) {
+    let w = report.per_window;
+    let rows_bound = |published: f64| published * 1.02 + 1.0;
+    let checks = [
+        ("per-window min", w.min >= row.window_min - 0.01),
+        ("per-window median", w.median <= row.median + 0.01),
+        ("per-window max", w.max <= row.window_max + 0.01),
+        ("worst sliding", report.worst_sliding <= row.worst + 0.01),
+        (
+            "denied",
+            (report.denied_fraction * 100.0 - row.denied).abs() <= 1.0,
+        ),
+        ("upserts/s", report.upserts_per_s <= row.upserts_per_s + 0.1),
+        ("syncs/s", report.syncs_per_s <= row.syncs_per_s + 0.1),
+        (
+            "rows written/s",
+            report.rows_written_per_s <= rows_bound(row.rows_written_per_s),
+        ),
+        (
+            "rows read/s",
+            report.rows_read_per_s <= rows_bound(row.rows_read_per_s),
+        ),
+    ];
+    let wrong: Vec<_> = checks
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(what, _)| *what)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} seed {}: {wrong:?} off the published row {row:?}; measured {report:?}",
+        report.scenario,
+        report.seed
+    );
+}

@@ -1,0 +1,54 @@
+//! The figures ACCURACY.md and docs/multi-region.md publish for the two many-key scenarios,
+//! seed 1, in full: `rfc` (the design's load model: 33 processes in 10 regions, 24,000 keys,
+//! 10 s intervals; what the database is asked) and `zipf`. Each takes a minute or more in a
+//! debug build: they run in the `sim-heavy` test group, one at a time (.config/nextest.toml).
+
+mod common;
+
+use common::{Bounds, Row, as_published, assert_row, check, first};
+
+#[test]
+fn the_design_load_model_costs_the_database_what_is_published() {
+    let reports = check("rfc", &[1], as_published, Bounds::default());
+    let report = first(&reports);
+    assert_row(
+        report,
+        Row {
+            window_min: 0.88,
+            median: 1.01,
+            window_max: 1.15,
+            worst: 1.38,
+            denied: 3.2,
+            upserts_per_s: 3.3,
+            rows_written_per_s: 1_915.0,
+            syncs_per_s: 3.4,
+            rows_read_per_s: 79_845.0,
+        },
+    );
+    // The design's budget: at most 2 × 600–6,000 row writes/s and 3.3 statements/s of each
+    // kind (one upsert and one sync per process per 10 s).
+    assert!(report.rows_written_per_s <= 12_000.0, "{report:?}");
+    assert!(
+        report.upserts_per_s <= 3.4 && report.syncs_per_s <= 3.5,
+        "{report:?}"
+    );
+}
+
+#[test]
+fn a_hot_limit_among_many_light_ones_goes_over_as_published() {
+    let reports = check("zipf", &[1], as_published, Bounds::default());
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 0.98,
+            median: 1.04,
+            window_max: 1.36,
+            worst: 1.71,
+            denied: 28.0,
+            upserts_per_s: 30.0,
+            rows_written_per_s: 405.0,
+            syncs_per_s: 30.1,
+            rows_read_per_s: 13_965.0,
+        },
+    );
+}

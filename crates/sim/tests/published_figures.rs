@@ -1,0 +1,264 @@
+//! The accuracy figures ACCURACY.md and docs/multi-region.md publish for the hot-key
+//! scenarios at the defaults (floor 0.02, the overload cadence; 1 s flush and sync, a 50 ms
+//! database): each test runs the published command's scenario and seeds and asserts the
+//! bound the docs state, and the seed-1 row of the "whole simulator output" table.
+//! Every run also asserts "never below": 0 false denials, judged by the oracle.
+
+mod common;
+
+use common::{Bounds, Row, as_published, assert_row, check, first};
+
+const SEEDS_1_TO_3: &[u64] = &[1, 2, 3];
+const SEEDS_1_TO_6: &[u64] = &[1, 2, 3, 4, 5, 6];
+
+#[test]
+fn ten_regions_at_two_times_stay_within_the_published_bound() {
+    let reports = check(
+        "even-10x2",
+        SEEDS_1_TO_3,
+        as_published,
+        Bounds {
+            worst_at_most: 1.20,
+            median_at_most: 1.06,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.00,
+            median: 1.05,
+            window_max: 1.09,
+            worst: 1.19,
+            denied: 47.6,
+            upserts_per_s: 6.8,
+            rows_written_per_s: 7.0,
+            syncs_per_s: 11.6,
+            rows_read_per_s: 21.0,
+        },
+    );
+}
+
+#[test]
+fn ten_regions_at_five_times_stay_within_the_published_bound() {
+    let reports = check(
+        "even-10x5",
+        SEEDS_1_TO_6,
+        as_published,
+        Bounds {
+            worst_at_most: 1.40,
+            median_at_most: 1.06,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.00,
+            median: 1.05,
+            window_max: 1.11,
+            worst: 1.39,
+            denied: 78.9,
+            upserts_per_s: 7.6,
+            rows_written_per_s: 8.0,
+            syncs_per_s: 29.9,
+            rows_read_per_s: 56.0,
+        },
+    );
+}
+
+#[test]
+fn ten_regions_at_ten_times_stay_within_the_published_bound() {
+    let reports = check(
+        "even-10x10",
+        SEEDS_1_TO_6,
+        as_published,
+        Bounds {
+            worst_at_most: 1.50,
+            median_at_most: 1.09,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.00,
+            median: 1.06,
+            window_max: 1.14,
+            worst: 1.44,
+            denied: 89.2,
+            upserts_per_s: 6.4,
+            rows_written_per_s: 6.0,
+            syncs_per_s: 39.5,
+            rows_read_per_s: 74.0,
+        },
+    );
+}
+
+#[test]
+fn three_regions_at_two_times_stay_within_the_published_bound() {
+    let reports = check(
+        "three-x2",
+        SEEDS_1_TO_3,
+        as_published,
+        Bounds {
+            worst_at_most: 1.19,
+            window_max_at_most: 1.09,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.01,
+            median: 1.04,
+            window_max: 1.07,
+            worst: 1.18,
+            denied: 48.1,
+            upserts_per_s: 2.7,
+            rows_written_per_s: 3.0,
+            syncs_per_s: 3.2,
+            rows_read_per_s: 6.0,
+        },
+    );
+}
+
+#[test]
+fn three_regions_at_five_times_stay_within_the_published_bound() {
+    let reports = check(
+        "three-x5",
+        SEEDS_1_TO_3,
+        as_published,
+        Bounds {
+            worst_at_most: 1.18,
+            window_max_at_most: 1.06,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.00,
+            median: 1.02,
+            window_max: 1.04,
+            worst: 1.14,
+            denied: 79.5,
+            upserts_per_s: 5.9,
+            rows_written_per_s: 6.0,
+            syncs_per_s: 10.0,
+            rows_read_per_s: 19.0,
+        },
+    );
+}
+
+#[test]
+fn concentrated_traffic_stays_within_the_published_bound() {
+    let reports = check(
+        "concentrated",
+        SEEDS_1_TO_3,
+        as_published,
+        Bounds {
+            worst_at_most: 1.08,
+            window_max_at_most: 1.03,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.00,
+            median: 1.01,
+            window_max: 1.02,
+            worst: 1.05,
+            denied: 54.1,
+            upserts_per_s: 2.5,
+            rows_written_per_s: 3.0,
+            syncs_per_s: 3.1,
+            rows_read_per_s: 6.0,
+        },
+    );
+}
+
+#[test]
+fn one_region_of_three_processes_stays_within_the_published_bound() {
+    let reports = check(
+        "single",
+        SEEDS_1_TO_3,
+        as_published,
+        Bounds {
+            worst_at_most: 1.03,
+            window_max_at_most: 1.02,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.00,
+            median: 1.00,
+            window_max: 1.01,
+            worst: 1.02,
+            denied: 49.5,
+            upserts_per_s: 3.0,
+            rows_written_per_s: 3.0,
+            syncs_per_s: 3.0,
+            rows_read_per_s: 0.0,
+        },
+    );
+}
+
+#[test]
+fn a_region_joining_midway_stays_within_the_published_bound() {
+    let reports = check(
+        "join",
+        SEEDS_1_TO_3,
+        as_published,
+        Bounds {
+            worst_at_most: 1.17,
+            window_max_at_most: 1.10,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.02,
+            median: 1.03,
+            window_max: 1.06,
+            worst: 1.14,
+            denied: 71.4,
+            upserts_per_s: 3.6,
+            rows_written_per_s: 4.0,
+            syncs_per_s: 6.0,
+            rows_read_per_s: 12.0,
+        },
+    );
+}
+
+#[test]
+fn bursts_at_window_boundaries_go_over_as_published() {
+    // A known limit, published as such: each region decides a burst alone.
+    let reports = check("bursts", &[1], as_published, Bounds::default());
+    assert_row(
+        first(&reports),
+        Row {
+            window_min: 1.01,
+            median: 2.33,
+            window_max: 2.86,
+            worst: 4.00,
+            denied: 59.5,
+            upserts_per_s: 0.8,
+            rows_written_per_s: 1.0,
+            syncs_per_s: 19.4,
+            rows_read_per_s: 29.0,
+        },
+    );
+}
