@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod duration_arg;
 pub mod environment;
+pub mod memory;
 pub mod rls;
 pub mod serve;
 pub mod supervisor;

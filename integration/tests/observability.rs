@@ -134,7 +134,7 @@ async fn new_series_appear_on_metrics_after_a_few_requests() {
         "replay_queue",
         "strict_mode",
         "penalty_box",
-        "request_buffers",
+        "request_bytes",
     ] {
         assert!(
             value("rls_memory_budget_bytes", &[("pool", pool)]) > 0.0,

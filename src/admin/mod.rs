@@ -239,7 +239,7 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
         .collect();
     if let Some(buffers) = &state.request_buffers {
         pools.push(MemoryPool {
-            pool: "request_buffers",
+            pool: "request_bytes",
             bytes: buffers.held(),
             budget: buffers.budget(),
         });

@@ -12,6 +12,7 @@ mod backends;
 mod config_source;
 mod health;
 mod json_route;
+mod memory;
 mod settings;
 mod sources;
 #[cfg(test)]
@@ -92,7 +93,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let limits_settings = &settings.limits;
+    memory::log_memory_plan(&settings.memory);
     let metrics = Arc::new(Metrics::with_settings(limits_settings.metrics));
+    metrics.memory.set_plan(&settings.memory);
     metrics.set_near_limit_ratio(limits_settings.near_limit_ratio);
     let source = config_source::start(limits_settings, &metrics)?;
     let limits = Arc::clone(&source.limits);

@@ -25,7 +25,10 @@ use gcounter_engine::regional::GuardSettings;
 use gcounter_redis::{RedisSettings, RedisTls, SentinelMaster};
 
 use super::args::ServeArgs;
+use super::memory::memory_plan;
 use super::sources;
+use crate::memory::MemoryPlan;
+use crate::memory::cgroup::{CgroupError, CgroupLimit};
 
 /// `--max-cell-bytes` must hold at least this many cells of the largest descriptor: below
 /// it the table's shards could not admit such a cell at all.
@@ -234,6 +237,8 @@ pub struct ServeSettings {
     pub drain_timeout: NonZeroDuration,
     /// What the start log says about where the settings came from.
     pub report: StartReport,
+    /// `--max-memory` and the budgets in force (already applied to `engine` and `transport`).
+    pub memory: MemoryPlan,
 }
 
 /// The start log's account of the settings: one line per setting that differs from its
@@ -261,10 +266,18 @@ impl StartReport {
 impl ServeSettings {
     /// Validate the flags, with envoyproxy/ratelimit's variables read from `env` where ours
     /// are unset (`origins`: where clap found each of ours; see [`crate::environment`]).
-    pub fn from_args(
+    ///
+    /// The container's memory limit is read from this process's cgroup.
+    pub fn from_args(args: ServeArgs, origins: Origins, env: &Environment) -> anyhow::Result<Self> {
+        Self::from_args_in(args, origins, env, crate::memory::cgroup::container_limit())
+    }
+
+    /// [`Self::from_args`] in a container whose memory limit is `container`.
+    pub fn from_args_in(
         mut args: ServeArgs,
         mut origins: Origins,
         env: &Environment,
+        container: Result<Option<CgroupLimit>, CgroupError>,
     ) -> anyhow::Result<Self> {
         let mut warnings = sources::apply_switches(&mut args, &mut origins, env)?;
         let region = region(&args)?;
@@ -314,11 +327,12 @@ impl ServeSettings {
         }
         let largest_cell_bytes = largest_cell_bytes(&args);
         let floor = MIN_LARGEST_CELLS_IN_BUDGET.saturating_mul(largest_cell_bytes);
-        if args.engine.max_cell_bytes < floor {
+        let memory = memory_plan(&args, container, floor)?;
+        if memory.cells.value < floor {
             anyhow::bail!(
                 "--max-cell-bytes {} is too small: it must hold at least {MIN_LARGEST_CELLS_IN_BUDGET} \
                  cells of the largest descriptor (--max-descriptor-bytes {}), i.e. {}",
-                Bytes(args.engine.max_cell_bytes),
+                Bytes(memory.cells.value),
                 Bytes(args.transport.max_descriptor_bytes),
                 Bytes(floor)
             );
@@ -328,7 +342,7 @@ impl ServeSettings {
             (None, Some(path)) => ConfigSource::File(path.clone()),
             (None, None) => anyhow::bail!("--config (or --config-xds-server) is required"),
         };
-        let transport = transport_settings(&args);
+        let transport = transport_settings(&args, &memory);
         transport.validate()?;
         if !admin::valid_metrics_path(&args.listeners.metrics_path) {
             anyhow::bail!(
@@ -438,6 +452,7 @@ impl ServeSettings {
                 },
                 metrics: MetricsSettings {
                     max_series_per_rule: args.telemetry.max_metric_series_per_rule,
+                    max_detailed_series: memory.detailed_series,
                     stall_probe_interval: args.telemetry.stall_probe_interval,
                     response_time_in_milliseconds: response_time_in_milliseconds(env)?,
                 },
@@ -447,7 +462,7 @@ impl ServeSettings {
             },
             engine: EngineGroup {
                 max_cells: args.engine.max_cells,
-                max_cell_bytes: args.engine.max_cell_bytes,
+                max_cell_bytes: memory.cells.value,
                 largest_cell_bytes,
                 replay_interval: NonZeroDuration::flag(
                     "replay-interval",
@@ -475,6 +490,7 @@ impl ServeSettings {
                 warnings,
                 switches: sources::switches_line(&args),
             },
+            memory,
         })
     }
 }
@@ -512,17 +528,19 @@ fn largest_cell_bytes(args: &ServeArgs) -> u64 {
         .saturating_add(entries * 12 + 1_024)
 }
 
-pub(super) fn transport_settings(args: &ServeArgs) -> TransportSettings {
+/// The transport's bounds: the flags, with the budgets of `memory` in force.
+pub(super) fn transport_settings(args: &ServeArgs, memory: &MemoryPlan) -> TransportSettings {
+    let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     TransportSettings {
-        max_connections: args.transport.max_connections,
+        max_connections: count(memory.connections.value),
         max_admin_connections: args.transport.max_admin_connections,
         preface_timeout: args.transport.preface_timeout,
         admin_header_timeout: args.transport.admin_header_timeout,
         max_accept_backoff: args.transport.max_accept_backoff,
         max_concurrent_streams: args.transport.max_concurrent_streams,
         max_request_bytes: args.transport.max_request_bytes,
-        max_buffered_request_bytes: args.transport.max_buffered_request_bytes,
-        max_inflight_requests: args.transport.max_inflight_requests,
+        max_buffered_request_bytes: count(memory.request_bytes.value),
+        max_inflight_requests: count(memory.inflight.value),
         request_timeout: args.transport.request_timeout,
         http2_stream_window: args.transport.http2_stream_window,
         http2_connection_window: args.transport.http2_connection_window,

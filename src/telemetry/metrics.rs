@@ -22,6 +22,7 @@ use prometheus_client::metrics::MetricType;
 
 use super::connections::ConnectionMetricFamilies;
 use super::latency::{DEFAULT_BUCKETS, LatencyHistogram};
+use super::memory::{MemoryMetricFamilies, PoolLabels};
 use super::rule_series::{RuleSeries, next_registry_id};
 use super::sharded::ShardedCounter;
 use super::upstream_stats::{UpstreamStats, Usage};
@@ -146,16 +147,11 @@ struct SwitchLabels {
     switch: &'static str,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct PoolLabels {
-    pool: &'static str,
-}
-
 /// One byte budget and what is held against it, sampled at scrape time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryPool {
     /// The `pool` label: `cells`, `replay_queue`, `strict_mode`, `penalty_box`,
-    /// `request_buffers`.
+    /// `request_bytes`.
     pub pool: &'static str,
     pub bytes: u64,
     pub budget: u64,
@@ -170,6 +166,9 @@ pub struct MetricsSettings {
     /// `rls_descriptor_decisions_total` series one `detailed_metric` rule may create (one per
     /// request value and outcome). Past it, new values are counted in the rule's own series.
     pub max_series_per_rule: u32,
+    /// `detailed_metric` series the whole process may create (the metric-series share of
+    /// `--max-memory`); `None`: only the per-rule cap.
+    pub max_detailed_series: Option<u64>,
     /// How often the stall probe wakes (`telemetry::stall`); `None`: no probe.
     pub stall_probe_interval: Option<std::time::Duration>,
     /// Upstream's `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: its
@@ -186,6 +185,7 @@ impl Default for MetricsSettings {
     fn default() -> Self {
         Self {
             max_series_per_rule: Self::DEFAULT_MAX_SERIES_PER_RULE,
+            max_detailed_series: None,
             stall_probe_interval: None,
             response_time_in_milliseconds: false,
         }
@@ -199,8 +199,16 @@ impl Default for MetricsSettings {
 /// without end, since Prometheus series are never forgotten.
 struct DetailedSeries {
     max_per_rule: u32,
+    /// The cap of all rules together, and the count against it.
+    max_total: Option<u64>,
     /// A std mutex: taken only when a decision would create a new series.
-    created: Mutex<HashMap<(SharedLabel, SharedLabel), u32>>,
+    created: Mutex<DetailedCounts>,
+}
+
+#[derive(Default)]
+struct DetailedCounts {
+    per_rule: HashMap<(SharedLabel, SharedLabel), u32>,
+    total: u64,
 }
 
 pub struct Metrics {
@@ -251,6 +259,8 @@ pub struct Metrics {
     runtime_stall: Histogram,
     /// Per-listener connection series (the transport's caps at work).
     pub connections: ConnectionMetricFamilies,
+    /// The memory limit and the budgets derived from it.
+    pub memory: MemoryMetricFamilies,
 }
 
 impl DetailedSeries {
@@ -258,7 +268,11 @@ impl DetailedSeries {
     /// create the same series may both count it: the cap errs on the side of fewer series.
     fn admit_new(&self, domain: &Arc<str>, rule: &Arc<str>) -> bool {
         let mut created = self.created.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.max_total.is_some_and(|max| created.total >= max) {
+            return false;
+        }
         let count = created
+            .per_rule
             .entry((
                 SharedLabel(Arc::clone(domain)),
                 SharedLabel(Arc::clone(rule)),
@@ -268,6 +282,7 @@ impl DetailedSeries {
             return false;
         }
         *count += 1;
+        created.total += 1;
         true
     }
 }
@@ -308,7 +323,8 @@ impl Metrics {
         registry.register(
             "detailed_series_capped",
             "detailed_metric decisions counted in their rule's own series because the rule \
-             reached --max-metric-series-per-rule",
+             reached --max-metric-series-per-rule, or the process its series' share of \
+             --max-memory",
             detailed_series_capped.clone(),
         );
         let request_family = Family::<RequestLabels, ShardedCounter>::default();
@@ -375,18 +391,13 @@ impl Metrics {
             switches.clone(),
         );
         let memory_bytes = Family::<PoolLabels, Gauge>::default();
-        let memory_budget_bytes = Family::<PoolLabels, Gauge>::default();
         registry.register(
             "memory_bytes",
             "Bytes held against each bounded pool: cells (the cell table, evictable and \
              protected), replay_queue, strict_mode, penalty_box (shares of --max-cell-bytes) \
-             and request_buffers (request bytes being buffered, --max-buffered-request-bytes)",
+             and request_bytes (request bytes being buffered, --max-buffered-request-bytes); \
+             their budgets are in rls_memory_budget_bytes",
             memory_bytes.clone(),
-        );
-        registry.register(
-            "memory_budget_bytes",
-            "The byte budget of each pool of rls_memory_bytes",
-            memory_budget_bytes.clone(),
         );
         let decisions = Family::<DecisionLabels, ShardedCounter>::default();
         let unmatched = ShardedCounter::default();
@@ -549,6 +560,9 @@ impl Metrics {
             pending_replay_cells.clone(),
         );
         let connections = ConnectionMetricFamilies::register(&mut registry);
+        let memory = MemoryMetricFamilies::register(&mut registry);
+        // One family for every budget: the plan's pools and those sampled at scrape time.
+        let memory_budget_bytes = memory.budget().clone();
         let upstream = Arc::new(UpstreamStats::new());
         let mut upstream_registry = Registry::default();
         upstream_registry.register_collector(Box::new(Arc::clone(&upstream)));
@@ -561,12 +575,14 @@ impl Metrics {
         Self {
             id: next_registry_id(),
             connections,
+            memory,
             registry,
             upstream_registry,
             upstream,
             detailed: DetailedSeries {
                 max_per_rule: settings.max_series_per_rule,
-                created: Mutex::new(HashMap::new()),
+                max_total: settings.max_detailed_series,
+                created: Mutex::new(DetailedCounts::default()),
             },
             detailed_series_capped,
             requests,

@@ -3,6 +3,7 @@
 mod connections;
 mod latency;
 mod logging;
+mod memory;
 mod metrics;
 mod rule_series;
 mod sharded;
@@ -12,6 +13,7 @@ mod upstream_stats;
 pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};
 pub use latency::LatencyHistogram;
 pub use logging::{LogFormat, init_logging};
+pub use memory::MemoryMetricFamilies;
 pub use metrics::{
     BUILD_COMMIT, DecisionOutcome, MemoryPool, Metrics, MetricsSettings, RequestMethod,
     RequestOutcome, SharedLabel,

@@ -106,7 +106,7 @@ impl GrpcServer {
         }
     }
 
-    /// What the body budget holds (`rls_memory_bytes{pool="request_buffers"}`).
+    /// What the body budget holds (`rls_memory_bytes{pool="request_bytes"}`).
     pub fn buffered_bytes(&self) -> BufferedBytes {
         self.buffered.clone()
     }

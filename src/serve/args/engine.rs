@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::byte_size_arg::{ByteSizeRange, kib};
+use crate::byte_size_arg::{ByteSizeRange, kib, mib};
 use crate::duration_arg::{DurationRange, hours, millis};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -14,12 +14,22 @@ pub struct EngineArgs {
     /// their limit) come on top, bounded by --max-cell-bytes.
     #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
     pub max_cells: usize,
+    /// Memory of the whole process; the byte budgets below are derived from it [range: 128MiB to 1PiB]
+    ///
+    /// Default: 75% of the container's memory limit (cgroup v2 or v1); without one, no limit
+    /// and each budget keeps its own default. What is left after a reserve (32MiB +
+    /// --max-config-bytes) goes 9/16 to cells, 2/16 to --max-buffered-request-bytes, 3/16 to
+    /// --max-connections, 1/16 to --max-inflight-requests, 1/16 to metric series. A budget
+    /// flag that is set wins; set ones that do not fit are refused.
+    #[arg(long, env = "RLS_MAX_MEMORY", value_parser = ByteSizeRange::new(mib(128), 1 << 50).parser::<u64>())]
+    pub max_memory: Option<u64>,
     /// Cap on the bytes of window cells and what is keyed by them (replay queue, strict mode)
     ///
-    /// Counters at or near their limit are evicted last. It must hold at least 1024 cells of
-    /// the largest descriptor: about 18MiB with the default --max-descriptor-bytes.
-    #[arg(long, env = "RLS_MAX_CELL_BYTES", default_value = "256MiB", value_parser = ByteSizeRange::new(kib(1), u64::MAX).parser::<u64>())]
-    pub max_cell_bytes: u64,
+    /// Default: 256MiB, or 9/16 of what --max-memory leaves. Counters at or near their limit
+    /// are evicted last. It must hold at least 1024 cells of the largest descriptor: about
+    /// 18MiB with the default --max-descriptor-bytes.
+    #[arg(long, env = "RLS_MAX_CELL_BYTES", value_parser = ByteSizeRange::new(kib(1), u64::MAX).parser::<u64>())]
+    pub max_cell_bytes: Option<u64>,
     /// Cap on cells waiting for replay [range: 1 to 100000000]
     ///
     /// Overflow stays in memory and is counted.

@@ -12,8 +12,11 @@ const WINDOW: ByteSizeRange = ByteSizeRange::new(65_535, (1 << 31) - 1);
 #[command(next_help_heading = super::TRANSPORT)]
 pub struct TransportArgs {
     /// Open gRPC connections; at the cap new ones wait in the kernel's backlog [range: 1 to 1048576]
-    #[arg(long, env = "RLS_MAX_CONNECTIONS", default_value_t = 1_024)]
-    pub max_connections: usize,
+    ///
+    /// Default: 1024, or as many as 3/16 of what --max-memory leaves holds (each one its
+    /// --http2-connection-window + 32KiB), at most 1024.
+    #[arg(long, env = "RLS_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
     /// Open admin (HTTP) connections [range: 1 to 65536]
     ///
     /// A cap of their own, so a gRPC flood cannot take /healthz.
@@ -24,17 +27,19 @@ pub struct TransportArgs {
     pub max_concurrent_streams: u32,
     /// gRPC requests in flight in the whole process; more wait [range: 1 to 1048576]
     ///
-    /// A waiting request keeps its deadline.
-    #[arg(long, env = "RLS_MAX_INFLIGHT_REQUESTS", default_value_t = 4_096)]
-    pub max_inflight_requests: usize,
+    /// A waiting request keeps its deadline. Default: 4096, or as many as 1/16 of what
+    /// --max-memory leaves holds (12KiB each), at most 4096.
+    #[arg(long, env = "RLS_MAX_INFLIGHT_REQUESTS")]
+    pub max_inflight_requests: Option<usize>,
     /// Largest gRPC request message, checked before it is buffered [range: 1KiB to 64MiB]
     #[arg(long, env = "RLS_MAX_REQUEST_BYTES", default_value = "256KiB", value_parser = ByteSizeRange::new(kib(1), mib(64)).parser::<usize>())]
     pub max_request_bytes: usize,
     /// Request bytes buffered by all connections together; past it requests are refused [range: 1KiB to 16GiB]
     ///
-    /// At least --max-request-bytes.
-    #[arg(long, env = "RLS_MAX_BUFFERED_REQUEST_BYTES", default_value = "64MiB", value_parser = ByteSizeRange::new(kib(1), gib(16)).parser::<usize>())]
-    pub max_buffered_request_bytes: usize,
+    /// At least --max-request-bytes. Default: 64MiB, or 2/16 of what --max-memory leaves, at
+    /// most 64MiB.
+    #[arg(long, env = "RLS_MAX_BUFFERED_REQUEST_BYTES", value_parser = ByteSizeRange::new(kib(1), gib(16)).parser::<usize>())]
+    pub max_buffered_request_bytes: Option<usize>,
     /// Bytes of one request descriptor, keys and values together [range: 1B to 64MiB]
     ///
     /// A larger one is refused with InvalidArgument.

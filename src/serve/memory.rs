@@ -1,0 +1,160 @@
+//! `--max-memory` and the budgets derived from it, from `serve`'s flags; and the one line
+//! that reports them at start.
+
+use crate::byte_size_arg::Bytes;
+use crate::memory::cgroup::{CgroupError, CgroupLimit};
+use crate::memory::plan::{self, limit_in_force};
+use crate::memory::{MemoryPlan, Origin, PlanInputs};
+
+use super::args::ServeArgs;
+
+/// The budgets for these flags, under `container`'s limit (as [`crate::memory::cgroup`]
+/// read it). `min_cell_bytes`: the least `--max-cell-bytes` that works.
+pub(super) fn memory_plan(
+    args: &ServeArgs,
+    container: Result<Option<CgroupLimit>, CgroupError>,
+    min_cell_bytes: u64,
+) -> anyhow::Result<MemoryPlan> {
+    let (limit, unknown) = limit_in_force(args.engine.max_memory, container);
+    let inputs = PlanInputs {
+        limit,
+        max_config_bytes: args.limits.max_config_bytes,
+        max_cell_bytes: args.engine.max_cell_bytes,
+        min_cell_bytes,
+        max_buffered_request_bytes: args.transport.max_buffered_request_bytes.map(|n| n as u64),
+        max_request_bytes: args.transport.max_request_bytes as u64,
+        max_connections: args.transport.max_connections.map(|n| n as u64),
+        http2_connection_window: u64::from(args.transport.http2_connection_window),
+        max_inflight_requests: args.transport.max_inflight_requests.map(|n| n as u64),
+    };
+    let mut plan = plan::plan(&inputs)?;
+    plan.unknown = unknown;
+    Ok(plan)
+}
+
+/// Logs the limit found, where it came from, and each budget with its origin.
+pub(super) fn log_memory_plan(plan: &MemoryPlan) {
+    let origin = |origin: Origin| match origin {
+        Origin::Default => "default",
+        Origin::Derived => "derived",
+        Origin::Flag => "flag",
+    };
+    let cells = format!(
+        "{} ({})",
+        Bytes(plan.cells.value),
+        origin(plan.cells.origin)
+    );
+    let request_bytes = format!(
+        "{} ({})",
+        Bytes(plan.request_bytes.value),
+        origin(plan.request_bytes.origin)
+    );
+    let connections = format!(
+        "{} ({})",
+        plan.connections.value,
+        origin(plan.connections.origin)
+    );
+    let inflight = format!("{} ({})", plan.inflight.value, origin(plan.inflight.origin));
+    let transport = Bytes(plan.transport_bytes()).to_string();
+    let series = plan
+        .detailed_series
+        .map_or_else(|| "no cap".to_owned(), |n| n.to_string());
+    match (&plan.limit, &plan.unknown) {
+        (Some(limit), _) => tracing::info!(
+            limit = %limit,
+            source = limit.source.label(),
+            reserve = %Bytes(plan.reserve),
+            max_cell_bytes = %cells,
+            max_buffered_request_bytes = %request_bytes,
+            max_connections = %connections,
+            max_inflight_requests = %inflight,
+            transport = %transport,
+            detailed_series = %series,
+            "memory budgets derived from the memory limit"
+        ),
+        (None, unknown) => tracing::info!(
+            limit = "none",
+            container = if unknown.is_some() { "unknown" } else { "no memory limit" },
+            max_cell_bytes = %cells,
+            max_buffered_request_bytes = %request_bytes,
+            max_connections = %connections,
+            max_inflight_requests = %inflight,
+            transport = %transport,
+            "no memory limit: each budget is its flag's value"
+        ),
+    }
+    if let Some(unknown) = &plan.unknown {
+        tracing::warn!("the container's memory limit is unknown ({unknown}); set --max-memory");
+    }
+    if let Some(limit) = &plan.limit
+        && let Some(container) = limit.container_bytes
+        && limit.bytes > container
+    {
+        tracing::warn!(
+            "--max-memory {} is above the container's memory limit {}: the kernel may kill the \
+             process before its budgets bind",
+            Bytes(limit.bytes),
+            Bytes(container)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{ServeArgs, ServeSettings};
+    use crate::memory::cgroup::{CgroupLimit, Version};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    fn in_container(extra: &[&str], bytes: u64) -> anyhow::Result<ServeSettings> {
+        let argv = ["serve", "--config", "x.yaml"].iter().chain(extra);
+        let args = Cli::try_parse_from(argv)?.serve;
+        let limit = CgroupLimit {
+            bytes,
+            version: Version::V2,
+        };
+        ServeSettings::from_args_in(args, &|_| None, Ok(Some(limit)))
+    }
+
+    #[test]
+    fn a_container_limit_sets_every_budget() {
+        let settings = in_container(&[], 256 * MIB).expect("valid");
+        assert_eq!(settings.engine.max_cell_bytes, 81 * MIB);
+        assert_eq!(settings.transport.max_buffered_request_bytes, 18 << 20);
+        assert_eq!(settings.transport.max_connections, 172);
+        assert_eq!(settings.transport.max_inflight_requests, 768);
+        assert_eq!(settings.limits.metrics.max_detailed_series, Some(576));
+    }
+
+    #[test]
+    fn a_set_flag_wins_over_its_share() {
+        let settings = in_container(
+            &["--max-cell-bytes", "40MiB", "--max-connections", "10"],
+            256 * MIB,
+        )
+        .expect("valid");
+        assert_eq!(settings.engine.max_cell_bytes, 40 * MIB);
+        assert_eq!(settings.transport.max_connections, 10);
+        // --max-memory set: the container's limit only bounds it in the log's warning.
+        let settings = in_container(&["--max-memory", "1GiB"], 256 * MIB).expect("valid");
+        assert!(settings.engine.max_cell_bytes > 256 * MIB);
+    }
+
+    #[test]
+    fn set_flags_over_the_limit_are_refused() {
+        let error = in_container(&["--max-cell-bytes", "256MiB"], 256 * MIB)
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(error.contains("--max-cell-bytes (256MiB)"), "{error}");
+        assert!(error.contains("cgroup v2 memory limit 256MiB"), "{error}");
+    }
+}
