@@ -135,14 +135,23 @@ impl Service {
         let (log_path, log) = new_log_file("gcounter-rls");
 
         let binary = super::binary();
-        // prlimit execs the binary: the child's pid stays the service's.
-        let mut command = match launch.nofile {
-            Some(n) => {
-                let mut command = Command::new("prlimit");
-                command
-                    .arg(format!("--nofile={n}:{n}"))
-                    .arg("--")
-                    .arg(&binary);
+        // prlimit and the cgroup's shell exec the binary: the child's pid stays the service's.
+        let mut program: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(procs) = launch.cgroup {
+            program.push("sh".into());
+            program.extend(super::cgroup::join_and_exec(procs));
+        }
+        if let Some(n) = launch.nofile {
+            program.extend([
+                "prlimit".into(),
+                format!("--nofile={n}:{n}").into(),
+                "--".into(),
+            ]);
+        }
+        let mut command = match program.split_first() {
+            Some((first, rest)) => {
+                let mut command = Command::new(first);
+                command.args(rest).arg(&binary);
                 command
             }
             None => Command::new(&binary),
@@ -385,6 +394,9 @@ pub struct Launch<'a> {
     pub env: &'a [(&'a str, &'a str)],
     /// The open-files limit (soft and hard), set by `prlimit(1)` so a test can exhaust it.
     pub nofile: Option<u64>,
+    /// The `cgroup.procs` of a group the service joins before it starts
+    /// ([`super::cgroup::MemoryCgroup::procs`]).
+    pub cgroup: Option<&'a Path>,
 }
 
 impl<'a> Launch<'a> {
