@@ -61,8 +61,9 @@ pub(super) fn log_memory_plan(plan: &MemoryPlan) {
         .map_or_else(|| "no cap".to_owned(), |n| n.to_string());
     match (&plan.limit, &plan.unknown) {
         (Some(limit), _) => tracing::info!(
-            limit = %limit,
+            max_memory = %Bytes(limit.bytes),
             source = limit.source.label(),
+            container_limit = %limit.container_bytes.map_or_else(|| "none".to_owned(), |b| Bytes(b).to_string()),
             reserve = %Bytes(plan.reserve),
             max_cell_bytes = %cells,
             max_buffered_request_bytes = %request_bytes,
@@ -73,8 +74,8 @@ pub(super) fn log_memory_plan(plan: &MemoryPlan) {
             "memory budgets derived from the memory limit"
         ),
         (None, unknown) => tracing::info!(
-            limit = "none",
-            container = if unknown.is_some() { "unknown" } else { "no memory limit" },
+            max_memory = "none",
+            container_limit = if unknown.is_some() { "unknown" } else { "no memory limit" },
             max_cell_bytes = %cells,
             max_buffered_request_bytes = %request_bytes,
             max_connections = %connections,
