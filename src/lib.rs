@@ -13,6 +13,7 @@ pub mod rls;
 pub mod serve;
 pub mod supervisor;
 pub mod telemetry;
+pub mod trace;
 pub mod transport;
 pub mod upstream_env;
 pub mod xds;

@@ -506,11 +506,7 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
             ),
         ));
     }
-    let refused_if_true: [(&'static str, &str); 4] = [
-        (
-            "TRACING_ENABLED",
-            "OpenTelemetry tracing is not supported: unset it (logs and /metrics instead)",
-        ),
+    let refused_if_true: [(&'static str, &str); 3] = [
         (
             "REDIS_PERSECOND",
             "a second Redis for per-second limits is not supported: one Redis (REDIS_URL) serves every unit; unset it",
@@ -878,7 +874,6 @@ mod tests {
             ),
             (vec![("REDIS_URL", "r:1")], "REDIS_URL"),
             (vec![("LOG_LEVEL", "loud")], "LOG_LEVEL"),
-            (vec![("TRACING_ENABLED", "true")], "TRACING_ENABLED"),
             (
                 vec![("REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE")],
                 "REDIS_POOL_ON_EMPTY_BEHAVIOR",

@@ -50,8 +50,10 @@ pub struct AdminState {
 
 /// What answers `POST /json`: the decision lives in `rls`, which the admin port does not know.
 pub trait JsonDecisions: Send + Sync {
+    /// `headers`: the request's (they may carry the caller's trace context).
     fn decide<'a>(
         &'a self,
+        headers: &'a http::HeaderMap,
         body: &'a [u8],
     ) -> Pin<Box<dyn Future<Output = JsonAnswer> + Send + 'a>>;
 }
@@ -175,10 +177,9 @@ async fn json_answer(state: &AdminState, request: axum::extract::Request) -> Res
     let endpoint = &state.json;
     let limit = endpoint.max_body_bytes;
     let answer = tokio::time::timeout(endpoint.timeout, async {
-        let body = axum::body::to_bytes(request.into_body(), limit)
-            .await
-            .ok()?;
-        Some(endpoint.decisions.decide(&body).await)
+        let (parts, body) = request.into_parts();
+        let body = axum::body::to_bytes(body, limit).await.ok()?;
+        Some(endpoint.decisions.decide(&parts.headers, &body).await)
     })
     .await;
     let answer = match answer {

@@ -14,6 +14,7 @@ use crate::config::{LoadOptions, ReadLimits};
 use crate::environment::{Environment, Origins, resolve_switch};
 use crate::serve::{self, ServeSettings};
 use crate::telemetry::init_logging;
+use crate::trace;
 use gcounter_runtime as runtime;
 
 pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
@@ -24,13 +25,6 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
     } = parsed;
     if let Command::CheckConfig(args) = &cli.command {
         return check_config(args, &origins, env);
-    }
-    if let Err(message) = init_logging(cli.log_format, &cli.log_level) {
-        eprintln!("error: {message}");
-        return ExitCode::from(EXIT_RUNTIME_FAILURE);
-    }
-    for warning in upstream_warnings {
-        tracing::warn!("{warning}");
     }
     let workers = match &cli.command {
         Command::Serve(args) => args
@@ -59,14 +53,40 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
         },
         Command::CheckConfig(_) => return ExitCode::SUCCESS,
     };
+    // The exporter is built from the settings (and the SDK's `OTEL_*` variables): one it
+    // refuses is an invalid setting too.
+    let pipeline = match &command {
+        Work::Serve(settings) => match settings.tracing.as_ref().map(trace::start).transpose() {
+            Ok(pipeline) => pipeline,
+            Err(error) => return invalid_setting(&format!("{error:#}")),
+        },
+        Work::Migrate(_) | Work::Cleanup(..) => None,
+    };
+    let tracer = pipeline.as_ref().map(trace::Pipeline::tracer);
+    if let Err(message) = init_logging(cli.log_format, &cli.log_level, tracer) {
+        eprintln!("error: {message}");
+        return ExitCode::from(EXIT_RUNTIME_FAILURE);
+    }
+    for warning in upstream_warnings {
+        tracing::warn!("{warning}");
+    }
+    if let (Some(_), Work::Serve(settings)) = (&pipeline, &command)
+        && let Some(tracing) = &settings.tracing
+    {
+        tracing::info!(protocol = %tracing.protocol, endpoint = %tracing.endpoint, sampling_rate = tracing.sampling_rate, service_name = %tracing.service_name, "tracing on: exporting spans");
+    }
     // As many workers as cores; runtime.rs says why one worker means a current-thread runtime.
-    runtime::run_main(runtime::flavor_for(workers), workers, async move {
+    let code = runtime::run_main(runtime::flavor_for(workers), workers, async move {
         match command {
             Work::Serve(settings) => serve_command(*settings).await,
             Work::Migrate(url) => migrate(&url).await,
             Work::Cleanup(url, batch) => cleanup(&url, batch).await,
         }
-    })
+    });
+    if let Some(pipeline) = pipeline {
+        pipeline.shutdown();
+    }
+    code
 }
 
 /// A subcommand whose settings are valid.

@@ -42,17 +42,36 @@ impl JsonReply {
 }
 
 /// Decides one JSON request.
-pub async fn should_rate_limit_json(limiter: &RateLimiter, body: &[u8]) -> JsonReply {
+///
+/// `headers` (the HTTP request's) may carry the caller's trace context, when tracing is on.
+pub async fn should_rate_limit_json(
+    limiter: &RateLimiter,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> JsonReply {
+    let span = limiter
+        .tracer()
+        .map(|tracer| tracer.start(headers, crate::trace::Route::Json));
     let request = match parse_request(body) {
         Ok(request) => request,
         Err(reason) => {
             limiter
                 .metrics
                 .request(crate::telemetry::RequestOutcome::InvalidArgument);
+            if let Some(span) = span {
+                span.end(
+                    crate::trace::Path::Warm,
+                    Err((tonic::Code::InvalidArgument, &reason)),
+                );
+            }
             return JsonReply::bad_request(reason);
         }
     };
-    match limiter.should_rate_limit(&request).await {
+    let answer = match span {
+        Some(span) => limiter.should_rate_limit_traced(&request, span).await,
+        None => limiter.should_rate_limit(&request).await,
+    };
+    match answer {
         Ok(answer) => JsonReply {
             status: match answer.overall_code {
                 Code::OverLimit => 429,

@@ -16,6 +16,7 @@ mod route;
 mod structured;
 #[cfg(test)]
 mod tests;
+mod traced;
 mod units;
 mod validate;
 
@@ -39,6 +40,7 @@ pub use validate::RequestLimits;
 
 use crate::config::{DomainLimits, LimitsConfig};
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome, Usage};
+use crate::trace::{DecisionTracer, SpanOptions};
 use gcounter_engine::engine::{Check, Engine, Verdict};
 use overall::{Role, Tally};
 use plan::{INLINE_PLANS, Plan};
@@ -64,6 +66,8 @@ pub struct RlsSettings {
     /// Which of the IETF draft's forms those headers take.
     pub header_style: HeaderStyle,
     pub request_limits: RequestLimits,
+    /// `Some`: every decision is a span (the tracing pipeline is running).
+    pub tracing: Option<SpanOptions>,
 }
 
 /// The verdicts of a request's limited plans, in plan order, each with the limit it is about.
@@ -106,6 +110,8 @@ pub struct RateLimiter {
     settings: RlsSettings,
     /// Metric label of request overrides, allocated once.
     override_label: Arc<str>,
+    /// Starts each decision's span; `None` while tracing is off (nothing else is done then).
+    tracer: Option<DecisionTracer>,
 }
 
 impl RateLimiter {
@@ -115,12 +121,14 @@ impl RateLimiter {
         metrics: Arc<Metrics>,
         settings: RlsSettings,
     ) -> Self {
+        let tracer = settings.tracing.and_then(DecisionTracer::new);
         Self {
             limits,
             engine,
             metrics,
             settings,
             override_label: "override".into(),
+            tracer,
         }
     }
 

@@ -21,6 +21,7 @@ use tonic::{Code, Request, Response, Status};
 
 use super::{Answer, Now, RateLimiter};
 use crate::telemetry::{RequestMethod, RequestOutcome};
+use crate::trace::{self, DecisionTracer};
 use crate::transport::RawRequestCodec;
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -226,6 +227,9 @@ impl<'a> UnaryService<Bytes> for Decode<'a> {
     fn call(&mut self, request: Request<Bytes>) -> Decided<'a> {
         let limiter = self.limiter;
         self.handled.store(true, Ordering::Relaxed);
+        if let Some(tracer) = limiter.tracer() {
+            return traced(limiter, tracer, request);
+        }
         let request = match limiter.decode(request.into_inner()) {
             Ok(request) => request,
             Err(refused) => return Decided::Ready(Some(Err(refused))),
@@ -238,6 +242,28 @@ impl<'a> UnaryService<Bytes> for Decode<'a> {
                     .await
                     .map(Response::new)
             })),
+        }
+    }
+}
+
+/// [`Decode::call`] when tracing is on: the span starts before the message is decoded (a
+/// refusal is in it too), as a child of the trace in the call's metadata.
+fn traced<'a>(
+    limiter: &'a RateLimiter,
+    tracer: &DecisionTracer,
+    request: Request<Bytes>,
+) -> Decided<'a> {
+    let span = tracer.start(request.metadata().as_ref(), trace::Route::Grpc);
+    match limiter.decode(request.into_inner()) {
+        Ok(request) => Decided::Later(Box::pin(async move {
+            limiter
+                .should_rate_limit_traced(&request, span)
+                .await
+                .map(Response::new)
+        })),
+        Err(refused) => {
+            super::traced::end(span, trace::Path::Warm, &Err(refused.clone()));
+            Decided::Ready(Some(Err(refused)))
         }
     }
 }

@@ -12,10 +12,11 @@ pub(super) struct JsonRoute(pub(super) Arc<RateLimiter>);
 impl admin::JsonDecisions for JsonRoute {
     fn decide<'a>(
         &'a self,
+        headers: &'a http::HeaderMap,
         body: &'a [u8],
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = admin::JsonAnswer> + Send + 'a>> {
         Box::pin(async move {
-            let reply = crate::rls::should_rate_limit_json(&self.0, body).await;
+            let reply = crate::rls::should_rate_limit_json(&self.0, headers, body).await;
             admin::JsonAnswer {
                 status: reply.status,
                 body: reply.body,

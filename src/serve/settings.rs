@@ -16,6 +16,7 @@ use crate::config::{LoadOptions, ReadLimits};
 use crate::environment::{Environment, Origins};
 use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
+use crate::trace::{SpanOptions, TracingSettings};
 use crate::transport::{TlsFiles, TransportSettings};
 use crate::upstream_env;
 use crate::xds::XdsSettings;
@@ -239,6 +240,8 @@ pub struct ServeSettings {
     pub report: StartReport,
     /// `--max-memory` and the budgets in force (already applied to `engine` and `transport`).
     pub memory: MemoryPlan,
+    /// OpenTelemetry tracing; `None`: off.
+    pub tracing: Option<TracingSettings>,
 }
 
 /// The start log's account of the settings: one line per setting that differs from its
@@ -325,6 +328,7 @@ impl ServeSettings {
                  and RateLimit: drop one or the other"
             );
         }
+        let tracing = crate::trace::resolve(&args.telemetry, env)?;
         let largest_cell_bytes = largest_cell_bytes(&args);
         let floor = MIN_LARGEST_CELLS_IN_BUDGET.saturating_mul(largest_cell_bytes);
         let memory = memory_plan(&args, container, floor)?;
@@ -481,7 +485,12 @@ impl ServeSettings {
             regional,
             region,
             global,
-            rls: rls_settings(&args),
+            rls: RlsSettings {
+                tracing: tracing.as_ref().map(|t| SpanOptions {
+                    descriptor_values: t.descriptor_values,
+                }),
+                ..rls_settings(&args)
+            },
             tls,
             transport,
             drain_timeout: NonZeroDuration::flag("drain-timeout", args.transport.drain_timeout)?,
@@ -491,6 +500,7 @@ impl ServeSettings {
                 switches: sources::switches_line(&args),
             },
             memory,
+            tracing,
         })
     }
 }
@@ -572,6 +582,7 @@ fn rls_settings(args: &ServeArgs) -> RlsSettings {
             HeaderStyleArg::Draft03 => HeaderStyle::Draft03,
             HeaderStyleArg::Structured => HeaderStyle::Structured,
         },
+        tracing: None,
     }
 }
 

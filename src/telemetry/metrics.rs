@@ -559,6 +559,7 @@ impl Metrics {
             "Cells with accepted work not yet replayed to the regional origin",
             pending_replay_cells.clone(),
         );
+        crate::trace::register_metrics(&mut registry);
         let connections = ConnectionMetricFamilies::register(&mut registry);
         let memory = MemoryMetricFamilies::register(&mut registry);
         // One family for every budget: the plan's pools and those sampled at scrape time.

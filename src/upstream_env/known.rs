@@ -18,6 +18,24 @@ pub const KNOWN_VARIABLES: &[&str] = &[
     "RUNTIME_IGNOREDOTFILES",
     "SHADOW_MODE",
     "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+    "TRACING_ENABLED",
+    "TRACING_EXPORTER_PROTOCOL",
+    "TRACING_SAMPLING_RATE",
+    "TRACING_SERVICE_INSTANCE_ID",
+    "TRACING_SERVICE_NAME",
+    "TRACING_SERVICE_NAMESPACE",
+    // OpenTelemetry's standard variables, read with tracing on (as upstream's SDK reads
+    // them): the first six by `serve`, the others by the exporter itself.
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SERVICE_NAME",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
     // Read when the binary is started with no arguments (upstream's image).
     "CACHE_KEY_PREFIX",
     "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
@@ -77,7 +95,6 @@ pub const KNOWN_VARIABLES: &[&str] = &[
     "GRPC_UDS",
     "REDIS_PERSECOND",
     "REDIS_POOL_ON_EMPTY_BEHAVIOR",
-    "TRACING_ENABLED",
     "USE_DOG_STATSD",
     "USE_STATSD",
 ];
@@ -109,6 +126,7 @@ mod tests {
             ("serve/settings.rs", include_str!("../serve/settings.rs")),
             ("cli/run.rs", include_str!("../cli/run.rs")),
             ("cli/mod.rs", include_str!("../cli/mod.rs")),
+            ("trace/settings.rs", include_str!("../trace/settings.rs")),
         ] {
             let code = source.split("#[cfg(test)]").next().unwrap_or(source);
             for literal in code.split('"').skip(1).step_by(2) {

@@ -19,3 +19,8 @@ pub mod sharded;
 pub mod throttle;
 
 pub use throttle::Throttle;
+
+/// The target of the spans worth exporting as traces (the regional origin's calls, the
+/// replay, the global flush and sync): the server's tracing layer listens to it alone and
+/// its log filter never does, so these spans cost nothing while tracing is off.
+pub const SPAN_TARGET: &str = "rls_span";

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::duration_arg::{DurationRange, hours, millis};
 use crate::telemetry::MetricsSettings;
+use crate::trace::ProtocolArg;
 
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = super::TELEMETRY)]
@@ -31,4 +32,48 @@ pub struct TelemetryArgs {
     /// suppressed.
     #[arg(long, env = "RLS_REPEATED_WARNING_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(1_000), hours(1)).parser())]
     pub repeated_warning_interval: Duration,
+    /// Export OpenTelemetry spans over OTLP: on or off (off unless set)
+    ///
+    /// `--tracing` alone means on. Unset, upstream's `TRACING_ENABLED` decides. Spans: the
+    /// decision, the calls to Redis, the replay, the global flush and sync (docs/operations.md,
+    /// "Tracing").
+    #[arg(long, env = "RLS_TRACING", value_name = "on|off", num_args = 0..=1, default_missing_value = "on", value_parser = clap::builder::BoolishValueParser::new())]
+    pub tracing: Option<bool>,
+    /// How spans are sent: OTLP over gRPC or over HTTP with protobuf (http unless set)
+    ///
+    /// Unset: upstream's `TRACING_EXPORTER_PROTOCOL`, else `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`
+    /// or `OTEL_EXPORTER_OTLP_PROTOCOL` (grpc, http/protobuf).
+    #[arg(long, env = "RLS_TRACING_PROTOCOL", value_enum)]
+    pub tracing_protocol: Option<ProtocolArg>,
+    /// The collector's URL, plain http:// (http://localhost:4318/v1/traces, or :4317 for grpc, unless set)
+    ///
+    /// For http, `/v1/traces` is added when the URL has no path. Unset:
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (as it is), else `OTEL_EXPORTER_OTLP_ENDPOINT`
+    /// (`/v1/traces` appended for http).
+    #[arg(long, env = "RLS_TRACING_ENDPOINT", value_name = "URL")]
+    pub tracing_endpoint: Option<String>,
+    /// Share of the traces started here that are kept, 1 unless set [range: 0 to 1]
+    ///
+    /// A request whose caller sent a trace context follows the caller's sampling decision.
+    /// Unset: upstream's `TRACING_SAMPLING_RATE`.
+    #[arg(long, env = "RLS_TRACING_SAMPLING_RATE", value_name = "RATE")]
+    pub tracing_sampling_rate: Option<f64>,
+    /// `service.name` of the spans (gcounter-rls unless set)
+    ///
+    /// Unset: upstream's `TRACING_SERVICE_NAME`, else `OTEL_SERVICE_NAME`, else `service.name`
+    /// in `OTEL_RESOURCE_ATTRIBUTES`.
+    #[arg(long, env = "RLS_TRACING_SERVICE_NAME", value_name = "NAME")]
+    pub tracing_service_name: Option<String>,
+    /// Put the request's descriptor entries (keys and values) on the decision span
+    ///
+    /// Off: no descriptor value leaves the process in a span (they may be user ids, API
+    /// keys, addresses).
+    #[arg(long, env = "RLS_TRACING_DESCRIPTOR_VALUES")]
+    pub tracing_descriptor_values: bool,
+    /// Finished spans waiting for export [range: 1 to 1000000]
+    ///
+    /// When the collector is slow or down the queue fills and further spans are dropped,
+    /// counted in `rls_tracing_spans_dropped_total`; requests never wait for it.
+    #[arg(long, env = "RLS_TRACING_QUEUE_SIZE", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub tracing_queue_size: u32,
 }

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use super::cadence::Cadence;
 use super::overload::{Overload, speedup};
@@ -185,6 +186,20 @@ impl GlobalCounters {
     /// of it ends the flush, and the rows not yet offered wait for the next tick as the failed
     /// ones do.
     pub async fn flush(&self) -> Flushed {
+        let span = tracing::info_span!(
+            target: crate::SPAN_TARGET,
+            "global.flush",
+            rls.store = self.store.name(),
+            rls.rows_published = tracing::field::Empty,
+            rls.rows_failed = tracing::field::Empty,
+        );
+        let flushed = self.flush_rows().instrument(span.clone()).await;
+        span.record("rls.rows_published", flushed.published);
+        span.record("rls.rows_failed", flushed.failed);
+        flushed
+    }
+
+    async fn flush_rows(&self) -> Flushed {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.settings.timeout;
         let mut walk = self.engine.publishable_walk(self.settings.publish_floor);
@@ -260,6 +275,22 @@ impl GlobalCounters {
     /// lower bound). Cells only this region wrote are not read back (see `GlobalStore::sync`).
     /// On failure the counts already held stay. Returns the cells merged.
     pub async fn sync(&self) -> Option<usize> {
+        let span = tracing::info_span!(
+            target: crate::SPAN_TARGET,
+            "global.sync",
+            rls.store = self.store.name(),
+            rls.cells = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let synced = self.sync_rows().instrument(span.clone()).await;
+        match synced {
+            Some(cells) => span.record("rls.cells", cells),
+            None => span.record("otel.status_code", "error"),
+        };
+        synced
+    }
+
+    async fn sync_rows(&self) -> Option<usize> {
         let started = Instant::now();
         let now_ms = self.engine.now_ms();
         if !self.own_read.load(std::sync::atomic::Ordering::Acquire) {

@@ -26,6 +26,21 @@ use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 
+/// The span of one call to the origin (exported when tracing is on; disabled, and nearly
+/// free, when it is off). `keys`: the cells or counters the call is about.
+macro_rules! origin_span {
+    ($name:literal, $origin:expr, $keys:expr) => {
+        tracing::info_span!(
+            target: crate::SPAN_TARGET,
+            $name,
+            rls.origin = $origin,
+            rls.keys = $keys,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        )
+    };
+}
+
 /// Timeouts and breaker tuning. The defaults are the production values.
 #[derive(Debug, Clone)]
 pub struct GuardSettings {
@@ -123,6 +138,22 @@ impl<O: RegionalOrigin + ?Sized> GuardedOrigin<O> {
     }
 }
 
+/// Runs `call` in `span`, marking the span failed when the call fails.
+async fn traced<T>(
+    span: tracing::Span,
+    call: impl Future<Output = Result<T, OriginError>>,
+) -> Result<T, OriginError> {
+    if span.is_disabled() {
+        return call.await;
+    }
+    let outcome = tracing::Instrument::instrument(call, span.clone()).await;
+    if let Err(error) = &outcome {
+        span.record("otel.status_code", "error");
+        span.record("otel.status_description", tracing::field::display(error));
+    }
+    outcome
+}
+
 /// An error that says the origin is down (not a refused command or a bad value).
 fn is_outage<T>(outcome: &Result<T, OriginError>) -> bool {
     matches!(outcome, Err(OriginError::Unavailable(_)))
@@ -142,19 +173,35 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
     }
 
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
-        Box::pin(self.guarded(self.read_timeout, move || self.inner.read(key)))
+        let span = origin_span!("regional.read", self.inner.name(), 1);
+        Box::pin(traced(
+            span,
+            self.guarded(self.read_timeout, move || self.inner.read(key)),
+        ))
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
-        Box::pin(self.guarded(self.replay_timeout, move || self.inner.replay(batch)))
+        let span = origin_span!("regional.replay", self.inner.name(), batch.len());
+        Box::pin(traced(
+            span,
+            self.guarded(self.replay_timeout, move || self.inner.replay(batch)),
+        ))
     }
 
     fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
-        Box::pin(self.guarded(self.replay_timeout, move || self.inner.penalize(penalties)))
+        let span = origin_span!("regional.penalize", self.inner.name(), penalties.len());
+        Box::pin(traced(
+            span,
+            self.guarded(self.replay_timeout, move || self.inner.penalize(penalties)),
+        ))
     }
 
     fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
-        Box::pin(self.guarded(self.read_timeout, move || self.inner.penalty_until(counter)))
+        let span = origin_span!("regional.penalty_until", self.inner.name(), 1);
+        Box::pin(traced(
+            span,
+            self.guarded(self.read_timeout, move || self.inner.penalty_until(counter)),
+        ))
     }
 
     /// Not admitted by the breaker: tried whatever its state, bounded by the replay timeout

@@ -1,0 +1,182 @@
+//! The decision's span: a child of the caller's trace (W3C `traceparent`, B3 single or
+//! multi-header, with W3C baggage) read from the gRPC metadata or the `/json` request's
+//! headers. Made with the OpenTelemetry API: the sampler decides when the span starts, so
+//! an unsampled request builds no attributes. The spans of the calls the decision makes
+//! (Redis) are `tracing` spans that take it as their parent (it is the current context
+//! while the decision is awaited).
+
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use opentelemetry::propagation::{Extractor, TextMapCompositePropagator, TextMapPropagator};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::{Context, KeyValue, Value};
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use opentelemetry_sdk::trace::SdkTracer;
+
+/// What the decision span says beyond the defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpanOptions {
+    /// `--tracing-descriptor-values`.
+    pub descriptor_values: bool,
+}
+
+/// Which route the request came by.
+#[derive(Debug, Clone, Copy)]
+pub enum Route {
+    Grpc,
+    Json,
+}
+
+/// How the decision was taken.
+#[derive(Debug, Clone, Copy)]
+pub enum Path {
+    /// From memory, without waiting.
+    Warm,
+    /// Something was awaited (a cold cell read from the regional origin, several limits, a
+    /// refund).
+    Cold,
+}
+
+/// Starts decision spans (one per process, held by the limiter when tracing is on).
+pub struct DecisionTracer {
+    tracer: SdkTracer,
+    propagator: TextMapCompositePropagator,
+    options: SpanOptions,
+}
+
+impl std::fmt::Debug for DecisionTracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecisionTracer")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DecisionTracer {
+    /// `None` unless the tracing pipeline is running (`trace::start`).
+    pub fn new(options: SpanOptions) -> Option<Self> {
+        let tracer = super::tracer()?;
+        Some(Self {
+            tracer,
+            propagator: propagator(),
+            options,
+        })
+    }
+
+    /// Starts the span of one request, as a child of the trace in `headers` if any.
+    pub fn start(&self, headers: &http::HeaderMap, route: Route) -> DecisionSpan {
+        let parent = self.propagator.extract(&Headers(headers));
+        let attributes = match route {
+            Route::Grpc => vec![
+                KeyValue::new("rpc.system", "grpc"),
+                KeyValue::new("rpc.service", "envoy.service.ratelimit.v3.RateLimitService"),
+                KeyValue::new("rpc.method", "ShouldRateLimit"),
+            ],
+            Route::Json => vec![
+                KeyValue::new("http.request.method", "POST"),
+                KeyValue::new("http.route", "/json"),
+            ],
+        };
+        let span = self
+            .tracer
+            .span_builder("should_rate_limit")
+            .with_kind(SpanKind::Server)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &parent);
+        DecisionSpan {
+            cx: parent.with_span(span),
+            descriptor_values: self.options.descriptor_values,
+        }
+    }
+}
+
+/// The W3C trace context, B3 (single and multi-header) and baggage, as upstream reads them.
+fn propagator() -> TextMapCompositePropagator {
+    TextMapCompositePropagator::new(vec![
+        Box::new(TraceContextPropagator::new()),
+        Box::new(opentelemetry_propagator_b3::Propagator::with_encoding(
+            opentelemetry_propagator_b3::B3Encoding::SingleAndMultiHeader,
+        )),
+        Box::new(BaggagePropagator::new()),
+    ])
+}
+
+/// One request's span, in its context (the parent of what the decision calls).
+pub struct DecisionSpan {
+    cx: Context,
+    descriptor_values: bool,
+}
+
+impl DecisionSpan {
+    /// The context to make current while the decision is awaited.
+    pub fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    /// The decoded request: its domain, its number of descriptors (and their entries, when
+    /// asked for).
+    pub fn request(&self, request: &RateLimitRequest) {
+        let span = self.cx.span();
+        if !span.is_recording() {
+            return;
+        }
+        span.set_attribute(KeyValue::new("rls.domain", request.domain.clone()));
+        let count = i64::try_from(request.descriptors.len()).unwrap_or(i64::MAX);
+        span.set_attribute(KeyValue::new("rls.descriptors", count));
+        if self.descriptor_values {
+            let values: Vec<opentelemetry::StringValue> = request
+                .descriptors
+                .iter()
+                .map(|descriptor| {
+                    let entries: Vec<String> = descriptor
+                        .entries
+                        .iter()
+                        .map(|entry| format!("{}={}", entry.key, entry.value))
+                        .collect();
+                    entries.join(",").into()
+                })
+                .collect();
+            span.set_attribute(KeyValue::new(
+                "rls.descriptor_entries",
+                Value::Array(values.into()),
+            ));
+        }
+    }
+
+    /// Ends the span with the answer: the overall code and how it was decided, or the
+    /// refusal's gRPC status.
+    pub fn end(self, path: Path, answer: Result<Code, (tonic::Code, &str)>) {
+        let span = self.cx.span();
+        if span.is_recording() {
+            let path = match path {
+                Path::Warm => "warm",
+                Path::Cold => "cold",
+            };
+            span.set_attribute(KeyValue::new("rls.decided", path));
+            match answer {
+                Ok(code) => {
+                    span.set_attribute(KeyValue::new("rls.overall_code", code.as_str_name()));
+                    span.set_attribute(KeyValue::new("rpc.grpc.status_code", 0_i64));
+                }
+                Err((code, message)) => {
+                    span.set_attribute(KeyValue::new("rpc.grpc.status_code", code as i64));
+                    span.set_status(Status::error(message.to_owned()));
+                }
+            }
+        }
+        span.end();
+    }
+}
+
+/// Header lookups for the propagators (gRPC metadata is an HTTP/2 header map).
+struct Headers<'a>(&'a http::HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|value| value.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
