@@ -58,6 +58,17 @@ impl Envoy {
     /// Panics if the file lacks one of the example ports or has any other `port_value`: the
     /// examples and the tests must not drift apart.
     pub fn start(example: impl AsRef<Path>, rls_port: u16, edits: &[(&str, &str)]) -> Envoy {
+        Self::start_with_ports(example, rls_port, &[], edits)
+    }
+
+    /// Like [`Envoy::start`], with more ports that the edits introduce, each `(in the
+    /// edits, on this machine)` (e.g. a collector's, for Envoy's tracer).
+    pub fn start_with_ports(
+        example: impl AsRef<Path>,
+        rls_port: u16,
+        more_ports: &[(u16, u16)],
+        edits: &[(&str, &str)],
+    ) -> Envoy {
         let example = repo_path(example);
         let mut text = std::fs::read_to_string(&example)
             .unwrap_or_else(|e| panic!("read Envoy example {}: {e}", example.display()));
@@ -72,12 +83,13 @@ impl Envoy {
 
         on_free_ports(|| {
             let (listen, upstream, admin) = distinct_free_ports();
-            let ports = [
+            let mut ports = vec![
                 (EXAMPLE_LISTEN_PORT, listen),
                 (EXAMPLE_UPSTREAM_PORT, upstream),
                 (EXAMPLE_ADMIN_PORT, admin),
                 (EXAMPLE_RLS_PORT, rls_port),
             ];
+            ports.extend_from_slice(more_ports);
             let rendered = rewrite_ports(&text, &ports)
                 .unwrap_or_else(|e| panic!("Envoy example {}: {e}", example.display()));
             Self::try_start(&rendered, local_addr(admin), local_addr(listen))

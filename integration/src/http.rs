@@ -62,11 +62,25 @@ pub fn http_post(
     content_type: &str,
     body: &[u8],
 ) -> io::Result<HttpResponse> {
+    http_post_with(addr, path, &[("Content-Type", content_type)], body)
+}
+
+/// `POST path` on `addr` with `body` (its Content-Length) and the headers `headers`.
+pub fn http_post_with(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<HttpResponse> {
     let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let mut request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();

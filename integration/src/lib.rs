@@ -21,6 +21,7 @@ pub mod grpc;
 mod http;
 pub mod load;
 pub mod metrics;
+pub mod otlp;
 pub mod process;
 pub mod prometheus;
 pub mod proxy;
@@ -37,7 +38,7 @@ pub mod xds;
 
 pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;
-pub use http::{HttpResponse, http_get, http_post};
+pub use http::{HttpResponse, http_get, http_post, http_post_with};
 pub use service::{Launch, Service};
 pub use upstream::UpstreamRuntime;
 
