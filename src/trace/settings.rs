@@ -101,6 +101,19 @@ pub fn resolve(args: &TelemetryArgs, env: Lookup<'_>) -> anyhow::Result<Option<T
     if !enabled {
         return Ok(None);
     }
+    for variable in [
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+    ] {
+        if let Some(value) = non_empty(env, variable).filter(|v| v != "none") {
+            return Err(refuse(
+                variable,
+                format!(
+                    "{value:?}: compression is not supported (spans are sent uncompressed); unset it"
+                ),
+            ));
+        }
+    }
     let protocol = protocol(args, env)?;
     let endpoint = endpoint(args.tracing_endpoint.as_deref(), protocol, env)?;
     let sampling_rate = match rate_flag {

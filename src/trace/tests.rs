@@ -231,6 +231,11 @@ fn values_that_cannot_be_used_are_refused_naming_them() {
             vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")],
             "OTEL_EXPORTER_OTLP_ENDPOINT",
         ),
+        (
+            vec!["--tracing"],
+            vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")],
+            "OTEL_EXPORTER_OTLP_COMPRESSION",
+        ),
     ] {
         let message = refused(&flags, &vars);
         assert!(message.contains(named), "{flags:?} {vars:?}: {message}");

@@ -25,13 +25,16 @@ pub const KNOWN_VARIABLES: &[&str] = &[
     "TRACING_SERVICE_NAME",
     "TRACING_SERVICE_NAMESPACE",
     // OpenTelemetry's standard variables, read with tracing on (as upstream's SDK reads
-    // them): the first six by `serve`, the others by the exporter itself.
+    // them): these by `serve` (which refuses any compression: none is built in), ...
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_PROTOCOL",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
     "OTEL_RESOURCE_ATTRIBUTES",
     "OTEL_SERVICE_NAME",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+    // ... these by the exporter itself.
     "OTEL_EXPORTER_OTLP_HEADERS",
     "OTEL_EXPORTER_OTLP_TIMEOUT",
     "OTEL_EXPORTER_OTLP_TRACES_HEADERS",

@@ -74,6 +74,6 @@ pub struct TelemetryArgs {
     ///
     /// When the collector is slow or down the queue fills and further spans are dropped,
     /// counted in `rls_tracing_spans_dropped_total`; requests never wait for it.
-    #[arg(long, env = "RLS_TRACING_QUEUE_SIZE", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, env = "RLS_TRACING_QUEUE_SIZE", value_name = "SPANS", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub tracing_queue_size: u32,
 }
