@@ -122,7 +122,12 @@ mod tests {
             bytes,
             version: Version::V2,
         };
-        ServeSettings::from_args_in(args, &|_| None, Ok(Some(limit)))
+        ServeSettings::from_args_in(
+            args,
+            crate::environment::Origins::default(),
+            &crate::environment::Environment::default(),
+            Ok(Some(limit)),
+        )
     }
 
     #[test]

@@ -1,8 +1,7 @@
-use std::collections::HashMap;
-
 use clap::Parser;
 
 use super::settings::{Protocol, TracingSettings, resolve};
+use crate::environment::Environment;
 use crate::serve::args::TelemetryArgs;
 
 #[derive(Parser)]
@@ -17,11 +16,8 @@ fn settings(flags: &[&str], vars: &[(&str, &str)]) -> Result<Option<TracingSetti
     let args = Cli::try_parse_from(argv)
         .map_err(|e| e.to_string())?
         .telemetry;
-    let vars: HashMap<String, String> = vars
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    resolve(&args, &|name: &str| vars.get(name).cloned()).map_err(|e| e.to_string())
+    let env = Environment::from_pairs(vars.iter().copied());
+    resolve(&args, &env).map_err(|e| e.to_string())
 }
 
 fn on(flags: &[&str], vars: &[(&str, &str)]) -> TracingSettings {
