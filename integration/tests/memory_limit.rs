@@ -45,7 +45,7 @@ descriptors:
 /// cells 9 (81 MiB), request bytes 2 (18 MiB), connections 3 (172 of 128 KiB + 32 KiB),
 /// requests in flight 1 (768 of 12 KiB), metric series 1 (576 of 16 KiB).
 const BUDGETS: [(&str, u64); 5] = [
-    ("cells", 81 * MIB),
+    ("cell_bytes", 81 * MIB),
     ("request_bytes", 18 * MIB),
     ("transport", (172 * 160 + 768 * 12) << 10),
     ("metric_series", (576 * 16) << 10),

@@ -37,10 +37,7 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
     // setting (exit 2), whatever fails afterwards is not (exit 1).
     let command = match cli.command {
         Command::Serve(args) => match ServeSettings::from_args(*args, origins, env) {
-            Ok(settings) => {
-                settings.report.log();
-                Work::Serve(Box::new(settings))
-            }
+            Ok(settings) => Work::Serve(Box::new(settings)),
             Err(error) => return invalid_setting(&format!("{error:#}")),
         },
         Command::Migrate(args) => match checked_url(&args.database_url) {
@@ -69,6 +66,10 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
     }
     for warning in upstream_warnings {
         tracing::warn!("{warning}");
+    }
+    // Logged once logging is up: the settings chose the tracer it exports through.
+    if let Work::Serve(settings) = &command {
+        settings.report.log();
     }
     if let (Some(_), Work::Serve(settings)) = (&pipeline, &command)
         && let Some(tracing) = &settings.tracing

@@ -190,7 +190,9 @@ impl MemoryPlan {
     /// the metric series only under a limit.
     pub fn pools(&self) -> Vec<(&'static str, u64)> {
         let mut pools = vec![
-            ("cells", self.cells.value),
+            // All of --max-cell-bytes: the cell table (`cells`) and its shares sampled at
+            // scrape time (`replay_queue`, `strict_mode`, `penalty_box`).
+            ("cell_bytes", self.cells.value),
             ("request_bytes", self.request_bytes.value),
             ("transport", self.transport_bytes()),
         ];

@@ -41,7 +41,7 @@ fn no_limit_keeps_the_defaults() {
     assert_eq!(plan.inflight.value, 4_096);
     assert_eq!(plan.detailed_series, None);
     let pools: Vec<&str> = plan.pools().iter().map(|p| p.0).collect();
-    assert_eq!(pools, ["cells", "request_bytes", "transport"]);
+    assert_eq!(pools, ["cell_bytes", "request_bytes", "transport"]);
 }
 
 #[test]

@@ -16,9 +16,9 @@ struct SourceLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PoolLabels {
-    /// The plan's pools: `cells`, `request_bytes`, `transport`, `metric_series`, `reserve`;
-    /// and the shares of `cells` sampled at scrape time: `replay_queue`, `strict_mode`,
-    /// `penalty_box`.
+    /// The plan's pools: `cell_bytes`, `request_bytes`, `transport`, `metric_series`,
+    /// `reserve`; and the shares of `cell_bytes` sampled at scrape time with what they hold
+    /// (`rls_memory_bytes`): `cells`, `replay_queue`, `strict_mode`, `penalty_box`.
     pub pool: &'static str,
 }
 
@@ -127,7 +127,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"rls_memory_budget_bytes{pool="cells"} 268435456"#),
+            text.contains(r#"rls_memory_budget_bytes{pool="cell_bytes"} 268435456"#),
             "{text}"
         );
         assert!(!text.contains(r#"pool="reserve""#), "{text}");
