@@ -65,6 +65,26 @@ pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     }
 }
 
+/// A descriptor of `entries` entries, each key and value about `half` bytes long and made
+/// unique by `tag`, with a limit of its own (a request override of 1,000 a minute): a
+/// counter as large as a client can make one, where no config rule is needed.
+pub fn big_override(tag: &str, entries: usize, half: usize) -> RateLimitDescriptor {
+    let pad = "x".repeat(half.saturating_sub(tag.len() + 4));
+    let pairs: Vec<(String, String)> = (0..entries)
+        .map(|e| (format!("k{e:02}{pad}"), format!("{tag}{e:02}{pad}")))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut d = descriptor(&borrowed);
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit: 1_000,
+        unit: Unit::Minute as i32,
+    });
+    d
+}
+
 /// A request for `domain` with `descriptors` (request-level `hits_addend` 0, i.e. 1).
 pub fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
     RateLimitRequest {

@@ -12,9 +12,7 @@ use gcounter_rls_integration as support;
 use std::time::{Duration, Instant};
 
 use support::Service;
-use support::grpc::{
-    self, Code, RateLimitDescriptor, RateLimitOverride, Unit, costing, descriptor, request,
-};
+use support::grpc::{self, Code, big_override, costing, descriptor, request};
 use support::proxy::{Cut, proxied_redis};
 use support::redis_admin;
 use support::redis_admin::redis_args;
@@ -87,25 +85,6 @@ async fn flood(client: &mut grpc::RlsClient, tag: &str, keys: usize) {
             "a fresh key is under its limit"
         );
     }
-}
-
-/// A request override on a descriptor of `entries` entries, each key and value of `half`
-/// bytes, made unique by `tag`.
-fn big_override(tag: &str, entries: usize, half: usize) -> RateLimitDescriptor {
-    let pad = "x".repeat(half - tag.len() - 4);
-    let pairs: Vec<(String, String)> = (0..entries)
-        .map(|e| (format!("k{e:02}{pad}"), format!("{tag}{e:02}{pad}")))
-        .collect();
-    let borrowed: Vec<(&str, &str)> = pairs
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut d = descriptor(&borrowed);
-    d.limit = Some(RateLimitOverride {
-        requests_per_unit: 1_000,
-        unit: Unit::Minute as i32,
-    });
-    d
 }
 
 /// Unique request overrides of 16 KiB each (the most `--max-descriptor-bytes`

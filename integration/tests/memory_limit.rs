@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use gcounter_loadtest::abuse::{self, SlowLoris, SlowLorisReport};
 use support::cgroup::{MemoryCgroup, join_and_exec};
-use support::grpc::{self, Code, RateLimitOverride, Unit, descriptor, request};
+use support::grpc::{self, Code, descriptor, request};
 use support::metrics::sample;
 use support::{Launch, Service};
 
@@ -51,25 +51,6 @@ const BUDGETS: [(&str, u64); 5] = [
     ("metric_series", (576 * 16) << 10),
     ("reserve", 48 * MIB),
 ];
-
-/// One unique descriptor of 4 entries, each key and value `half` bytes long, with its own
-/// limit (a request override).
-fn unique(tag: &str, half: usize) -> grpc::RateLimitDescriptor {
-    let pad = "x".repeat(half.saturating_sub(tag.len() + 4));
-    let pairs: Vec<(String, String)> = (0..4)
-        .map(|e| (format!("k{e}{pad}"), format!("{tag}-{e}{pad}")))
-        .collect();
-    let borrowed: Vec<(&str, &str)> = pairs
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut d = descriptor(&borrowed);
-    d.limit = Some(RateLimitOverride {
-        requests_per_unit: 1_000,
-        unit: Unit::Minute as i32,
-    });
-    d
-}
 
 /// How the flood sends: `per_request` descriptors of 4 entries of `half` bytes a side.
 #[derive(Clone, Copy)]
@@ -109,7 +90,7 @@ async fn unique_key_flood(addr: SocketAddr, clients: usize, flood: Flood, until:
             while Instant::now() < until {
                 n += 1;
                 let descriptors = (0..flood.per_request)
-                    .map(|i| unique(&format!("{client}-{n}-{i}:"), flood.half))
+                    .map(|i| grpc::big_override(&format!("{client}-{n}-{i}:"), 4, flood.half))
                     .collect();
                 let r = rls.should_rate_limit(request("memory", descriptors)).await;
                 // Refused (the request budget spent) or not: the attacker carries on.
