@@ -171,7 +171,8 @@ def main():
     log = tempfile.NamedTemporaryFile(prefix="abuse-server-", suffix=".log", delete=False)
     server = subprocess.Popen(
         [args.binary, "serve", "--config", args.config,
-         "--grpc-addr", target, "--http-addr", f"127.0.0.1:{args.http_port}"]
+         "--grpc-addr", target, "--http-addr", f"127.0.0.1:{args.http_port}",
+         "--debug-addr", f"127.0.0.1:{free_port()}"]
         + args.server_args, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 15

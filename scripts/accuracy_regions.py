@@ -160,6 +160,7 @@ def run(args):
                     "--migrate",
                     "--grpc-addr", f"127.0.0.1:{grpc}",
                     "--http-addr", f"127.0.0.1:{http}",
+                    "--debug-addr", f"127.0.0.1:{free_port()}",
                     "--global-flush-interval", f"{args.interval_ms}ms",
                     "--global-sync-interval", f"{args.interval_ms}ms",
                     *args.serve_arg,

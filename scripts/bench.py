@@ -290,7 +290,8 @@ def main():
         grpc, http = free_port(), free_port()
         return Server(name, [binary, "serve", "--config", limits, "--log-level", "warn",
                              "--grpc-addr", f"127.0.0.1:{grpc}", "--http-addr",
-                             f"127.0.0.1:{http}", *extra], grpc, http, cores=cores)
+                             f"127.0.0.1:{http}", "--debug-addr", f"127.0.0.1:{free_port()}",
+                             *extra], grpc, http, cores=cores)
 
     def limitador(name, *storage):
         grpc, http = free_port(), free_port()

@@ -47,7 +47,8 @@ def once(path):
     grpc, http = free_port(), free_port()
     started = time.monotonic()
     proc = subprocess.Popen([SERVICE, "serve", "--config", path, "--log-level", "warn",
-                             "--grpc-addr", f"127.0.0.1:{grpc}", "--http-addr", f"127.0.0.1:{http}"],
+                             "--grpc-addr", f"127.0.0.1:{grpc}", "--http-addr", f"127.0.0.1:{http}",
+                             "--debug-addr", f"127.0.0.1:{free_port()}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while True:

@@ -55,6 +55,7 @@ def main():
     if args.server == "service":
         argv = [args.binary or bench.SERVICE, "serve", "--config", limits, "--log-level", "warn",
                 "--grpc-addr", f"127.0.0.1:{port}", "--http-addr",
+                f"127.0.0.1:{bench.free_port()}", "--debug-addr",
                 f"127.0.0.1:{bench.free_port()}", "--workers", "1", *args.flags]
     else:
         argv = [args.binary or bench.NOOP, "--grpc-addr", f"127.0.0.1:{port}", "--runtime", "current-thread"]
