@@ -83,14 +83,53 @@ pub fn decisions(text: &str, domain: &str, rule: &str, outcome: &str) -> Option<
     )
 }
 
-/// Like [`sample`], with 0 for a series not (yet) exported.
+/// Like [`sample`], with 0 for a series not (yet) exported, of a metric that is: its family
+/// must be declared in `text` (`# TYPE`), so a renamed or removed metric fails the caller
+/// instead of reading as 0.
 pub fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    assert!(
+        has_family(text, name),
+        "no metric {name} on /metrics (no `# TYPE` line for its family): renamed or removed?"
+    );
     sample(text, name, labels).unwrap_or(0.0)
+}
+
+/// Whether `text` declares the family the sample `name` belongs to (`rls_requests` for
+/// `rls_requests_total`, `x` for `x_bucket`, `x_count`, `x_sum`).
+pub fn has_family(text: &str, name: &str) -> bool {
+    let family = ["_total", "_bucket", "_count", "_sum", "_created"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name);
+    text.lines().any(|line| {
+        let mut words = line.split_whitespace();
+        words.next() == Some("#")
+            && words.next() == Some("TYPE")
+            && words
+                .next()
+                .is_some_and(|declared| declared == family || declared == name)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declared_family_counts_zero_and_an_unknown_one_fails() {
+        let text = "# TYPE rls_requests counter\nrls_requests_total{outcome=\"ok\"} 3\n# EOF\n";
+        assert_eq!(
+            count(text, "rls_requests_total", &[("outcome", "over_limit")]),
+            0.0
+        );
+        assert!(has_family(text, "rls_requests_total"));
+        assert!(!has_family(text, "rls_request_total"));
+        let renamed = std::panic::catch_unwind(|| count(text, "rls_request_total", &[]));
+        assert!(
+            renamed.is_err(),
+            "a metric that does not exist must not read as 0"
+        );
+    }
 
     #[test]
     fn finds_samples_by_name_and_labels() {
