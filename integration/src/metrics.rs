@@ -85,7 +85,8 @@ pub fn decisions(text: &str, domain: &str, rule: &str, outcome: &str) -> Option<
 
 /// Like [`sample`], with 0 for a series not (yet) exported, of a metric that is: its family
 /// must be declared in `text` (`# TYPE`), so a renamed or removed metric fails the caller
-/// instead of reading as 0.
+/// instead of reading as 0. The registry lists a family once it has a series: where "none
+/// yet" is a valid answer, read [`sample`] and say so.
 pub fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     assert!(
         has_family(text, name),

@@ -14,7 +14,7 @@ use support::grpc::{
     self, Code, DescriptorStatus, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
     UInt64Value, Unit, code, codes, descriptor, header, overall, request, with_override,
 };
-use support::metrics::{requests, sample};
+use support::metrics::{count, requests, sample};
 use support::rls::Rls;
 
 /// Room for every counting test: all its calls fall in one minute (and one hour).
@@ -974,14 +974,29 @@ descriptors:
 ";
     let mut rls = Rls::start(yaml, &[]).await;
     support::avoid_window_boundary(Duration::from_secs(60), Duration::from_secs(4));
+    // Replays done (none yet: no series) and cells waiting for one.
+    let replays = |rls: &Rls| {
+        let text = rls.metrics();
+        let done = sample(
+            &text,
+            "rls_origin_operations_total",
+            &[("op", "replay"), ("result", "ok")],
+        )
+        .unwrap_or(0.0);
+        (done, count(&text, "rls_replay_pending_cells", &[]))
+    };
     let mut seen = Vec::new();
     for i in 0..6 {
+        let (replayed_before, _) = replays(&rls);
         let s = rls.one("replay", &[("k", "v")]).await;
         seen.push((code(&s), s.limit_remaining));
         if i == 1 || i == 3 {
-            // Several replay cycles (100 ms) merge the origin's total back into the cell:
-            // accepted work must be counted once, neither lost nor doubled.
-            tokio::time::sleep(Duration::from_millis(350)).await;
+            // A replay sends the accepted work to the origin and merges the origin's total
+            // back into the cell: the work must be counted once, neither lost nor doubled.
+            support::eventually("the accepted work replayed, nothing pending", true, || {
+                let (replayed, pending) = replays(&rls);
+                replayed > replayed_before && pending == 0.0
+            });
         }
     }
     assert_eq!(
