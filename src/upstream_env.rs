@@ -38,7 +38,7 @@ fn parse_bool(variable: &'static str, value: &str) -> Result<bool, UpstreamEnvEr
 }
 
 /// A non-empty value (upstream's default for these is the empty string, meaning unset).
-fn non_empty(env: Lookup<'_>, variable: &str) -> Option<String> {
+pub(crate) fn non_empty(env: Lookup<'_>, variable: &str) -> Option<String> {
     env.get(variable)
         .filter(|value| !value.is_empty())
         .map(str::to_owned)

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::serve::args::TelemetryArgs;
-use crate::upstream_env::Lookup;
+use crate::upstream_env::{self, Lookup, non_empty};
 
 /// The service name when no flag or variable names one.
 pub const DEFAULT_SERVICE_NAME: &str = "gcounter-rls";
@@ -58,24 +58,6 @@ fn refuse(what: &str, problem: impl fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{what}: {problem}")
 }
 
-fn non_empty(env: Lookup<'_>, variable: &str) -> Option<String> {
-    env.get(variable)
-        .filter(|value| !value.is_empty())
-        .map(str::to_owned)
-}
-
-/// Go's `strconv.ParseBool`, as upstream reads `TRACING_ENABLED`.
-fn go_bool(variable: &str, value: &str) -> anyhow::Result<bool> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        other => Err(refuse(
-            variable,
-            format!("{other:?} is not a boolean (true/false, 1/0, t/f)"),
-        )),
-    }
-}
-
 fn sampling_rate(what: &str, rate: f64) -> anyhow::Result<f64> {
     if (0.0..=1.0).contains(&rate) {
         Ok(rate)
@@ -93,10 +75,8 @@ pub fn resolve(args: &TelemetryArgs, env: Lookup<'_>) -> anyhow::Result<Option<T
         .transpose()?;
     let enabled = match args.tracing {
         Some(on) => on,
-        None => match non_empty(env, "TRACING_ENABLED") {
-            Some(value) => go_bool("TRACING_ENABLED", &value)?,
-            None => false,
-        },
+        // Read as Go's `strconv.ParseBool` reads it, like upstream's other booleans.
+        None => upstream_env::boolean(env, "TRACING_ENABLED")?.unwrap_or(false),
     };
     if !enabled {
         return Ok(None);
