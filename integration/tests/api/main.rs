@@ -1,0 +1,12 @@
+//! The RateLimitService v3 API of the real binary: answers, limits, refunds, the penalty box,
+//! `Retry-After`, the engine's bounds, counter inspection and the HTTP endpoints beside it.
+
+mod admin_endpoints;
+mod counter_inspection;
+mod engine_bounds;
+mod multi_limits;
+mod penalty_box;
+mod refunds;
+mod retry_after;
+mod rls_api;
+mod rls_robustness;

@@ -1,0 +1,5 @@
+//! Attacks on the real binary that load both cores (a slow-loris, floods, a memory-limited
+//! container): the nextest config runs each alone, so no timing-sensitive test runs beside them.
+
+mod memory_limit;
+mod transport_abuse;

@@ -1,0 +1,6 @@
+//! The layers behind the process, end to end: the Redis regional origin (one node, TLS, a
+//! cluster, Sentinel) and the global layer on SQL.
+
+mod global_sql;
+mod redis_sentinel;
+mod regional_redis;

@@ -1,0 +1,6 @@
+//! A real Envoy in front of the real binary: every example in `envoy/`, the examples in
+//! situations, and envoyproxy/ratelimit's own integration tests.
+
+mod envoy_examples;
+mod envoy_scenarios;
+mod upstream_integration;

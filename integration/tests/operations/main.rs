@@ -1,0 +1,7 @@
+//! What an operator runs and watches: the lifecycle under failing backends, TLS, metrics and
+//! alerts against a real Prometheus, tracing to an OTLP collector.
+
+mod grpc_tls;
+mod lifecycle;
+mod observability;
+mod tracing;
