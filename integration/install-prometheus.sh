@@ -28,6 +28,16 @@ promtool="$(find_tool promtool "${PROMTOOL_BIN:-}")"
 prometheus="$(find_tool prometheus "${PROMETHEUS_BIN:-}")"
 
 if [[ -z "$promtool" || -z "$prometheus" ]]; then
+    # Parallel test processes (nextest) may all get here at once, and dpkg takes one
+    # apt-get at a time: serialise them, then look again, since the one before may have
+    # installed it while this one waited.
+    exec 9>"${TMPDIR:-/tmp}/gcounter-rls-install-prometheus.lock"
+    flock -w 600 9 || { echo "install-prometheus.sh: timed out waiting for the install lock" >&2; exit 1; }
+    promtool="$(find_tool promtool "${PROMTOOL_BIN:-}")"
+    prometheus="$(find_tool prometheus "${PROMETHEUS_BIN:-}")"
+fi
+
+if [[ -z "$promtool" || -z "$prometheus" ]]; then
     if ! command -v apt-get >/dev/null 2>&1; then
         echo "install-prometheus.sh: prometheus/promtool missing and apt-get is not available" >&2
         exit 1
@@ -45,8 +55,10 @@ if [[ -z "$promtool" || -z "$prometheus" ]]; then
     trap 'rm -f "$log"' EXIT
     # RUNLEVEL=1: invoke-rc.d in the package's post-install step starts no service (the
     # tests never use one).
-    if ! { $sudo apt-get update -q \
-        && RUNLEVEL=1 $sudo apt-get install -y -q --no-install-recommends prometheus; } >"$log" 2>&1; then
+    # Another apt-get on the machine (not ours) holds dpkg's lock: wait for it, not fail.
+    apt=(apt-get -o DPkg::Lock::Timeout=300)
+    if ! { $sudo "${apt[@]}" update -q \
+        && RUNLEVEL=1 $sudo "${apt[@]}" install -y -q --no-install-recommends prometheus; } >"$log" 2>&1; then
         cat "$log" >&2
         echo "install-prometheus.sh: apt-get install prometheus failed" >&2
         exit 1
