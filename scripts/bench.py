@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The service benchmarks of BENCHMARKS.md, every figure a ratio to the gRPC ceiling of the
+"""The service benchmarks of BENCHMARKS.md, every figure a ratio to the no-op servers of the
 same run.
 
     python3 scripts/bench.py [--runs 5] [--requests 300000] [--rate 10000] [--seconds 5]
@@ -10,8 +10,11 @@ same run.
         [--live-cells 1000000] [--cpu] [--stall-probe 1ms]
 
 Each run measures, in turn, on core 0 (taskset), with the load on core 1:
-  * the ceiling: the no-op server `rls-noop` on a current-thread and on a multi-thread runtime
-    (one worker); the faster of the two is the run's ceiling;
+  * the ceiling: the no-op server `rls-noop` on hyper's HTTP/2 directly (`--stack hyper`,
+    current-thread runtime), the stack the service runs on: what the transport and the protobuf
+    codec cost alone. Beside it `rls-noop --stack tonic` on a current-thread and on a
+    multi-thread runtime (one worker): what a plain tonic server costs, the faster of the two;
+    every server is reported as a ratio to both;
   * the service, embedded default (in-process origin);
   * the service with the Redis origin (local redis-server, keys under a fresh prefix), unless
     --no-redis;
@@ -32,12 +35,12 @@ instead: every server runs at once (all on core 0; an idle one costs nothing), a
 sends --requests requests to each of them in turn, in an order that rotates by one server per
 round, so a server is measured seconds from the ceiling it is divided by. On this VM the same
 no-op moves ±20 % between minutes; adjacent bursts share the minute. The ratio of a round is
-a server's req/s over the faster no-op's of that round; the table gives the median of the
-rounds' ratios and their interquartile range. Use short bursts (--requests 50000) and many
+a server's req/s over the hyper no-op's of that round (and over the faster tonic no-op's);
+the table gives the median of the rounds' ratios and the interquartile range of the first. Use short bursts (--requests 50000) and many
 rounds (21).
 
---open-loop measures latency, not a ceiling, with both cores serving: the no-op server (a
-multi-thread runtime with --workers workers) and the service with `--workers`, neither
+--open-loop measures latency, not a ceiling, with both cores serving: the hyper no-op server
+(a multi-thread runtime with --workers workers) and the service with `--workers`, neither
 pinned, each under `gcounter-loadtest` at each of --rates (open loop, 1,000 keys; the load
 generator shares the cores, as it must on a 2-core machine). Prints p50/p99/p99.9 per rate
 and the service's p99 as a ratio to the no-op's at the same rate.
@@ -81,6 +84,9 @@ RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "ta
                        "release")
 SERVICE = os.path.join(RELEASE, "gcounter-rls")
 NOOP = os.path.join(RELEASE, "rls-noop")
+# The servers' names in the tables: the ceiling, and the prefix of tonic's two runtimes.
+HYPER_NOOP = "noop hyper"
+TONIC_NOOP = "noop tonic"
 LOADTEST = os.path.join(RELEASE, "gcounter-loadtest")
 METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 SERVER_CORE, LOAD_CORE = "0", "1"
@@ -280,10 +286,11 @@ def main():
     subprocess.run([LOADTEST, "--domain", "bench", "--descriptor", "remote_address=10.0.0.1",
                     "--write-grpc-body", body], check=True)
 
-    def noop(flavor, workers=1, cores=SERVER_CORE):
+    def noop(stack, flavor, workers=1, cores=SERVER_CORE):
         port = free_port()
-        return Server(f"noop {flavor}", [NOOP, "--grpc-addr", f"127.0.0.1:{port}",
-                                         "--runtime", flavor, "--workers", str(workers)],
+        name = f"noop {stack}" if stack == "hyper" else f"noop {stack} {flavor}"
+        return Server(name, [NOOP, "--grpc-addr", f"127.0.0.1:{port}", "--stack", stack,
+                             "--runtime", flavor, "--workers", str(workers)],
                       port, cores=cores)
 
     def service(name, *extra, cores=SERVER_CORE, binary=SERVICE):
@@ -314,7 +321,8 @@ def main():
 
     def servers_of(run):
         prefix = f"bench{os.getpid()}r{run}:"
-        servers = [noop("current-thread"), noop("multi-thread"), service("service, embedded")]
+        servers = [noop("hyper", "current-thread"), noop("tonic", "current-thread"),
+                   noop("tonic", "multi-thread"), service("service, embedded")]
         if not args.no_redis:
             servers.append(service("service, Redis origin", "--redis-url", args.redis_url,
                                    "--redis-prefix", prefix))
@@ -353,27 +361,32 @@ def interleave(args, servers, body):
         for server in servers:  # warm-up, discarded
             h2load(server.grpc_port, body, args.requests // 5)
         ratios = {server.name: [] for server in servers}
+        tonic_ratios = {server.name: [] for server in servers}
         rps = {server.name: [] for server in servers}
         for round_ in range(args.interleave):
             shift = round_ % len(servers)
             measured = {}
             for server in servers[shift:] + servers[:shift]:
                 measured[server.name] = h2load(server.grpc_port, body, args.requests)
-            ceiling = max(v for name, v in measured.items() if name.startswith("noop"))
+            ceiling = measured[HYPER_NOOP]
+            tonic = max(v for name, v in measured.items() if name.startswith(TONIC_NOOP))
             for name, value in measured.items():
                 rps[name].append(value)
                 ratios[name].append(value / ceiling)
+                tonic_ratios[name].append(value / tonic)
             print(json.dumps({"round": round_ + 1, **{name: round(value)
                                                        for name, value in measured.items()}}),
                   flush=True)
     print()
-    print(f"| server | median req/s | ratio to the round's ceiling: median | quartiles "
-          f"({args.interleave} rounds of {args.requests:,} requests) |")
-    print("|---|---|---|---|")
+    print(f"| server | median req/s | ratio to the hyper no-op: median | quartiles "
+          f"({args.interleave} rounds of {args.requests:,} requests) | "
+          f"ratio to the tonic no-op: median |")
+    print("|---|---|---|---|---|")
     for server in servers:
         q1, _, q3 = statistics.quantiles(ratios[server.name], n=4)
         print(f"| {server.name} | {statistics.median(rps[server.name]):,.0f} | "
-              f"{statistics.median(ratios[server.name]):.3f} | {q1:.3f}–{q3:.3f} |")
+              f"{statistics.median(ratios[server.name]):.3f} | {q1:.3f}–{q3:.3f} | "
+              f"{statistics.median(tonic_ratios[server.name]):.3f} |")
 
 
 def open_loop(args, noop, service):
@@ -386,7 +399,7 @@ def open_loop(args, noop, service):
         name = f"service, --workers {args.workers}"
         if args.live_cells:
             name += f", {args.live_cells:,} live cells"
-        servers = [noop("multi-thread", args.workers, cores=both),
+        servers = [noop("hyper", "multi-thread", args.workers, cores=both),
                    service(name, "--workers", str(args.workers), cores=both)]
         if args.live_cells:
             # The service first: its fill sizes the key space both are measured over.
@@ -474,14 +487,16 @@ def summarize(rows):
     runs = sorted({r["run"] for r in rows})
     servers = list(dict.fromkeys(r["server"] for r in rows))
     by = {(r["run"], r["server"]): r for r in rows}
-    ceiling = {}
+    ceiling, tonic = {}, {}
     for run in runs:
-        noops = [by[(run, s)] for s in servers if s.startswith("noop") and (run, s) in by]
-        ceiling[run] = max(noops, key=lambda r: r["h2load_rps"])
+        ceiling[run] = by[(run, HYPER_NOOP)]
+        noops = [by[(run, s)] for s in servers if s.startswith(TONIC_NOOP) and (run, s) in by]
+        tonic[run] = max(noops, key=lambda r: r["h2load_rps"])
     print()
-    print("| server | h2load req/s, hot key | ratio to ceiling | p50 µs | p99 µs | "
-          "p99 ratio to ceiling's | origin round trips / request (hot; 1,000 keys) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| server | h2load req/s, hot key | ratio to the hyper no-op | ratio to the tonic no-op "
+          "| p50 µs | p99 µs | p99 ratio to the hyper no-op's | origin round trips / request "
+          "(hot; 1,000 keys) |")
+    print("|---|---|---|---|---|---|---|---|")
     for server in servers:
         mine = [by[(run, server)] for run in runs]
 
@@ -490,9 +505,12 @@ def summarize(rows):
 
         rps_ratio = statistics.median(by[(run, server)]["h2load_rps"] / ceiling[run]["h2load_rps"]
                                       for run in runs)
+        tonic_ratio = statistics.median(
+            by[(run, server)]["h2load_rps"] / tonic[run]["h2load_rps"] for run in runs)
         p99_ratio = statistics.median(by[(run, server)]["p99_us"] / ceiling[run]["p99_us"]
                                       for run in runs)
-        print(f"| {server} | {med('h2load_rps'):,.0f} | {rps_ratio:.2f} | {med('p50_us'):,.0f} | "
+        print(f"| {server} | {med('h2load_rps'):,.0f} | {rps_ratio:.2f} | {tonic_ratio:.2f} | "
+              f"{med('p50_us'):,.0f} | "
               f"{med('p99_us'):,.0f} | {p99_ratio:.2f} | "
               f"{med('origin_ops_per_request_hot'):.4f}; "
               f"{med('origin_ops_per_request_1000_keys'):.4f} |")

@@ -3,10 +3,10 @@
 loaded machine, where req/s are not.
 
     python3 scripts/callgrind_server.py [--requests 20000] [--server service|noop]
-        [--binary PATH] [--cache-sim] [-- FLAGS]
+        [--stack hyper|tonic] [--binary PATH] [--cache-sim] [-- FLAGS]
 
 Starts the release server (`gcounter-rls serve` on one hot-key limit, or `rls-noop` on a
-current-thread runtime) under `valgrind --tool=callgrind` with collection off, warms it with
+current-thread runtime, on the --stack it names: hyper's HTTP/2 directly by default) under `valgrind --tool=callgrind` with collection off, warms it with
 h2load, turns collection on (`callgrind_control -i on`), sends --requests requests with h2load
 (1 connection x 16 streams, the hot key of scripts/bench.py), turns it off, dumps, and prints
 the instructions per request (`Ir` of the dump / requests) as one JSON line; the callgrind
@@ -38,6 +38,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--server", choices=("service", "noop"), default="service")
+    parser.add_argument("--stack", choices=("hyper", "tonic"), default="hyper",
+                        help="the no-op's stack (with --server noop)")
     parser.add_argument("--out", help="callgrind output file (default: a temporary one)")
     parser.add_argument("--binary", help="the server binary (default: the release build's)")
     parser.add_argument("--cache-sim", action="store_true",
@@ -58,8 +60,10 @@ def main():
                 f"127.0.0.1:{bench.free_port()}", "--debug-addr",
                 f"127.0.0.1:{bench.free_port()}", "--workers", "1", *args.flags]
     else:
-        argv = [args.binary or bench.NOOP, "--grpc-addr", f"127.0.0.1:{port}", "--runtime", "current-thread"]
-    out = args.out or os.path.join(work, f"callgrind.{args.server}.out")
+        argv = [args.binary or bench.NOOP, "--grpc-addr", f"127.0.0.1:{port}",
+                "--runtime", "current-thread", "--stack", args.stack]
+    name = args.server if args.server == "service" else f"noop-{args.stack}"
+    out = args.out or os.path.join(work, f"callgrind.{name}.out")
     sim = ["--cache-sim=yes"] if args.cache_sim else []
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", *sim,
                              f"--callgrind-out-file={out}", *argv],
@@ -86,7 +90,7 @@ def main():
             if m:
                 totals = [int(n) for n in m.group(1).split()]
     per_request = {event: total / args.requests for event, total in zip(events, totals)}
-    report = {"server": args.server, "flags": args.flags, "requests": args.requests,
+    report = {"server": name, "flags": args.flags, "requests": args.requests,
               "ir_per_request": round(per_request.get("Ir", 0)), "file": measured}
     if args.cache_sim:
         # Misses per request: first-level instruction and data (reads + writes), last level.

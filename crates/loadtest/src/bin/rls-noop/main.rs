@@ -2,16 +2,23 @@
 //!
 //! It is the ceiling of the benchmarks (BENCHMARKS.md): what gRPC itself costs on this
 //! machine, measured in the same run as the service, so each of the service's figures is a
-//! ratio to it.
+//! ratio to it. Two stacks:
+//!
+//! - `--stack hyper` (the default): hyper's HTTP/2 server with the message framed, decoded
+//!   and encoded here, nothing else. The service runs on hyper's HTTP/2 too, so this is the
+//!   transport's own limit: what the service costs beyond it is the service.
+//! - `--stack tonic`: tonic's `Server` and generated service, what a plain tonic server costs.
 //!
 //! ```sh
 //! taskset -c 0 target/release/rls-noop --grpc-addr 127.0.0.1:9081 --runtime current-thread
 //! ```
 
+mod hyper_stack;
+
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
@@ -30,6 +37,17 @@ struct Args {
     /// Worker threads of the multi-thread runtime (default: the cores this process may use).
     #[arg(long)]
     workers: Option<usize>,
+    /// The HTTP/2 and gRPC stack that serves the no-op answer.
+    #[arg(long, value_enum, default_value = "hyper")]
+    stack: Stack,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Stack {
+    /// hyper's HTTP/2 server, the gRPC framing and prost codec written out here.
+    Hyper,
+    /// tonic's server and generated service.
+    Tonic,
 }
 
 struct Noop;
@@ -81,9 +99,12 @@ fn main() -> ExitCode {
     let served = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.grpc_addr).await?;
         eprintln!(
-            "rls-noop: serving on {} ({:?}, {workers} worker(s))",
-            args.grpc_addr, args.runtime
+            "rls-noop: serving on {} ({:?} stack, {:?} runtime, {workers} worker(s))",
+            args.grpc_addr, args.stack, args.runtime
         );
+        if let Stack::Hyper = args.stack {
+            return hyper_stack::serve(listener).await;
+        }
         tonic::transport::Server::builder()
             .add_service(RateLimitServiceServer::new(Noop))
             .serve_with_incoming(

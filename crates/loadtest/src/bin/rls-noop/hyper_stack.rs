@@ -1,0 +1,170 @@
+//! The no-op answer on hyper's HTTP/2 server directly: the request's gRPC frame read whole,
+//! decoded with prost, one OK status per descriptor encoded and framed, `grpc-status: 0` in
+//! the trailers. No router, no tower layers, no per-request bounds: it is the floor under
+//! any gRPC server on this HTTP/2 stack, not a server to run in front of Envoy.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use http::{HeaderMap, HeaderValue, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use prost::Message;
+use tokio::net::TcpListener;
+
+const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// gRPC's message prefix: a compression flag byte, then the length (big-endian `u32`).
+const FRAME_PREFIX: usize = 5;
+
+/// gRPC status codes this server answers with.
+const OK: &str = "0";
+const INVALID_ARGUMENT: &str = "3";
+const UNIMPLEMENTED: &str = "12";
+
+/// Accepts connections until the listener fails, each served on its own task.
+pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new());
+    loop {
+        let (stream, _) = listener.accept().await?;
+        // Small unary answers: without it each one waits on Nagle's delayed ACK.
+        stream.set_nodelay(true)?;
+        let connection = http2.serve_connection(TokioIo::new(stream), service_fn(answer));
+        tokio::spawn(async move {
+            // A peer's broken connection ends its own task and nothing else.
+            let _ = connection.await;
+        });
+    }
+}
+
+async fn answer(request: Request<Incoming>) -> Result<Response<Answer>, Infallible> {
+    if request.uri().path() != SHOULD_RATE_LIMIT {
+        return Ok(Answer::status(UNIMPLEMENTED));
+    }
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return Ok(Answer::status(INVALID_ARGUMENT)),
+    };
+    let Some(message) = unframe(&body) else {
+        return Ok(Answer::status(INVALID_ARGUMENT));
+    };
+    let Ok(decoded) = RateLimitRequest::decode(message) else {
+        return Ok(Answer::status(INVALID_ARGUMENT));
+    };
+    // One OK status per descriptor, as a real service answers: the same response size.
+    let statuses = decoded
+        .descriptors
+        .iter()
+        .map(|_| DescriptorStatus {
+            code: Code::Ok as i32,
+            ..Default::default()
+        })
+        .collect();
+    let reply = RateLimitResponse {
+        overall_code: Code::Ok as i32,
+        statuses,
+        ..Default::default()
+    };
+    Ok(Answer::message(frame(&reply)))
+}
+
+/// The message of one uncompressed gRPC frame that fills `body` exactly.
+fn unframe(body: &[u8]) -> Option<&[u8]> {
+    let (prefix, message) = body.split_at_checked(FRAME_PREFIX)?;
+    let [compressed, length @ ..] = prefix else {
+        return None;
+    };
+    let length = u32::from_be_bytes(length.try_into().ok()?);
+    (*compressed == 0 && usize::try_from(length).ok()? == message.len()).then_some(message)
+}
+
+fn frame(reply: &RateLimitResponse) -> Bytes {
+    let length = reply.encoded_len();
+    let mut framed = BytesMut::with_capacity(FRAME_PREFIX + length);
+    framed.put_u8(0);
+    // A response of one status per request descriptor: far below 4 GiB.
+    framed.put_u32(u32::try_from(length).unwrap_or(u32::MAX));
+    reply.encode_raw(&mut framed);
+    framed.freeze()
+}
+
+/// A gRPC answer's body: the framed message (if any), then the trailers with its status.
+pub struct Answer {
+    message: Option<Bytes>,
+    trailers: Option<HeaderMap>,
+}
+
+impl Answer {
+    fn message(message: Bytes) -> Response<Self> {
+        Self::response(Some(message), OK)
+    }
+
+    fn status(code: &'static str) -> Response<Self> {
+        Self::response(None, code)
+    }
+
+    fn response(message: Option<Bytes>, code: &'static str) -> Response<Self> {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static(code));
+        let mut response = Response::new(Self {
+            message,
+            trailers: Some(trailers),
+        });
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        response
+    }
+}
+
+impl Body for Answer {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(message) = self.message.take() {
+            return Poll::Ready(Some(Ok(Frame::data(message))));
+        }
+        Poll::Ready(
+            self.trailers
+                .take()
+                .map(|trailers| Ok(Frame::trailers(trailers))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.message.is_none() && self.trailers.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_read_back_and_a_short_or_compressed_one_is_refused() {
+        let reply = RateLimitResponse {
+            overall_code: Code::Ok as i32,
+            ..Default::default()
+        };
+        let framed = frame(&reply);
+        let message = unframe(&framed).expect("a frame this module wrote");
+        assert_eq!(RateLimitResponse::decode(message), Ok(reply));
+        assert_eq!(unframe(&framed[..framed.len() - 1]), None);
+        assert_eq!(unframe(&[0, 0, 0]), None);
+        let mut compressed = framed.to_vec();
+        compressed[0] = 1;
+        assert_eq!(unframe(&compressed), None);
+    }
+}
