@@ -158,6 +158,20 @@ pub fn eventually<T: PartialEq + std::fmt::Debug>(
     }
 }
 
+/// Polls `probe` every 50 ms until it answers true (a condition awaited, not a fixed sleep);
+/// how long that took. Panics naming `what` after `timeout`.
+pub fn wait_for(timeout: Duration, what: &str, mut probe: impl FnMut() -> bool) -> Duration {
+    let started = std::time::Instant::now();
+    while !probe() {
+        assert!(
+            started.elapsed() < timeout,
+            "{what}: not within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    started.elapsed()
+}
+
 /// Sleeps, if needed, so that the next `work` of wall-clock time does not
 /// cross a multiple of `window` since the epoch.
 ///
@@ -173,6 +187,23 @@ pub fn avoid_window_boundary(window: Duration, work: Duration) {
         // A little past the boundary, so clock skew between processes does not matter.
         std::thread::sleep(left + Duration::from_millis(50));
     }
+}
+
+/// Sleeps until 20 ms past the next multiple of `window` since the epoch (the service aligns
+/// its windows to the clock); that window's start, in ms since the epoch. A test that needs
+/// several requests inside one window calls it right before them, after everything they need
+/// is up: they then have the whole window, the most a loaded machine can be given.
+pub fn into_fresh_window(window: Duration) -> u64 {
+    let window_ms = u64::try_from(window.as_millis()).expect("a window in u64 ms");
+    let now = now_ms();
+    let start = (now / window_ms + 1) * window_ms;
+    std::thread::sleep(Duration::from_millis(start + 20 - now));
+    start
+}
+
+/// Sleeps until `at_ms` (ms since the epoch), if that is still ahead.
+pub fn sleep_until_ms(at_ms: u64) {
+    std::thread::sleep(Duration::from_millis(at_ms.saturating_sub(now_ms())));
 }
 
 /// A fresh log file `target/tmp/e2e-logs/<name>-<pid>-<n>.log`.

@@ -16,6 +16,42 @@ pub fn open_fds(pid: u32) -> Option<usize> {
     Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
 }
 
+/// Connections the process has accepted on its listener at `port` (IPv4) and still holds:
+/// the sockets of its descriptors whose local port is `port` and that are not listening.
+/// Unlike a count of descriptors, this is not thrown by the process's other files or by a
+/// connection that is still waiting in the kernel's backlog. None if the process is gone.
+pub fn accepted_on(pid: u32, port: u16) -> Option<usize> {
+    let mut inodes = std::collections::HashSet::new();
+    for entry in fs::read_dir(format!("/proc/{pid}/fd")).ok()? {
+        let Ok(target) = entry.and_then(|e| fs::read_link(e.path())) else {
+            continue;
+        };
+        let target = target.to_string_lossy().into_owned();
+        if let Some(inode) = target
+            .strip_prefix("socket:[")
+            .and_then(|rest| rest.strip_suffix(']'))
+        {
+            inodes.insert(inode.to_owned());
+        }
+    }
+    let table = fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    let port = format!(":{port:04X}");
+    Some(
+        table
+            .lines()
+            .skip(1)
+            .filter(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                // local_address, state (0A: listening), inode.
+                fields.len() > 9
+                    && fields[1].ends_with(&port)
+                    && fields[3] != "0A"
+                    && inodes.contains(fields[9])
+            })
+            .count(),
+    )
+}
+
 /// User + system CPU time in clock ticks (USER_HZ, 100 per second on Linux).
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

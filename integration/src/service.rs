@@ -167,7 +167,13 @@ impl Service {
                 )
                 .args(["--grpc-addr", &grpc_addr.to_string()])
                 .args(["--http-addr", &http_addr.to_string()])
-                .args(["--log-level", "info"])
+                // A test that sets its own level (to see debug lines) gets it.
+                .args(
+                    (!extra_args.contains(&"--log-level"))
+                        .then_some(["--log-level", "info"])
+                        .into_iter()
+                        .flatten(),
+                )
                 .args(&debug_args)
                 .args(extra_args)
                 .env("RUST_BACKTRACE", "1")
