@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use notify::RecursiveMode;
-use notify_debouncer_full::{DebounceEventResult, new_debouncer};
+use notify_debouncer_full::{DebounceEventResult, DebouncedEvent, new_debouncer};
 use tokio::sync::mpsc;
 
 use super::{LimitsConfig, LoadOptions, load_path};
@@ -14,6 +14,13 @@ use crate::telemetry::Metrics;
 
 /// One editor save is a burst of raw events; they are merged into one reload.
 const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Whether a debounced batch changes the config. Reading a file (our own reload included)
+/// raises access events: reloading on them would loop forever. Only a change of the
+/// directory's content counts.
+fn is_change(events: &[DebouncedEvent]) -> bool {
+    events.iter().any(|e| !e.kind.is_access())
+}
 
 /// Watch `path` (a file or a directory). A file is watched through its directory, since
 /// editors and Kubernetes ConfigMaps replace files rather than write them in place.
@@ -30,13 +37,12 @@ pub fn watch(
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
         match result {
-            // Reading a file (our own reload included) raises access events: reloading on them
-            // would loop forever. Only a change of the directory's content counts.
             // A full channel already holds a pending reload: nothing is lost by dropping this.
-            Ok(events) if events.iter().any(|e| !e.kind.is_access()) => {
+            Ok(events) if is_change(&events) => {
                 let _ = tx.try_send(());
             }
-            Ok(_) => {}
+            // Logged so that a refused batch can be seen (and awaited by a test).
+            Ok(events) => tracing::debug!(events = events.len(), "config read, not reloading"),
             Err(errors) => tracing::warn!(?errors, "config watcher error"),
         }
     })?;
@@ -81,3 +87,6 @@ pub fn watch(
         }
     })
 }
+
+#[cfg(test)]
+mod tests;

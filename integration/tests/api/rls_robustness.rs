@@ -262,6 +262,8 @@ async fn sigterm_exits_despite_unresponsive_connections() {
     use std::net::TcpStream;
     let (_dir, path) = support::limits_file(YAML);
     let mut service = Service::start(&path, &["--drain-timeout", "1s"]);
+    let pid = service.pid();
+    let fds_before = support::process::open_fds(pid).expect("the service's fds");
 
     // gRPC port: a TCP connection that never sends a byte.
     let silent = TcpStream::connect(service.grpc_addr).expect("connect to the gRPC port");
@@ -276,8 +278,10 @@ async fn sigterm_exits_despite_unresponsive_connections() {
     partial
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
         .expect("write half a request");
-    // Let the service accept all three before the signal.
-    std::thread::sleep(Duration::from_millis(200));
+    // The service has accepted all three (a descriptor each) before the signal.
+    support::eventually("descriptors of the three connections", true, || {
+        support::process::open_fds(pid).is_some_and(|fds| fds >= fds_before + 3)
+    });
 
     // With a 1 s drain deadline the process must be gone well within 6 s.
     service.send_signal("TERM");

@@ -12,7 +12,7 @@ use support::Launch;
 use support::Service;
 use support::grpc::{self, Code, descriptor, request};
 use support::metrics::{requests, sample};
-use support::process::{cpu_ticks, open_fds, rss_kib};
+use support::process::{accepted_on, cpu_ticks, open_fds, rss_kib};
 use support::raw_grpc::{self, framed};
 
 const YAML: &str = "\
@@ -120,16 +120,28 @@ async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
     assert!(service.is_running(), "{}", service.log_tail(30));
 }
 
-/// Once the service had half a second to accept what it would of `flood`, asserts that it
-/// holds at most `cap` descriptors more than `before` (and 2 of its runtime's own).
-async fn assert_descriptors_capped(pid: u32, before: usize, cap: usize, flood: &str) {
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let during = open_fds(pid).expect("the service's fds");
-    assert!(
-        during <= before + cap + 2,
-        "{flood} took {} descriptors (cap {cap})",
-        during - before
-    );
+/// Waits until the service holds `cap` connections accepted on its listener at `port` (it
+/// took what it would of `flood`), asserting at every look that it never holds more than
+/// `cap` of them, nor more than `cap` descriptors over `before` (and 2 of its runtime's own).
+async fn assert_connections_capped(pid: u32, port: u16, before: usize, cap: usize, flood: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let accepted = accepted_on(pid, port).expect("the service's sockets");
+        let fds = open_fds(pid).expect("the service's fds");
+        assert!(
+            accepted <= cap && fds <= before + cap + 2,
+            "{flood}: {accepted} connections accepted, {} descriptors taken (cap {cap})",
+            fds.saturating_sub(before)
+        );
+        if accepted == cap {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{flood}: the service accepted only {accepted} of its {cap} connections within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Silent TCP connections. With `--max-connections 8` and a 1 s preface deadline,
@@ -151,7 +163,14 @@ async fn idle_connections_are_capped_and_closed() {
                 .expect("connect (the kernel backlog accepts)"),
         );
     }
-    assert_descriptors_capped(pid, before, 8, "40 silent connections").await;
+    assert_connections_capped(
+        pid,
+        service.grpc_addr.port(),
+        before,
+        8,
+        "40 silent connections",
+    )
+    .await;
     let health = service.admin_get("/healthz");
     assert_eq!(health.status, 200, "/healthz during the idle flood");
 
@@ -313,7 +332,7 @@ async fn admin_half_requests_are_capped_and_timed_out() {
             .expect("half a request head");
         partial.push(stream);
     }
-    assert_descriptors_capped(pid, before, 4, "12 half requests").await;
+    assert_connections_capped(pid, service.http_addr.port(), before, 4, "12 half requests").await;
     // The first four are closed after the 1 s header deadline.
     let mut first = partial.remove(0);
     let mut buf = [0u8; 64];

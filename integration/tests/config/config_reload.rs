@@ -158,29 +158,95 @@ async fn a_file_added_to_a_config_directory_serves_its_domain() {
 }
 
 /// Reading the config (a user's `cat`, the service's own reload) is not a change: it must not
-/// reload, or each reload's read would trigger the next, forever.
+/// reload, or each reload's read would trigger the next, forever. The watcher logs each batch
+/// of reads it refuses (at debug): the test waits for that line after its own reads, so it
+/// knows the watcher saw them, and then finds no reload counted.
 #[tokio::test]
 async fn reading_the_config_does_not_reload_it() {
+    const REFUSED: &str = "config read, not reloading";
     let (_dir, path) = support::limits_file(&limits(2));
-    let service = Service::start(&path, &[]);
+    let service = Service::start(&path, &["--log-level", "info,gcounter_rls::config=debug"]);
+    let refused = || {
+        std::fs::read_to_string(&service.log_path)
+            .unwrap_or_default()
+            .matches(REFUSED)
+            .count()
+    };
     // One real change first: its reload reads the file, which must not chain into more.
     support::replace_file(&path, &limits(3));
     let client = grpc::rls_client(service.grpc_addr).await;
     service
         .await_limit(&client, RELOAD, Some(3), RELOAD_TIMEOUT, "the change to 3")
         .await;
+    // The reload's own read, refused.
+    service.wait_until(RELOAD_TIMEOUT, "the reload's own read refused", || {
+        (refused() >= 1)
+            .then_some(())
+            .ok_or_else(|| "no refusal logged".to_owned())
+    });
     let after_change = service.config_reloads("ok");
+    let refused_before = refused();
     for _ in 0..5 {
         std::fs::read_to_string(&path).expect("read the limits file");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // Past the debounce (250 ms) of the last read.
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    service.wait_until(RELOAD_TIMEOUT, "the test's reads refused", || {
+        (refused() > refused_before)
+            .then_some(())
+            .ok_or_else(|| format!("{} refusals logged", refused()))
+    });
     assert_eq!(
         service.config_reloads("ok"),
         after_change,
         "reads of the file reloaded the config\n--- service log ---\n{}",
         service.log_tail(30)
+    );
+}
+
+/// Thirty saves in quick succession while requests flow: the last one ends up running,
+/// no reload fails (no half-written file is read), and no request fails meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_edits_under_load_ends_with_the_last_and_fails_no_request() {
+    const EDITS: u32 = 30;
+    // Far above what the load sends in a minute, so every answer is OK whatever runs.
+    const BASE: u32 = 10_000;
+    let (_dir, path) = support::limits_file(&limits(BASE));
+    let service = Service::start(&path, &[]);
+    let client = grpc::rls_client(service.grpc_addr).await;
+    let load = support::load::in_background(&service, 100.0, Duration::from_secs(4), |_| {
+        request(RELOAD.0, vec![descriptor(RELOAD.1)])
+    })
+    .await;
+    for n in 1..=EDITS {
+        support::replace_file(&path, &limits(BASE + n));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    service
+        .await_limit(
+            &client,
+            RELOAD,
+            Some(BASE + EDITS),
+            RELOAD_TIMEOUT,
+            "the last of the edits",
+        )
+        .await;
+    let sent = load.await.expect("the load task");
+    support::load::assert_no_grpc_errors(&sent, "requests during the edits");
+    let over: Vec<_> = sent
+        .iter()
+        .filter_map(|s| s.first_status())
+        .filter(|status| status.code != grpc::Code::Ok as i32)
+        .collect();
+    assert!(over.is_empty(), "answers other than OK: {over:?}");
+    assert_eq!(
+        service.config_reloads("error"),
+        0.0,
+        "a reload failed\n--- service log ---\n{}",
+        service.log_tail(30)
+    );
+    assert!(
+        service.config_reloads("ok") >= 2.0,
+        "the edits were reloaded"
     );
 }
 

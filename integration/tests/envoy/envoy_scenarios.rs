@@ -9,7 +9,7 @@
 use gcounter_rls_integration as support;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::example::Client;
 use support::grpc::{self, UInt64Value, descriptor, request};
@@ -38,16 +38,6 @@ fn exhaust(client: &Client, key: &str, limit: &str, n: u32) {
     client.limited("/", &headers, limit);
 }
 
-/// Polls `probe` every 100 ms until it returns true; panics after `timeout` with `what`.
-fn wait_until(timeout: Duration, what: &str, mut probe: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !probe() {
-        assert!(start.elapsed() < timeout, "{what}: not after {timeout:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    start.elapsed()
-}
-
 /// The per-key rule in `/rlconfig` once the edit below is loaded.
 const RELOADED: &str = "per-api-key.api_key: unit=MINUTE requests_per_unit=5,";
 
@@ -72,7 +62,7 @@ fn hot_reload_applies_an_edit_and_a_broken_one_keeps_the_running_limits() {
     exhaust(&client, "k1", PER_KEY, 3);
 
     edit(&limits, "requests_per_unit: 3\n", "requests_per_unit: 5\n");
-    let took = wait_until(RELOAD_TIMEOUT, "the edit shows in /rlconfig", || {
+    let took = support::wait_for(RELOAD_TIMEOUT, "the edit shows in /rlconfig", || {
         service.rlconfig().contains(RELOADED)
     });
     println!("reloaded {took:?} after the edit");
@@ -88,7 +78,7 @@ fn hot_reload_applies_an_edit_and_a_broken_one_keeps_the_running_limits() {
         "requests_per_unit: 5\n",
         "requests_per_unit: many\n",
     );
-    wait_until(RELOAD_TIMEOUT, "the broken edit rejected", || {
+    support::wait_for(RELOAD_TIMEOUT, "the broken edit rejected", || {
         service.config_reloads("error") > errors_before
     });
     let running = service.rlconfig();
@@ -156,7 +146,7 @@ fn service_stopped_and_restarted(deny: bool) {
     let client = Client::new(&envoy, vec![first_log, service.log_path.clone()]);
     // Envoy reconnects on the next request; allow for a slow first connection.
     let mut probe = 0;
-    let took = wait_until(
+    let took = support::wait_for(
         Duration::from_secs(20),
         "Envoy reaches the restarted service",
         || {
@@ -235,7 +225,7 @@ fn two_regions_share_one_limit() {
     for remaining in (6..10).rev() {
         through_a.admitted("/", &gold, GOLD, remaining);
     }
-    let took = wait_until(SYNC_TIMEOUT, "region b sees a's 4", || {
+    let took = support::wait_for(SYNC_TIMEOUT, "region b sees a's 4", || {
         gold_remaining(&rt, &b) == 6
     });
     println!("b saw a's 4 after {took:?}");
@@ -245,11 +235,11 @@ fn two_regions_share_one_limit() {
     }
     through_b.limited("/", &gold, GOLD);
     // And back: a learns of b's 6.
-    wait_until(SYNC_TIMEOUT, "region a sees b's 6", || {
+    support::wait_for(SYNC_TIMEOUT, "region a sees b's 6", || {
         gold_remaining(&rt, &a) == 0
     });
     through_a.limited("/", &gold, GOLD);
-    wait_until(SYNC_TIMEOUT, "both regions' counts in the table", || {
+    support::wait_for(SYNC_TIMEOUT, "both regions' counts in the table", || {
         (db.region_count("a"), db.region_count("b")) == (4, 6)
     });
 }

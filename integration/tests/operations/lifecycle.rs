@@ -78,6 +78,14 @@ fn terminate(service: &mut Service, within: Duration) -> String {
     log
 }
 
+/// Cell reads (`HGETALL`) the Redis at `url` has received since it started.
+fn cold_reads(url: &str) -> u64 {
+    redis_admin::command_calls(url)
+        .get("hgetall")
+        .copied()
+        .unwrap_or(0)
+}
+
 fn full_log(service: &Service) -> String {
     std::fs::read_to_string(&service.log_path).unwrap_or_default()
 }
@@ -87,8 +95,10 @@ fn full_log(service: &Service) -> String {
 // ---------------------------------------------------------------------------------------
 
 /// Requests on new keys wait for their cold read (Redis answers 300 ms late) when SIGTERM
-/// arrives (`--replay-interval 1h`: all work waits for the final replay). They are answered during the drain; the final replay must come after them, so
-/// Redis holds every one. (Before: the final replay ran at the signal, beside the drain, and
+/// arrives (`--replay-interval 1h`: all work waits for the final replay). The signal goes
+/// once Redis has received every one of those reads, so each request is inside the service,
+/// waiting, when it comes. They are answered during the drain; the final replay must come
+/// after them, so Redis holds every one. (Before: the final replay ran at the signal, beside the drain, and
 /// lost what was answered after it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_answered_during_the_drain_reach_redis() {
@@ -116,6 +126,11 @@ async fn decisions_answered_during_the_drain_reach_redis() {
     // Connect to Redis first, then slow it down.
     let mut warm = client.clone();
     grpc::should_rate_limit(&mut warm, hit("drain", "user", "warm-up")).await;
+    let redis_url = redis.url();
+    let reads_before = cold_reads(&redis_url);
+    // Each chunk of answers is held this long, one after the other, so the answers to the
+    // reads come back over a second or more: the signal, sent once Redis has every read,
+    // comes while most are still held.
     proxy.delay(Duration::from_millis(300));
 
     let mut calls = tokio::task::JoinSet::new();
@@ -127,7 +142,14 @@ async fn decisions_answered_during_the_drain_reach_redis() {
                 .await
         });
     }
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let reads = tokio::task::spawn_blocking(move || {
+        support::eventually(
+            "cold reads of the in-flight requests received by Redis",
+            true,
+            || cold_reads(&redis_url) >= reads_before + IN_FLIGHT as u64,
+        );
+    });
+    reads.await.expect("cold-read wait task");
     let log = tokio::task::spawn_blocking(move || {
         let log = terminate(&mut service, Duration::from_secs(20));
         (service, log)
