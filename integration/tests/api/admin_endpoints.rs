@@ -80,7 +80,8 @@ fn healthcheck_with_upstreams_config_loaded_variable() {
 
 #[test]
 fn json_decides_like_should_rate_limit_with_upstreams_statuses() {
-    support::avoid_window_boundary(Duration::from_secs(86_400), Duration::from_secs(10));
+    // Covers the start as well as the requests.
+    support::avoid_window_boundary(Duration::from_secs(86_400), Duration::from_secs(60));
     let (_dir, limits) = support::limits_file(LIMITS);
     let service = Service::start(&limits, &[]);
     // Upstream's README example, verbatim.

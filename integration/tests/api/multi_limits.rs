@@ -108,7 +108,8 @@ async fn scenario(a: &Service, b: &Service) {
     support::avoid_window_boundary(HOUR, Duration::from_secs(60));
     let mut ca = grpc::rls_client(a.grpc_addr).await;
     let mut cb = grpc::rls_client(b.grpc_addr).await;
-    support::avoid_window_boundary(Duration::from_secs(1), Duration::from_millis(400));
+    // Both requests below inside one second: the whole of a fresh one.
+    support::into_fresh_window(Duration::from_secs(1));
 
     let header = assert_spends(&mut ca, 5, (Code::Ok, (6, Unit::Second), 1), "within both").await;
     assert_eq!(

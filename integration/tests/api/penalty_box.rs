@@ -9,6 +9,7 @@ use gcounter_rls_integration as support;
 use std::time::{Duration, Instant};
 
 use support::grpc::{Code, code, duration_ms};
+use support::now_ms;
 use support::redis_admin::{self, LOCAL_REDIS_URL, redis_args};
 use support::rls::Rls;
 
@@ -23,39 +24,47 @@ descriptors:
       penalty: 3s
 ";
 
-fn wait_until(deadline: Instant) {
-    if let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        std::thread::sleep(left);
-    }
+/// Asserts that `left` (a held request's `duration_until_reset`) is what remains of a penalty
+/// of `penalty_ms` decided between `boxed` (sent, received) for a request decided between
+/// `held` (sent, received), all in ms since the epoch, give or take the clocks' rounding.
+fn assert_left(left: i64, penalty_ms: u64, boxed: (u64, u64), held: (u64, u64), what: &str) {
+    let most = penalty_ms + 5 - held.0.saturating_sub(boxed.1);
+    let least = (penalty_ms - 5).saturating_sub(held.1 - boxed.0);
+    let left = u64::try_from(left).expect("a wait is not negative");
+    assert!(
+        (least..=most).contains(&left),
+        "{what}: {left} ms left, not within {least}..={most}"
+    );
 }
 
 #[tokio::test]
 async fn a_client_over_the_limit_stays_denied_for_the_penalty_and_is_told_how_long() {
-    support::avoid_window_boundary(Duration::from_secs(1), Duration::from_millis(300));
     let mut rls = Rls::start(BOXED, &[]).await;
+    // The three requests inside one second.
+    support::into_fresh_window(Duration::from_secs(1));
     for _ in 0..2 {
         assert_eq!(code(&rls.one("edge", &[("client", "a")]).await), Code::Ok);
     }
+    let sent = now_ms();
     let denied = rls.one("edge", &[("client", "a")]).await;
-    let boxed_at = Instant::now();
+    let boxed = (sent, now_ms());
     assert_eq!(code(&denied), Code::OverLimit, "{denied:?}");
     let left = duration_ms(denied.duration_until_reset.as_ref());
     assert_eq!(left, 3_000, "a fresh penalty: its whole length: {denied:?}");
 
     // 1.6 s later the second-long window alone would admit the client again (the previous
     // cell weighs at most 0.4 × 2); the box does not, and says what is left.
-    wait_until(boxed_at + Duration::from_millis(1_600));
+    support::sleep_until_ms(boxed.1 + 1_600);
+    let sent = now_ms();
     let held = rls.one("edge", &[("client", "a")]).await;
+    let held_at = (sent, now_ms());
     assert_eq!(code(&held), Code::OverLimit, "{held:?}");
     let left = duration_ms(held.duration_until_reset.as_ref());
-    assert!(
-        (1_000..=1_400).contains(&left),
-        "time left in the box, about 1.4 s: {held:?}"
-    );
+    assert_left(left, 3_000, boxed, held_at, "time left in the box");
     // Another client never went over: its window decides.
     assert_eq!(code(&rls.one("edge", &[("client", "b")]).await), Code::Ok);
 
-    wait_until(boxed_at + Duration::from_millis(3_100));
+    support::sleep_until_ms(boxed.1 + 3_100);
     let out = rls.one("edge", &[("client", "a")]).await;
     assert_eq!(code(&out), Code::Ok, "out of the box: {out:?}");
 }
@@ -82,15 +91,18 @@ async fn the_penalty_holds_across_two_processes_of_a_region_through_redis() {
         &prefix,
         &["--replay-interval", "50ms", "--freshness", "1s"],
     );
-    support::avoid_window_boundary(Duration::from_secs(1), Duration::from_millis(300));
     let mut a = Rls::start(&yaml, &args).await;
     let mut b = Rls::start(&yaml, &args).await;
+    // The three requests inside one second.
+    support::into_fresh_window(Duration::from_secs(1));
     for _ in 0..2 {
         assert_eq!(code(&a.one("edge", &[("client", "c")]).await), Code::Ok);
     }
     let sent_at = Instant::now();
+    let sent_ms = now_ms();
     let denied = a.one("edge", &[("client", "c")]).await;
     let boxed_at = Instant::now();
+    let boxed = (sent_ms, now_ms());
     assert_eq!(code(&denied), Code::OverLimit, "{denied:?}");
 
     // A sends the penalty with its next replay: a key under the prefix, expiring with it.
@@ -127,17 +139,22 @@ async fn the_penalty_holds_across_two_processes_of_a_region_through_redis() {
     );
 
     // Two windows later the counts are out of every window: only the region's box denies.
-    wait_until(boxed_at + Duration::from_millis(2_200));
+    support::sleep_until_ms(boxed.1 + 2_200);
+    let sent = now_ms();
     let held = b.one("edge", &[("client", "c")]).await;
+    let held_at = (sent, now_ms());
     assert_eq!(
         code(&held),
         Code::OverLimit,
         "B holds the client A boxed: {held:?}"
     );
     let left = duration_ms(held.duration_until_reset.as_ref());
-    assert!(
-        (4_000..=6_000).contains(&left),
-        "what is left of A's 8 s (about 5.8 s), not a fresh penalty of B's own: {held:?}"
+    assert_left(
+        left,
+        8_000,
+        boxed,
+        held_at,
+        "what is left of A's 8 s, not a fresh penalty of B's own",
     );
     assert_eq!(code(&b.one("edge", &[("client", "d")]).await), Code::Ok);
     assert_eq!(
@@ -145,7 +162,7 @@ async fn the_penalty_holds_across_two_processes_of_a_region_through_redis() {
         Code::OverLimit
     );
 
-    wait_until(boxed_at + Duration::from_millis(8_200));
+    support::sleep_until_ms(boxed.1 + 8_200);
     assert_eq!(code(&b.one("edge", &[("client", "c")]).await), Code::Ok);
     redis_admin::delete_under(LOCAL_REDIS_URL, &prefix);
 }

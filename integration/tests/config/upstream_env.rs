@@ -30,7 +30,8 @@ fn unique_prefix() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_serve_from_upstreams_variables_alone() {
-    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(10));
+    // Covers the start as well as the requests.
+    support::avoid_window_boundary(Duration::from_secs(3_600), Duration::from_secs(60));
     let runtime = runtime_root();
     let prefix = unique_prefix();
     let prometheus = support::local_addr(support::free_port());
