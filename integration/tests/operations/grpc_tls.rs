@@ -1,8 +1,9 @@
 //! TLS and mTLS on the gRPC listener of the real binary, with certificates made in the test:
 //! a TLS client is served, a plaintext one is not; under mTLS a client without a certificate,
-//! with one from another CA, or without the required SAN is refused; rotated files are picked
-//! up without dropping the listener or open connections; upstream's variables work alone;
-//! bad TLS settings stop start-up naming the setting.
+//! with one from another CA, or without the required SAN is refused; rotated files (the
+//! server's and the client CA) are picked up without dropping the listener or open
+//! connections; upstream's variables work alone; bad TLS settings stop start-up naming the
+//! setting.
 
 use gcounter_rls_integration as support;
 
@@ -213,6 +214,52 @@ async fn rotated_certificates_are_picked_up_without_dropping_connections() {
     call(service.grpc_addr, client_config(&new_ca, None))
         .await
         .expect("a bad rotation keeps the running certificate");
+}
+
+/// The client CA file is re-read like the server's files: once it names a new CA, a client
+/// signed by the new CA is served and one signed by the old CA is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_ca_admits_the_new_cas_clients_and_refuses_the_old_ones() {
+    let server_ca = Ca::new("server CA");
+    let old_ca = Ca::new("old client CA");
+    let new_ca = Ca::new("new client CA");
+    let tls = TlsDir::new();
+    tls.write_server(&server_ca.server());
+    tls.write_client_ca(&old_ca);
+    let mut extra = mtls_args(&tls);
+    extra.extend(["--grpc-tls-reload-interval".into(), "100ms".into()]);
+    let (_dir, service) = start_tls(&tls, &extra);
+    let old_client = || client_config(&server_ca, Some(&old_ca.client(&["envoy.internal"])));
+    let new_client = || client_config(&server_ca, Some(&new_ca.client(&["envoy.internal"])));
+    call(service.grpc_addr, old_client())
+        .await
+        .unwrap_or_else(|e| panic!("the old CA's client before the rotation: {e}"));
+    assert!(
+        call(service.grpc_addr, new_client()).await.is_err(),
+        "the new CA's client was served before the rotation"
+    );
+
+    tls.write_client_ca(&new_ca);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = call(service.grpc_addr, new_client()).await {
+        assert!(
+            Instant::now() < deadline,
+            "the new CA's client is refused 10 s after the rotation: {e}\n{}",
+            service.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        call(service.grpc_addr, old_client()).await.is_err(),
+        "the old CA's client is still served after the rotation"
+    );
+    assert!(
+        service
+            .log_tail(50)
+            .contains("gRPC TLS certificates changed on disk"),
+        "the rotation is not logged\n{}",
+        service.log_tail(30)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
