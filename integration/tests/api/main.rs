@@ -5,6 +5,7 @@ mod admin_endpoints;
 mod counter_inspection;
 mod engine_bounds;
 mod multi_limits;
+mod one_worker;
 mod penalty_box;
 mod refunds;
 mod retry_after;

@@ -1,6 +1,7 @@
 //! The layers behind the process, end to end: the Redis regional origin (one node, TLS, a
 //! cluster, Sentinel) and the global layer on SQL.
 
+mod cleanup;
 mod global_sql;
 mod redis_sentinel;
 mod regional_redis;
