@@ -27,7 +27,12 @@ async fn the_circuit_closes_within_its_longest_probe_wait_once_redis_is_back() {
     let (_dir, path) =
         support::limits_file(&support::one_rule("circuit", "user", "day", 1, 1_000_000));
     let url = proxy.redis_url();
-    let service = Service::start(&path, &redis_args(&url, &prefix, &[]));
+    // A probe answered later than the read timeout counts as failed: 500 ms, so that a busy
+    // machine's latency is not taken for a Redis still down.
+    let service = Service::start(
+        &path,
+        &redis_args(&url, &prefix, &["--redis-read-timeout", "500ms"]),
+    );
     let client = grpc::rls_client(service.grpc_addr).await;
     proxy.cut(Cut::Refuse);
     // 8 s of refused cell reads (every request a new key): the circuit opens, and its failed
