@@ -8,7 +8,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body_util::BodyExt;
@@ -58,21 +57,7 @@ async fn answer(request: Request<Incoming>) -> Result<Response<Answer>, Infallib
     let Ok(decoded) = RateLimitRequest::decode(message) else {
         return Ok(Answer::status(INVALID_ARGUMENT));
     };
-    // One OK status per descriptor, as a real service answers: the same response size.
-    let statuses = decoded
-        .descriptors
-        .iter()
-        .map(|_| DescriptorStatus {
-            code: Code::Ok as i32,
-            ..Default::default()
-        })
-        .collect();
-    let reply = RateLimitResponse {
-        overall_code: Code::Ok as i32,
-        statuses,
-        ..Default::default()
-    };
-    Ok(Answer::message(frame(&reply)))
+    Ok(Answer::message(frame(&super::all_ok(&decoded))))
 }
 
 /// The message of one uncompressed gRPC frame that fills `body` exactly.
@@ -151,6 +136,7 @@ impl Body for Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
     #[test]
     fn a_frame_is_read_back_and_a_short_or_compressed_one_is_refused() {

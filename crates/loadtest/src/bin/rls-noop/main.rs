@@ -52,27 +52,30 @@ enum Stack {
 
 struct Noop;
 
+/// One OK status per descriptor, as a real service answers: the same response size.
+fn all_ok(request: &RateLimitRequest) -> RateLimitResponse {
+    let statuses = request
+        .descriptors
+        .iter()
+        .map(|_| DescriptorStatus {
+            code: Code::Ok as i32,
+            ..Default::default()
+        })
+        .collect();
+    RateLimitResponse {
+        overall_code: Code::Ok as i32,
+        statuses,
+        ..Default::default()
+    }
+}
+
 #[tonic::async_trait]
 impl RateLimitService for Noop {
     async fn should_rate_limit(
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        // One OK status per descriptor, as a real service answers: the same response size.
-        let statuses = request
-            .get_ref()
-            .descriptors
-            .iter()
-            .map(|_| DescriptorStatus {
-                code: Code::Ok as i32,
-                ..Default::default()
-            })
-            .collect();
-        Ok(Response::new(RateLimitResponse {
-            overall_code: Code::Ok as i32,
-            statuses,
-            ..Default::default()
-        }))
+        Ok(Response::new(all_ok(request.get_ref())))
     }
 }
 
