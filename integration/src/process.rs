@@ -21,6 +21,12 @@ pub fn open_fds(pid: u32) -> Option<usize> {
 /// Unlike a count of descriptors, this is not thrown by the process's other files or by a
 /// connection that is still waiting in the kernel's backlog. None if the process is gone.
 pub fn accepted_on(pid: u32, port: u16) -> Option<usize> {
+    accepted_peers(pid, port).map(|peers| peers.len())
+}
+
+/// The peers' ports of the connections [`accepted_on`] counts, so a test can wait for its
+/// own connections whatever else the process holds.
+pub fn accepted_peers(pid: u32, port: u16) -> Option<Vec<u16>> {
     let mut inodes = std::collections::HashSet::new();
     for entry in fs::read_dir(format!("/proc/{pid}/fd")).ok()? {
         let Ok(target) = entry.and_then(|e| fs::read_link(e.path())) else {
@@ -40,15 +46,19 @@ pub fn accepted_on(pid: u32, port: u16) -> Option<usize> {
         table
             .lines()
             .skip(1)
-            .filter(|line| {
+            .filter_map(|line| {
                 let fields: Vec<&str> = line.split_whitespace().collect();
-                // local_address, state (0A: listening), inode.
-                fields.len() > 9
+                // local_address, rem_address, state (0A: listening), inode.
+                let accepted = fields.len() > 9
                     && fields[1].ends_with(&port)
                     && fields[3] != "0A"
-                    && inodes.contains(fields[9])
+                    && inodes.contains(fields[9]);
+                let (_, peer) = fields.get(2)?.split_once(':')?;
+                accepted
+                    .then(|| u16::from_str_radix(peer, 16).ok())
+                    .flatten()
             })
-            .count(),
+            .collect(),
     )
 }
 

@@ -263,7 +263,6 @@ async fn sigterm_exits_despite_unresponsive_connections() {
     let (_dir, path) = support::limits_file(YAML);
     let mut service = Service::start(&path, &["--drain-timeout", "1s"]);
     let pid = service.pid();
-    let fds_before = support::process::open_fds(pid).expect("the service's fds");
 
     // gRPC port: a TCP connection that never sends a byte.
     let silent = TcpStream::connect(service.grpc_addr).expect("connect to the gRPC port");
@@ -278,9 +277,15 @@ async fn sigterm_exits_despite_unresponsive_connections() {
     partial
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
         .expect("write half a request");
-    // The service has accepted all three (a descriptor each) before the signal.
-    support::eventually("descriptors of the three connections", true, || {
-        support::process::open_fds(pid).is_some_and(|fds| fds >= fds_before + 3)
+    // The service has accepted all three before the signal.
+    let port_of = |s: &TcpStream| s.local_addr().expect("a bound client socket").port();
+    let (silent_port, quiet_port, partial_port) =
+        (port_of(&silent), port_of(&quiet), port_of(&partial));
+    support::eventually("the three connections accepted", true, || {
+        let grpc = support::process::accepted_peers(pid, service.grpc_addr.port());
+        let admin = support::process::accepted_peers(pid, service.http_addr.port());
+        grpc.is_some_and(|p| p.contains(&silent_port) && p.contains(&quiet_port))
+            && admin.is_some_and(|p| p.contains(&partial_port))
     });
 
     // With a 1 s drain deadline the process must be gone well within 6 s.
