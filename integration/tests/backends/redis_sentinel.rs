@@ -53,6 +53,21 @@ support::scenario_tests!(failover_under_load {
     sentinel_master_killed_under_load => Failover::Kill,
 });
 
+/// The service on upstream's variables, its Redis found through the set's Sentinels (both
+/// with passwords).
+fn start_through_sentinels(set: &SentinelSet, runtime: &UpstreamRuntime, prefix: &str) -> Service {
+    let redis_url = format!("{},{}", set.name, set.sentinel_addrs().join(","));
+    Service::start_upstream(&runtime.env(&[
+        ("LOG_LEVEL", "info"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_TYPE", "sentinel"),
+        ("REDIS_URL", &redis_url),
+        ("REDIS_AUTH", "n0de@pw"),
+        ("REDIS_SENTINEL_AUTH", "s3nt"),
+        ("CACHE_KEY_PREFIX", prefix),
+    ]))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Failover {
     /// `SENTINEL FAILOVER`: the old master is reconfigured as a replica.
@@ -68,16 +83,7 @@ async fn failover_under_load(how: Failover) {
     support::avoid_window_boundary(DAY, Duration::from_secs(60));
     let runtime = runtime_root(1_000_000);
     let prefix = redis_admin::unique_prefix("sentinel");
-    let redis_url = format!("{},{}", set.name, set.sentinel_addrs().join(","));
-    let service = Service::start_upstream(&runtime.env(&[
-        ("LOG_LEVEL", "info"),
-        ("REDIS_SOCKET_TYPE", "tcp"),
-        ("REDIS_TYPE", "sentinel"),
-        ("REDIS_URL", &redis_url),
-        ("REDIS_AUTH", "n0de@pw"),
-        ("REDIS_SENTINEL_AUTH", "s3nt"),
-        ("CACHE_KEY_PREFIX", &prefix),
-    ]));
+    let service = start_through_sentinels(&set, &runtime, &prefix);
     let load = load::in_background(&service, RATE, Duration::from_secs(12), |i| {
         hit("upstream", "user", KEYS[i % KEYS.len()])
     })
@@ -166,6 +172,74 @@ async fn failover_under_load(how: Failover) {
         service.log_tail(40)
     );
 }
+
+/// After a Sentinel failover every cell holding work is republished, including cells that
+/// get no further hit: the new master is made to miss one (its count deleted on the old
+/// master, and the deletion replicated, before the failover, as a write the replica never got
+/// would be), and it holds the cell's count again with no request on it after the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_republishes_cells_that_get_no_further_hit() {
+    const HITS: u64 = 5;
+    let set = SentinelSet::start_or_fail("rlquiet", Some("n0de@pw"), Some("s3nt"));
+    support::avoid_window_boundary(DAY, Duration::from_secs(60));
+    let runtime = runtime_root(1_000);
+    let prefix = redis_admin::unique_prefix("republish");
+    let service = start_through_sentinels(&set, &runtime, &prefix);
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    for _ in 0..HITS {
+        let status = grpc::one_status(&mut client, hit("upstream", "user", "quiet")).await;
+        assert_eq!(code(&status), Code::Ok, "{status:?}");
+    }
+    let old_master = set.master_port().expect("a master");
+    let old_url = format!("redis://:n0de%40pw@127.0.0.1:{old_master}");
+    service.wait_until(Duration::from_secs(10), "the hits replayed", || {
+        let held = stored(&old_url, &prefix);
+        (held == HITS)
+            .then_some(())
+            .ok_or(format!("the master holds {held}"))
+    });
+    redis_admin::delete_under(&old_url, &prefix);
+    let mut admin = redis_admin::connect(&old_url);
+    let replicas: u64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query(&mut admin)
+        .expect("WAIT for the replica");
+    assert_eq!(replicas, 1, "the deletion reached the replica");
+    assert_eq!(stored(&old_url, &prefix), 0);
+
+    let busy = load::in_background(&service, 20.0, Duration::from_secs(40), |_| {
+        hit("upstream", "user", "busy")
+    })
+    .await;
+    let new_master =
+        tokio::task::block_in_place(|| set.failover()).unwrap_or_else(|e| panic!("{e}"));
+    let new_url = format!("redis://:n0de%40pw@127.0.0.1:{new_master}");
+    // No request on the quiet cell from here on: only the republish can bring its count back.
+    // The busy cell's keys share the prefix, so the cell is told apart after it.
+    let quiet = |url: &str| -> u64 {
+        redis_admin::counts_under(url, &prefix)
+            .iter()
+            .filter(|(key, _)| {
+                key.strip_prefix(&prefix)
+                    .is_some_and(|k| k.contains("quiet"))
+            })
+            .map(|(_, n)| n)
+            .sum()
+    };
+    service.wait_until(
+        Duration::from_secs(30),
+        "the quiet cell republished to the new master",
+        || {
+            let held = quiet(&new_url);
+            (held == HITS)
+                .then_some(())
+                .ok_or(format!("the new master holds {held} for it"))
+        },
+    );
+    busy.abort();
+}
+
 /// Upstream's REDIS_SOCKET_TYPE=unix with REDIS_AUTH: a Redis listening only on a socket,
 /// with `requirepass`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
