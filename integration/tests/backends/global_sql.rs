@@ -234,14 +234,17 @@ async fn regions_each_over_the_limit_admit_about_one_limit_together() {
     }
 
     let rate = |load: f64| load * LIMIT as f64 * 1_000.0 / WINDOW_MS as f64;
-    let (first_full, duration) = full_windows_from_now(WINDOW_MS, FULL_WINDOWS);
+    // The first full window is not measured: it still holds the start (the first flush and
+    // sync, the database connections), which a busy machine can delay by seconds, and the
+    // published figure is the steady state's.
+    let (first_full, duration) = full_windows_from_now(WINDOW_MS, FULL_WINDOWS + 1);
+    let measured = first_full + 1..first_full + 1 + FULL_WINDOWS;
     println!(
         "shared limit {LIMIT} per {WINDOW_MS} ms; requests/s a {}, b {}, c {}, for \
-         {duration:?}; windows {first_full}..{} measured",
+         {duration:?}; windows {measured:?} measured",
         rate(loads[0]),
         rate(loads[1]),
         rate(loads[2]),
-        first_full + FULL_WINDOWS - 1
     );
     let mut runs = tokio::task::JoinSet::new();
     for (i, (client, load)) in clients.into_iter().zip(loads).enumerate() {
@@ -267,7 +270,7 @@ async fn regions_each_over_the_limit_admit_about_one_limit_together() {
     for (r, s) in regions.iter().zip(&services) {
         println!("region {r}: {}", global_summary(s));
     }
-    tally.assert_full_windows(first_full..first_full + FULL_WINDOWS, LIMIT, 0.95..=1.15);
+    tally.assert_full_windows(measured, LIMIT, 0.95..=1.15);
 }
 
 // ---------------------------------------------------------------------------------------
