@@ -17,6 +17,7 @@ mod penalty;
 mod replay;
 mod reply;
 mod sentinel;
+mod settings;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]
@@ -25,14 +26,14 @@ mod tests;
 use redis::Value;
 
 use connect::Backend;
-pub use connect::{
-    RedisConfigError, RedisSettings, RedisTls, SentinelMaster, install_tls_provider,
-};
 use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::pn::PnCount;
 use gcounter_engine::regional::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use replay::REPLAY_SCRIPT;
 use reply::{cluster_error, components, origin_error, sentinel_error};
+pub use settings::{
+    RedisConfigError, RedisSettings, RedisTls, SentinelMaster, install_tls_provider,
+};
 
 /// The regional origin backed by Redis. Cheap to share: hold it in an `Arc`.
 pub struct RedisOrigin {

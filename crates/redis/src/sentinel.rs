@@ -26,10 +26,10 @@ use redis::{
     ServerErrorKind, TlsCertificates, TlsMode,
 };
 
-use crate::connect::{
+use crate::lazy::LazyConnection;
+use crate::settings::{
     CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisConfigError, SentinelMaster, bad_url,
 };
-use crate::lazy::LazyConnection;
 use gcounter_engine::regional::OriginError;
 
 /// A whole lookup (every sentinel, the master's `ROLE`, the connection) gives up after this.
