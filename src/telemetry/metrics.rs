@@ -1,14 +1,11 @@
 //! The Prometheus registry, served as text on `GET /metrics`.
 
 use std::collections::HashMap;
-use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus_client::encoding::{
-    EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, NoLabelSet,
-};
+use prometheus_client::encoding::{EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -21,82 +18,12 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use super::connections::ConnectionMetricFamilies;
+use super::labels::{DecisionOutcome, RequestMethod, RequestOutcome, SharedLabel};
 use super::latency::{DEFAULT_BUCKETS, LatencyHistogram};
 use super::memory::{MemoryMetricFamilies, PoolLabels};
 use super::rule_series::{RuleSeries, next_registry_id};
 use super::sharded::ShardedCounter;
 use super::upstream_stats::{UpstreamStats, Usage};
-
-/// A label value shared with the compiled config: recording a decision clones an `Arc`
-/// instead of allocating a `String`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SharedLabel(pub Arc<str>);
-
-impl EncodeLabelValue for SharedLabel {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
-        encoder.write_str(&self.0)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RequestOutcome {
-    Ok,
-    OverLimit,
-    InvalidArgument,
-    /// Refused by the transport's bounds: a message over `--max-request-bytes`, or the
-    /// buffered-bytes budget spent.
-    ResourceExhausted,
-}
-
-/// Which entry point answered a request, for `rls_request_duration_seconds`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RequestMethod {
-    /// gRPC `RateLimitService/ShouldRateLimit`.
-    ShouldRateLimit,
-    /// `POST /json` on the admin port.
-    Json,
-}
-
-impl EncodeLabelValue for RequestMethod {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
-        encoder.write_str(match self {
-            Self::ShouldRateLimit => "should_rate_limit",
-            Self::Json => "json",
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecisionOutcome {
-    WithinLimit,
-    OverLimit,
-    /// Over the limit, but answered OK because of shadow mode.
-    ShadowOverLimit,
-    Unlimited,
-}
-
-/// Prometheus label values are snake_case by convention.
-impl EncodeLabelValue for RequestOutcome {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
-        encoder.write_str(match self {
-            Self::Ok => "ok",
-            Self::OverLimit => "over_limit",
-            Self::InvalidArgument => "invalid_argument",
-            Self::ResourceExhausted => "resource_exhausted",
-        })
-    }
-}
-
-impl EncodeLabelValue for DecisionOutcome {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
-        encoder.write_str(match self {
-            Self::WithinLimit => "within_limit",
-            Self::OverLimit => "over_limit",
-            Self::ShadowOverLimit => "shadow_over_limit",
-            Self::Unlimited => "unlimited",
-        })
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OriginLabels {

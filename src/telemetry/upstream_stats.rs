@@ -20,7 +20,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::MetricType;
 
-use super::metrics::{DecisionOutcome, SharedLabel};
+use super::labels::{DecisionOutcome, SharedLabel};
 use super::sharded::ShardedCounter;
 
 /// The counts of one rule label.
