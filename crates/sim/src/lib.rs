@@ -6,8 +6,9 @@
 //! window and over the worst sliding interval, and the rows and statements per second the
 //! store saw; `store` is the lagged, counted store; `oracle` judges every denial from the
 //! run's true counts ("never below"); `sliding` finds the worst sliding interval; `tick` draws
-//! the jittered flush and sync instants.
+//! the jittered flush and sync instants; `error` says what stops a run before its report.
 
+pub mod error;
 pub mod oracle;
 pub mod report;
 pub mod scenario;
@@ -16,5 +17,6 @@ pub mod sliding;
 pub mod store;
 pub mod tick;
 
+pub use error::SimError;
 pub use scenario::{Scenario, named};
 pub use sim::{Report, run};

@@ -122,7 +122,13 @@ fn main() -> std::process::ExitCode {
             scenario.run_ms = minutes * 60_000;
         }
         let started = std::time::Instant::now();
-        let report = gcounter_sim::run(&scenario, args.seed);
+        let report = match gcounter_sim::run(&scenario, args.seed) {
+            Ok(report) => report,
+            Err(error) => {
+                eprintln!("scenario {name}: {error}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
         eprintln!(
             "{name}: {} virtual s in {:.2?}",
             report.virtual_s,

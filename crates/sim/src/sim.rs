@@ -15,6 +15,7 @@ use gcounter_engine::recorder::{NoRecorder, Recorder};
 use gcounter_engine::regional::InProcessOrigin;
 use serde::Serialize;
 
+use crate::error::SimError;
 use crate::oracle::{FalseDenial, NeverBelow};
 use crate::scenario::{Pick, Scenario, Shape};
 use crate::sliding::most_in_any_window;
@@ -139,7 +140,7 @@ pub struct Report {
 }
 
 /// Run one scenario to the end.
-pub fn run(scenario: &Scenario, seed: u64) -> Report {
+pub fn run(scenario: &Scenario, seed: u64) -> Result<Report, SimError> {
     run_with(scenario, seed, &mut |_, verdict| verdict.allowed)
 }
 
@@ -150,13 +151,13 @@ pub(crate) fn run_with(
     scenario: &Scenario,
     seed: u64,
     answer: &mut dyn FnMut(u64, &Verdict) -> bool,
-) -> Report {
+) -> Result<Report, SimError> {
     // Every store and origin call is a ready future; the runtime is there for the engine's
     // yields and the global counters' timeouts.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
-        .unwrap_or_else(|error| panic!("a current-thread runtime: {error}"));
+        .map_err(SimError::Runtime)?;
     runtime.block_on(simulate(scenario, seed, answer))
 }
 
@@ -202,7 +203,7 @@ async fn simulate(
     scenario: &Scenario,
     seed: u64,
     answer: &mut dyn FnMut(u64, &Verdict) -> bool,
-) -> Report {
+) -> Result<Report, SimError> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let fleet = &scenario.fleet;
     let clock = Arc::new(ManualClock::new(T0_MS));
@@ -235,7 +236,7 @@ async fn simulate(
             };
             let origin = first
                 .sibling(&name)
-                .unwrap_or_else(|| panic!("at most 65,535 processes per region"));
+                .ok_or(SimError::TooManyProcesses { region, count })?;
             let engine = Arc::new(Engine::new(
                 EngineSettings {
                     max_cells,
@@ -463,7 +464,7 @@ async fn simulate(
     let seconds = scenario.run_ms as f64 / 1_000.0;
     let round = |x: f64| (x * 1_000.0).round() / 1_000.0;
     let per_window = Spread::of(ratios);
-    Report {
+    Ok(Report {
         scenario: scenario.name.clone(),
         seed,
         regions: fleet.processes.len(),
@@ -493,7 +494,7 @@ async fn simulate(
         syncs_per_s: round(load.sync_statements as f64 / seconds),
         rows_read_per_s: round(load.rows_read as f64 / seconds),
         load,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@ fn short(name: &str, minutes: u64) -> Scenario {
 #[test]
 fn the_same_seed_gives_the_same_report() {
     let scenario = short("three-x5", 2);
-    let a = serde_json::to_string(&run(&scenario, 7)).ok();
-    let b = serde_json::to_string(&run(&scenario, 7)).ok();
-    let c = serde_json::to_string(&run(&scenario, 8)).ok();
+    let a = serde_json::to_string(&run(&scenario, 7).expect("the scenario runs")).ok();
+    let b = serde_json::to_string(&run(&scenario, 7).expect("the scenario runs")).ok();
+    let c = serde_json::to_string(&run(&scenario, 8).expect("the scenario runs")).ok();
     assert!(a.is_some());
     assert_eq!(a, b);
     assert_ne!(a, c, "another seed draws other arrivals");
@@ -24,7 +24,7 @@ fn the_same_seed_gives_the_same_report() {
 fn one_process_is_exact() {
     let mut scenario = short("single", 2);
     scenario.fleet.processes = vec![1];
-    let report = run(&scenario, 7);
+    let report = run(&scenario, 7).expect("the scenario runs");
     assert!(report.requests > 5_000 && report.denied_fraction > 0.4);
     assert_eq!((report.false_denials, report.over_admissions), (0, 0));
     assert!(report.per_window.max <= 1.0, "{report:?}");
@@ -32,7 +32,7 @@ fn one_process_is_exact() {
 
 #[test]
 fn a_region_of_three_processes_stays_near_the_limit() {
-    let report = run(&short("single", 2), 7);
+    let report = run(&short("single", 2), 7).expect("the scenario runs");
     assert_eq!(report.false_denials, 0);
     assert!(
         report.per_window.min >= 0.95 && report.per_window.max <= 1.05,
@@ -46,11 +46,11 @@ fn below_the_floor_regions_count_alone() {
     // publish, and admit twice the limit.
     let mut scenario = short("even-10x2", 2);
     scenario.fleet.publish_floor = 0.5;
-    let report = run(&scenario, 7);
+    let report = run(&scenario, 7).expect("the scenario runs");
     assert_eq!(report.load.rows_written, 0);
     assert!(report.per_window.median > 1.9, "{report:?}");
     // the default floor publishes them
-    let report = run(&short("even-10x2", 2), 7);
+    let report = run(&short("even-10x2", 2), 7).expect("the scenario runs");
     assert!(report.load.rows_written > 0);
     assert!(report.per_window.median <= 1.2, "{report:?}");
     assert_eq!(report.false_denials, 0);
@@ -63,12 +63,13 @@ fn below_the_floor_regions_count_alone() {
 fn a_planted_false_denial_is_reported() {
     let mut scenario = short("single", 2);
     scenario.fleet.processes = vec![1];
-    let honest = run(&scenario, 7);
+    let honest = run(&scenario, 7).expect("the scenario runs");
     assert_eq!(honest.false_denials, 0, "{honest:?}");
     // The first request of the run finds every count at 0: denying it is wrong.
     let report = run_with(&scenario, 7, &mut |request, verdict| {
         verdict.allowed && request != 0
-    });
+    })
+    .expect("the scenario runs");
     assert!(report.false_denials >= 1, "{report:?}");
     assert_eq!(
         report.first_false_denial.map(|d| (d.request, d.key)),
@@ -82,11 +83,12 @@ fn a_decide_that_never_reaches_the_limit_is_reported() {
     // An off-by-one decision (`effective < limit` instead of `≤`): the request that would
     // leave 0 remaining is denied. Over ten regions, where the lags already blur the counts.
     let scenario = short("even-10x2", 2);
-    let honest = run(&scenario, 7);
+    let honest = run(&scenario, 7).expect("the scenario runs");
     assert_eq!(honest.false_denials, 0, "{honest:?}");
     let report = run_with(&scenario, 7, &mut |_, verdict| {
         verdict.allowed && verdict.remaining > 0
-    });
+    })
+    .expect("the scenario runs");
     assert!(report.false_denials > 0, "{report:?}");
 }
 
@@ -103,7 +105,8 @@ fn a_planted_admission_is_not_a_false_denial() {
             return true;
         }
         verdict.allowed
-    });
+    })
+    .expect("the scenario runs");
     assert!(flipped.is_some());
     assert_eq!(report.false_denials, 0, "{report:?}");
     assert!(report.over_admissions >= 1, "{report:?}");

@@ -49,7 +49,8 @@ pub fn check(
     let mut failures = Vec::new();
     let mut reports = Vec::new();
     for &seed in seeds {
-        let report = run(&scenario(name, seed, &adjust), seed);
+        let report = run(&scenario(name, seed, &adjust), seed)
+            .unwrap_or_else(|error| panic!("{name} seed {seed} does not run: {error}"));
         let w = report.per_window;
         println!(
             "{name} seed {seed}: per window {:.3} / {:.3} / {:.3}, worst sliding {:.3}, \
