@@ -324,5 +324,4 @@ pub fn parse_v1(text: &str) -> Option<Option<u64>> {
 }
 
 #[cfg(test)]
-#[path = "cgroup_tests.rs"]
 mod tests;

@@ -400,5 +400,4 @@ fn whole_mib(bytes: u64) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

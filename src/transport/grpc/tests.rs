@@ -1,0 +1,151 @@
+use super::*;
+use std::time::Instant;
+
+/// Answers every path at once (an empty OK), except `/hang`, which never answers.
+fn routes() -> impl Service<
+    GrpcRequest,
+    Response = http::Response<Body>,
+    Error = Infallible,
+    Future = impl Send + 'static,
+> + Clone
++ Send
++ 'static {
+    tower::service_fn(|request: GrpcRequest| async move {
+        if request.uri().path() == "/hang" {
+            std::future::pending::<()>().await;
+        }
+        Ok::<_, Infallible>(http::Response::new(Body::empty()))
+    })
+}
+
+/// Serves `settings` on a local port until `stop`; returns the address and the server's
+/// task (it ends once every connection is closed).
+async fn start(
+    settings: TransportSettings,
+    stop: CancellationToken,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(listener) => listener,
+        Err(error) => panic!("cannot bind a local port: {error}"),
+    };
+    let addr = listener.local_addr().expect("bound");
+    let incoming = futures_util::stream::unfold(listener, |listener| async move {
+        let (conn, _) = listener.accept().await.ok()?;
+        Some((Ok::<_, Infallible>(conn), listener))
+    });
+    let server = GrpcServer::new(&settings);
+    let task = tokio::spawn(async move {
+        server
+            .serve(incoming, routes(), stop.cancelled_owned())
+            .await
+    });
+    (addr, task)
+}
+
+/// An HTTP/2 client connection; its driver task ends when the server closes it.
+async fn connect(
+    addr: std::net::SocketAddr,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    (client, tokio::spawn(connection))
+}
+
+/// A request on `path`, its body ended; the response's future.
+async fn send(
+    client: &mut h2::client::SendRequest<bytes::Bytes>,
+    path: &str,
+) -> h2::client::ResponseFuture {
+    let request = http::Request::post(format!("http://test{path}"))
+        .header("content-type", "application/grpc")
+        .body(())
+        .expect("a request");
+    let mut ready = client.clone().ready().await.expect("ready for a request");
+    let (response, _) = ready.send_request(request, true).expect("sent");
+    *client = ready;
+    response
+}
+
+#[tokio::test]
+async fn a_connection_past_its_maximum_age_is_sent_away() {
+    let settings = TransportSettings {
+        max_connection_age: Some(Duration::from_millis(300)),
+        ..TransportSettings::default()
+    };
+    let stop = CancellationToken::new();
+    let (addr, server) = start(settings, stop.clone()).await;
+    let opened = Instant::now();
+    let (mut client, connection) = connect(addr).await;
+    let response = send(&mut client, "/ok").await.await.expect("answered");
+    assert_eq!(response.status(), http::StatusCode::OK);
+    assert!(response.headers().get(http::header::DATE).is_none());
+    // GOAWAY with no stream open: the connection ends, after the age and not long after.
+    let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
+    assert!(ended.is_ok(), "the connection outlived its age by 5 s");
+    let lived = opened.elapsed();
+    assert!(lived >= Duration::from_millis(300), "{lived:?}");
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the server stops")
+        .expect("the server's task");
+}
+
+#[tokio::test]
+async fn a_request_outliving_the_grace_is_cut_with_its_connection() {
+    let settings = TransportSettings {
+        max_connection_age: Some(Duration::from_millis(200)),
+        max_connection_age_grace: Some(Duration::from_millis(300)),
+        ..TransportSettings::default()
+    };
+    let stop = CancellationToken::new();
+    let (addr, _server) = start(settings, stop.clone()).await;
+    let opened = Instant::now();
+    let (mut client, connection) = connect(addr).await;
+    let hanging = send(&mut client, "/hang").await;
+    // The GOAWAY at 200 ms lets the open request go on; at 500 ms the connection closes.
+    let answered = tokio::time::timeout(Duration::from_secs(5), hanging).await;
+    let cut_after = opened.elapsed();
+    assert!(
+        matches!(answered, Ok(Err(_))),
+        "the hanging request must fail with its connection, not {answered:?}"
+    );
+    assert!(cut_after >= Duration::from_millis(500), "{cut_after:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
+    assert!(ended.is_ok(), "the connection is closed");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn shutdown_lets_open_requests_finish_and_then_returns() {
+    let stop = CancellationToken::new();
+    let (addr, server) = start(TransportSettings::default(), stop.clone()).await;
+    let (mut client, connection) = connect(addr).await;
+    let hanging = send(&mut client, "/hang").await;
+    let answered = send(&mut client, "/ok").await.await.expect("answered");
+    assert_eq!(answered.status(), http::StatusCode::OK);
+    stop.cancel();
+    // The listener closes; the connection stays for its open request.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(addr).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the listener still accepts after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !server.is_finished(),
+        "the server waits for the open request"
+    );
+    // The client gives the request up: the connection closes and the server returns.
+    drop((hanging, client));
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the server stops once its connections are closed")
+        .expect("the server's task");
+    let _ = connection.await;
+}

@@ -1,0 +1,218 @@
+use super::*;
+
+fn env(vars: &[(&str, &str)]) -> Environment {
+    Environment::from_pairs(vars.iter().copied())
+}
+
+#[test]
+fn tls_is_off_unless_use_tls_is_true() {
+    assert_eq!(grpc_tls(&env(&[])), Ok(None));
+    assert_eq!(
+        grpc_tls(&env(&[
+            ("GRPC_SERVER_USE_TLS", "false"),
+            ("GRPC_SERVER_TLS_CERT", "/c")
+        ])),
+        Ok(None)
+    );
+}
+
+#[test]
+fn tls_reads_upstreams_variables() {
+    let files = grpc_tls(&env(&[
+        ("GRPC_SERVER_USE_TLS", "True"),
+        ("GRPC_SERVER_TLS_CERT", "/tls/cert.pem"),
+        ("GRPC_SERVER_TLS_KEY", "/tls/key.pem"),
+        ("GRPC_CLIENT_TLS_CACERT", "/tls/ca.pem"),
+        ("GRPC_CLIENT_TLS_SAN", "envoy.internal"),
+    ]))
+    .expect("valid")
+    .expect("on");
+    assert_eq!(files.cert, PathBuf::from("/tls/cert.pem"));
+    assert_eq!(files.key, PathBuf::from("/tls/key.pem"));
+    assert_eq!(files.client_ca, Some(PathBuf::from("/tls/ca.pem")));
+    assert_eq!(files.client_san.as_deref(), Some("envoy.internal"));
+}
+
+#[test]
+fn bad_values_name_the_variable() {
+    let error = grpc_tls(&env(&[("GRPC_SERVER_USE_TLS", "yes")])).expect_err("not a bool");
+    assert_eq!(error.variable, "GRPC_SERVER_USE_TLS");
+    let error = grpc_tls(&env(&[
+        ("GRPC_SERVER_USE_TLS", "1"),
+        ("GRPC_SERVER_TLS_CERT", "/c"),
+    ]))
+    .expect_err("no key");
+    assert_eq!(error.variable, "GRPC_SERVER_TLS_KEY");
+    let error = grpc_tls(&env(&[
+        ("GRPC_SERVER_USE_TLS", "1"),
+        ("GRPC_SERVER_TLS_CERT", "/c"),
+        ("GRPC_SERVER_TLS_KEY", "/k"),
+        ("GRPC_CLIENT_TLS_SAN", "x"),
+    ]))
+    .expect_err("SAN without CA");
+    assert_eq!(error.variable, "GRPC_CLIENT_TLS_SAN");
+}
+
+#[test]
+fn serve_argv_maps_upstreams_variables_with_its_defaults() {
+    let argv = serve_argv(&env(&[
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "redis:6379"),
+        ("REDIS_AUTH", "user:p@ss"),
+        ("RUNTIME_ROOT", "/data"),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("PORT", "9000"),
+        ("USE_STATSD", "false"),
+    ]))
+    .expect("valid");
+    let args = argv.args.join(" ");
+    assert_eq!(
+        args,
+        "--log-level warn --log-format text serve --http-addr 0.0.0.0:9000 \
+             --grpc-addr 0.0.0.0:8081 --debug-addr 127.0.0.1:6070 --config /data/ratelimit/config \
+             --redis-url redis://user:p%40ss@redis:6379 --max-connection-age 24h \
+             --max-connection-age-grace 1h"
+    );
+}
+
+#[test]
+fn ours_win_and_unsupported_settings_are_refused() {
+    let argv = serve_argv(&env(&[
+        ("RLS_REDIS_URL", "redis://x:1"),
+        ("RLS_CONFIG", "/c"),
+    ]))
+    .expect("valid");
+    assert!(
+        !argv
+            .args
+            .iter()
+            .any(|a| a == "--redis-url" || a == "--config")
+    );
+    for (vars, variable) in [
+        (vec![("BACKEND_TYPE", "memcache")], "BACKEND_TYPE"),
+        (vec![("REDIS_PERSECOND", "true")], "REDIS_PERSECOND"),
+        (vec![("USE_DOG_STATSD", "true")], "USE_DOG_STATSD"),
+        (
+            vec![
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_TYPE", "ring"),
+                ("REDIS_URL", "r:1"),
+            ],
+            "REDIS_TYPE",
+        ),
+        (
+            vec![("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "redis://r:1")],
+            "REDIS_URL",
+        ),
+        (vec![("REDIS_URL", "r:1")], "REDIS_URL"),
+        (vec![("LOG_LEVEL", "loud")], "LOG_LEVEL"),
+        (
+            vec![("REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE")],
+            "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+        ),
+    ] {
+        let error = serve_argv(&env(&vars)).expect_err(variable);
+        assert_eq!(error.variable, variable, "{vars:?}: {error}");
+    }
+}
+
+#[test]
+fn a_prometheus_mapping_is_not_applied_and_said_so() {
+    let argv = serve_argv(&env(&[
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "r:1"),
+        ("PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"),
+    ]))
+    .expect("accepted");
+    assert_eq!(argv.warnings.len(), 1, "{argv:?}");
+    assert!(
+        argv.warnings[0]
+            .contains("PROMETHEUS_MAPPER_YAML=/etc/statsd-exporter/conf.yaml is not applied"),
+        "{argv:?}"
+    );
+}
+
+#[test]
+fn sentinel_unix_auth_and_tls_files_map_to_our_flags() {
+    let args = |vars: &[(&str, &str)]| serve_argv(&env(vars)).expect("valid").args.join(" ");
+    let sentinel = args(&[
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_TYPE", "sentinel"),
+        ("REDIS_URL", "mymaster, s1:26379 ,s2:26380"),
+        ("REDIS_AUTH", "app:m@ster"),
+        ("REDIS_SENTINEL_AUTH", "s3nt"),
+    ]);
+    assert!(
+        sentinel.contains(
+            "--redis-url redis://:s3nt@s1:26379,redis://:s3nt@s2:26380 \
+                 --redis-sentinel-master mymaster --redis-sentinel-master-auth app:m@ster"
+        ),
+        "{sentinel}"
+    );
+    let unix = args(&[("REDIS_URL", "/run/redis.sock"), ("REDIS_AUTH", "p w")]);
+    assert!(
+        unix.contains("--redis-url redis+unix:///run/redis.sock?pass=p%20w"),
+        "{unix}"
+    );
+    let unix = args(&[("REDIS_URL", "/run/redis.sock"), ("REDIS_AUTH", "u:p")]);
+    assert!(
+        unix.contains("redis+unix:///run/redis.sock?user=u&pass=p"),
+        "{unix}"
+    );
+    let tls = args(&[
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "r:6380"),
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CACERT", "/tls/ca.pem"),
+        ("REDIS_TLS_CLIENT_CERT", "/tls/c.pem"),
+        ("REDIS_TLS_CLIENT_KEY", "/tls/k.pem"),
+        ("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true"),
+    ]);
+    assert!(
+        tls.contains(
+            "--redis-url rediss://r:6380 --redis-tls-ca /tls/ca.pem --redis-tls-cert \
+                 /tls/c.pem --redis-tls-key /tls/k.pem --redis-tls-skip-hostname-verification"
+        ),
+        "{tls}"
+    );
+}
+
+#[test]
+fn bad_sentinel_and_tls_settings_name_the_variable() {
+    let tcp = |more: &[(&'static str, &'static str)]| {
+        let mut vars = vec![("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "r:1")];
+        vars.extend_from_slice(more);
+        vars
+    };
+    for (vars, variable) in [
+        (
+            vec![
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_TYPE", "sentinel"),
+                ("REDIS_URL", "s1:26379"),
+            ],
+            "REDIS_URL",
+        ),
+        (
+            vec![
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_TYPE", "sentinel"),
+                ("REDIS_URL", "s1:26379,s2:26379"),
+            ],
+            "REDIS_URL",
+        ),
+        (tcp(&[("REDIS_SENTINEL_AUTH", "x")]), "REDIS_SENTINEL_AUTH"),
+        (tcp(&[("REDIS_TLS_CACERT", "/ca.pem")]), "REDIS_TLS_CACERT"),
+        (
+            tcp(&[("REDIS_TLS", "true"), ("REDIS_TLS_CLIENT_CERT", "/c.pem")]),
+            "REDIS_TLS_CLIENT_KEY",
+        ),
+        (
+            tcp(&[("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "yes")]),
+            "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+        ),
+    ] {
+        let error = serve_argv(&env(&vars)).expect_err(variable);
+        assert_eq!(error.variable, variable, "{vars:?}: {error}");
+    }
+}
