@@ -11,21 +11,24 @@ use common::{Bounds, Row, as_published, assert_row, check, first};
 const SEEDS_1_TO_3: &[u64] = &[1, 2, 3];
 const SEEDS_1_TO_6: &[u64] = &[1, 2, 3, 4, 5, 6];
 
+/// Runs the published command's scenario on `seeds`, checks `bounds` on every run and the
+/// first seed's figures against `row`.
+fn assert_published(name: &str, seeds: &[u64], bounds: Bounds, row: Row) {
+    let reports = check(name, seeds, as_published, bounds);
+    assert_row(first(&reports), row);
+}
+
 #[test]
 fn ten_regions_at_two_times_stay_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "even-10x2",
         SEEDS_1_TO_3,
-        as_published,
         Bounds {
             worst_at_most: 1.20,
             median_at_most: 1.06,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.00,
             median: 1.05,
@@ -42,19 +45,15 @@ fn ten_regions_at_two_times_stay_within_the_published_bound() {
 
 #[test]
 fn ten_regions_at_five_times_stay_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "even-10x5",
         SEEDS_1_TO_6,
-        as_published,
         Bounds {
             worst_at_most: 1.40,
             median_at_most: 1.06,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.00,
             median: 1.05,
@@ -71,19 +70,15 @@ fn ten_regions_at_five_times_stay_within_the_published_bound() {
 
 #[test]
 fn ten_regions_at_ten_times_stay_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "even-10x10",
         SEEDS_1_TO_6,
-        as_published,
         Bounds {
             worst_at_most: 1.50,
             median_at_most: 1.09,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.00,
             median: 1.06,
@@ -100,19 +95,15 @@ fn ten_regions_at_ten_times_stay_within_the_published_bound() {
 
 #[test]
 fn three_regions_at_two_times_stay_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "three-x2",
         SEEDS_1_TO_3,
-        as_published,
         Bounds {
             worst_at_most: 1.19,
             window_max_at_most: 1.09,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.01,
             median: 1.04,
@@ -129,19 +120,15 @@ fn three_regions_at_two_times_stay_within_the_published_bound() {
 
 #[test]
 fn three_regions_at_five_times_stay_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "three-x5",
         SEEDS_1_TO_3,
-        as_published,
         Bounds {
             worst_at_most: 1.18,
             window_max_at_most: 1.06,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.00,
             median: 1.02,
@@ -158,19 +145,15 @@ fn three_regions_at_five_times_stay_within_the_published_bound() {
 
 #[test]
 fn concentrated_traffic_stays_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "concentrated",
         SEEDS_1_TO_3,
-        as_published,
         Bounds {
             worst_at_most: 1.08,
             window_max_at_most: 1.03,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.00,
             median: 1.01,
@@ -187,19 +170,15 @@ fn concentrated_traffic_stays_within_the_published_bound() {
 
 #[test]
 fn one_region_of_three_processes_stays_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "single",
         SEEDS_1_TO_3,
-        as_published,
         Bounds {
             worst_at_most: 1.03,
             window_max_at_most: 1.02,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.00,
             median: 1.00,
@@ -216,19 +195,15 @@ fn one_region_of_three_processes_stays_within_the_published_bound() {
 
 #[test]
 fn a_region_joining_midway_stays_within_the_published_bound() {
-    let reports = check(
+    assert_published(
         "join",
         SEEDS_1_TO_3,
-        as_published,
         Bounds {
             worst_at_most: 1.17,
             window_max_at_most: 1.10,
             window_min_at_least: 0.99,
             ..Bounds::default()
         },
-    );
-    assert_row(
-        first(&reports),
         Row {
             window_min: 1.02,
             median: 1.03,
@@ -246,9 +221,10 @@ fn a_region_joining_midway_stays_within_the_published_bound() {
 #[test]
 fn bursts_at_window_boundaries_go_over_as_published() {
     // A known limit, published as such: each region decides a burst alone.
-    let reports = check("bursts", &[1], as_published, Bounds::default());
-    assert_row(
-        first(&reports),
+    assert_published(
+        "bursts",
+        &[1],
+        Bounds::default(),
         Row {
             window_min: 1.01,
             median: 2.33,
