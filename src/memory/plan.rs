@@ -400,4 +400,4 @@ fn whole_mib(bytes: u64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

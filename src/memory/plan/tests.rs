@@ -2,7 +2,8 @@ use super::*;
 
 const MIB: u64 = 1 << 20;
 
-fn inputs(limit: Option<MemoryLimit>) -> PlanInputs {
+/// The plan's inputs at the defaults, under `limit` (also the telemetry tests' plan).
+pub(crate) fn inputs(limit: Option<MemoryLimit>) -> PlanInputs {
     PlanInputs {
         limit,
         max_config_bytes: 16 * MIB,
@@ -27,7 +28,8 @@ fn cgroup(bytes: u64) -> Option<MemoryLimit> {
     .0
 }
 
-fn flag(bytes: u64) -> Option<MemoryLimit> {
+/// A `--max-memory` of `bytes`, no container limit.
+pub(crate) fn flag(bytes: u64) -> Option<MemoryLimit> {
     limit_in_force(Some(bytes), Ok(None)).0
 }
 

@@ -1,21 +1,12 @@
 use std::sync::Arc;
 
-use crate::memory::plan::{PlanInputs, limit_in_force, plan};
+use crate::memory::plan::plan;
+use crate::memory::plan::tests::{flag, inputs};
 use crate::telemetry::{DecisionOutcome, Metrics, MetricsSettings};
 
 #[test]
 fn the_limit_and_every_pool_are_exposed() {
-    let inputs = PlanInputs {
-        limit: limit_in_force(Some(256 << 20), Ok(None)).0,
-        max_config_bytes: 16 << 20,
-        max_cell_bytes: None,
-        min_cell_bytes: 18 << 20,
-        max_buffered_request_bytes: None,
-        max_request_bytes: 256 << 10,
-        max_connections: None,
-        http2_connection_window: 128 << 10,
-        max_inflight_requests: None,
-    };
+    let inputs = inputs(flag(256 << 20));
     let plan = plan(&inputs).expect("valid");
     let metrics = Metrics::new();
     metrics.memory.set_plan(&plan);
@@ -34,17 +25,7 @@ fn the_limit_and_every_pool_are_exposed() {
 #[test]
 fn no_limit_is_zero_with_source_none() {
     let metrics = Metrics::new();
-    let inputs = PlanInputs {
-        limit: None,
-        max_config_bytes: 16 << 20,
-        max_cell_bytes: None,
-        min_cell_bytes: 18 << 20,
-        max_buffered_request_bytes: None,
-        max_request_bytes: 256 << 10,
-        max_connections: None,
-        http2_connection_window: 128 << 10,
-        max_inflight_requests: None,
-    };
+    let inputs = inputs(None);
     metrics.memory.set_plan(&plan(&inputs).expect("valid"));
     let text = metrics.encode();
     assert!(
