@@ -69,6 +69,15 @@ fn a_detailed_rule_creates_at_most_its_cap_of_series() {
 }
 
 /// The value of the sample that starts with `prefix` (name and labels, as encoded).
+/// A series of upstream's gRPC response-time histogram: `part` is the suffix and the start of
+/// the labels (`_sum{`, `_bucket{le="5.0",`), the method label follows.
+fn upstream_response_time(text: &str, part: &str) -> Option<f64> {
+    value(
+        text,
+        &format!(r#"ratelimit_service_response_time_seconds{part}grpc_method="ShouldRateLimit"}}"#),
+    )
+}
+
 fn value(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
         .find_map(|line| line.strip_prefix(prefix))
@@ -116,26 +125,15 @@ fn request_durations_are_a_histogram_per_method_and_upstreams_response_time() {
         "{text}"
     );
     assert_eq!(
-        value(
-            &text,
-            &format!(r#"{upstream}_count{{grpc_method="ShouldRateLimit"}}"#)
-        ),
+        upstream_response_time(&text, "_count{"),
         Some(2.0),
         "{text}"
     );
-    let bucket = |le: &str| {
-        value(
-            &text,
-            &format!(r#"{upstream}_bucket{{le="{le}",grpc_method="ShouldRateLimit"}}"#),
-        )
-    };
+    let bucket = |le: &str| upstream_response_time(&text, &format!("_bucket{{le=\"{le}\","));
     assert_eq!(bucket("0.005"), Some(1.0), "{text}");
     assert_eq!(bucket("0.05"), Some(2.0), "{text}");
     assert_eq!(bucket("+Inf"), Some(2.0), "{text}");
-    let sum = value(
-        &text,
-        &format!(r#"{upstream}_sum{{grpc_method="ShouldRateLimit"}}"#),
-    );
+    let sum = upstream_response_time(&text, "_sum{");
     assert!(
         sum.is_some_and(|sum| (sum - 0.030_04).abs() < 1e-9),
         "{text}"
@@ -159,19 +157,10 @@ fn upstreams_response_time_can_be_in_milliseconds() {
     // 3 ms: above upstream's 2.5 bucket once in milliseconds, below 5 ms in seconds.
     metrics.request_duration(RequestMethod::ShouldRateLimit, Duration::from_millis(3));
     let text = metrics.encode();
-    let upstream = "ratelimit_service_response_time_seconds";
-    let bucket = |le: &str| {
-        value(
-            &text,
-            &format!(r#"{upstream}_bucket{{le="{le}",grpc_method="ShouldRateLimit"}}"#),
-        )
-    };
+    let bucket = |le: &str| upstream_response_time(&text, &format!("_bucket{{le=\"{le}\","));
     assert_eq!(bucket("2.5"), Some(0.0), "{text}");
     assert_eq!(bucket("5.0"), Some(1.0), "{text}");
-    let sum = value(
-        &text,
-        &format!(r#"{upstream}_sum{{grpc_method="ShouldRateLimit"}}"#),
-    );
+    let sum = upstream_response_time(&text, "_sum{");
     assert!(sum.is_some_and(|sum| (sum - 3.0).abs() < 1e-9), "{text}");
     // Ours stays in seconds.
     assert!(
