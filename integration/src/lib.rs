@@ -4,6 +4,11 @@
 //! administration, a cuttable TCP proxy ([`proxy::Proxy`]), paced load and the checks on
 //! what it left behind.
 //!
+//! The binary is found beside the test executable ([`binary`]; `cargo build -p gcounter-rls`
+//! builds it); `scenario_tests!` makes one test per case of a scenario (e.g. per SQL backend),
+//! `Service::await_limit` polls a limit until a change applies, and `repo_path` names the
+//! repository's files.
+//!
 //! Each test target uses it as `use gcounter_rls_integration as support;`. Nearly
 //! everything here is synchronous (std networking and processes), so it works from plain
 //! `#[test]`s and, for the short blocking calls it makes, from tokio tests too. The

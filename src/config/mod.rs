@@ -1,6 +1,13 @@
 //! Rate-limit configuration: the envoyproxy/ratelimit YAML format (plus
 //! additive extensions such as `unit_multiplier`), validated with file, line
 //! and path in every error, and compiled into one lookup tree per domain.
+//!
+//! The YAML model (`raw`); errors with file, line and place (`error`, `locate`); bounded
+//! reading (`read`: regular files only, a byte cap, a YAML depth cap); the compiled tree and
+//! its matching (`compile`, `limits`, `glob`); `Rule`/`Unit` (a rule's `limit` and, from our
+//! `rate_limits` extension, its `more_limits`); the `penalty` extension (`penalty`); which
+//! files a directory means, as upstream's runtime walks it (`walk`); loading and merging
+//! domains (`load`); hot reload (`watch`).
 
 mod compile;
 mod error;

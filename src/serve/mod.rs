@@ -6,6 +6,15 @@
 //! their addresses; `main` builds the shutdown future from SIGTERM/SIGINT. A test binds port 0
 //! itself and passes any future. The backends are built in `backends`, health lives in
 //! `health`, `POST /json` in `json_route`.
+//!
+//! `settings` is the one place flags and upstream's variables are validated (the Redis
+//! settings through `RedisSettings::check`, the database URL through `gcounter_sql::check_url`,
+//! both without connecting), into groups by concern (`Addresses`, `LimitsSettings`,
+//! `EngineGroup`, `Regional`, `Region`, `GlobalGroup`, `RlsSettings`, `TlsGroup`,
+//! `TransportSettings`) of typed values. `health` serves gRPC health (ours and upstream's
+//! `ratelimit`, which mirrors `/healthcheck`) and `/healthz`'s flag; `config_source` holds the
+//! limits' `ArcSwap` and the task that keeps it current (file watcher or `xds` client), and
+//! for xDS the first config `run` waits for.
 
 pub mod args;
 mod backends;

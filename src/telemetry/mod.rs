@@ -1,4 +1,14 @@
 //! Metrics and logging set-up. Any layer may record metrics; only `main` sets up logging.
+//!
+//! The Prometheus registry (`metrics`, which implements the engine's `Recorder`) and the
+//! label values its series share (`labels`); envoyproxy/ratelimit's per-rule stats under its
+//! Prometheus names (`upstream_stats`); a rule's own series, resolved on its first decision
+//! and kept in the compiled `config::Rule` so no decision hashes labels (`rule_series`);
+//! per-listener connection series (`connections`); per-thread-slot counters for the
+//! per-request series (`sharded`: the engine's `ShardedCount` with its Prometheus encoding);
+//! the request-duration histogram in per-thread slots (`latency`); the runtime's stall probe
+//! (`stall`: a task that wakes every `--stall-probe-interval` and records how late, off unless
+//! set); the memory limit and budgets (`memory`); the tracing subscriber (`logging`).
 
 mod connections;
 mod labels;

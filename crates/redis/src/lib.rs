@@ -9,6 +9,16 @@
 //! max, a replay sent twice (a retry after a timeout whose command did land, a cluster
 //! redirect) counts once. Connections are made lazily and re-made by themselves: start-up
 //! never waits for Redis, and an origin error only makes the engine decide from local counts.
+//!
+//! The settings and their checks (`settings`; `RedisSettings::check` does everything but
+//! connect, without a runtime, so `serve` refuses a bad URL with its other settings); TLS
+//! (private CA, client certificate, hostname check) and the choice of one node, a cluster or
+//! Sentinel (`connect`); a connection made lazily in a spawned task and made again after it
+//! fails (`lazy`: the cluster's, Sentinel's master's); the master the sentinels name and
+//! which errors mean it moved (`sentinel`); replay's pipelines per slot (`replay`); the
+//! region's penalty box, one expiring key per penalized counter (`penalty`); replies and
+//! errors (`reply`); the key layout (`key`); throwaway `redis-server`s for tests: plain, TLS,
+//! a Unix socket with a password, a cluster, a Sentinel set that fails over (`testing`).
 
 mod connect;
 mod key;

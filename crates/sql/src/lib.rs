@@ -4,6 +4,11 @@
 //! quoting, `GREATEST` vs `MAX`, `DELETE … LIMIT` vs a sub-select differ); this module runs
 //! them (timeouts, retries, chunks, decoding); sea-orm provides the pool, binding, decoding and
 //! the migrations.
+//!
+//! `dialect` holds the upsert, the sync (cells with a foreign row only), a process's own rows
+//! and the bounded delete; `examples/sync_rows.rs` shows what one sync reads on a real
+//! database; `tests` runs the one store contract against `MemoryStore`, SQLite, MariaDB and
+//! PostgreSQL.
 
 use std::collections::HashMap;
 use std::future::Future;
