@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use common::{Ids, START_MS, address, decide};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use gcounter_engine::engine::{Engine, EngineSettings, ManualClock};
 use gcounter_engine::regional::InProcessOrigin;
+use gcounter_engine::{Engine, EngineSettings, ManualClock};
 use gcounter_rls::telemetry::Metrics;
 
 /// Never reached: every decision accepts.

@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use common::{Ids, MINUTE_MS, START_MS, address, decide, write_address};
 use gcounter_engine::cell_key::{CellKey, CounterKeyRef};
-use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock};
 use gcounter_engine::global::{GlobalCounters, GlobalSettings, MemoryStore};
 use gcounter_engine::pn::PnCount;
 use gcounter_engine::recorder::NoRecorder;
 use gcounter_engine::regional::InProcessOrigin;
+use gcounter_engine::{Engine, EngineSettings, Hit, ManualClock};
 use gcounter_rls::telemetry::Metrics;
 
 /// Decisions between two replays (the service replays every 100 ms).
@@ -96,7 +96,7 @@ fn flood() {
     const MAX_CELLS: usize = 1_000_000;
     const KEYS: u64 = 5_000_000;
     // The service's defaults: the byte cap binds before the cell cap for these cells.
-    let engine = engine(MAX_CELLS, gcounter_engine::engine::DEFAULT_MAX_CELL_BYTES);
+    let engine = engine(MAX_CELLS, gcounter_engine::DEFAULT_MAX_CELL_BYTES);
     let mut samples = Vec::new();
     fill(&engine, 0..KEYS, |done| {
         if done % 500_000 == 0 {
@@ -268,7 +268,7 @@ fn roomy_engine(clock: &Arc<ManualClock>) -> Arc<Engine> {
             ..EngineSettings::default()
         },
         Arc::new(InProcessOrigin::new(2_000_000)),
-        Arc::clone(clock) as Arc<dyn gcounter_engine::engine::Clock>,
+        Arc::clone(clock) as Arc<dyn gcounter_engine::Clock>,
         Arc::new(Metrics::new()),
     ))
 }

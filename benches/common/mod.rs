@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::{Check, Engine, Hit, Verdict};
+use gcounter_engine::{Check, Engine, Hit, Verdict};
 
 pub const MINUTE_MS: u64 = 60_000;
 /// Where the benches' clock starts: in the middle of a minute window, so no decision

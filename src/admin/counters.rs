@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::AdminState;
-use gcounter_engine::engine::{CellView, CounterState, InspectedCounter, SKETCH_CAPACITY};
+use gcounter_engine::{CellView, CounterState, InspectedCounter, SKETCH_CAPACITY};
 
 /// Longest query string accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4_096;

@@ -25,7 +25,7 @@ use axum::routing::{get, post};
 use crate::config::LimitsConfig;
 use crate::telemetry::{MemoryPool, Metrics, RequestMethod};
 use crate::transport::BufferedBytes;
-use gcounter_engine::engine::Engine;
+use gcounter_engine::Engine;
 
 #[derive(Clone)]
 pub struct AdminState {

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use gcounter_engine::engine::{Clock, SystemClock};
 use gcounter_engine::global::GlobalStore;
+use gcounter_engine::{Clock, SystemClock};
 use gcounter_sql::SqlStore;
 
 use super::{CheckConfigArgs, Command, EXIT_RUNTIME_FAILURE, Parsed, invalid_setting};

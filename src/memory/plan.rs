@@ -19,7 +19,7 @@ use anyhow::bail;
 use super::cgroup::{CgroupError, CgroupLimit, Version};
 use crate::byte_size_arg::Bytes;
 use crate::transport::TransportSettings;
-use gcounter_engine::engine::DEFAULT_MAX_CELL_BYTES;
+use gcounter_engine::DEFAULT_MAX_CELL_BYTES;
 
 /// The share of the container's limit `--max-memory` takes when it is not set, in percent.
 /// The rest is the allocator's slack and fragmentation, memory the kernel charges to the

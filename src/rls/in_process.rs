@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use gcounter_engine::engine::{Clock, Engine, EngineSettings};
 use gcounter_engine::regional::InProcessOrigin;
+use gcounter_engine::{Clock, Engine, EngineSettings};
 
 use super::{RateLimiter, RlsSettings};
 use crate::config::LimitsConfig;

@@ -8,8 +8,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 
 use super::RateLimiter;
 use super::plan::{self, Plan};
+use gcounter_engine::InspectedCounter;
 use gcounter_engine::cell_key::CounterKey;
-use gcounter_engine::engine::InspectedCounter;
 
 /// What a descriptor is, when it is not a counted one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -41,7 +41,7 @@ pub use validate::RequestLimits;
 use crate::config::{DomainLimits, LimitsConfig};
 use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome, Usage};
 use crate::trace::{DecisionTracer, SpanOptions};
-use gcounter_engine::engine::{Check, Engine, Verdict};
+use gcounter_engine::{Check, Engine, Verdict};
 use overall::{Role, Tally};
 use plan::{INLINE_PLANS, Plan};
 use smallvec::SmallVec;
@@ -511,7 +511,7 @@ impl RateLimiter {
             };
             return (verdict, first);
         }
-        let mut constrained: Option<(gcounter_engine::engine::Verdict, plan::LimitWindow)> = None;
+        let mut constrained: Option<(gcounter_engine::Verdict, plan::LimitWindow)> = None;
         for (consumed, window) in limited.windows().enumerate() {
             let verdict = if limited.refund {
                 self.engine.refund(hit(window)).await
@@ -534,7 +534,7 @@ impl RateLimiter {
         }
         constrained.unwrap_or_else(|| {
             (
-                gcounter_engine::engine::Verdict {
+                gcounter_engine::Verdict {
                     allowed: true,
                     remaining: u64::from(first.requests_per_unit),
                     until_reset_ms: first.duration_ms,

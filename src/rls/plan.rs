@@ -9,8 +9,8 @@ use compact_str::CompactString;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use smallvec::SmallVec;
 
+use gcounter_engine::Hit;
 use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::Hit;
 
 use super::units;
 use crate::config::{DomainLimits, Rule, RuleLimit};

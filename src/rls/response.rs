@@ -7,7 +7,7 @@ use super::answer::{CurrentLimit, Status};
 use super::overall::Role;
 use super::plan::{LimitWindow, Limited, Plan};
 use super::units;
-use gcounter_engine::engine::Verdict;
+use gcounter_engine::Verdict;
 
 /// Names of the optional response headers (IETF draft `RateLimit-*` fields by default).
 #[derive(Debug, Clone)]

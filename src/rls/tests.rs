@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
-use gcounter_engine::engine::ManualClock;
+use gcounter_engine::ManualClock;
 
 use gcounter_rls_integration::flat_rules;
 use gcounter_rls_integration::grpc::{

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::telemetry::Metrics;
-use gcounter_engine::engine::Engine;
+use gcounter_engine::Engine;
 use gcounter_engine::global::{GlobalCounters, GlobalStore};
 use gcounter_engine::recorder::Recorder;
 use gcounter_engine::regional::{GuardedOrigin, InProcessOrigin, RegionalOrigin};

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::admin;
 use crate::rls::RateLimiter;
-use gcounter_engine::engine::InspectedCounter;
+use gcounter_engine::InspectedCounter;
 
 /// `POST /json` on the admin port, answered by the gRPC service's limiter.
 pub(super) struct JsonRoute(pub(super) Arc<RateLimiter>);

@@ -39,8 +39,8 @@ use crate::rls::{RateLimitRoute, RateLimitServiceServer, RateLimiter};
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::Metrics;
 use crate::transport::{self, BindError, TlsReloader};
-use gcounter_engine::engine::{Engine, SystemClock};
 use gcounter_engine::recorder::Recorder;
+use gcounter_engine::{Engine, SystemClock};
 
 pub use args::ServeArgs;
 pub use settings::{

@@ -20,9 +20,9 @@ use crate::trace::{SpanOptions, TracingSettings};
 use crate::transport::{TlsFiles, TransportSettings};
 use crate::upstream_env;
 use crate::xds::XdsSettings;
-use gcounter_engine::engine::{CELL_OVERHEAD_BYTES, EngineSettings};
 use gcounter_engine::global::GlobalSettings;
 use gcounter_engine::regional::GuardSettings;
+use gcounter_engine::{CELL_OVERHEAD_BYTES, EngineSettings};
 use gcounter_redis::{RedisSettings, RedisTls, SentinelMaster};
 
 use super::args::ServeArgs;

@@ -1,6 +1,6 @@
 //! gcounter-engine: the rate-limit engine of gcounter-rls, apart from any server.
 //!
-//! Every decision is taken here, from memory ([`engine`]); the processes of a region
+//! Every decision is taken here, from memory ([`local`], the local decision layer, whose [`Engine`] callers name from the crate root); the processes of a region
 //! converge through a [`regional::RegionalOrigin`], the regions through
 //! [`global::GlobalCounters`] over a [`global::GlobalStore`]. The traits have in-process
 //! implementations here; the real backends live in their own crates (`gcounter-redis`,
@@ -9,8 +9,8 @@
 
 pub mod aside;
 pub mod cell_key;
-pub mod engine;
 pub mod global;
+pub mod local;
 pub mod pn;
 pub mod recorder;
 pub mod redact;
@@ -18,6 +18,10 @@ pub mod regional;
 pub mod sharded;
 pub mod throttle;
 
+pub use local::{
+    CELL_OVERHEAD_BYTES, CellView, Check, Clock, CounterState, DEFAULT_MAX_CELL_BYTES, Engine,
+    EngineSettings, Hit, InspectedCounter, ManualClock, SKETCH_CAPACITY, SystemClock, Verdict,
+};
 pub use throttle::Throttle;
 
 /// The target of the spans worth exporting as traces (the regional origin's calls, the

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gcounter_engine::cell_key::CounterKeyRef;
-use gcounter_engine::engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
 use gcounter_engine::global::{GlobalCounters, GlobalSettings, GlobalStore};
 use gcounter_engine::recorder::{NoRecorder, Recorder};
 use gcounter_engine::regional::InProcessOrigin;
+use gcounter_engine::{Engine, EngineSettings, Hit, ManualClock, Verdict};
 use serde::Serialize;
 
 use crate::error::SimError;

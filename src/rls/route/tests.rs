@@ -1,6 +1,6 @@
 use super::*;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
-use gcounter_engine::engine::ManualClock;
+use gcounter_engine::ManualClock;
 use gcounter_rls_integration::grpc::{descriptor, request};
 use http_body_util::BodyExt;
 use prost::Message;

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use super::cadence::Cadence;
 use super::overload::{Overload, speedup};
 use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
-use crate::engine::Engine;
+use crate::local::Engine;
 use crate::pn::PnCount;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;

@@ -11,7 +11,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use crate::engine::SharedDecisions;
+use crate::local::SharedDecisions;
 
 /// Denials per admission on shared cells over the last interval: `ρ − 1` for a counter offered
 /// `ρ` times its limit (each region admits about `1 ÷ ρ` of what it is offered).

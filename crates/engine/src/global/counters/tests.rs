@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::cell_key::{CellKey, CounterKeyRef};
-use crate::engine::{Clock, EngineSettings, Hit, ManualClock, Verdict};
 use crate::global::{MemoryStore, REGION_MAX_BYTES};
+use crate::local::{Clock, EngineSettings, Hit, ManualClock, Verdict};
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::InProcessOrigin;
 

@@ -3,7 +3,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::*;
-use crate::cell_key::CounterKeyRef;
+use crate::cell_key::{CellKey, CounterKey, CounterKeyRef};
+use crate::pn::PnCount;
+use crate::recorder::{DecisionSource, OriginOp};
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::{CellRead, InProcessOrigin, OriginError, OriginFuture};
 

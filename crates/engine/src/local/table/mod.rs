@@ -352,7 +352,7 @@ fn expires_at_ms(key: &CellKey) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::budget::cell_bytes;
+    use crate::local::budget::cell_bytes;
 
     impl CellTable {
         fn capacity(&self) -> u64 {

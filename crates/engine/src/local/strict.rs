@@ -52,7 +52,7 @@ impl StrictMode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::budget::DEADLINE_ENTRY_BYTES;
+    use crate::local::budget::DEADLINE_ENTRY_BYTES;
     use std::sync::Arc;
 
     #[test]

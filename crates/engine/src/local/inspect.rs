@@ -17,7 +17,8 @@ use std::sync::{Mutex, TryLockError};
 
 use quick_cache::Equivalent;
 
-use crate::cell_key::{CounterKey, CounterKeyRef};
+use super::{Engine, WindowPosition};
+use crate::cell_key::{CellKeyRef, CounterKey, CounterKeyRef};
 
 /// One decision in this many (per thread) is offered to the sketch.
 pub const SAMPLE_EVERY: u32 = 16;
@@ -273,6 +274,49 @@ impl HeavyHitters {
         });
         merged.truncate(SKETCH_CAPACITY);
         merged
+    }
+}
+
+impl Engine {
+    /// Until when this process holds the counter in its penalty box, if it does now.
+    pub fn penalty_until(&self, counter: &CounterKeyRef<'_>) -> Option<u64> {
+        self.penalties.held_until(counter, self.clock.now_ms())
+    }
+
+    /// What the engine holds for `counter` now (for inspection): its two cells if in memory,
+    /// strict mode, the penalty box. Reads only; creates nothing, reads no origin.
+    pub fn inspect(&self, counter: &CounterKeyRef<'_>) -> CounterState {
+        let now_ms = self.clock.now_ms();
+        let position = WindowPosition::at(now_ms, counter.duration_ms);
+        let view = |sequence: u64| {
+            let key = CellKeyRef::new(
+                counter.workspace,
+                counter.namespace,
+                counter.identifier,
+                position.duration_ms,
+                sequence,
+            );
+            self.table.get(&key).map(|cell| CellView {
+                regional: cell.regional(),
+                global: cell.global(),
+                own: cell.own(),
+            })
+        };
+        CounterState {
+            now_ms,
+            duration_ms: position.duration_ms,
+            elapsed_ms: position.elapsed_ms,
+            current: view(position.sequence),
+            previous: position.previous_sequence().and_then(view),
+            strict: self.strict.is_strict(counter, now_ms),
+            penalty_until_ms: self.penalties.held_until(counter, now_ms),
+        }
+    }
+
+    /// The busiest counters of late (a sampled heavy-hitters sketch of at most
+    /// [`SKETCH_CAPACITY`] entries), most sampled first.
+    pub fn heavy_hitters(&self) -> Vec<HeavyHitter> {
+        self.hitters.snapshot()
     }
 }
 

@@ -80,7 +80,7 @@ impl PenaltyBox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::budget::DEADLINE_ENTRY_BYTES;
+    use crate::local::budget::DEADLINE_ENTRY_BYTES;
     use std::sync::Arc;
 
     #[test]

@@ -108,7 +108,7 @@ mod tests {
         tokio::task::yield_now().await;
         cell.merge_regional(
             crate::pn::PnCount::hits(42),
-            &crate::engine::cell::SealedChanges::default(),
+            &crate::local::cell::SealedChanges::default(),
         );
         leader.finish();
         assert!(
