@@ -1,9 +1,14 @@
-//! The local engine: every decision is taken here, from memory.
+//! The local decision layer: every decision is taken here, from memory.
 //!
 //! It knows cells, windows and the regional origin trait; it knows nothing of gRPC, YAML or
 //! any particular backend. A warm decision is: find two cells without allocating, one
 //! compare-and-swap, done. Cold cells read the origin once (single flight); accepted work is
 //! replayed to the origin by a background task.
+//!
+//! [`Engine`] is one struct whose methods live beside the concern they serve, so each file
+//! reads as one piece: the decision (`decide`), replay and convergence with the regional
+//! origin (`convergence`), publication to the global layer (`publication`), inspection
+//! (`inspect`); this file holds the state, its construction and the background loops.
 
 mod budget;
 mod cell;
