@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::Engine;
 use super::cell::SharedCell;
-use super::table::{self};
+use super::table;
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 use crate::recorder::OriginOp;

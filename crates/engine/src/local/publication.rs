@@ -4,7 +4,7 @@
 
 use super::Engine;
 use super::cell::SharedCell;
-use super::table::{self};
+use super::table;
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
