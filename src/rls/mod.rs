@@ -3,6 +3,25 @@
 //! It turns a request into plans (config lookup, counter identity, cost), asks the engine for
 //! each limited descriptor, and shapes the answer as envoyproxy/ratelimit does. It knows the
 //! config and the engine; it knows nothing of Redis or SQL.
+//!
+//! Where each step lives:
+//! - `route`: the gRPC route that decodes the raw message itself, so undecodable and
+//!   oversized requests are answered and counted; `GrpcRoutes` compares `ShouldRateLimit`'s
+//!   path and calls it directly, every other path goes to tonic's routes (health; the
+//!   service's other methods answer `UNIMPLEMENTED`).
+//! - `validate`: request validation. `plan`: descriptor → rule or override, counter
+//!   identity, cost and refund (`Limited::windows`: every limit of a `rate_limits` rule).
+//! - `RateLimiter::decide` (here): the all-or-nothing decision of several limits and refunds.
+//! - `overall`: the overall code from regular and quota descriptors; `metadata`: the
+//!   response's `dynamic_metadata`; `response`: statuses and `RateLimit-*` headers;
+//!   `structured`: the IETF draft's `RateLimit-Policy`/`RateLimit` header style.
+//! - `answer`: the answer as sent, kept small because tonic copies it several times
+//!   (statuses inline, the rule's name shared, the reset in ms), encoded with prost's field
+//!   encoders to the bytes `RateLimitResponse` would give without that message's `Vec`.
+//! - `inspect`: which counter a descriptor counts on, for the admin port's inspection.
+//! - `in_process`: a limiter on the in-process origin and a caller's clock, for the
+//!   in-process tests and the fuzz targets. `units`: unit enum mapping. `json`: upstream's
+//!   JSON form of a request and response for `POST /json`. `traced`: a request's span.
 
 mod answer;
 mod in_process;

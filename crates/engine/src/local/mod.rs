@@ -9,6 +9,24 @@
 //! reads as one piece: the decision (`decide`), replay and convergence with the regional
 //! origin (`convergence`), publication to the global layer (`publication`), inspection
 //! (`inspect`); this file holds the state, its construction and the background loops.
+//!
+//! The pieces they use:
+//! - `check`: the hot path's result (`Engine::check`, `check_with_penalty`): a warm verdict
+//!   taken synchronously, or the boxed slow path of a cold cell or a refresh; `.await` gives
+//!   the verdict either way.
+//! - `window` (window math), `decision` (the sliding-window decision), `retry` (the exact
+//!   wait of a denied request: closed form, brute-force tested).
+//! - `cell`: `WindowCell`, a PN-counter per layer with CAS consume, capped refunds, `max`
+//!   merges and a freshness deadline, shared as a `SharedCell` (`triomphe::Arc`: no weak
+//!   count); `cell::sealed` remembers the previous window's total while no cell changed.
+//! - `table`: the cell table bounded in bytes and cells, its eviction order and incremental
+//!   reaping; `budget`: the byte budget of everything keyed by a cell.
+//! - `replay`: batching with a queue bounded in entries and bytes, cancellation-safe (a
+//!   dropped replay queues its unsettled cells again); `refresh`: single-flight refreshes.
+//! - `strict` (strict mode after a denial), `penalty` (the penalty box, shared with the
+//!   region through the origin), `clock`, `deadlines`.
+//! - `inspect`: `InspectedCounter` (filled in by the server, served by its admin port) and
+//!   the sampled Space-Saving heavy-hitters sketch.
 
 mod budget;
 mod cell;
