@@ -84,10 +84,9 @@ async fn failover_under_load(how: Failover) {
     let runtime = runtime_root(1_000_000);
     let prefix = redis_admin::unique_prefix("sentinel");
     let service = start_through_sentinels(&set, &runtime, &prefix);
-    let load = load::in_background(&service, RATE, Duration::from_secs(12), |i| {
-        hit("upstream", "user", KEYS[i % KEYS.len()])
-    })
-    .await;
+    // Captures nothing, so it is `Copy`: both loads below send the same spread of keys.
+    let spread = |i: usize| hit("upstream", "user", KEYS[i % KEYS.len()]);
+    let load = load::in_background(&service, RATE, Duration::from_secs(12), spread).await;
 
     // Fail over once the replay has reached the first master: awaited, not a fixed sleep (a
     // loaded machine starts the service and its first replay later).
@@ -125,10 +124,7 @@ async fn failover_under_load(how: Failover) {
 
     // The first load is sized to outlast a failover on a quiet machine; on a busy one the
     // failover can take longer than it, so a second load always runs after the switch.
-    let after = load::in_background(&service, RATE, Duration::from_secs(3), |i| {
-        hit("upstream", "user", KEYS[i % KEYS.len()])
-    })
-    .await;
+    let after = load::in_background(&service, RATE, Duration::from_secs(3), spread).await;
     let mut sent = load.await.expect("the load task");
     sent.extend(after.await.expect("the load after the failover"));
     load::assert_no_grpc_errors(&sent, &format!("{how:?}"));
