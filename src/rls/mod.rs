@@ -57,12 +57,12 @@ pub use route::{GrpcRoutes, RateLimitRoute};
 pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 
-use crate::config::{DomainLimits, LimitsConfig};
-use crate::telemetry::{DecisionOutcome, Metrics, RequestOutcome, Usage};
+use crate::config::LimitsConfig;
+use crate::telemetry::{DecisionLabel, DecisionOutcome, Metrics, RequestOutcome, Usage};
 use crate::trace::{DecisionTracer, SpanOptions};
 use gcounter_engine::{Check, Engine, Verdict};
 use overall::{Role, Tally};
-use plan::{INLINE_PLANS, Plan};
+use plan::{INLINE_PLANS, Plan, Plans};
 use smallvec::SmallVec;
 
 /// How the service answers, beyond what the limits config says.
@@ -104,11 +104,13 @@ pub enum Now {
     Later(Unfinished),
 }
 
-/// A request decided in part, synchronously: the config snapshot it was planned on and the
-/// verdicts already taken (their counts consumed), so that [`RateLimiter::finish`] decides
-/// no descriptor twice.
+/// A request decided in part, synchronously: its plans (planned once, holding what they
+/// need of the config snapshot they were planned on) and the verdicts already taken (their
+/// counts consumed), so that [`RateLimiter::finish`] decides no descriptor twice.
 pub struct Unfinished {
-    limits: Arc<LimitsConfig>,
+    /// The domain's name: the engine's workspace and the metrics' label.
+    workspace: Arc<str>,
+    plans: Plans<'static>,
     verdicts: Verdicts,
 }
 
@@ -195,46 +197,42 @@ impl RateLimiter {
         let mut verdicts = Verdicts::new();
         let all_decided = self.decide_now(domain.name(), &plans, &mut verdicts);
         if !all_decided || self.gives_back(&plans, &verdicts) {
-            drop(plans);
             return Now::Later(Unfinished {
-                limits: arc_swap::Guard::into_inner(limits),
+                workspace: Arc::clone(domain.name()),
+                plans: plans.into_iter().map(Plan::into_owned).collect(),
                 verdicts,
             });
         }
-        let decided = self.judge(domain, &plans, &verdicts);
+        let decided = self.judge(domain.name(), &plans, &verdicts);
         Now::Answered(Ok(self.complete(request, &plans, decided)))
     }
 
     /// What [`should_rate_limit_now`](Self::should_rate_limit_now) left: the descriptors it
-    /// did not decide, then, with `all_or_nothing`, the refunds of a denied request. The
-    /// request is planned again on the same config snapshot, so its plans are the same.
+    /// did not decide, then, with `all_or_nothing`, the refunds of a denied request, on the
+    /// plans it made.
     pub async fn finish(
         &self,
         request: &RateLimitRequest,
         unfinished: Unfinished,
     ) -> Result<Answer, Status> {
         let Unfinished {
-            limits,
+            workspace,
+            plans,
             mut verdicts,
         } = unfinished;
-        let Some(domain) = limits.domain(&request.domain) else {
-            // Not reached: the snapshot is the one the domain was found in.
-            return Ok(self.unknown_domain(request));
-        };
-        let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
         let limited = plans.iter().filter_map(|plan| match plan {
             Plan::Limited(limited) => Some(limited),
             Plan::NoLimit | Plan::Unlimited(_) => None,
         });
         for limited in limited.skip(verdicts.len()) {
-            verdicts.push(self.decide(domain.name(), limited).await);
+            verdicts.push(self.decide(&workspace, limited).await);
         }
-        let mut decided = self.judge(domain, &plans, &verdicts);
+        let mut decided = self.judge(&workspace, &plans, &verdicts);
         if decided.over_limit && self.settings.all_or_nothing {
             let per_plan = plans.iter().zip(&decided.consumed);
             for ((plan, consumed), status) in per_plan.zip(&mut decided.statuses) {
                 if let (Plan::Limited(limited), true) = (plan, consumed) {
-                    self.give_back(domain.name(), limited).await;
+                    self.give_back(&workspace, limited).await;
                     // As upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT answers: what is
                     // left once this request is not counted.
                     let cost = u32::try_from(limited.cost).unwrap_or(u32::MAX);
@@ -282,7 +280,7 @@ impl RateLimiter {
             if limited.refund || limited.has_more_limits() {
                 return false;
             }
-            let penalty_ms = limited.rule.map_or(0, |rule| rule.penalty_ms);
+            let penalty_ms = limited.rule.as_ref().map_or(0, |rule| rule.penalty_ms);
             let window = limited.window();
             match self
                 .engine
@@ -353,7 +351,7 @@ impl RateLimiter {
 
     /// Every descriptor's status from the decided verdicts (one per limited plan, in
     /// order), with its metrics.
-    fn judge(&self, domain: &DomainLimits, plans: &[Plan<'_>], verdicts: &Verdicts) -> Judged {
+    fn judge(&self, workspace: &Arc<str>, plans: &[Plan<'_>], verdicts: &Verdicts) -> Judged {
         let mut judged = Judged {
             statuses: answer::Statuses::new(),
             roles: SmallVec::new(),
@@ -371,7 +369,7 @@ impl RateLimiter {
                 }
                 Plan::Unlimited(rule) => {
                     self.metrics
-                        .rule_unlimited(&rule.series, domain.name(), &rule.path);
+                        .rule_unlimited(&rule.series, workspace, &rule.path);
                     (response::unlimited(), Role::Unlimited)
                 }
                 Plan::Limited(limited) => {
@@ -384,7 +382,7 @@ impl RateLimiter {
                     };
                     consumed = verdict.allowed && limited.cost > 0 && !limited.refund;
                     let (code, outcome) = self.code(verdict.allowed, limited);
-                    self.count_decision(domain, limited, verdict, window, outcome);
+                    self.count_decision(workspace, limited, verdict, window, outcome);
                     (
                         response::limited(limited, *window, verdict, code),
                         self.role(plan, Some(verdict)),
@@ -404,7 +402,7 @@ impl RateLimiter {
     /// The decision metrics of one limited descriptor.
     fn count_decision(
         &self,
-        domain: &DomainLimits,
+        workspace: &Arc<str>,
         limited: &plan::Limited<'_>,
         verdict: &Verdict,
         window: &plan::LimitWindow,
@@ -417,28 +415,23 @@ impl RateLimiter {
             limit,
             used_after: limit.saturating_sub(verdict.remaining),
         };
-        match limited.rule {
+        let label = match limited.rule.as_deref() {
             // Labels with request values: capped per rule.
-            Some(rule) if rule.detailed_metric || rule.value_to_metric => {
-                let counted =
-                    self.metrics
-                        .detailed_decision(domain.name(), &rule.path, rule_label, outcome);
-                self.metrics
-                    .upstream_decision(domain.name(), counted, outcome, usage);
-            }
+            Some(rule) if rule.detailed_metric || rule.value_to_metric => DecisionLabel::Detailed {
+                rule: &rule.path,
+                label: rule_label,
+            },
             // The rule's path: its series resolved once.
-            Some(rule) => {
-                self.metrics
-                    .rule_decision(&rule.series, domain.name(), &rule.path, outcome, usage)
-            }
-            None => {
-                self.metrics.decision(domain.name(), rule_label, outcome);
-                self.metrics
-                    .upstream_decision(domain.name(), rule_label, outcome, usage);
-            }
-        }
+            Some(rule) => DecisionLabel::Rule {
+                series: &rule.series,
+                path: &rule.path,
+            },
+            None => DecisionLabel::Override(rule_label),
+        };
+        self.metrics
+            .limited_decision(workspace, label, outcome, usage);
         if outcome == DecisionOutcome::ShadowOverLimit {
-            tracing::debug!(domain = %domain.name(), rule = %rule_label, "over limit in shadow mode; answered OK");
+            tracing::debug!(domain = %workspace, rule = %rule_label, "over limit in shadow mode; answered OK");
         }
     }
 
@@ -486,7 +479,7 @@ impl RateLimiter {
                 .zip(&statuses)
                 .filter(|(_, status)| status.code != Code::OverLimit as i32)
                 .filter_map(|(plan, _)| match plan {
-                    Plan::Limited(limited) => limited.rule?.metadata.as_deref(),
+                    Plan::Limited(limited) => limited.rule.as_ref()?.metadata.as_deref(),
                     Plan::NoLimit | Plan::Unlimited(_) => None,
                 });
             Box::new(metadata::dynamic_metadata(request, passed))
@@ -520,7 +513,7 @@ impl RateLimiter {
     ) -> (Verdict, plan::LimitWindow) {
         let hit = |window: plan::LimitWindow| limited.hit(workspace, window);
         // `penalty` (our extension) lives on the rule; an override has none.
-        let penalty_ms = limited.rule.map_or(0, |rule| rule.penalty_ms);
+        let penalty_ms = limited.rule.as_ref().map_or(0, |rule| rule.penalty_ms);
         let first = limited.window();
         if !limited.has_more_limits() {
             let verdict = if limited.refund {

@@ -15,14 +15,43 @@ use gcounter_engine::cell_key::CounterKeyRef;
 use super::units;
 use crate::config::{DomainLimits, Rule, RuleLimit};
 
-/// What to do with one descriptor.
+/// What to do with one descriptor. What comes from the config is borrowed from the
+/// request's snapshot of it (no reference count of a shared rule is written per request);
+/// [`Plan::into_owned`] holds it instead, for a request that must wait and so outlives
+/// the borrow.
 #[derive(Debug)]
 pub enum Plan<'c> {
     /// No rule matched, or the rule was replaced: OK with no `current_limit`.
     NoLimit,
     /// `unlimited: true`: OK, nothing counted.
-    Unlimited(&'c Arc<Rule>),
+    Unlimited(Cow<'c, Arc<Rule>>),
     Limited(Limited<'c>),
+}
+
+impl Plan<'_> {
+    /// The same plan holding what it borrowed from the config: a request that waits on
+    /// the engine keeps its plans across the wait instead of planning again.
+    pub fn into_owned(self) -> Plan<'static> {
+        match self {
+            Plan::NoLimit => Plan::NoLimit,
+            Plan::Unlimited(rule) => Plan::Unlimited(Cow::Owned(rule.into_owned())),
+            Plan::Limited(limited) => Plan::Limited(limited.into_owned()),
+        }
+    }
+
+    /// The matched rule, if any (none for a request override).
+    fn rule(&self) -> Option<&Arc<Rule>> {
+        match self {
+            Plan::NoLimit => None,
+            Plan::Unlimited(rule) => Some(rule),
+            Plan::Limited(limited) => limited.rule.as_deref(),
+        }
+    }
+}
+
+/// Plans' borrows, owned: each `Arc` shared with the config, not copied.
+fn owned<T: ?Sized>(borrowed: Cow<'_, Arc<T>>) -> Cow<'static, Arc<T>> {
+    Cow::Owned(borrowed.into_owned())
 }
 
 /// The plans of one request: inline up to [`INLINE_PLANS`] descriptors (Envoy's requests
@@ -32,9 +61,8 @@ pub type Plans<'c> = SmallVec<[Plan<'c>; INLINE_PLANS]>;
 /// Descriptors a request may have before its per-descriptor lists go to the heap.
 pub const INLINE_PLANS: usize = 4;
 
-/// A descriptor that will be counted. What comes from the config is borrowed from it (the
-/// request holds the config's snapshot): no reference count of a shared rule is written per
-/// request.
+/// A descriptor that will be counted. What comes from the config is borrowed from it, as
+/// in [`Plan`].
 #[derive(Debug)]
 pub struct Limited<'c> {
     /// The rule's namespace, or a request override's own (built per request).
@@ -51,7 +79,7 @@ pub struct Limited<'c> {
     /// `value_to_metric` rules a name with request values); `None` for a request override.
     pub rule_path: Option<Cow<'c, Arc<str>>>,
     /// The matched rule; `None` for a request override.
-    pub rule: Option<&'c Arc<Rule>>,
+    pub rule: Option<Cow<'c, Arc<Rule>>>,
     pub cost: u64,
     /// Envoy's `is_negative_hits`: give `cost` back (a refund) instead of consuming it.
     pub refund: bool,
@@ -66,6 +94,23 @@ pub struct LimitWindow {
 }
 
 impl Limited<'_> {
+    /// See [`Plan::into_owned`].
+    pub fn into_owned(self) -> Limited<'static> {
+        Limited {
+            namespace: owned(self.namespace),
+            rule_path: self.rule_path.map(owned),
+            rule: self.rule.map(owned),
+            identifier: self.identifier,
+            duration_ms: self.duration_ms,
+            requests_per_unit: self.requests_per_unit,
+            unit: self.unit,
+            shadow_mode: self.shadow_mode,
+            quota_mode: self.quota_mode,
+            cost: self.cost,
+            refund: self.refund,
+        }
+    }
+
     /// The engine's hit of this descriptor on one of its limits, in `workspace` (the domain).
     pub fn hit<'a>(&'a self, workspace: &'a Arc<str>, window: LimitWindow) -> Hit<'a> {
         Hit {
@@ -82,7 +127,7 @@ impl Limited<'_> {
 
     /// The rule's `name` (`current_limit.name`); none for a request override.
     pub fn name(&self) -> Option<&Arc<str>> {
-        self.rule.and_then(|rule| rule.name.as_ref())
+        self.rule.as_ref().and_then(|rule| rule.name.as_ref())
     }
 
     /// The descriptor's first (or only) limit.
@@ -96,7 +141,9 @@ impl Limited<'_> {
 
     /// Whether the rule has several limits (`rate_limits`).
     pub fn has_more_limits(&self) -> bool {
-        self.rule.is_some_and(|rule| !rule.more_limits.is_empty())
+        self.rule
+            .as_ref()
+            .is_some_and(|rule| !rule.more_limits.is_empty())
     }
 
     /// Every limit of the descriptor, the first one first, then the rule's other limits in
@@ -135,19 +182,19 @@ pub fn plan<'c>(
         .map(|d| plan_one(domain, d, request_hits_addend))
         .collect();
 
-    let replaces = |rule: &'c Arc<Rule>| rule.replaces.iter();
-    let mut replaced = plans
+    // Names, not borrows of `plans`, which the loop below rewrites; only for the rare
+    // request whose rules replace others.
+    let replaced: SmallVec<[Arc<str>; INLINE_PLANS]> = plans
         .iter()
-        .filter_map(rule_of)
-        .flat_map(replaces)
-        .peekable();
-    if replaced.peek().is_none() {
+        .filter_map(Plan::rule)
+        .flat_map(|rule| rule.replaces.iter().cloned())
+        .collect();
+    if replaced.is_empty() {
         return plans;
     }
-    let replaced: Vec<&'c Arc<str>> = replaced.collect();
     for plan in &mut plans {
         let is_replaced = match plan {
-            Plan::Limited(limited) => limited.name().is_some_and(|name| replaced.contains(&name)),
+            Plan::Limited(limited) => limited.name().is_some_and(|name| replaced.contains(name)),
             Plan::NoLimit | Plan::Unlimited(_) => false,
         };
         if is_replaced {
@@ -155,14 +202,6 @@ pub fn plan<'c>(
         }
     }
     plans
-}
-
-fn rule_of<'c>(plan: &Plan<'c>) -> Option<&'c Arc<Rule>> {
-    match plan {
-        Plan::NoLimit => None,
-        Plan::Unlimited(rule) => Some(*rule),
-        Plan::Limited(limited) => limited.rule,
-    }
 }
 
 fn plan_one<'c>(
@@ -221,11 +260,11 @@ fn plan_one<'c>(
             shadow_mode: rule.shadow_mode,
             quota_mode: rule.quota_mode,
             rule_path: Some(metric_label(domain, rule, descriptor, found.shared)),
-            rule: Some(rule),
+            rule: Some(Cow::Borrowed(rule)),
             cost,
             refund: descriptor.is_negative_hits,
         }),
-        _ => Plan::Unlimited(rule),
+        _ => Plan::Unlimited(Cow::Borrowed(rule)),
     }
 }
 

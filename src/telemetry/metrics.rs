@@ -190,6 +190,24 @@ pub struct Metrics {
     pub memory: MemoryMetricFamilies,
 }
 
+/// The label a limited decision is counted under ([`Metrics::limited_decision`]).
+#[derive(Clone, Copy)]
+pub enum DecisionLabel<'a> {
+    /// A rule labelled by its path, through the series handles `series` keeps.
+    Rule {
+        series: &'a RuleSeries,
+        path: &'a Arc<str>,
+    },
+    /// A `detailed_metric` or `value_to_metric` rule: `label` holds request values, so its
+    /// series are capped per rule (past the cap, counted under the rule's `rule` path).
+    Detailed {
+        rule: &'a Arc<str>,
+        label: &'a Arc<str>,
+    },
+    /// A request override, under its fixed label.
+    Override(&'a Arc<str>),
+}
+
 impl DetailedSeries {
     /// Whether `rule` may create one more series; counts it if so. Two decisions racing to
     /// create the same series may both count it: the cap errs on the side of fewer series.
@@ -606,27 +624,40 @@ impl Metrics {
         self.decisions.get_or_create(&labels).inc();
     }
 
-    /// [`Self::decision`] and [`Self::upstream_decision`] of a rule whose label is its path
-    /// (not `detailed_metric`, no `value_to_metric`), through the handles `series` keeps: no
-    /// label is hashed once the rule's series are resolved.
-    pub fn rule_decision(
+    /// A limited descriptor's decision, counted once: in `rls_descriptor_decisions_total`
+    /// and in upstream's per-rule stats, under the same label, so the same cap bounds both.
+    pub fn limited_decision(
         &self,
-        series: &RuleSeries,
         domain: &Arc<str>,
-        path: &Arc<str>,
+        label: DecisionLabel<'_>,
         outcome: DecisionOutcome,
         usage: Usage,
     ) {
-        let Some(resolved) = series.resolved(self.id) else {
-            self.decision(domain, path, outcome);
-            self.upstream_decision(domain, path, outcome, usage);
-            return;
+        let counted = match label {
+            DecisionLabel::Rule { series, path } => match series.resolved(self.id) {
+                // The handles `series` keeps: no label is hashed once they are resolved.
+                Some(resolved) => {
+                    self.count_resolved(resolved, domain, path, outcome);
+                    let stats = resolved
+                        .upstream
+                        .get_or_init(|| self.upstream.stats_of(domain, path));
+                    self.upstream.count(stats, outcome, usage);
+                    return;
+                }
+                None => {
+                    self.decision(domain, path, outcome);
+                    path
+                }
+            },
+            DecisionLabel::Detailed { rule, label } => {
+                self.detailed_decision(domain, rule, label, outcome)
+            }
+            DecisionLabel::Override(label) => {
+                self.decision(domain, label, outcome);
+                label
+            }
         };
-        self.count_resolved(resolved, domain, path, outcome);
-        let stats = resolved
-            .upstream
-            .get_or_init(|| self.upstream.stats_of(domain, path));
-        self.upstream.count(stats, outcome, usage);
+        self.upstream.record(domain, counted, outcome, usage);
     }
 
     /// An unlimited rule's decision (`rls_descriptor_decisions_total` only), through `series`.
@@ -662,7 +693,7 @@ impl Metrics {
     /// A decision of a `detailed_metric` rule: counted in the series of `label` (the rule's
     /// path and the request's value) while the rule has fewer series than its cap, else in
     /// the rule's own series.
-    /// Returns the label counted (`label`, or `rule` past the cap), for [`Self::upstream_decision`].
+    /// Returns the label counted (`label`, or `rule` past the cap), for upstream's stats.
     pub fn detailed_decision<'a>(
         &self,
         domain: &Arc<str>,
@@ -687,18 +718,6 @@ impl Metrics {
             self.decision(domain, rule, outcome);
             rule
         }
-    }
-
-    /// A limited decision in upstream's per-rule stats (`upstream_stats`), under the label
-    /// [`Self::decision`] or [`Self::detailed_decision`] counted, so the same cap bounds both.
-    pub fn upstream_decision(
-        &self,
-        domain: &Arc<str>,
-        label: &Arc<str>,
-        outcome: DecisionOutcome,
-        usage: Usage,
-    ) {
-        self.upstream.record(domain, label, outcome, usage);
     }
 
     /// Upstream's `NEAR_LIMIT_RATIO` (`--near-limit-ratio`), in `[0, 1]`.

@@ -26,7 +26,7 @@ pub use labels::{DecisionOutcome, RequestMethod, RequestOutcome, SharedLabel};
 pub use latency::LatencyHistogram;
 pub use logging::{LogFormat, init_logging};
 pub use memory::MemoryMetricFamilies;
-pub use metrics::{BUILD_COMMIT, MemoryPool, Metrics, MetricsSettings};
+pub use metrics::{BUILD_COMMIT, DecisionLabel, MemoryPool, Metrics, MetricsSettings};
 pub use rule_series::RuleSeries;
 pub use sharded::ShardedCounter;
 pub use upstream_stats::Usage;
