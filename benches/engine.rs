@@ -125,7 +125,7 @@ fn warm_at_the_byte_cap(c: &mut Criterion) {
     let warm: Vec<String> = all
         .into_iter()
         .filter(|key| {
-            let state = engine.inspect(&ids.hit(key, LIMIT).counter);
+            let state = engine.inspection().inspect(&ids.hit(key, LIMIT).counter);
             state.current.is_some() && state.previous.is_some()
         })
         .collect();

@@ -67,11 +67,11 @@ fn fill(engine: &Engine, keys: std::ops::Range<u64>, mut each: impl FnMut(u64)) 
         write_address(&mut identifier, i);
         decide(engine, ids.hit(&identifier, 1_000));
         if i % REPLAY_EVERY == REPLAY_EVERY - 1 {
-            runtime.block_on(engine.replay_now());
+            runtime.block_on(engine.convergence().replay_now());
             each(i + 1);
         }
     }
-    runtime.block_on(engine.replay_now());
+    runtime.block_on(engine.convergence().replay_now());
 }
 
 fn per_cell() {
@@ -409,6 +409,7 @@ fn sync() {
         |_| {},
         move |engine| async move {
             engine
+                .publication()
                 .merge_synced_all(synced, |(key, foreign, own)| (key, *foreign, *own))
                 .await
         },
@@ -424,7 +425,9 @@ fn replay() {
     decide_each(&engine, 0..KEYS);
     let pending = engine.pending_replay_cells();
     let cells = engine.live_cells();
-    let ((), walk) = while_deciding(&engine, |engine| async move { engine.replay_now().await });
+    let ((), walk) = while_deciding(&engine, |engine| async move {
+        engine.convergence().replay_now().await
+    });
     report(
         "warm decision during a replay",
         cells,
@@ -500,7 +503,7 @@ fn replayer(engine: &Arc<Engine>) -> (tokio::sync::mpsc::Sender<()>, tokio::task
     let engine = Arc::clone(engine);
     let task = tokio::spawn(async move {
         while woken.recv().await.is_some() {
-            engine.replay_now().await;
+            engine.convergence().replay_now().await;
         }
     });
     (wake, task)

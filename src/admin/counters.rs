@@ -165,7 +165,7 @@ pub(super) async fn counter(
         Ok(found) => found,
         Err(text) => return problem(StatusCode::NOT_FOUND, text),
     };
-    let counter_state = state.engine.inspect(&found.counter.borrowed());
+    let counter_state = state.engine.inspection().inspect(&found.counter.borrowed());
     let values = &state.values;
     let entries: Vec<Value> = query
         .entries
@@ -205,11 +205,12 @@ pub(super) async fn top(State(state): State<AdminState>, RawQuery(query): RawQue
     // At most SKETCH_CAPACITY counters, two cell lookups each.
     let mut rows: Vec<(f64, f64, Value)> = state
         .engine
+        .inspection()
         .heavy_hitters()
         .into_iter()
         .map(|hitter| {
             let counter = hitter.counter.borrowed();
-            let counter_state = state.engine.inspect(&counter);
+            let counter_state = state.engine.inspection().inspect(&counter);
             let rate = counter_state.estimated_rate(10_000);
             let nearness = if hitter.limit == 0 {
                 f64::INFINITY

@@ -227,7 +227,7 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     );
     state
         .metrics
-        .set_origin_circuit(state.engine.origin_circuit_state().as_gauge());
+        .set_origin_circuit(state.engine.convergence().origin_circuit_state().as_gauge());
     let mut pools: Vec<MemoryPool> = state
         .engine
         .memory()

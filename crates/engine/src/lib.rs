@@ -19,8 +19,9 @@ pub mod sharded;
 pub mod throttle;
 
 pub use local::{
-    CELL_OVERHEAD_BYTES, CellView, Check, Clock, CounterState, DEFAULT_MAX_CELL_BYTES, Engine,
-    EngineSettings, Hit, InspectedCounter, ManualClock, SKETCH_CAPACITY, SystemClock, Verdict,
+    CELL_OVERHEAD_BYTES, CellView, Check, Clock, Convergence, CounterState, DEFAULT_MAX_CELL_BYTES,
+    Engine, EngineSettings, Hit, InspectedCounter, Inspection, ManualClock, Penalties, Publication,
+    SKETCH_CAPACITY, SystemClock, Verdict,
 };
 pub use throttle::Throttle;
 

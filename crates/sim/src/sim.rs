@@ -387,7 +387,7 @@ async fn simulate(
             }
             Event::Replay(p) => {
                 if let Some(process) = processes.get(p) {
-                    process.engine.replay_now().await;
+                    process.engine.convergence().replay_now().await;
                     push(&mut events, at + fleet.replay_ms.max(1), Event::Replay(p));
                 }
             }

@@ -202,7 +202,10 @@ impl GlobalCounters {
     async fn flush_rows(&self) -> Flushed {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.settings.timeout;
-        let mut walk = self.engine.publishable_walk(self.settings.publish_floor);
+        let mut walk = self
+            .engine
+            .publication()
+            .publishable_walk(self.settings.publish_floor);
         let mut flushed = Flushed::default();
         let (mut offered, mut failed_chunks) = (0, 0);
         loop {
@@ -307,6 +310,7 @@ impl GlobalCounters {
         let read = cells.len();
         let created = self
             .engine
+            .publication()
             .merge_synced_all(cells, |cell| (&cell.key, cell.foreign, cell.own))
             .await;
         self.metrics
@@ -349,6 +353,7 @@ impl GlobalCounters {
         };
         let read = own.len();
         self.engine
+            .publication()
             .merge_synced_all(own, |cell| (&cell.key, PnCount::default(), cell.own))
             .await;
         tracing::debug!(cells = read, "own global rows read back");

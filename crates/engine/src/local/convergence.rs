@@ -15,34 +15,52 @@ use crate::recorder::OriginOp;
 use crate::regional::{CellRead, OriginFuture};
 use crate::regional::{CircuitState, RegionalOrigin};
 
+/// Convergence with the regional origin ([`Engine::convergence`]).
+#[derive(Clone, Copy)]
+pub struct Convergence<'e> {
+    engine: &'e Engine,
+}
+
 impl Engine {
+    /// Replaying to the regional origin and converging with it.
+    pub fn convergence(&self) -> Convergence<'_> {
+        Convergence { engine: self }
+    }
+}
+
+impl Convergence<'_> {
     /// Replay everything pending now.
     pub async fn replay_now(&self) {
-        self.replay_to(self.origin.as_ref()).await;
+        self.replay_to(self.engine.origin.as_ref()).await;
     }
 
-    pub(super) async fn replay_to(&self, origin: &dyn RegionalOrigin) {
+    async fn replay_to(&self, origin: &dyn RegionalOrigin) {
         self.send_penalties(origin).await;
         let started = std::time::Instant::now();
-        let now_ms = self.clock.now_ms();
+        let now_ms = self.engine.clock.now_ms();
         let replayed = self
+            .engine
             .replay
-            .replay(origin, self.fresh_until(now_ms), self.table.changes())
+            .replay(
+                origin,
+                self.engine.fresh_until(now_ms),
+                self.engine.table.changes(),
+            )
             .await;
         for &cells in &replayed.batches {
-            self.metrics.replay_batch(cells);
+            self.engine.metrics.replay_batch(cells);
         }
         if !replayed.batches.is_empty() || replayed.error.is_some() {
-            self.metrics.origin_call(
+            self.engine.metrics.origin_call(
                 OriginOp::Replay,
                 replayed.error.is_none(),
                 started.elapsed(),
             );
         }
         if let Some(error) = replayed.error
-            && let Some(suppressed) = self.replay_warnings.allow()
+            && let Some(suppressed) = self.engine.replay_warnings.allow()
         {
-            tracing::warn!(%error, origin = self.origin.name(), suppressed, "replay failed; work kept for the next cycle");
+            tracing::warn!(%error, origin = self.engine.origin.name(), suppressed, "replay failed; work kept for the next cycle");
         }
     }
 
@@ -51,23 +69,24 @@ impl Engine {
     ///
     /// Cancellation-safe as the replay is: dropped before the origin answered, the penalties
     /// go back to the pending list.
-    pub(super) async fn send_penalties(&self, origin: &dyn RegionalOrigin) {
+    async fn send_penalties(&self, origin: &dyn RegionalOrigin) {
         let mut sending = PenaltiesInFlight {
-            engine: self,
-            penalties: self.penalties.take_pending(),
+            engine: self.engine,
+            penalties: self.engine.penalties.take_pending(),
         };
         if sending.penalties.is_empty() {
             return;
         }
         let started = std::time::Instant::now();
         let sent = origin.penalize(&sending.penalties).await;
-        self.metrics
+        self.engine
+            .metrics
             .origin_call(OriginOp::Replay, sent.is_ok(), started.elapsed());
         match sent {
             // Sent: nothing to give back on drop.
             Ok(()) => sending.penalties.clear(),
             Err(error) => {
-                tracing::debug!(%error, origin = self.origin.name(), "sending penalties failed; they hold locally");
+                tracing::debug!(%error, origin = self.engine.origin.name(), "sending penalties failed; they hold locally");
             }
         }
     }
@@ -76,15 +95,15 @@ impl Engine {
     /// through an open circuit breaker and again after a failure (50 ms, doubling to 1 s) until
     /// `final_replay_timeout`. Returns the cells still unreplayed in the queue.
     pub async fn final_replay(&self) -> usize {
-        let deadline = tokio::time::Instant::now() + self.settings.final_replay_timeout;
+        let deadline = tokio::time::Instant::now() + self.engine.settings.final_replay_timeout;
         let last_chance = FinalAttempt {
-            origin: Arc::clone(&self.origin),
+            origin: Arc::clone(&self.engine.origin),
             deadline,
         };
         let mut pause = Duration::from_millis(50);
         loop {
             self.replay_to(&last_chance).await;
-            let left = self.pending_replay_cells();
+            let left = self.engine.pending_replay_cells();
             if left == 0 {
                 // The queue is empty: bring back the cells that overflowed it, and go again.
                 if self.recover_overflowed().await > 0 {
@@ -104,20 +123,20 @@ impl Engine {
     /// room: walks the table a slice at a time, stops when the queue is full again (the next
     /// cycle goes on). Returns how many cells were queued.
     pub async fn recover_overflowed(&self) -> usize {
-        if !self.replay.has_room() || !self.replay.take_overflow() {
+        if !self.engine.replay.has_room() || !self.engine.replay.take_overflow() {
             return 0;
         }
         let mut recovered = 0;
-        for (visited, (key, cell)) in self.table.cells().enumerate() {
+        for (visited, (key, cell)) in self.engine.table.cells().enumerate() {
             if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
                 tokio::task::yield_now().await;
             }
             if !cell.is_overflowed() || !cell.claim_overflowed() {
                 continue;
             }
-            if !self.replay.push(key, SharedCell::clone(&cell)) {
+            if !self.engine.replay.push(key, SharedCell::clone(&cell)) {
                 cell.mark_overflowed();
-                self.replay.note_overflow();
+                self.engine.replay.note_overflow();
                 break;
             }
             recovered += 1;
@@ -134,12 +153,12 @@ impl Engine {
     /// the full queue refuses is marked overflowed and recovered later. Returns how many
     /// cells were queued.
     pub async fn republish_after_origin_change(&self) -> usize {
-        let epoch = self.origin.epoch();
-        if self.origin_epoch.swap(epoch, Ordering::AcqRel) == epoch {
+        let epoch = self.engine.origin.epoch();
+        if self.engine.origin_epoch.swap(epoch, Ordering::AcqRel) == epoch {
             return 0;
         }
         let (mut queued, mut waiting) = (0, 0);
-        for (visited, (key, cell)) in self.table.cells().enumerate() {
+        for (visited, (key, cell)) in self.engine.table.cells().enumerate() {
             if visited % table::WALK_SLICE == table::WALK_SLICE - 1 {
                 tokio::task::yield_now().await;
             }
@@ -151,25 +170,25 @@ impl Engine {
                 waiting += 1;
                 continue;
             }
-            if self.replay.push(key, SharedCell::clone(&cell)) {
+            if self.engine.replay.push(key, SharedCell::clone(&cell)) {
                 queued += 1;
             } else {
                 cell.mark_overflowed();
-                self.replay.note_overflow();
-                self.metrics.replay_overflow();
+                self.engine.replay.note_overflow();
+                self.engine.metrics.replay_overflow();
             }
         }
         tracing::info!(
             queued,
             already_queued = waiting,
-            origin = self.origin.name(),
+            origin = self.engine.origin.name(),
             "the regional origin's store was replaced: republishing this process's counts"
         );
         queued
     }
 
     pub fn origin_circuit_state(&self) -> CircuitState {
-        self.origin.circuit_state()
+        self.engine.origin.circuit_state()
     }
 }
 
@@ -177,7 +196,7 @@ impl Engine {
 /// ([`RegionalOrigin::replay_final`]), bounded by one deadline. It keeps the default
 /// [`RegionalOrigin::max_replay_batch`] (no limit of its own): at shutdown no decision waits
 /// behind a batch, so the final replay goes in the engine's full batches.
-pub(super) struct FinalAttempt {
+struct FinalAttempt {
     origin: Arc<dyn RegionalOrigin>,
     deadline: tokio::time::Instant,
 }
@@ -208,9 +227,9 @@ impl RegionalOrigin for FinalAttempt {
     }
 }
 
-/// The penalties one [`Engine::send_penalties`] took: whatever it holds when dropped (a
+/// The penalties one `Convergence::send_penalties` took: whatever it holds when dropped (a
 /// failed send, or the send's future dropped mid-call) goes back to the pending list.
-pub(super) struct PenaltiesInFlight<'e> {
+struct PenaltiesInFlight<'e> {
     engine: &'e Engine,
     penalties: Vec<(CounterKey, u64)>,
 }

@@ -17,7 +17,10 @@ use std::sync::{Mutex, TryLockError};
 
 use quick_cache::Equivalent;
 
-use super::{Engine, WindowPosition};
+use super::penalty::PenaltyBox;
+use super::strict::StrictMode;
+use super::table::CellTable;
+use super::{Clock, Engine, WindowPosition};
 use crate::cell_key::{CellKeyRef, CounterKey, CounterKeyRef};
 
 /// One decision in this many (per thread) is offered to the sketch.
@@ -277,12 +280,31 @@ impl HeavyHitters {
     }
 }
 
-impl Engine {
-    /// Until when this process holds the counter in its penalty box, if it does now.
-    pub fn penalty_until(&self, counter: &CounterKeyRef<'_>) -> Option<u64> {
-        self.penalties.held_until(counter, self.clock.now_ms())
-    }
+/// What the engine holds, read for the admin port's inspection ([`Engine::inspection`]):
+/// reads only; creates nothing, reads no origin.
+#[derive(Clone, Copy)]
+pub struct Inspection<'e> {
+    table: &'e CellTable,
+    strict: &'e StrictMode,
+    penalties: &'e PenaltyBox,
+    hitters: &'e HeavyHitters,
+    clock: &'e dyn Clock,
+}
 
+impl Engine {
+    /// Inspecting counters and the busiest of them.
+    pub fn inspection(&self) -> Inspection<'_> {
+        Inspection {
+            table: &self.table,
+            strict: &self.strict,
+            penalties: &self.penalties,
+            hitters: &self.hitters,
+            clock: self.clock.as_ref(),
+        }
+    }
+}
+
+impl Inspection<'_> {
     /// What the engine holds for `counter` now (for inspection): its two cells if in memory,
     /// strict mode, the penalty box. Reads only; creates nothing, reads no origin.
     pub fn inspect(&self, counter: &CounterKeyRef<'_>) -> CounterState {

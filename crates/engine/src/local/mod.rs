@@ -5,10 +5,13 @@
 //! compare-and-swap, done. Cold cells read the origin once (single flight); accepted work is
 //! replayed to the origin by a background task.
 //!
-//! [`Engine`] is one struct whose methods live beside the concern they serve, so each file
-//! reads as one piece: the decision (`decide`), replay and convergence with the regional
-//! origin (`convergence`), publication to the global layer (`publication`), inspection
-//! (`inspect`); this file holds the state, its construction and the background loops.
+//! [`Engine`] holds the state; the server deciding calls it (`decide`: `check`, `refund`).
+//! Every other concern is a small borrowed view of the parts it needs, in its own file:
+//! [`Engine::convergence`] (replay and convergence with the regional origin,
+//! `convergence`), [`Engine::publication`] (the global layer's flush and sync,
+//! `publication`), [`Engine::penalties`] (the penalty box, `penalty`) and
+//! [`Engine::inspection`] (the admin port's reads, `inspect`). This file holds the state,
+//! its construction, the table's figures and reaping, and the background loops.
 //!
 //! The pieces they use:
 //! - `check`: the hot path's result (`Engine::check`, `check_with_penalty`): a warm verdict
@@ -54,11 +57,14 @@ pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
 pub use cell::WindowCell;
 pub use check::{Check, CheckFuture, SlowCheck};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use convergence::Convergence;
 pub use decision::{Decision, WindowCounts, decide};
 pub use inspect::{
-    CellView, CounterState, HeavyHitter, InspectedCounter, SAMPLE_EVERY, SKETCH_CAPACITY,
+    CellView, CounterState, HeavyHitter, InspectedCounter, Inspection, SAMPLE_EVERY,
+    SKETCH_CAPACITY,
 };
-pub use publication::{Publishable, PublishableWalk};
+pub use penalty::Penalties;
+pub use publication::{Publication, Publishable, PublishableWalk};
 pub use retry::until_pass_ms;
 pub use table::Reaped;
 pub use window::WindowPosition;
@@ -308,11 +314,12 @@ impl Engine {
         loop {
             tokio::select! {
                 _ = replay.tick() => {
-                    self.republish_after_origin_change().await;
-                    self.replay_now().await;
-                    self.recover_overflowed().await;
+                    let convergence = self.convergence();
+                    convergence.republish_after_origin_change().await;
+                    convergence.replay_now().await;
+                    convergence.recover_overflowed().await;
                 }
-                _ = self.replay.batch_ready() => self.replay_now().await,
+                _ = self.replay.batch_ready() => self.convergence().replay_now().await,
                 _ = reap.tick() => {
                     let reaped = self.reap_counted().await;
                     tracing::trace!(reaped = reaped.removed, visited = reaped.visited, live = self.live_cells(), "reaped old cells");
@@ -320,7 +327,7 @@ impl Engine {
                 _ = &mut shutdown => break,
             }
         }
-        let unpublished = self.final_replay().await;
+        let unpublished = self.convergence().final_replay().await;
         if unpublished > 0 {
             tracing::error!(
                 cells = unpublished,

@@ -10,11 +10,36 @@
 use std::sync::{Mutex, PoisonError};
 
 use super::deadlines::CounterDeadlines;
+use super::{Clock, Engine};
 use crate::cell_key::{CounterKey, CounterKeyRef};
 
 /// Penalties waiting for the next send to the origin, at most (a flood of distinct
 /// clients entering the box between two replay cycles keeps the rest local).
 pub const MAX_PENDING_PENALTIES: usize = 4_096;
+
+/// The penalty box as the server reads it ([`Engine::penalties`]).
+#[derive(Clone, Copy)]
+pub struct Penalties<'e> {
+    penalties: &'e PenaltyBox,
+    clock: &'e dyn Clock,
+}
+
+impl Engine {
+    /// The counters this process holds in its penalty box.
+    pub fn penalties(&self) -> Penalties<'_> {
+        Penalties {
+            penalties: &self.penalties,
+            clock: self.clock.as_ref(),
+        }
+    }
+}
+
+impl Penalties<'_> {
+    /// Until when this process holds the counter in its penalty box, if it does now.
+    pub fn held_until(&self, counter: &CounterKeyRef<'_>) -> Option<u64> {
+        self.penalties.held_until(counter, self.clock.now_ms())
+    }
+}
 
 /// An evicted penalty lets the client back as soon as its window does (documented: a flood
 /// of penalized clients past its share of `--max-cell-bytes` forgets the oldest).

@@ -4,7 +4,7 @@
 
 use super::Engine;
 use super::cell::SharedCell;
-use super::table;
+use super::table::{self, CellTable};
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
@@ -24,7 +24,7 @@ impl Publishable {
 }
 
 /// A walk of the cell table for [`Publishable`] cells, a chunk at a time
-/// ([`Engine::publishable_walk`]). Cells created or changed while it runs may or may not be
+/// ([`Publication::publishable_walk`]). Cells created or changed while it runs may or may not be
 /// seen; a later walk sees them (a cell stays publishable until it is marked published).
 pub struct PublishableWalk<'a> {
     cells: Box<dyn Iterator<Item = (CellKey, SharedCell)> + Send + 'a>,
@@ -53,7 +53,21 @@ impl PublishableWalk<'_> {
     }
 }
 
+/// The cell table as the global counters see it: what to publish, and the merge of what
+/// their sync read ([`Engine::publication`]).
+#[derive(Clone, Copy)]
+pub struct Publication<'e> {
+    table: &'e CellTable,
+}
+
 impl Engine {
+    /// Publishing to the global counters and merging what they sync.
+    pub fn publication(&self) -> Publication<'_> {
+        Publication { table: &self.table }
+    }
+}
+
+impl<'e> Publication<'e> {
     /// Cells whose regional count is worth publishing to the global counters: at or above
     /// `floor × limit` (skipped first, the cheap test) and changed since the last successful
     /// publication.
@@ -78,7 +92,7 @@ impl Engine {
     /// flush publishes and drops each chunk before it walks on. Gathering 500,000 rows first
     /// held a one-worker runtime's only thread for 18 ms when they were dropped (a free
     /// and three reference counts each) and again to clone their keys.
-    pub fn publishable_walk(&self, floor: f64) -> PublishableWalk<'_> {
+    pub fn publishable_walk(&self, floor: f64) -> PublishableWalk<'e> {
         PublishableWalk {
             cells: Box::new(self.table.cells()),
             floor,

@@ -172,17 +172,17 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
         engine.check(names.hit("a", 2, 10)).await;
     }
     assert_eq!(engine.pending_replay_cells(), 1);
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
 
     // a second engine of the same region starts cold and reads the total
     let other = engine_on(Arc::new(sibling(&origin, "other")), &clock);
     let v = other.check(names.hit("a", 1, 10)).await;
     assert_eq!(v.remaining, 3);
-    other.replay_now().await;
+    other.convergence().replay_now().await;
     // the first engine catches up when its own replay merges the origin's total
     engine.check(names.hit("a", 1, 10)).await;
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 2);
 }
 
@@ -257,7 +257,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     let engine = engine_over(&origin, |_| {}, metrics());
     let names = Names::new();
     admit(&engine, &names, "a", 4, 5).await;
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     assert_eq!(
         engine.pending_replay_cells(),
         1,
@@ -267,7 +267,7 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     assert!(!engine.check(names.hit("a", 1, 5)).await.allowed);
 
     origin.down.store(false, Ordering::SeqCst);
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
     let key = names.cell_key("a", 10);
     assert_eq!(
@@ -276,13 +276,11 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
     );
 }
 
-#[tokio::test]
-async fn the_cell_cap_holds() {
-    let origin = Arc::new(InProcessOrigin::new(100));
-    let engine = engine_over(&origin, |s| s.max_cells = 100, metrics());
+/// One hit of cost 1 on each of `count` counters of one rule (limit 10, a 1 s window).
+async fn hit_each(engine: &Engine, count: u32) {
     let workspace: Arc<str> = "d".into();
     let namespace: Arc<str> = "1:k/".into();
-    for i in 0..5_000 {
+    for i in 0..count {
         let identifier = i.to_string();
         engine
             .check(Hit {
@@ -292,6 +290,13 @@ async fn the_cell_cap_holds() {
             })
             .await;
     }
+}
+
+#[tokio::test]
+async fn the_cell_cap_holds() {
+    let origin = Arc::new(InProcessOrigin::new(100));
+    let engine = engine_over(&origin, |s| s.max_cells = 100, metrics());
+    hit_each(&engine, 5_000).await;
     assert!(
         engine.live_cells() <= 100,
         "live cells: {}",
@@ -318,18 +323,7 @@ async fn memory_reports_each_pool_against_its_share_of_the_budget() {
     );
     assert!(pools.iter().map(|p| p.budget).sum::<u64>() <= 1 << 20);
     assert!(pools.iter().all(|p| p.bytes == 0), "{pools:?}");
-    let workspace: Arc<str> = "d".into();
-    let namespace: Arc<str> = "1:k/".into();
-    for i in 0..10 {
-        let identifier = i.to_string();
-        engine
-            .check(Hit {
-                counter: CounterKeyRef::new(&workspace, &namespace, &identifier, 1_000),
-                limit: 10,
-                cost: 1,
-            })
-            .await;
-    }
+    hit_each(&engine, 10).await;
     let cells = engine.memory()[0];
     assert!(
         cells.bytes >= 10 * CELL_OVERHEAD_BYTES && cells.bytes <= cells.budget,
@@ -378,7 +372,7 @@ async fn a_stale_cell_reads_the_origin_before_deciding() {
     for _ in 0..5 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     assert_eq!(
         b.check(minute_hit(&names, 0, 10)).await.remaining,
         5,
@@ -387,7 +381,7 @@ async fn a_stale_cell_reads_the_origin_before_deciding() {
     for _ in 0..3 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     let reads = origin.reads();
     clock.advance(500);
     assert_eq!(
@@ -422,7 +416,7 @@ async fn a_failed_read_never_makes_a_cell_fresh() {
     for _ in 0..6 {
         a.check(minute_hit(&names, 1, 10)).await;
     }
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     clock.advance(10);
     // b's cell was never fresh: this decision reads the origin and sees a's 6
     assert_eq!(b.check(minute_hit(&names, 0, 10)).await.remaining, 4);
@@ -435,7 +429,7 @@ async fn after_a_denial_strict_mode_reads_the_origin_on_each_decision() {
     for _ in 0..5 {
         assert!(a.check(minute_hit(&names, 1, 5)).await.allowed);
     }
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     assert!(
         !b.check(minute_hit(&names, 1, 5)).await.allowed,
         "b saw a's 5 cold"
@@ -465,7 +459,7 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
     cells.hit("b", 2).await;
     assert_eq!(cells.engine.pending_replay_cells(), 1);
     assert_eq!(overflows.0.load(Ordering::Relaxed), 1);
-    cells.engine.replay_now().await;
+    cells.engine.convergence().replay_now().await;
     // b's next accept queues it again, with the earlier work
     cells.hit("b", 1).await;
     assert_eq!(cells.replayed_total("b").await, Some(3));
@@ -478,7 +472,7 @@ async fn a_replay_sent_twice_counts_once() {
     for _ in 0..4 {
         cells.hit("a", 1).await;
     }
-    cells.engine.replay_now().await;
+    cells.engine.convergence().replay_now().await;
     // the same cumulative value again, as after a timeout whose command did land
     let key = cells.names.cell_key("a", 10);
     assert_eq!(
@@ -496,12 +490,12 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     for _ in 0..3 {
         cells.hit("a", 1).await;
     }
-    cells.engine.replay_now().await;
+    cells.engine.convergence().replay_now().await;
     // push "a" out of the table (eight evictable cells)
     for id in ["b", "c", "d", "e", "f", "g", "h"] {
         cells.hit(id, 1).await;
     }
-    cells.engine.replay_now().await;
+    cells.engine.convergence().replay_now().await;
     cells.hit("a", 1).await;
     assert_eq!(cells.replayed_total("a").await, Some(4));
 }
@@ -515,7 +509,7 @@ async fn publishable_cells_and_synced_counts() {
             engine.check(names.hit(identifier, 1, 10)).await;
         }
     }
-    let rows = engine.publishable(0.5).await;
+    let rows = engine.publication().publishable(0.5).await;
     let keys: Vec<(&str, PnCount)> = rows.iter().map(|r| (&*r.key.identifier, r.count)).collect();
     assert_eq!(
         keys,
@@ -524,12 +518,12 @@ async fn publishable_cells_and_synced_counts() {
     );
     rows[0].mark_published();
     assert!(
-        engine.publishable(0.5).await.is_empty(),
+        engine.publication().publishable(0.5).await.is_empty(),
         "unchanged since published"
     );
 
     // foreign counts reach the decision; a new cell is created for them
-    assert!(engine.merge_synced(
+    assert!(engine.publication().merge_synced(
         &names.cell_key("elsewhere", 10),
         PnCount::hits(8),
         PnCount::default()
@@ -538,7 +532,7 @@ async fn publishable_cells_and_synced_counts() {
         engine.check(names.hit("elsewhere", 0, 10)).await.remaining,
         2
     );
-    assert!(!engine.merge_synced(
+    assert!(!engine.publication().merge_synced(
         &names.cell_key("high", 10),
         PnCount::hits(1),
         PnCount::hits(2)
@@ -583,9 +577,10 @@ async fn merging_a_whole_sync_is_merging_each_row() {
     assert!(crate::aside::buffer_bytes(&rows) >= crate::aside::ASIDE_BYTES);
     let one_at_a_time = rows
         .iter()
-        .filter(|(key, foreign, own)| each.merge_synced(key, *foreign, *own))
+        .filter(|(key, foreign, own)| each.publication().merge_synced(key, *foreign, *own))
         .count() as u64;
     let created = all
+        .publication()
         .merge_synced_all(rows, |(key, foreign, own)| (key, *foreign, *own))
         .await;
     assert_eq!(created, one_at_a_time);
@@ -593,7 +588,10 @@ async fn merging_a_whole_sync_is_merging_each_row() {
     for i in 0..COUNTERS {
         let id = i.to_string();
         let counter = names.hit(&id, 0, 100).counter;
-        let (merged, expected) = (all.inspect(&counter), each.inspect(&counter));
+        let (merged, expected) = (
+            all.inspection().inspect(&counter),
+            each.inspection().inspect(&counter),
+        );
         assert_eq!(merged.current, expected.current, "counter {i}");
         assert_eq!(merged.previous, expected.previous, "counter {i}");
         let global = merged.current.map(|view| view.global);
@@ -613,7 +611,7 @@ async fn the_publishable_walk_meets_every_row_once_a_chunk_at_a_time() {
         let cost = if i % 3 == 0 { 4 } else { 5 };
         engine.check(names.hit(id, cost, 10)).await;
     }
-    let mut walk = engine.publishable_walk(0.5);
+    let mut walk = engine.publication().publishable_walk(0.5);
     let mut chunks = Vec::new();
     loop {
         let chunk = walk.next_chunk(100).await;
@@ -630,7 +628,7 @@ async fn the_publishable_walk_meets_every_row_once_a_chunk_at_a_time() {
     assert!(chunks.iter().all(|len| *len <= 100));
     assert!(chunks.len() > 1, "several chunks: {chunks:?}");
     assert!(
-        engine.publishable(0.5).await.is_empty(),
+        engine.publication().publishable(0.5).await.is_empty(),
         "every row was met and marked"
     );
 }
@@ -646,7 +644,7 @@ async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     for id in &ids {
         engine.check(names.hit(id, 1, 10)).await;
     }
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     assert_eq!(
         engine.pending_replay_cells(),
         4,
@@ -655,8 +653,8 @@ async fn overflowed_one_shot_cells_are_recovered_when_the_queue_drains() {
     origin.down.store(false, Ordering::SeqCst);
     // the background loop's replay tick: replay, then recover; bounded by the cell count
     for _ in 0..ids.len() {
-        engine.replay_now().await;
-        engine.recover_overflowed().await;
+        engine.convergence().replay_now().await;
+        engine.convergence().recover_overflowed().await;
         if engine.pending_replay_cells() == 0 {
             break;
         }
@@ -794,7 +792,8 @@ async fn the_penalty_box_holds_a_client_past_its_window_and_lets_it_out() {
     assert_eq!(held.until_reset_ms, 2_500, "time left in the box");
     assert!(
         engine
-            .penalty_until(&names.hit("a", 1, 3).counter)
+            .penalties()
+            .held_until(&names.hit("a", 1, 3).counter)
             .is_some()
     );
     clock.advance(2_500);
@@ -815,7 +814,7 @@ async fn the_penalty_box_holds_across_the_processes_of_a_region() {
         assert!(allowed_with_penalty(&a, &names, 2).await);
     }
     assert!(!allowed_with_penalty(&a, &names, 2).await);
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     // the next minute: b has never seen this client; its cold cell reads the region's box
     clock.advance(90_000);
     let held = b
@@ -838,11 +837,11 @@ async fn a_failed_penalty_send_degrades_to_the_local_box_and_is_retried() {
     origin.down.store(true, Ordering::SeqCst);
     assert!(allowed_with_penalty(&a, &names, 1).await);
     assert!(!allowed_with_penalty(&a, &names, 1).await);
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     clock.advance(60_000);
     assert!(!allowed_with_penalty(&a, &names, 1).await, "local box");
     origin.down.store(false, Ordering::SeqCst);
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     clock.advance(60_000);
     assert!(
         !allowed_with_penalty(&b, &names, 1).await,
@@ -898,11 +897,12 @@ async fn a_dropped_penalty_send_is_sent_by_the_next_cycle() {
     assert!(allowed_with_penalty(&a, &names, 1).await);
     assert!(!allowed_with_penalty(&a, &names, 1).await);
     let counter = minute_hit(&names, 1, 1).counter.to_owned_key();
-    let dropped = tokio::time::timeout(Duration::from_millis(50), a.replay_now()).await;
+    let dropped =
+        tokio::time::timeout(Duration::from_millis(50), a.convergence().replay_now()).await;
     assert!(dropped.is_err(), "the send hangs");
     assert_eq!(other.penalty_until(&counter).await.ok(), Some(0));
     origin.hang.store(false, Ordering::SeqCst);
-    a.replay_now().await;
+    a.convergence().replay_now().await;
     let until = other.penalty_until(&counter).await.expect("read");
     assert_eq!(until, 100_000 + PENALTY_MS, "sent by the next cycle");
 }
@@ -952,23 +952,26 @@ async fn a_replaced_origin_gets_every_cell_republished() {
     admit(&engine, &names, "quiet", 3, 100).await;
     assert!(engine.check(names.hit("busy", 1, 100)).await.allowed);
     assert_eq!(
-        engine.republish_after_origin_change().await,
+        engine.convergence().republish_after_origin_change().await,
         0,
         "same store"
     );
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     let quiet = names.cell_key("quiet", 10);
     let on_old = origin.stores[0].read(&quiet).await.expect("read");
     assert_eq!(on_old.own, PnCount::new(3, 0));
 
     origin.current.store(1, Ordering::SeqCst);
-    assert_eq!(engine.republish_after_origin_change().await, 2);
     assert_eq!(
-        engine.republish_after_origin_change().await,
+        engine.convergence().republish_after_origin_change().await,
+        2
+    );
+    assert_eq!(
+        engine.convergence().republish_after_origin_change().await,
         0,
         "once per change"
     );
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     let on_new = origin.stores[1].read(&quiet).await.expect("read");
     assert_eq!(
         on_new.own,
@@ -988,7 +991,7 @@ async fn a_refund_gives_budget_back_and_its_replay_is_idempotent() {
     let names = Names::new();
     assert_eq!(engine.check(names.hit("a", 60, 100)).await.remaining, 40);
     assert_eq!(engine.refund(names.hit("a", 45, 100)).await.remaining, 85);
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     let key = names.cell_key("a", 10);
     let read = origin.read(&key).await.ok();
     assert_eq!(read.map(|r| r.own), Some(PnCount::new(60, 45)));
@@ -1034,7 +1037,7 @@ async fn a_refund_rides_the_replay_queue_like_an_accept() {
     let (engine, _, origin) = engine_at(10_000);
     let names = Names::new();
     engine.check(names.hit("a", 5, 10)).await;
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     assert_eq!(engine.pending_replay_cells(), 0);
     engine.refund(names.hit("a", 2, 10)).await;
     assert_eq!(
@@ -1042,7 +1045,7 @@ async fn a_refund_rides_the_replay_queue_like_an_accept() {
         1,
         "the refund is queued for replay"
     );
-    engine.replay_now().await;
+    engine.convergence().replay_now().await;
     let read = origin.read(&names.cell_key("a", 10)).await.ok();
     assert_eq!(
         read.map(|r| (r.total, r.total.value())),
@@ -1064,7 +1067,7 @@ async fn changes_of_the_previous_cell_reach_the_decisions_that_remembered_it() {
     assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 4);
     assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 4);
 
-    engine.merge_synced(
+    engine.publication().merge_synced(
         &names.cell_key("a", 20),
         PnCount::hits(3),
         PnCount::default(),
@@ -1116,7 +1119,7 @@ impl Replaying {
 
     /// The origin's total of `identifier`'s cell once the engine replayed what it holds.
     async fn replayed_total(&self, identifier: &str) -> Option<u64> {
-        self.engine.replay_now().await;
+        self.engine.convergence().replay_now().await;
         origin_total(&*self.origin, &self.names.cell_key(identifier, 10)).await
     }
 }

@@ -470,7 +470,9 @@ async fn flush_and_sync_speed_up_with_the_overload_of_a_shared_counter() {
         3_600_000,
         clock.now_ms() / 3_600_000,
     );
-    engine.merge_synced(&cell, PnCount::hits(100), PnCount::default());
+    engine
+        .publication()
+        .merge_synced(&cell, PnCount::hits(100), PnCount::default());
     assert!(!engine.contended_since(clock.now_ms() - 1_000));
     let twice = phase(1, 1).await;
     assert!(engine.contended_since(clock.now_ms() - 1_000));
