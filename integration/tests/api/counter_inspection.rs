@@ -218,21 +218,26 @@ async fn request_values_are_hashed_unless_the_operator_shows_them() {
     assert_eq!(json(&one)["values"], "shown");
 }
 
+/// The status of `route` on the HTTP listener and on the debug one.
+fn assert_on_listeners(rls: &Rls, route: &str, http: u16, debug: u16) {
+    assert_eq!(
+        rls.service.admin_get(route).status,
+        http,
+        "{route} on --http-addr"
+    );
+    assert_eq!(
+        rls.service.debug_get(route).status,
+        debug,
+        "{route} on --debug-addr"
+    );
+}
+
 #[tokio::test]
 async fn inspection_is_on_the_debug_listener_unless_restored_on_the_http_one() {
     let path = "/counters?domain=api&descriptor=client%3Dalice";
     let rls = Rls::start(LIMITS, &[]).await;
     for route in [path, "/counters/top"] {
-        assert_eq!(
-            rls.service.admin_get(route).status,
-            404,
-            "{route} on --http-addr"
-        );
-        assert_eq!(
-            rls.service.debug_get(route).status,
-            200,
-            "{route} on --debug-addr"
-        );
+        assert_on_listeners(&rls, route, 404, 200);
     }
     // What stays on the HTTP listener.
     for route in ["/healthz", "/healthcheck", "/rlconfig", "/metrics"] {
@@ -242,15 +247,6 @@ async fn inspection_is_on_the_debug_listener_unless_restored_on_the_http_one() {
 
     let rls = Rls::start(LIMITS, &["--inspection-on-http-addr"]).await;
     for route in [path, "/counters/top"] {
-        assert_eq!(
-            rls.service.admin_get(route).status,
-            200,
-            "{route} on --http-addr"
-        );
-        assert_eq!(
-            rls.service.debug_get(route).status,
-            200,
-            "{route} on --debug-addr"
-        );
+        assert_on_listeners(&rls, route, 200, 200);
     }
 }
