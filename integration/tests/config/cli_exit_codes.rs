@@ -41,6 +41,13 @@ fn assert_invalid(args: &[&str], env: &[(&str, &str)], clear: bool, needle: &str
     );
 }
 
+/// Extra arguments of `serve`, its environment, and what its one message must name.
+type InvalidCase = (
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
 fn serve_args<'a>(config: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "serve",
@@ -59,87 +66,49 @@ fn serve_args<'a>(config: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 fn every_invalid_setting_exits_2_with_one_message() {
     let (_dir, path) = support::limits_file(&support::one_rule("exit", "user", "second", 1, 10));
     let config = path.to_string_lossy().into_owned();
-    let serve = |extra: &[&'static str]| serve_args(&config, extra);
-    // A flag out of its range, or not a value at all.
-    assert_invalid(
-        &serve(&["--preface-timeout", "0s"]),
-        &[],
-        false,
-        "--preface-timeout",
-    );
-    assert_invalid(
-        &serve(&["--max-request-bytes", "512B"]),
-        &[],
-        false,
-        "--max-request-bytes",
-    );
-    assert_invalid(
-        &serve(&["--max-cell-bytes", "lots"]),
-        &[],
-        false,
-        "--max-cell-bytes",
-    );
-    assert_invalid(
-        &serve(&["--log-level", "info,=["]),
-        &[],
-        false,
-        "--log-level",
-    );
-    // One of our variables.
-    assert_invalid(
-        &serve(&[]),
-        &[("RLS_MAX_CELLS", "many")],
-        false,
-        "--max-cells",
-    );
-    assert_invalid(
-        &serve(&[]),
-        &[("RLS_REPLAY_INTERVAL", "0s")],
-        false,
-        "--replay-interval",
-    );
-    // Contradictions: clap's, and those `serve` checks.
-    assert_invalid(
-        &serve(&["--config-xds-server", "127.0.0.1:1"]),
-        &[],
-        false,
-        "--config-xds-server",
-    );
-    assert_invalid(
-        &serve(&[
-            "--response-header-style",
-            "structured",
+    // `serve` with these flags and variables: exit 2, one message naming the third.
+    let serve_cases: [InvalidCase; 11] = [
+        // A flag out of its range, or not a value at all.
+        (&["--preface-timeout", "0s"], &[], "--preface-timeout"),
+        (&["--max-request-bytes", "512B"], &[], "--max-request-bytes"),
+        (&["--max-cell-bytes", "lots"], &[], "--max-cell-bytes"),
+        (&["--log-level", "info,=["], &[], "--log-level"),
+        // One of our variables.
+        (&[], &[("RLS_MAX_CELLS", "many")], "--max-cells"),
+        (&[], &[("RLS_REPLAY_INTERVAL", "0s")], "--replay-interval"),
+        // Contradictions: clap's, and those `serve` checks.
+        (
+            &["--config-xds-server", "127.0.0.1:1"],
+            &[],
+            "--config-xds-server",
+        ),
+        (
+            &[
+                "--response-header-style",
+                "structured",
+                "--limit-header",
+                "X-Limit",
+            ],
+            &[],
             "--limit-header",
-            "X-Limit",
-        ]),
-        &[],
-        false,
-        "--limit-header",
-    );
-    assert_invalid(
-        &serve(&[
-            "--max-request-bytes",
-            "1MiB",
+        ),
+        (
+            &[
+                "--max-request-bytes",
+                "1MiB",
+                "--max-buffered-request-bytes",
+                "512KiB",
+            ],
+            &[],
             "--max-buffered-request-bytes",
-            "512KiB",
-        ]),
-        &[],
-        false,
-        "--max-buffered-request-bytes",
-    );
-    assert_invalid(
-        &serve(&["--database-url", "sqlite::memory:"]),
-        &[],
-        false,
-        "--region",
-    );
-    // An upstream switch `serve` reads however it is started.
-    assert_invalid(
-        &serve(&[]),
-        &[("SHADOW_MODE", "maybe")],
-        false,
-        "SHADOW_MODE",
-    );
+        ),
+        (&["--database-url", "sqlite::memory:"], &[], "--region"),
+        // An upstream switch `serve` reads however it is started.
+        (&[], &[("SHADOW_MODE", "maybe")], "SHADOW_MODE"),
+    ];
+    for (extra, env, needle) in serve_cases {
+        assert_invalid(&serve_args(&config, extra), env, false, needle);
+    }
     // Upstream's variables, started with no arguments.
     assert_invalid(&[], &[("SHADOW_MODE", "maybe")], true, "SHADOW_MODE");
     assert_invalid(&[], &[("GRPC_PORT", "http")], true, "GRPC_PORT");
