@@ -57,12 +57,19 @@ fn run(args: &[&str]) -> String {
     text
 }
 
-#[test]
-fn the_cleanup_subcommand_deletes_expired_rows_in_batches() {
-    let db = TestDb::create(Backend::MariaDb, "cleanup");
+/// A new MariaDB database named after `name`, migrated by the binary, with the test's rows;
+/// and its URL.
+fn migrated_with_rows(name: &str) -> (TestDb, String) {
+    let db = TestDb::create(Backend::MariaDb, name);
     let url = db.url();
     run(&["migrate", "--database-url", &url]);
     insert_rows(&db);
+    (db, url)
+}
+
+#[test]
+fn the_cleanup_subcommand_deletes_expired_rows_in_batches() {
+    let (db, url) = migrated_with_rows("cleanup");
     let text = run(&["cleanup", "--database-url", &url, "--batch", "2"]);
     assert!(
         text.contains("3 expired row(s) deleted"),
@@ -75,10 +82,7 @@ fn the_cleanup_subcommand_deletes_expired_rows_in_batches() {
 
 #[test]
 fn serve_deletes_expired_rows_every_cleanup_interval() {
-    let db = TestDb::create(Backend::MariaDb, "serve-cleanup");
-    let url = db.url();
-    run(&["migrate", "--database-url", &url]);
-    insert_rows(&db);
+    let (db, url) = migrated_with_rows("serve-cleanup");
     let (_dir, path) = support::limits_file(&support::one_rule("c", "k", "minute", 1, 10));
     let service = Service::start(
         &path,

@@ -48,6 +48,18 @@ async fn started(args: &[&str], env: &[(&str, &str)]) -> (Rls, Vec<Code>, String
     (rls, codes, log)
 }
 
+/// Started with `args` and `env`, the service is in shadow mode (six OKs in a row) and its
+/// start log names `source` as where the setting came from.
+async fn assert_shadow_mode_from(args: &[&str], env: &[(&str, &str)], source: &str) {
+    let (_rls, codes, log) = started(args, env).await;
+    assert_eq!(codes, vec![Code::Ok; 6], "shadow mode:\n{log}");
+    support::assert_mentions(
+        &log,
+        &format!("setting --shadow-mode=true from {source}"),
+        "the start log",
+    );
+}
+
 #[tokio::test]
 async fn our_variable_set_to_false_beats_upstreams_true() {
     support::stay_in_one_minute(Duration::from_secs(10));
@@ -65,35 +77,17 @@ async fn our_variable_set_to_false_beats_upstreams_true() {
 #[tokio::test]
 async fn upstreams_variable_alone_applies() {
     support::stay_in_one_minute(Duration::from_secs(10));
-    let (_rls, codes, log) = started(&[], &[("SHADOW_MODE", "true")]).await;
-    assert_eq!(codes, vec![Code::Ok; 6], "shadow mode:\n{log}");
-    support::assert_mentions(
-        &log,
-        "setting --shadow-mode=true from upstream's SHADOW_MODE",
-        "the start log",
-    );
+    assert_shadow_mode_from(&[], &[("SHADOW_MODE", "true")], "upstream's SHADOW_MODE").await;
 }
 
 #[tokio::test]
 async fn the_flag_beats_both_variables() {
     support::stay_in_one_minute(Duration::from_secs(10));
     let env = [("RLS_SHADOW_MODE", "false"), ("SHADOW_MODE", "false")];
-    let (_rls, codes, log) = started(&["--shadow-mode"], &env).await;
-    assert_eq!(codes, vec![Code::Ok; 6], "shadow mode:\n{log}");
-    support::assert_mentions(
-        &log,
-        "setting --shadow-mode=true from flag",
-        "the start log",
-    );
+    assert_shadow_mode_from(&["--shadow-mode"], &env, "flag").await;
 
     // Our variable, set, with upstream's unset.
-    let (_rls, codes, log) = started(&[], &[("RLS_SHADOW_MODE", "true")]).await;
-    assert_eq!(codes, vec![Code::Ok; 6], "shadow mode:\n{log}");
-    support::assert_mentions(
-        &log,
-        "setting --shadow-mode=true from RLS_SHADOW_MODE",
-        "the start log",
-    );
+    assert_shadow_mode_from(&[], &[("RLS_SHADOW_MODE", "true")], "RLS_SHADOW_MODE").await;
 }
 
 #[tokio::test]
