@@ -52,6 +52,15 @@ fn start_tls(tls: &TlsDir, extra: &[impl AsRef<str>]) -> (tempfile::TempDir, Ser
     support::serve_limits(LIMITS, &args(&owned))
 }
 
+/// A TLS directory holding `server_ca`'s server certificate and `client_ca` as the CA of
+/// the clients it trusts.
+fn mtls_dir(server_ca: &Ca, client_ca: &Ca) -> TlsDir {
+    let tls = TlsDir::new();
+    tls.write_server(&server_ca.server());
+    tls.write_client_ca(client_ca);
+    tls
+}
+
 /// Client certificates required, signed by `tls`'s client CA and naming `envoy.internal`.
 fn mtls_args(tls: &TlsDir) -> Vec<String> {
     vec![
@@ -119,9 +128,7 @@ async fn mtls_admits_only_clients_with_a_trusted_certificate_and_the_san() {
     let server_ca = Ca::new("server CA");
     let client_ca = Ca::new("client CA");
     let stranger_ca = Ca::new("stranger CA");
-    let tls = TlsDir::new();
-    tls.write_server(&server_ca.server());
-    tls.write_client_ca(&client_ca);
+    let tls = mtls_dir(&server_ca, &client_ca);
     let (_dir, service) = start_tls(&tls, &mtls_args(&tls));
 
     let good = client_ca.client(&["envoy.internal"]);
@@ -223,9 +230,7 @@ async fn a_rotated_client_ca_admits_the_new_cas_clients_and_refuses_the_old_ones
     let server_ca = Ca::new("server CA");
     let old_ca = Ca::new("old client CA");
     let new_ca = Ca::new("new client CA");
-    let tls = TlsDir::new();
-    tls.write_server(&server_ca.server());
-    tls.write_client_ca(&old_ca);
+    let tls = mtls_dir(&server_ca, &old_ca);
     let mut extra = mtls_args(&tls);
     extra.extend(["--grpc-tls-reload-interval".into(), "100ms".into()]);
     let (_dir, service) = start_tls(&tls, &extra);
@@ -406,9 +411,7 @@ const RATELIMIT_CLUSTER_END: &str = "            http2_protocol_options: {}
 fn envoy_talks_to_the_service_over_mtls() {
     let server_ca = Ca::new("server CA");
     let client_ca = Ca::new("client CA");
-    let tls = TlsDir::new();
-    tls.write_server(&server_ca.server());
-    tls.write_client_ca(&client_ca);
+    let tls = mtls_dir(&server_ca, &client_ca);
     let envoy_identity = client_ca.client(&["envoy.internal"]);
     support::replace_file(&tls.path("envoy-cert.pem"), &envoy_identity.cert_pem);
     support::replace_file(&tls.path("envoy-key.pem"), &envoy_identity.key_pem);
