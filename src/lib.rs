@@ -9,6 +9,7 @@ pub mod config;
 pub mod duration_arg;
 pub mod environment;
 pub mod memory;
+pub mod rlqs;
 pub mod rls;
 pub mod serve;
 pub mod supervisor;

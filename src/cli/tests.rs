@@ -74,6 +74,7 @@ fn serve_help_is_grouped_in_order() {
             "xDS",
             "TLS",
             "Transport bounds",
+            "RLQS (rate_limit_quota)",
             "Telemetry (logging/metrics)",
         ]
     );

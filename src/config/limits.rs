@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::glob::Glob;
 use super::rule::Rule;
+pub use bucket::BucketOrderError;
 
 /// Every domain of a configuration. Immutable once loaded; share it in an
 /// `Arc` and swap the whole value on reload.
@@ -306,5 +307,6 @@ impl Level {
     }
 }
 
+mod bucket;
 #[cfg(test)]
 mod tests;

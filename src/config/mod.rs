@@ -26,7 +26,7 @@ mod walk;
 mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use limits::{DomainLimits, Found, LimitsConfig};
+pub use limits::{BucketOrderError, DomainLimits, Found, LimitsConfig};
 pub(crate) use load::load_raw;
 pub use load::{LoadOptions, load_path, load_sources, load_str};
 pub use read::{MAX_YAML_DEPTH, ReadError, ReadLimits, read_text};

@@ -29,7 +29,7 @@ mod inspect;
 mod json;
 mod metadata;
 mod overall;
-mod plan;
+pub(crate) mod plan;
 mod response;
 mod route;
 mod structured;

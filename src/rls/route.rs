@@ -80,6 +80,24 @@ pub struct GrpcRoutes {
     others: tonic::service::Routes,
 }
 
+impl GrpcRoutes {
+    /// Serves one more gRPC service behind the routes (the RLQS service).
+    pub fn add_service<S>(mut self, service: S) -> Self
+    where
+        S: tower::Service<http::Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.others = self.others.add_service(service);
+        self
+    }
+}
+
 impl<B> tower::Service<http::Request<B>> for GrpcRoutes
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,

@@ -35,6 +35,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
+use crate::rlqs::{QuotaService, RateLimitQuotaServiceServer};
 use crate::rls::{RateLimitRoute, RateLimitServiceServer, RateLimiter};
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::Metrics;
@@ -284,7 +285,20 @@ pub async fn run(
     };
     let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
     let stop = supervisor.stop_signal(Stage::Serving);
-    let routes = RateLimitRoute::new(limiter, transport.max_request_bytes).routes(health_service);
+    let quota = QuotaService::new(
+        Arc::clone(&limits),
+        Arc::clone(&engine),
+        Arc::clone(&metrics),
+        settings.quota.clone(),
+        &settings.rls,
+        supervisor.stop_signal(Stage::Serving),
+    );
+    let routes = RateLimitRoute::new(limiter, transport.max_request_bytes)
+        .routes(health_service)
+        .add_service(
+            RateLimitQuotaServiceServer::new(quota)
+                .max_decoding_message_size(transport.max_request_bytes),
+        );
     let grpc = grpc_server.serve(incoming, routes, stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {
         grpc.await;

@@ -14,6 +14,7 @@ use crate::admin;
 use crate::byte_size_arg::Bytes;
 use crate::config::{LoadOptions, ReadLimits};
 use crate::environment::{Environment, Origins};
+use crate::rlqs::QuotaSettings;
 use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
 use crate::telemetry::MetricsSettings;
 use crate::trace::{SpanOptions, TracingSettings};
@@ -242,6 +243,8 @@ pub struct ServeSettings {
     pub memory: MemoryPlan,
     /// OpenTelemetry tracing; `None`: off.
     pub tracing: Option<TracingSettings>,
+    /// The RLQS service's answers and bounds.
+    pub quota: QuotaSettings,
 }
 
 /// The start log's account of the settings: one line per setting that differs from its
@@ -435,7 +438,9 @@ impl ServeSettings {
                     ..GlobalSettings::default()
                 },
             });
+        let quota = QuotaSettings::from_args(&args.quota);
         Ok(Self {
+            quota,
             addresses: Addresses {
                 grpc: args.listeners.grpc_addr,
                 http: args.listeners.http_addr,

@@ -21,6 +21,7 @@ use super::connections::ConnectionMetricFamilies;
 use super::labels::{DecisionOutcome, RequestMethod, RequestOutcome, SharedLabel};
 use super::latency::{DEFAULT_BUCKETS, LatencyHistogram};
 use super::memory::{MemoryMetricFamilies, PoolLabels};
+use super::quota::QuotaMetrics;
 use super::rule_series::{RuleSeries, next_registry_id};
 use super::sharded::ShardedCounter;
 use super::upstream_stats::{UpstreamStats, Usage};
@@ -188,6 +189,8 @@ pub struct Metrics {
     pub connections: ConnectionMetricFamilies,
     /// The memory limit and the budgets derived from it.
     pub memory: MemoryMetricFamilies,
+    /// The RLQS service's streams, buckets, reports and assignments.
+    pub quota: QuotaMetrics,
 }
 
 /// The label a limited decision is counted under ([`Metrics::limited_decision`]).
@@ -518,8 +521,10 @@ impl Metrics {
                 in_milliseconds: settings.response_time_in_milliseconds,
             }));
         }
+        let quota = QuotaMetrics::register(&mut registry);
         Self {
             id: next_registry_id(),
+            quota,
             connections,
             memory,
             registry,

@@ -272,6 +272,12 @@ where
                     // tonic refuses it on the prefix, before reserving anything.
                     return true;
                 }
+                // A new prefix follows a message received whole: tonic holds it decoded or
+                // about to be, so a long-lived stream gives the earlier one's bytes back
+                // rather than holding every message it ever sent.
+                for earlier in held.drain(..) {
+                    pools.give_back(earlier);
+                }
                 let bytes = len + PREFIX;
                 match pools.take(bytes) {
                     Some(from) => {

@@ -7,6 +7,7 @@ mod engine;
 mod global;
 mod limits;
 mod listeners;
+mod quota;
 mod redis;
 mod telemetry;
 mod tls;
@@ -16,6 +17,7 @@ pub use engine::EngineArgs;
 pub use global::GlobalArgs;
 pub use limits::LimitsArgs;
 pub use listeners::ListenerArgs;
+pub use quota::{QuotaArgs, UnmatchedArg};
 pub use redis::RedisArgs;
 pub use telemetry::TelemetryArgs;
 pub use tls::TlsArgs;
@@ -30,6 +32,7 @@ pub const GLOBAL: &str = "SQL and global counters";
 pub const XDS: &str = "xDS";
 pub const TLS: &str = "TLS";
 pub const TRANSPORT: &str = "Transport bounds";
+pub const QUOTA: &str = "RLQS (rate_limit_quota)";
 pub const TELEMETRY: &str = "Telemetry (logging/metrics)";
 
 #[derive(Debug, Clone, clap::Args)]
@@ -51,6 +54,8 @@ pub struct ServeArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub transport: TransportArgs,
+    #[command(flatten)]
+    pub quota: QuotaArgs,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 }

@@ -31,6 +31,7 @@
 //! - `inspect`: `InspectedCounter` (filled in by the server, served by its admin port) and
 //!   the sampled Space-Saving heavy-hitters sketch.
 
+mod admitted;
 mod budget;
 mod cell;
 mod check;

@@ -186,6 +186,30 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
     assert_eq!(engine.check(names.hit("a", 0, 10)).await.remaining, 2);
 }
 
+#[tokio::test]
+async fn admitted_hits_count_past_the_limit_on_both_windows_and_are_replayed() {
+    let (engine, clock, origin) = engine_at(10_500);
+    let names = Names::new();
+    // 7 hits an Envoy let through, 3 of them before this window began: over a limit of 5.
+    engine.count_admitted(names.hit("a", 7, 5), 3).await;
+    let state = engine.inspection().inspect(&names.hit("a", 0, 5).counter);
+    assert_eq!(state.current.map(|cell| cell.total()), Some(4));
+    assert_eq!(state.previous.map(|cell| cell.total()), Some(3));
+    assert!(!engine.check(names.hit("a", 1, 5)).await.allowed);
+    // a share of the previous window larger than the report is capped at the report
+    engine.count_admitted(names.hit("b", 2, 5), 9).await;
+    let state = engine.inspection().inspect(&names.hit("b", 0, 5).counter);
+    assert_eq!(state.current.map(|cell| cell.total()), Some(0));
+    assert_eq!(state.previous.map(|cell| cell.total()), Some(2));
+
+    engine.convergence().replay_now().await;
+    assert_eq!(engine.pending_replay_cells(), 0);
+    let other = engine_on(Arc::new(sibling(&origin, "other")), &clock);
+    // another process of the region sees the 4 of the current window and half the previous 3
+    let verdict = other.check(names.hit("a", 0, 10)).await;
+    assert_eq!(verdict.remaining, 10 - 4 - 1);
+}
+
 /// An origin that can be switched off and counts reads: the test double for Redis.
 /// Siblings are other processes of the region: same cells, same switch, own components.
 struct SwitchableOrigin {

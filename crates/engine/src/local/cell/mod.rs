@@ -237,6 +237,26 @@ impl WindowCell {
         }
     }
 
+    /// Add `count` hits that were admitted elsewhere (an Envoy deciding from its own quota
+    /// assignment reports them afterwards), whatever the limit says: they happened, so the
+    /// sliding window must see them. Returns whether the caller must queue the cell for replay.
+    pub fn add_admitted(&self, count: u64, changes: &SealedChanges) -> ReplayNeed {
+        if count == 0 {
+            return ReplayNeed::None;
+        }
+        let add = |n: u64| Some(n.saturating_add(count));
+        // Both closures return `Some`: the updates cannot fail.
+        let _ = self
+            .regional
+            .hits
+            .fetch_update(Ordering::SeqCst, Ordering::Acquire, add);
+        let _ = self
+            .own
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, add);
+        self.after_change(changes);
+        self.claim_queue_slot()
+    }
+
     /// Give back up to `amount` of what this process consumed in the cell (the refund rule:
     /// never more than its own hits minus its own refunds so far). Returns what was refunded
     /// and whether the caller must queue the cell for replay.

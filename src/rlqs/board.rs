@@ -1,0 +1,223 @@
+//! The quota board: every bucket that open streams report, grouped by the counter it counts
+//! on, with each Envoy's demand, so that a counter's rate is split between all the Envoys of
+//! this process that share it (several buckets can share a counter: `share_threshold`).
+//!
+//! Lock order: the board's map, then a group's state; nothing is awaited under either.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use gcounter_engine::Engine;
+use gcounter_engine::cell_key::CounterKey;
+
+use super::bucket::BucketCounter;
+use super::share::{counter_rate, split};
+
+/// A split younger than this is reused: every stream of a group asks for its share on each
+/// report and tick, and one computation serves them all.
+const SPLIT_REUSE: Duration = Duration::from_millis(200);
+/// Each new demand sample weighs this much against the history (one report a second: a
+/// shift is mostly seen within two reports).
+const DEMAND_WEIGHT: f64 = 0.6;
+/// The rate of the counter's other traffic is measured over at least this long.
+const MIN_SAMPLE: Duration = Duration::from_millis(200);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Every group, by its first counter.
+#[derive(Debug, Default)]
+pub struct QuotaBoard {
+    groups: Mutex<HashMap<CounterKey, Arc<Group>>>,
+    next_member: AtomicU64,
+}
+
+/// The Envoys (streams and buckets) counting on one counter.
+#[derive(Debug)]
+pub struct Group {
+    counters: Vec<BucketCounter>,
+    state: Mutex<GroupState>,
+}
+
+#[derive(Debug, Default)]
+struct GroupState {
+    /// Each member's demand, hits per second.
+    demands: HashMap<u64, f64>,
+    tracks: Vec<Track>,
+    /// The last split and when it was made.
+    split: Option<(Instant, HashMap<u64, f64>)>,
+}
+
+/// What the counter's other traffic (not this process's RLQS reports) adds per second.
+#[derive(Debug, Default, Clone, Copy)]
+struct Track {
+    sequence: u64,
+    total: u64,
+    at: Option<Instant>,
+    /// Reported hits of this group counted on the current cell since `at`.
+    ours: u64,
+    others_rate: f64,
+}
+
+/// One bucket of one stream on the board; leaves it when dropped.
+#[derive(Debug)]
+pub struct Member {
+    board: Arc<QuotaBoard>,
+    group: Arc<Group>,
+    id: u64,
+}
+
+/// One member's share of its counter, and what it was made from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Share {
+    /// Hits per second this member may admit.
+    pub rate: f64,
+    /// The counter is in a penalty box (an RLS v3 denial started it).
+    pub penalized: bool,
+}
+
+impl QuotaBoard {
+    /// Adds a member for a bucket counting on `counters` (not empty).
+    pub fn join(self: &Arc<Self>, counters: &[BucketCounter]) -> Option<Member> {
+        let first = counters.first()?;
+        let id = self.next_member.fetch_add(1, Ordering::Relaxed);
+        let mut groups = lock(&self.groups);
+        let group = groups
+            .entry(first.counter.clone())
+            .or_insert_with(|| {
+                Arc::new(Group {
+                    counters: counters.to_vec(),
+                    state: Mutex::new(GroupState {
+                        tracks: vec![Track::default(); counters.len()],
+                        ..GroupState::default()
+                    }),
+                })
+            })
+            .clone();
+        lock(&group.state).demands.insert(id, 0.0);
+        Some(Member {
+            board: Arc::clone(self),
+            group,
+            id,
+        })
+    }
+
+    /// The shares of every member of the group counting on `counter` now, by member (for
+    /// inspection).
+    pub fn shares_of(&self, counter: &CounterKey) -> Option<Vec<f64>> {
+        let group = lock(&self.groups).get(counter).cloned()?;
+        let state = lock(&group.state);
+        state
+            .split
+            .as_ref()
+            .map(|(_, split)| split.values().copied().collect())
+    }
+
+    /// Groups on the board.
+    pub fn len(&self) -> usize {
+        lock(&self.groups).len()
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let mut groups = lock(&self.board.groups);
+        let empty = {
+            let mut state = lock(&self.group.state);
+            state.demands.remove(&self.id);
+            state.split = None;
+            state.demands.is_empty()
+        };
+        if empty && let Some(first) = self.group.counters.first() {
+            groups.remove(&first.counter);
+        }
+    }
+}
+
+impl Member {
+    /// The counters of the member's group.
+    pub fn counters(&self) -> &[BucketCounter] {
+        &self.group.counters
+    }
+
+    /// A report: `demand` hits per second wanted (allowed and denied), `counted` hits of it
+    /// counted on each counter's current cell (in counter order).
+    pub fn report(&self, demand: f64, counted: &[u64]) {
+        let mut state = lock(&self.group.state);
+        if let Some(old) = state.demands.get_mut(&self.id) {
+            *old = if *old == 0.0 {
+                demand
+            } else {
+                DEMAND_WEIGHT * demand + (1.0 - DEMAND_WEIGHT) * *old
+            };
+        }
+        for (track, counted) in state.tracks.iter_mut().zip(counted) {
+            track.ours = track.ours.saturating_add(*counted);
+        }
+        // The demands changed: the next share is computed afresh.
+        state.split = None;
+    }
+
+    /// This member's share now.
+    pub fn share(&self, engine: &Engine, now: Instant) -> Share {
+        let mut state = lock(&self.group.state);
+        let mut penalized = false;
+        let reusable = state
+            .split
+            .as_ref()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < SPLIT_REUSE);
+        if !reusable {
+            let mut rate = f64::INFINITY;
+            for (track, counter) in state.tracks.iter_mut().zip(&self.group.counters) {
+                let counter_state = engine.inspection().inspect(&counter.counter.borrowed());
+                penalized |= counter_state
+                    .penalty_until_ms
+                    .is_some_and(|until| until > counter_state.now_ms);
+                track.observe(&counter_state, now);
+                let free = counter_rate(counter.limit, &counter_state) - track.others_rate;
+                rate = rate.min(free.max(0.0));
+            }
+            let (ids, demands): (Vec<u64>, Vec<f64>) =
+                state.demands.iter().map(|(id, d)| (*id, *d)).unzip();
+            let shares = split(rate, &demands);
+            state.split = Some((now, ids.into_iter().zip(shares).collect()));
+        }
+        let rate = state
+            .split
+            .as_ref()
+            .and_then(|(_, split)| split.get(&self.id).copied())
+            .unwrap_or(0.0);
+        Share {
+            rate: if penalized { 0.0 } else { rate },
+            penalized,
+        }
+    }
+}
+
+impl Track {
+    /// Takes a new look at the counter's current cell: what grew beyond this group's own
+    /// reports is the other traffic's.
+    fn observe(&mut self, state: &gcounter_engine::CounterState, now: Instant) {
+        let sequence = state.now_ms / state.duration_ms.max(1);
+        let total = state.current.map_or(0, |cell| cell.total());
+        match self.at {
+            Some(at) if self.sequence == sequence => {
+                let elapsed = now.saturating_duration_since(at);
+                if elapsed < MIN_SAMPLE {
+                    return;
+                }
+                let others = total.saturating_sub(self.total).saturating_sub(self.ours);
+                let sample = others as f64 / elapsed.as_secs_f64();
+                self.others_rate = 0.5 * self.others_rate + 0.5 * sample;
+            }
+            // A new window: its first look only sets the baseline.
+            _ => self.sequence = sequence,
+        }
+        self.total = total;
+        self.ours = 0;
+        self.at = Some(now);
+    }
+}

@@ -1,0 +1,142 @@
+//! How much of a limit each Envoy may admit next, and the strategy that tells it so.
+//!
+//! The engine counts a limit on a sliding window: its count is the current window's total
+//! plus the previous one's, weighted by what is left of the window. Under sustained demand
+//! that count stays at the limit when the counter grows exactly as fast as the previous
+//! window's weight falls (`previous ÷ window` per second). So the rate the counter may grow
+//! at is that, plus the room left (`limit − count`) spread over [`CONVERGENCE`]; what the
+//! counter's other traffic takes (RLS v3 decisions, other processes, other regions) is
+//! subtracted, and the rest is split between this process's Envoys by their demand
+//! (max-min fair). Each report corrects the next: counts arrive late by one reporting
+//! interval, and the room term pulls the window back to its limit.
+
+use std::time::Duration;
+
+use gcounter_engine::CounterState;
+
+/// Over how long the room left in a window is handed out: long enough that reports one
+/// interval late (1 s in Envoy's examples) do not overshoot, short enough that a new window's
+/// room is in use within seconds.
+pub const CONVERGENCE: Duration = Duration::from_secs(2);
+
+/// The rate (hits per second) at which `state`'s counter may grow from now on so that its
+/// sliding window holds at `limit`.
+pub fn counter_rate(limit: u64, state: &CounterState) -> f64 {
+    let window_s = (state.duration_ms.max(1) as f64) / 1_000.0;
+    let previous = state.previous.map_or(0, |cell| cell.total()) as f64;
+    let freeing = previous / window_s;
+    let room = limit as f64 - state.effective() as f64;
+    let convergence = CONVERGENCE.as_secs_f64().min(window_s);
+    (freeing + room / convergence).max(0.0)
+}
+
+/// Splits `total` (hits per second) between consumers with these demands (hits per
+/// second): max-min fair when they want more than there is (no one gets more than it asks
+/// while another gets less than its equal share); otherwise each gets its demand and an
+/// equal part of what is left over, so demand that grows is not refused until the next
+/// assignment.
+pub fn split(total: f64, demands: &[f64]) -> Vec<f64> {
+    let total = total.max(0.0);
+    let n = demands.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let wanted: f64 = demands.iter().map(|d| d.max(0.0)).sum();
+    if wanted <= total {
+        let spare = (total - wanted) / n as f64;
+        return demands.iter().map(|d| d.max(0.0) + spare).collect();
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| demand_at(demands, a).total_cmp(&demand_at(demands, b)));
+    let mut shares = vec![0.0; n];
+    let mut left = total;
+    for (served, &i) in order.iter().enumerate() {
+        let fair = left / (n - served) as f64;
+        let give = demand_at(demands, i).min(fair);
+        if let Some(share) = shares.get_mut(i) {
+            *share = give;
+        }
+        left -= give;
+    }
+    shares
+}
+
+fn demand_at(demands: &[f64], i: usize) -> f64 {
+    demands.get(i).copied().unwrap_or(0.0).max(0.0)
+}
+
+/// What an Envoy is told to do with a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    AllowAll,
+    DenyAll,
+    /// Envoy's token bucket: `tokens_per_fill` every `fill_interval_s` whole seconds (Envoy
+    /// reads only the seconds of the interval), holding at most `max_tokens`. A new or changed
+    /// bucket starts full.
+    TokenBucket {
+        max_tokens: u32,
+        tokens_per_fill: u32,
+        fill_interval_s: u32,
+    },
+}
+
+/// Below this rate (hits per second) a share is a denial: one hit a minute is the slowest
+/// rate a token bucket of whole-second intervals states here.
+const SLOWEST_RATE: f64 = 1.0 / 60.0;
+/// A token bucket's rate is stated to about one part in this many: the interval grows (up
+/// to a minute) until a fill holds this many tokens.
+const PRECISION_TOKENS: f64 = 10.0;
+/// A new rate within this fraction of the one assigned keeps the assigned strategy: Envoy
+/// refills a bucket whose strategy changed, so small changes would give away a burst each.
+const HYSTERESIS: f64 = 0.1;
+
+impl Strategy {
+    /// The token bucket for `rate` hits per second (or a denial below the slowest rate).
+    pub fn for_rate(rate: f64) -> Self {
+        if !rate.is_finite() || rate < SLOWEST_RATE {
+            return Self::DenyAll;
+        }
+        let interval = (PRECISION_TOKENS / rate).ceil().clamp(1.0, 60.0);
+        let tokens = (rate * interval).round().clamp(1.0, f64::from(u32::MAX));
+        // Both are finite and clamped into u32's range.
+        let tokens = tokens as u32;
+        Self::TokenBucket {
+            max_tokens: tokens,
+            tokens_per_fill: tokens,
+            fill_interval_s: interval as u32,
+        }
+    }
+
+    /// The rate this strategy admits at, hits per second (`None`: no bound).
+    pub fn rate(&self) -> Option<f64> {
+        match *self {
+            Self::AllowAll => None,
+            Self::DenyAll => Some(0.0),
+            Self::TokenBucket {
+                tokens_per_fill,
+                fill_interval_s,
+                ..
+            } => Some(f64::from(tokens_per_fill) / f64::from(fill_interval_s.max(1))),
+        }
+    }
+
+    /// The strategy to send for `rate` when `current` is assigned: `current` while the rate is
+    /// within [`HYSTERESIS`] of it, so an unchanged bucket keeps its tokens.
+    pub fn next(current: Option<Strategy>, rate: f64) -> Self {
+        let wanted = Self::for_rate(rate);
+        match current {
+            Some(current @ Self::TokenBucket { .. }) if wanted != Self::DenyAll => {
+                let assigned = current.rate().unwrap_or(0.0);
+                if (rate - assigned).abs() <= HYSTERESIS * assigned {
+                    current
+                } else {
+                    wanted
+                }
+            }
+            _ => wanted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,86 @@
+use super::*;
+use gcounter_engine::CellView;
+
+fn state(previous: u64, current: u64, elapsed_ms: u64) -> CounterState {
+    let cell = |total| {
+        Some(CellView {
+            regional: total,
+            global: 0,
+            own: total,
+        })
+    };
+    CounterState {
+        now_ms: 60_000 + elapsed_ms,
+        duration_ms: 60_000,
+        elapsed_ms,
+        current: cell(current),
+        previous: cell(previous),
+        strict: false,
+        penalty_until_ms: None,
+    }
+}
+
+#[test]
+fn a_window_held_at_its_limit_grows_as_fast_as_the_previous_one_slides_out() {
+    // half-way: 300 of the previous 600 still weigh, 300 in this one: at the limit
+    let rate = counter_rate(600, &state(600, 300, 30_000));
+    assert!((rate - 10.0).abs() < 1e-9, "{rate}");
+    // an empty first window: its room over the convergence time
+    let rate = counter_rate(600, &state(0, 0, 0));
+    assert!((rate - 300.0).abs() < 1e-9, "{rate}");
+    // over the limit: nothing until it slides back
+    assert_eq!(counter_rate(600, &state(600, 900, 30_000)), 0.0);
+}
+
+#[test]
+fn demand_under_the_total_gets_all_it_asks_and_an_equal_part_of_the_rest() {
+    assert_eq!(split(9.0, &[1.0, 2.0]), vec![4.0, 5.0]);
+    assert_eq!(split(5.0, &[]), Vec::<f64>::new());
+}
+
+#[test]
+fn demand_over_the_total_is_split_max_min_fair() {
+    assert_eq!(split(6.0, &[10.0, 1.0, 1.0]), vec![4.0, 1.0, 1.0]);
+    assert_eq!(split(6.0, &[5.0, 5.0]), vec![3.0, 3.0]);
+    // 80/10/10 of three times a limit of 10 per second
+    assert_eq!(split(10.0, &[24.0, 3.0, 3.0]), vec![4.0, 3.0, 3.0]);
+    let shares = split(0.0, &[3.0, 3.0]);
+    assert_eq!(shares, vec![0.0, 0.0]);
+}
+
+#[test]
+fn a_rate_becomes_a_token_bucket_of_whole_seconds() {
+    assert_eq!(
+        Strategy::for_rate(10.0),
+        Strategy::TokenBucket {
+            max_tokens: 10,
+            tokens_per_fill: 10,
+            fill_interval_s: 1
+        }
+    );
+    // a slow rate: the interval grows until a fill holds ten tokens
+    assert_eq!(
+        Strategy::for_rate(0.5),
+        Strategy::TokenBucket {
+            max_tokens: 10,
+            tokens_per_fill: 10,
+            fill_interval_s: 20
+        }
+    );
+    assert_eq!(Strategy::for_rate(0.01), Strategy::DenyAll);
+    assert_eq!(Strategy::for_rate(f64::NAN), Strategy::DenyAll);
+    assert_eq!(Strategy::for_rate(1_000.0).rate(), Some(1_000.0));
+}
+
+#[test]
+fn a_rate_close_to_the_assigned_one_keeps_the_assignment() {
+    let assigned = Strategy::for_rate(10.0);
+    assert_eq!(Strategy::next(Some(assigned), 10.5), assigned);
+    assert_eq!(Strategy::next(Some(assigned), 9.2), assigned);
+    assert_eq!(
+        Strategy::next(Some(assigned), 12.0),
+        Strategy::for_rate(12.0)
+    );
+    assert_eq!(Strategy::next(Some(assigned), 0.0), Strategy::DenyAll);
+    assert_eq!(Strategy::next(None, 10.4), Strategy::for_rate(10.4));
+}

@@ -1,0 +1,142 @@
+//! The RLQS service's series (`rls_rlqs_*`): streams and buckets open now, usage reports by
+//! what became of them, assignments by strategy, streams ended for the client's errors. Every
+//! label is one of a fixed set: no bucket id or domain reaches a label, so no client can grow
+//! the exposition.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// What became of one bucket's usage in a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(
+    non_camel_case_types,
+    reason = "Prometheus label values are snake_case"
+)]
+pub enum UsageOutcome {
+    /// Its allowed requests were counted on the bucket's counter.
+    counted,
+    /// No rule counts it (unmatched, unlimited, an unknown domain): answered, not counted.
+    not_counted,
+    /// Refused: absurd counts or elapsed time; the bucket is not touched.
+    ignored,
+    /// Past `--rlqs-max-buckets` or `--rlqs-max-buckets-per-stream`: counted, not assigned.
+    over_capacity,
+}
+
+/// The strategy of an assignment sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(
+    non_camel_case_types,
+    reason = "Prometheus label values are snake_case"
+)]
+pub enum AssignmentKind {
+    token_bucket,
+    allow_all,
+    deny_all,
+    /// A bucket no longer reported: Envoy drops it.
+    abandon,
+    /// On shutdown: an assignment that expires at once.
+    expire,
+}
+
+/// Why a stream was ended with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(
+    non_camel_case_types,
+    reason = "Prometheus label values are snake_case"
+)]
+pub enum StreamError {
+    invalid_argument,
+    too_many_streams,
+    too_many_reports,
+    transport,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: UsageOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StrategyLabels {
+    strategy: AssignmentKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: StreamError,
+}
+
+/// The RLQS series, registered once with the rest of the registry.
+#[derive(Debug, Clone, Default)]
+pub struct QuotaMetrics {
+    streams: Gauge,
+    buckets: Gauge,
+    usages: Family<OutcomeLabels, Counter>,
+    assignments: Family<StrategyLabels, Counter>,
+    stream_errors: Family<ReasonLabels, Counter>,
+}
+
+impl QuotaMetrics {
+    pub(super) fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "rlqs_streams",
+            "RLQS streams (StreamRateLimitQuotas) open now",
+            metrics.streams.clone(),
+        );
+        registry.register(
+            "rlqs_buckets",
+            "Quota buckets the open RLQS streams report, all streams together",
+            metrics.buckets.clone(),
+        );
+        registry.register(
+            "rlqs_usages",
+            "Bucket usages received in RLQS reports, by what became of them",
+            metrics.usages.clone(),
+        );
+        registry.register(
+            "rlqs_assignments",
+            "Bucket actions sent on RLQS streams, by strategy",
+            metrics.assignments.clone(),
+        );
+        registry.register(
+            "rlqs_stream_errors",
+            "RLQS streams ended with an error status, by reason",
+            metrics.stream_errors.clone(),
+        );
+        metrics
+    }
+
+    pub fn stream_opened(&self) {
+        self.streams.inc();
+    }
+
+    pub fn stream_closed(&self) {
+        self.streams.dec();
+    }
+
+    /// `delta` buckets more (or fewer) reported by the open streams.
+    pub fn buckets_changed(&self, delta: i64) {
+        self.buckets.inc_by(delta);
+    }
+
+    pub fn usage(&self, outcome: UsageOutcome) {
+        self.usages.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    pub fn assignment(&self, strategy: AssignmentKind) {
+        self.assignments
+            .get_or_create(&StrategyLabels { strategy })
+            .inc();
+    }
+
+    pub fn stream_error(&self, reason: StreamError) {
+        self.stream_errors
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+}
