@@ -30,6 +30,7 @@ pub mod otlp;
 pub mod process;
 pub mod prometheus;
 pub mod proxy;
+pub mod quota;
 pub mod raw_grpc;
 pub mod redis_admin;
 pub mod rls;

@@ -86,6 +86,9 @@ const SLOWEST_RATE: f64 = 1.0 / 60.0;
 /// A token bucket's rate is stated to about one part in this many: the interval grows (up
 /// to a minute) until a fill holds this many tokens.
 const PRECISION_TOKENS: f64 = 10.0;
+/// A token bucket holds at most this long of its rate: Envoy starts a new or changed bucket
+/// full, so its size is what an assignment can admit at once beyond its rate.
+const BURST: Duration = Duration::from_secs(1);
 /// A new rate within this fraction of the one assigned keeps the assigned strategy: Envoy
 /// refills a bucket whose strategy changed, so small changes would give away a burst each.
 const HYSTERESIS: f64 = 0.1;
@@ -98,11 +101,13 @@ impl Strategy {
         }
         let interval = (PRECISION_TOKENS / rate).ceil().clamp(1.0, 60.0);
         let tokens = (rate * interval).round().clamp(1.0, f64::from(u32::MAX));
-        // Both are finite and clamped into u32's range.
-        let tokens = tokens as u32;
+        let burst = (rate * BURST.as_secs_f64())
+            .ceil()
+            .clamp(1.0, f64::from(u32::MAX));
+        // All finite and clamped into u32's range.
         Self::TokenBucket {
-            max_tokens: tokens,
-            tokens_per_fill: tokens,
+            max_tokens: burst as u32,
+            tokens_per_fill: tokens as u32,
             fill_interval_s: interval as u32,
         }
     }

@@ -7,6 +7,7 @@ mod engine_bounds;
 mod multi_limits;
 mod one_worker;
 mod penalty_box;
+mod quota_service;
 mod refunds;
 mod retry_after;
 mod rls_api;

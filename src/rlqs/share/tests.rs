@@ -62,7 +62,7 @@ fn a_rate_becomes_a_token_bucket_of_whole_seconds() {
     assert_eq!(
         Strategy::for_rate(0.5),
         Strategy::TokenBucket {
-            max_tokens: 10,
+            max_tokens: 1,
             tokens_per_fill: 10,
             fill_interval_s: 20
         }
