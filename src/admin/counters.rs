@@ -37,6 +37,23 @@ pub trait CounterLookup: Send + Sync {
     fn find(&self, domain: &str, entries: &[(String, String)]) -> Result<InspectedCounter, String>;
 }
 
+/// The RLQS Envoys reporting on a counter and each one's share, for `/counters`: the quota
+/// board lives in `rlqs`, which the admin port does not know.
+pub trait QuotaShares: Send + Sync {
+    fn shares(&self, counter: &gcounter_engine::cell_key::CounterKey) -> Vec<EnvoyShare>;
+}
+
+/// One RLQS stream's bucket on a counter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvoyShare {
+    /// The stream, numbered in the order streams opened.
+    pub stream: u64,
+    /// Requests a second it reported (allowed and denied), smoothed.
+    pub demand: f64,
+    /// Requests a second it was last assigned.
+    pub share: f64,
+}
+
 #[derive(Debug, PartialEq, Eq)]
 struct CounterQuery {
     domain: String,
@@ -193,6 +210,20 @@ pub(super) async fn counter(
         state_json(&counter_state, found.limit),
     ) {
         body.extend(more);
+    }
+    if let (Some(body), Some(quota)) = (body.as_object_mut(), &state.quota_shares) {
+        let shares: Vec<Value> = quota
+            .shares(&found.counter)
+            .into_iter()
+            .map(|share| {
+                json!({
+                    "stream": share.stream,
+                    "demand_per_second": share.demand,
+                    "share_per_second": share.share,
+                })
+            })
+            .collect();
+        body.insert("rlqs".into(), Value::Array(shares));
     }
     json_response(StatusCode::OK, &body)
 }

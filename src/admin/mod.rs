@@ -6,7 +6,7 @@
 mod counters;
 mod values;
 
-pub use counters::CounterLookup;
+pub use counters::{CounterLookup, EnvoyShare, QuotaShares};
 pub use values::ValueDisplay;
 
 use std::future::Future;
@@ -42,6 +42,8 @@ pub struct AdminState {
     /// Answers which counter a descriptor counts on, for `/counters`; `None`: the endpoint
     /// says it is not wired in.
     pub counters: Option<Arc<dyn CounterLookup>>,
+    /// The RLQS shares of a counter, for `/counters`; `None`: not shown.
+    pub quota_shares: Option<Arc<dyn QuotaShares>>,
     /// The gRPC server's request-bytes budget, sampled by `/metrics`; `None`: no gRPC server.
     pub request_buffers: Option<BufferedBytes>,
     /// How counter inspection shows request values.

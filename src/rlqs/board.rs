@@ -13,7 +13,7 @@ use gcounter_engine::Engine;
 use gcounter_engine::cell_key::CounterKey;
 
 use super::bucket::BucketCounter;
-use super::share::{counter_rate, split};
+use super::share::{convergence, counter_rate, split};
 
 /// A split younger than this is reused: every stream of a group asks for its share on each
 /// report and tick, and one computation serves them all.
@@ -21,6 +21,8 @@ const SPLIT_REUSE: Duration = Duration::from_millis(200);
 /// Each new demand sample weighs this much against the history (one report a second: a
 /// shift is mostly seen within two reports).
 const DEMAND_WEIGHT: f64 = 0.6;
+/// Until a member's second report shows how often they come: Envoy 1.40's interval.
+const FIRST_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 /// The rate of the counter's other traffic is measured over at least this long.
 const MIN_SAMPLE: Duration = Duration::from_millis(200);
 
@@ -44,11 +46,13 @@ pub struct Group {
 
 #[derive(Debug, Default)]
 struct GroupState {
-    /// Each member's demand, hits per second.
-    demands: HashMap<u64, f64>,
+    /// Each member's stream and demand (hits per second), by member.
+    demands: HashMap<u64, (u64, f64)>,
     tracks: Vec<Track>,
     /// The last split and when it was made.
     split: Option<(Instant, HashMap<u64, f64>)>,
+    /// The members' time between reports, smoothed; `None` until a second report.
+    report_interval: Option<Duration>,
 }
 
 /// What the counter's other traffic (not this process's RLQS reports) adds per second.
@@ -80,8 +84,8 @@ pub struct Share {
 }
 
 impl QuotaBoard {
-    /// Adds a member for a bucket counting on `counters` (not empty).
-    pub fn join(self: &Arc<Self>, counters: &[BucketCounter]) -> Option<Member> {
+    /// Adds a member for a bucket of stream `stream` counting on `counters` (not empty).
+    pub fn join(self: &Arc<Self>, counters: &[BucketCounter], stream: u64) -> Option<Member> {
         let first = counters.first()?;
         let id = self.next_member.fetch_add(1, Ordering::Relaxed);
         let mut groups = lock(&self.groups);
@@ -97,28 +101,38 @@ impl QuotaBoard {
                 })
             })
             .clone();
-        lock(&group.state).demands.insert(id, 0.0);
+        lock(&group.state).demands.insert(id, (stream, 0.0));
         Some(Member {
             board: Arc::clone(self),
             group,
             id,
         })
     }
+}
 
-    /// The shares of every member of the group counting on `counter` now, by member (for
-    /// inspection).
-    pub fn shares_of(&self, counter: &CounterKey) -> Option<Vec<f64>> {
-        let group = lock(&self.groups).get(counter).cloned()?;
+impl crate::admin::QuotaShares for QuotaBoard {
+    /// Every member of the group counting on `counter`, with its demand and last share, by
+    /// stream.
+    fn shares(&self, counter: &CounterKey) -> Vec<crate::admin::EnvoyShare> {
+        let Some(group) = lock(&self.groups).get(counter).cloned() else {
+            return Vec::new();
+        };
         let state = lock(&group.state);
-        state
-            .split
-            .as_ref()
-            .map(|(_, split)| split.values().copied().collect())
-    }
-
-    /// Groups on the board.
-    pub fn len(&self) -> usize {
-        lock(&self.groups).len()
+        let mut shares: Vec<crate::admin::EnvoyShare> = state
+            .demands
+            .iter()
+            .map(|(member, (stream, demand))| crate::admin::EnvoyShare {
+                stream: *stream,
+                demand: *demand,
+                share: state
+                    .split
+                    .as_ref()
+                    .and_then(|(_, split)| split.get(member).copied())
+                    .unwrap_or(0.0),
+            })
+            .collect();
+        shares.sort_by_key(|share| share.stream);
+        shares
     }
 }
 
@@ -144,10 +158,17 @@ impl Member {
     }
 
     /// A report: `demand` hits per second wanted (allowed and denied), `counted` hits of it
-    /// counted on each counter's current cell (in counter order).
-    pub fn report(&self, demand: f64, counted: &[u64]) {
+    /// counted on each counter's current cell (in counter order), `interval` since the
+    /// member's previous report (`None` for its first).
+    pub fn report(&self, demand: f64, counted: &[u64], interval: Option<Duration>) {
         let mut state = lock(&self.group.state);
-        if let Some(old) = state.demands.get_mut(&self.id) {
+        if let Some(interval) = interval {
+            state.report_interval = Some(match state.report_interval {
+                Some(old) => old.mul_f64(0.5) + interval.mul_f64(0.5),
+                None => interval,
+            });
+        }
+        if let Some((_, old)) = state.demands.get_mut(&self.id) {
             *old = if *old == 0.0 {
                 demand
             } else {
@@ -171,17 +192,18 @@ impl Member {
             .is_some_and(|(at, _)| now.saturating_duration_since(*at) < SPLIT_REUSE);
         if !reusable {
             let mut rate = f64::INFINITY;
+            let horizon = convergence(state.report_interval.unwrap_or(FIRST_REPORT_INTERVAL));
             for (track, counter) in state.tracks.iter_mut().zip(&self.group.counters) {
                 let counter_state = engine.inspection().inspect(&counter.counter.borrowed());
                 penalized |= counter_state
                     .penalty_until_ms
                     .is_some_and(|until| until > counter_state.now_ms);
                 track.observe(&counter_state, now);
-                let free = counter_rate(counter.limit, &counter_state) - track.others_rate;
+                let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
                 rate = rate.min(free.max(0.0));
             }
             let (ids, demands): (Vec<u64>, Vec<f64>) =
-                state.demands.iter().map(|(id, d)| (*id, *d)).unzip();
+                state.demands.iter().map(|(id, (_, d))| (*id, *d)).unzip();
             let shares = split(rate, &demands);
             state.split = Some((now, ids.into_iter().zip(shares).collect()));
         }

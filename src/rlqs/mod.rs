@@ -25,7 +25,7 @@ mod validate;
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use arc_swap::ArcSwap;
@@ -65,6 +65,7 @@ pub struct Shared {
     streams: AtomicUsize,
     /// Buckets of all open streams, against `--rlqs-max-buckets`.
     buckets: AtomicUsize,
+    next_stream: AtomicU64,
     /// Fired when the service shuts down: every stream expires its assignments and ends.
     shutdown: CancellationToken,
 }
@@ -90,11 +91,12 @@ impl QuotaService {
                 engine,
                 metrics,
                 settings,
-                request_limits: rls.request_limits.clone(),
+                request_limits: rls.request_limits,
                 service_shadow: rls.shadow_mode,
                 board: Arc::new(QuotaBoard::default()),
                 streams: AtomicUsize::new(0),
                 buckets: AtomicUsize::new(0),
+                next_stream: AtomicU64::new(1),
                 shutdown,
             }),
         }

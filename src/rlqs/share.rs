@@ -14,19 +14,29 @@ use std::time::Duration;
 
 use gcounter_engine::CounterState;
 
-/// Over how long the room left in a window is handed out: long enough that reports one
-/// interval late (1 s in Envoy's examples) do not overshoot, short enough that a new window's
-/// room is in use within seconds.
-pub const CONVERGENCE: Duration = Duration::from_secs(2);
+/// The shortest time over which the room left in a window is handed out.
+pub const MIN_CONVERGENCE: Duration = Duration::from_secs(2);
+/// The room is handed out over this many reporting intervals: what an Envoy admits is seen
+/// only at its next report (every 5 s in Envoy 1.40, whatever `reporting_interval` says), so
+/// handing it out faster would overshoot before the service learns of it.
+pub const INTERVALS_OF_CONVERGENCE: f64 = 2.0;
+
+/// Over how long the room left is handed out, for reports every `report_interval`.
+pub fn convergence(report_interval: Duration) -> Duration {
+    report_interval
+        .mul_f64(INTERVALS_OF_CONVERGENCE)
+        .max(MIN_CONVERGENCE)
+}
 
 /// The rate (hits per second) at which `state`'s counter may grow from now on so that its
-/// sliding window holds at `limit`.
-pub fn counter_rate(limit: u64, state: &CounterState) -> f64 {
+/// sliding window holds at `limit`, the room left handed out over `convergence` (at most
+/// the window).
+pub fn counter_rate(limit: u64, state: &CounterState, convergence: Duration) -> f64 {
     let window_s = (state.duration_ms.max(1) as f64) / 1_000.0;
     let previous = state.previous.map_or(0, |cell| cell.total()) as f64;
     let freeing = previous / window_s;
     let room = limit as f64 - state.effective() as f64;
-    let convergence = CONVERGENCE.as_secs_f64().min(window_s);
+    let convergence = convergence.as_secs_f64().clamp(0.001, window_s);
     (freeing + room / convergence).max(0.0)
 }
 

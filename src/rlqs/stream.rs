@@ -50,6 +50,8 @@ struct StreamBucket {
 /// The state of one stream; its bucket counts leave the service's totals when dropped.
 pub struct QuotaStream {
     shared: Arc<Shared>,
+    /// Numbers the stream in `/counters`.
+    id: u64,
     domain: Option<String>,
     buckets: HashMap<BucketKey, StreamBucket>,
     /// The config the buckets were resolved against.
@@ -82,8 +84,10 @@ impl QuotaStream {
         shared.metrics.quota.stream_opened();
         let limits = shared.limits.load_full();
         let burst = f64::from(shared.settings.max_reports_per_second) * 2.0;
+        let id = shared.next_stream.fetch_add(1, Ordering::Relaxed);
         Self {
             shared,
+            id,
             domain: None,
             buckets: HashMap::new(),
             limits,
@@ -216,12 +220,10 @@ impl QuotaStream {
             let Some(bucket) = self.buckets.get_mut(&key) else {
                 continue;
             };
-            let interval = if new {
-                FIRST_INTERVAL
-            } else {
+            let interval = (!new).then(|| {
                 now.saturating_duration_since(bucket.last_report)
                     .max(SHORTEST_INTERVAL)
-            };
+            });
             bucket.last_report = now;
             if allowed + denied > 0 {
                 bucket.last_active = now;
@@ -270,7 +272,7 @@ impl QuotaStream {
         {
             return None;
         }
-        self.shared.board.join(counters)
+        self.shared.board.join(counters, self.id)
     }
 
     /// The action for the bucket now, if one is due: a new strategy, or the current one
@@ -388,13 +390,14 @@ async fn count(
     bucket: &StreamBucket,
     allowed: u64,
     denied: u64,
-    interval: Duration,
+    interval: Option<Duration>,
 ) -> UsageOutcome {
     let Resolution::Counted { counters, .. } = &bucket.resolution else {
         return UsageOutcome::not_counted;
     };
     let now_ms = shared.engine.now_ms();
-    let interval_ms = u64::try_from(interval.as_millis())
+    let measured = interval.unwrap_or(FIRST_INTERVAL);
+    let interval_ms = u64::try_from(measured.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
     let mut in_current = Vec::with_capacity(counters.len());
@@ -420,8 +423,8 @@ async fn count(
     let Some(member) = &bucket.member else {
         return UsageOutcome::over_capacity;
     };
-    let demand = (allowed + denied) as f64 / interval.as_secs_f64();
-    member.report(demand, &in_current);
+    let demand = (allowed + denied) as f64 / measured.as_secs_f64();
+    member.report(demand, &in_current, interval);
     UsageOutcome::counted
 }
 

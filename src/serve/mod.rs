@@ -212,6 +212,14 @@ pub async fn run(
         Arc::clone(&metrics),
         settings.rls.clone(),
     ));
+    let quota = QuotaService::new(
+        Arc::clone(&limits),
+        Arc::clone(&engine),
+        Arc::clone(&metrics),
+        settings.quota.clone(),
+        &settings.rls,
+        supervisor.stop_signal(Stage::Serving),
+    );
     let admin_state = AdminState {
         limits: Arc::clone(&limits),
         metrics: Arc::clone(&metrics),
@@ -225,6 +233,7 @@ pub async fn run(
             timeout: transport.request_timeout,
         },
         counters: Some(Arc::new(json_route::CounterRoute(Arc::clone(&limiter)))),
+        quota_shares: Some(Arc::clone(quota.board()) as Arc<dyn admin::QuotaShares>),
         request_buffers: Some(grpc_server.buffered_bytes()),
         values: if settings.addresses.inspection_show_values {
             admin::ValueDisplay::Shown
@@ -285,14 +294,6 @@ pub async fn run(
     };
     let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
     let stop = supervisor.stop_signal(Stage::Serving);
-    let quota = QuotaService::new(
-        Arc::clone(&limits),
-        Arc::clone(&engine),
-        Arc::clone(&metrics),
-        settings.quota.clone(),
-        &settings.rls,
-        supervisor.stop_signal(Stage::Serving),
-    );
     let routes = RateLimitRoute::new(limiter, transport.max_request_bytes)
         .routes(health_service)
         .add_service(

@@ -387,3 +387,39 @@ fn token_budget_refunds_unused_tokens_at_stream_end_through_envoy_with_redis() {
     assert_over_limit_stat(&client, 1);
     redis_admin::delete_under(LOCAL_REDIS_URL, &prefix);
 }
+
+/// RLQS: Envoy's `rate_limit_quota` filter decides from the service's assignments. Ten
+/// requests a second for four seconds on a limit of 6 a minute: the first ones pass (no
+/// assignment yet, then the first token bucket), and once Envoy's reports have spent the
+/// limit every request is denied; another key's bucket is untouched.
+#[test]
+fn quota() {
+    let stack = start("quota", &[]);
+    let client = stack.client();
+    let alice = [("x-api-key", "alice")];
+    let (mut admitted, mut denied) = (0, 0);
+    for _ in 0..40 {
+        match client.get("/", &alice).status {
+            200 => admitted += 1,
+            429 => denied += 1,
+            other => panic!("status {other}{}", client.context()),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        (5..=10).contains(&admitted),
+        "{admitted} of 40 admitted on a limit of 6{}",
+        client.context()
+    );
+    assert!(denied >= 30, "{denied} of 40 denied{}", client.context());
+    assert_eq!(
+        client.get("/", &[("x-api-key", "bob")]).status,
+        200,
+        "bob's bucket has its own counter{}",
+        client.context()
+    );
+    let metrics = stack.service.metrics();
+    let counted =
+        support::metrics::count(&metrics, "rls_rlqs_usages_total", &[("outcome", "counted")]);
+    assert!(counted >= 2.0, "reports counted: {counted}");
+}

@@ -23,13 +23,20 @@ fn state(previous: u64, current: u64, elapsed_ms: u64) -> CounterState {
 #[test]
 fn a_window_held_at_its_limit_grows_as_fast_as_the_previous_one_slides_out() {
     // half-way: 300 of the previous 600 still weigh, 300 in this one: at the limit
-    let rate = counter_rate(600, &state(600, 300, 30_000));
+    let two = Duration::from_secs(2);
+    let rate = counter_rate(600, &state(600, 300, 30_000), two);
     assert!((rate - 10.0).abs() < 1e-9, "{rate}");
     // an empty first window: its room over the convergence time
-    let rate = counter_rate(600, &state(0, 0, 0));
+    let rate = counter_rate(600, &state(0, 0, 0), two);
     assert!((rate - 300.0).abs() < 1e-9, "{rate}");
     // over the limit: nothing until it slides back
-    assert_eq!(counter_rate(600, &state(600, 900, 30_000)), 0.0);
+    assert_eq!(counter_rate(600, &state(600, 900, 30_000), two), 0.0);
+}
+
+#[test]
+fn the_room_is_handed_out_over_two_reporting_intervals() {
+    assert_eq!(convergence(Duration::from_secs(5)), Duration::from_secs(10));
+    assert_eq!(convergence(Duration::from_millis(200)), MIN_CONVERGENCE);
 }
 
 #[test]
