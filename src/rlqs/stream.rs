@@ -115,9 +115,12 @@ impl QuotaStream {
                     let _ = out.try_send(Ok(RateLimitQuotaResponse { bucket_action: actions }));
                     return;
                 }
-                message = inbound.message() => match message {
+                message = inbound.message() => { let received = Instant::now(); match message {
                     Ok(Some(reports)) => match self.on_report(reports).await {
-                        Ok(actions) => actions,
+                        Ok(actions) => {
+                            self.shared.metrics.quota.report_handled(received.elapsed());
+                            actions
+                        }
                         Err(ended) => {
                             let status = self.ended(ended);
                             let _ = out.try_send(Err(status));
@@ -130,7 +133,7 @@ impl QuotaStream {
                         self.shared.metrics.quota.stream_error(StreamError::transport);
                         return;
                     }
-                },
+                }},
                 _ = tick.tick() => self.on_tick(Instant::now()),
             };
             if actions.is_empty() {

@@ -7,6 +7,7 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// What became of one bucket's usage in a report.
@@ -55,6 +56,20 @@ pub enum StreamError {
     transport,
 }
 
+impl Default for QuotaMetrics {
+    fn default() -> Self {
+        Self {
+            // 10 µs .. ~5 s
+            report_duration: Histogram::new(exponential_buckets(0.000_01, 2.0, 20)),
+            streams: Gauge::default(),
+            buckets: Gauge::default(),
+            usages: Family::default(),
+            assignments: Family::default(),
+            stream_errors: Family::default(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: UsageOutcome,
@@ -71,8 +86,10 @@ struct ReasonLabels {
 }
 
 /// The RLQS series, registered once with the rest of the registry.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct QuotaMetrics {
+    /// From a report's arrival to its answer being queued: counting every usage, the shares.
+    report_duration: Histogram,
     streams: Gauge,
     buckets: Gauge,
     usages: Family<OutcomeLabels, Counter>,
@@ -83,6 +100,11 @@ pub struct QuotaMetrics {
 impl QuotaMetrics {
     pub(super) fn register(registry: &mut Registry) -> Self {
         let metrics = Self::default();
+        registry.register(
+            "rlqs_report_duration_seconds",
+            "Time to handle one RLQS report message (every usage counted, the shares computed)",
+            metrics.report_duration.clone(),
+        );
         registry.register(
             "rlqs_streams",
             "RLQS streams (StreamRateLimitQuotas) open now",
@@ -109,6 +131,10 @@ impl QuotaMetrics {
             metrics.stream_errors.clone(),
         );
         metrics
+    }
+
+    pub fn report_handled(&self, took: std::time::Duration) {
+        self.report_duration.observe(took.as_secs_f64());
     }
 
     pub fn stream_opened(&self) {

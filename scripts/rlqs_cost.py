@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""What RLQS costs the server, against RLS v3 at the same request rate.
+
+A benchmark, not a test (docs/rlqs.md, "Measured"). It starts `gcounter-rls serve` (release,
+the embedded default) and, in turn:
+
+- RLS v3: `gcounter-loadtest` at --rate requests a second for --seconds, one hot key;
+- RLQS: `rlqs-load` with --streams streams (Envoys) reporting the same --buckets buckets each
+  second, as many requests per bucket as makes the same --rate in all;
+- RLQS at scale: --scale-streams × --scale-buckets buckets reporting one request each second.
+
+For each it prints the server's CPU time per million requests decided (user + system, from
+/proc), its peak resident memory, and for RLQS the report handling p50/p99
+(`rls_rlqs_report_duration_seconds`) and how long the first report of every stream waited for
+all its buckets' first assignments.
+
+    cargo build --release -p gcounter-rls -p gcounter-loadtest
+    python3 scripts/rlqs_cost.py
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def peak_rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def histogram_quantiles(metrics, name, quantiles):
+    buckets = []
+    for line in metrics.splitlines():
+        m = re.match(rf'{name}_bucket{{le="([^"]+)"}} (\S+)', line)
+        if m:
+            le = float("inf") if m.group(1) == "+Inf" else float(m.group(1))
+            buckets.append((le, float(m.group(2))))
+    total = buckets[-1][1] if buckets else 0
+    out = {}
+    for q in quantiles:
+        want = q * total
+        out[q] = next((le for le, count in buckets if count >= want), float("nan"))
+    return out, total
+
+
+class Service:
+    def __init__(self, binary, limits, extra):
+        self.grpc, self.http = free_port(), free_port()
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--config", limits, "--grpc-addr", f"127.0.0.1:{self.grpc}",
+             "--http-addr", f"127.0.0.1:{self.http}", "--debug-addr", f"127.0.0.1:{free_port()}",
+             "--log-level", "warn", *extra],
+            stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/healthz", timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("the service did not start")
+                time.sleep(0.2)
+
+    def metrics(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def measure(service, command, requests):
+    before = cpu_seconds(service.proc.pid)
+    out = subprocess.run(command, capture_output=True, text=True)
+    spent = cpu_seconds(service.proc.pid) - before
+    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "{}"
+    return {"cpu_s": spent, "cpu_s_per_million": spent / (requests / 1e6) if requests else None,
+            "client": json.loads(line), "exit": out.returncode}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rate", type=int, default=20_000, help="requests a second, both protocols")
+    p.add_argument("--seconds", type=int, default=30)
+    p.add_argument("--streams", type=int, default=10)
+    p.add_argument("--buckets", type=int, default=1_000)
+    p.add_argument("--scale-streams", type=int, default=10)
+    p.add_argument("--scale-buckets", type=int, default=10_000)
+    p.add_argument("--release", default=os.path.join(ROOT, "target", "release"))
+    args = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="rlqs-cost-")
+    limits = os.path.join(tmp, "limits.yaml")
+    with open(limits, "w") as f:
+        # Never reached: both protocols admit everything, so the cost is the same work.
+        f.write("domain: quota\ndescriptors:\n  - key: api_key\n"
+                "    rate_limit: {unit: second, requests_per_unit: 1000000000}\n")
+    binary = os.path.join(args.release, "gcounter-rls")
+    rows = []
+
+    service = Service(binary, limits, [])
+    requests = args.rate * args.seconds
+    rls = measure(service, [os.path.join(args.release, "gcounter-loadtest"), "--target", f"127.0.0.1:{service.grpc}",
+                            "--domain", "quota", "--descriptor", "api_key=hot", "--rate", str(args.rate),
+                            "--duration", f"{args.seconds}s", "--warmup", "0s", "--log-level", "warn"], requests)
+    rows.append(("RLS v3", args.rate, rls, peak_rss_mib(service.proc.pid), None))
+    service.stop()
+
+    per_bucket = max(1, args.rate // (args.streams * args.buckets))
+    service = Service(binary, limits, [])
+    requests = args.streams * args.buckets * per_bucket * args.seconds
+    rlqs = measure(service, [os.path.join(args.release, "rlqs-load"), "--target", f"127.0.0.1:{service.grpc}",
+                             "--streams", str(args.streams), "--buckets", str(args.buckets),
+                             "--requests-per-report", str(per_bucket), "--duration", f"{args.seconds}s"], requests)
+    quantiles, reports = histogram_quantiles(service.metrics(), "rls_rlqs_report_duration_seconds", [0.5, 0.99])
+    rows.append((f"RLQS {args.streams}×{args.buckets}", requests // args.seconds, rlqs,
+                 peak_rss_mib(service.proc.pid), (quantiles, reports)))
+    service.stop()
+
+    # 10,000 buckets reported by 10 Envoys in one message each: over the default 256KiB.
+    service = Service(binary, limits, ["--max-request-bytes", "4MiB"])
+    requests = args.scale_streams * args.scale_buckets * args.seconds
+    scale = measure(service, [os.path.join(args.release, "rlqs-load"), "--target", f"127.0.0.1:{service.grpc}",
+                              "--streams", str(args.scale_streams), "--buckets", str(args.scale_buckets),
+                              "--requests-per-report", "1", "--duration", f"{args.seconds}s"], requests)
+    quantiles, reports = histogram_quantiles(service.metrics(), "rls_rlqs_report_duration_seconds", [0.5, 0.99])
+    rows.append((f"RLQS {args.scale_streams}×{args.scale_buckets}", requests // args.seconds, scale,
+                 peak_rss_mib(service.proc.pid), (quantiles, reports)))
+    service.stop()
+
+    print("protocol | requests/s | server CPU s per million | peak RSS MiB | report p50 / p99 ms | all buckets assigned (ms, slowest stream) | client")
+    for name, rate, m, rss, reports in rows:
+        report = "—"
+        if reports:
+            q, n = reports
+            report = f"{q[0.5] * 1000:.2f} / {q[0.99] * 1000:.2f} ({int(n)} reports)"
+        first = m["client"].get("all_assigned_ms_max", "—")
+        print(f"{name} | {rate} | {m['cpu_s_per_million']:.2f} | {rss:.0f} | {report} | {first} | "
+              f"exit {m['exit']}, {json.dumps(m['client'])[:160]}")
+
+
+if __name__ == "__main__":
+    main()
