@@ -243,3 +243,6 @@ impl Track {
         self.at = Some(now);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -108,3 +108,6 @@ pub fn usage_counts(usage: &BucketQuotaUsage) -> Result<(u64, u64, Duration), Us
         elapsed,
     ))
 }
+
+#[cfg(test)]
+mod tests;
