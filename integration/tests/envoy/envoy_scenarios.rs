@@ -243,3 +243,70 @@ fn two_regions_share_one_limit() {
         (db.region_count("a"), db.region_count("b")) == (4, 6)
     });
 }
+
+/// One limit, two protocols: an Envoy on the RLS v3 filter (per-api-key.yaml moved onto the
+/// quota example's domain) and one on the RLQS filter (quota.yaml), against one service on
+/// config/quota.yaml (6 a minute per key). What either admits leaves the other nothing.
+#[test]
+fn an_rlqs_envoy_and_an_rls_envoy_share_one_limit() {
+    let example = Example::load("quota");
+    let (grpc_port, http_port) = (free_port(), free_port());
+    let service = example.start_service_on(grpc_port, http_port, &[]);
+    let rlqs = Envoy::start(&example.envoy_file, grpc_port, &[]);
+    let rls = Envoy::start(
+        Example::load(EXAMPLE).envoy_file,
+        grpc_port,
+        &[("domain: per-api-key", "domain: quota")],
+    );
+    let logs = vec![service.log_path.clone()];
+    let (rlqs, rls) = (Client::new(&rlqs, logs.clone()), Client::new(&rls, logs));
+    same_minute(Duration::from_secs(30));
+
+    // RLS v3 spends alice's 6; the RLQS Envoy lets one request through before its first
+    // assignment, then denies.
+    let alice = [("x-api-key", "alice")];
+    let admitted = (0..6)
+        .filter(|_| rls.get("/", &alice).status == 200)
+        .count();
+    assert_eq!(admitted, 6, "RLS v3 admits the limit{}", rls.context());
+    let admitted = (0..10)
+        .filter(|_| {
+            std::thread::sleep(Duration::from_millis(200));
+            rlqs.get("/", &alice).status == 200
+        })
+        .count();
+    assert!(
+        admitted <= 1,
+        "RLQS admitted {admitted} after RLS v3 spent the limit{}",
+        rlqs.context()
+    );
+
+    // RLQS spends bob's; RLS v3 then denies him. The RLQS Envoy reports every 5 s: wait for
+    // its report to count.
+    let bob = [("x-api-key", "bob")];
+    let admitted = (0..20)
+        .filter(|_| {
+            std::thread::sleep(Duration::from_millis(250));
+            rlqs.get("/", &bob).status == 200
+        })
+        .count();
+    assert!(admitted >= 1, "RLQS admits bob{}", rlqs.context());
+    // Envoy reports every 5 s: wait for its report of every request it let through.
+    let counted = || {
+        let inspected = service.debug_get("/counters?domain=quota&descriptor=api_key%3Dbob");
+        let body: serde_json::Value = serde_json::from_slice(&inspected.body).unwrap_or_default();
+        body["sliding_count"].as_u64().unwrap_or(0)
+    };
+    support::wait_for(
+        Duration::from_secs(15),
+        "the RLQS Envoy's report of bob",
+        || counted() >= admitted as u64,
+    );
+    let left = 6usize.saturating_sub(admitted);
+    let more = (0..6).filter(|_| rls.get("/", &bob).status == 200).count();
+    assert!(
+        more <= left,
+        "RLS v3 admitted {more} more than the {left} RLQS left{}",
+        rls.context()
+    );
+}
