@@ -14,7 +14,7 @@ requests admitted (HTTP 200) by all Envoys together ÷ the limit.
     python3 scripts/rlqs_accuracy.py --split 24,3,3              # 80/10/10
     python3 scripts/rlqs_accuracy.py --split 15 --rls-split 15   # one RLQS, one RLS v3 Envoy
     python3 scripts/rlqs_accuracy.py --split 15,15 --regions 2   # one RLQS Envoy per region
-    python3 scripts/rlqs_accuracy.py --split 27,3 --shift-after 2   # demand moves to the 2nd
+    python3 scripts/rlqs_accuracy.py --split 27,3 --shift-after 1.5   # demand moves to the 2nd
 
 Rates are requests per second per Envoy. The limit is --limit per minute (default 600, 10 a
 second): --split 10,10,10 offers three times it. Window 1 is the onset (the first assignment
@@ -126,7 +126,7 @@ def main():
     p.add_argument("--regions", type=int, default=1, help="service processes, one region each; Envoys are spread over them")
     p.add_argument("--limit", type=int, default=600, help="requests per minute")
     p.add_argument("--windows", type=int, default=4)
-    p.add_argument("--shift-after", type=int, default=0,
+    p.add_argument("--shift-after", type=float, default=0,
                    help="after this many windows, the first RLQS Envoy's rate moves to the last one")
     p.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "gcounter-rls"))
     p.add_argument("--json", action="store_true", help="one JSON line instead of the table")
@@ -194,6 +194,15 @@ def main():
                                "per_envoy": admitted, "offered": sum(offered), "errors": errors})
         result = {"split": rlqs_rates, "rls_split": rls_rates, "regions": args.regions,
                   "limit": args.limit, "windows": per_window}
+        if args.shift_after:
+            # Admitted per second of each Envoy in 5 s bins around the shift.
+            shift_wall = first + args.shift_after * WINDOW_S
+            bins = []
+            for b in range(-2, 6):
+                lo, hi = shift_wall + b * 5, shift_wall + (b + 1) * 5
+                bins.append({"from_s": b * 5, "per_second": [
+                    sum(1 for t, s in load.answers if lo <= t < hi and s == 200) / 5 for load in loads]})
+            result["shift"] = bins
         if args.json:
             print(json.dumps(result))
         else:
@@ -203,6 +212,8 @@ def main():
             for w in per_window:
                 print(f"{w['window']:6} | {w['offered']:7} | {w['admitted']:8} | {w['ratio']:7.2f} | "
                       f"{w['per_envoy']} | {w['errors']}")
+            for b in result.get("shift", []):
+                print(f"after the shift {b['from_s']:+4} s: admitted per second {b['per_second']}")
     finally:
         for proc in procs:
             proc.terminate()

@@ -7,7 +7,8 @@ the embedded default) and, in turn:
 - RLS v3: `gcounter-loadtest` at --rate requests a second for --seconds, one hot key;
 - RLQS: `rlqs-load` with --streams streams (Envoys) reporting the same --buckets buckets each
   second, as many requests per bucket as makes the same --rate in all;
-- RLQS at scale: --scale-streams × --scale-buckets buckets reporting one request each second.
+- RLQS at scale: --scale-streams × --scale-buckets buckets reporting one request each second;
+- one stream reporting one new bucket: how soon its first assignment comes back.
 
 For each it prints the server's CPU time per million requests decided (user + system, from
 /proc), its peak resident memory, and for RLQS the report handling p50/p99
@@ -148,6 +149,13 @@ def main():
     quantiles, reports = histogram_quantiles(service.metrics(), "rls_rlqs_report_duration_seconds", [0.5, 0.99])
     rows.append((f"RLQS {args.scale_streams}×{args.scale_buckets}", requests // args.seconds, scale,
                  peak_rss_mib(service.proc.pid), (quantiles, reports)))
+    service.stop()
+
+    # A new bucket's first report alone: how soon its first assignment comes back.
+    service = Service(binary, limits, [])
+    first = measure(service, [os.path.join(args.release, "rlqs-load"), "--target", f"127.0.0.1:{service.grpc}",
+                              "--streams", "1", "--buckets", "1", "--duration", "1s"], 1)
+    rows.append(("RLQS 1×1, first report", 1, first, peak_rss_mib(service.proc.pid), None))
     service.stop()
 
     print("protocol | requests/s | server CPU s per million | peak RSS MiB | report p50 / p99 ms | all buckets assigned (ms, slowest stream) | client")

@@ -18,9 +18,9 @@ use super::share::{convergence, counter_rate, split};
 /// A split younger than this is reused: every stream of a group asks for its share on each
 /// report and tick, and one computation serves them all.
 const SPLIT_REUSE: Duration = Duration::from_millis(200);
-/// Each new demand sample weighs this much against the history (one report a second: a
-/// shift is mostly seen within two reports).
-const DEMAND_WEIGHT: f64 = 0.6;
+/// Each new demand sample weighs this much against the history: a shift of demand between
+/// Envoys shows in their shares at the next report and is mostly done at the second.
+const DEMAND_WEIGHT: f64 = 0.8;
 /// Until a member's second report shows how often they come: Envoy 1.40's interval.
 const FIRST_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 /// The rate of the counter's other traffic is measured over at least this long.

@@ -31,6 +31,9 @@ const FIRST_INTERVAL: Duration = Duration::from_secs(1);
 /// make a burst look like a flood.
 const SHORTEST_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How long the expiring assignments sent on shutdown may wait for a slow client.
+const SHUTDOWN_SEND: Duration = Duration::from_secs(1);
+
 /// What the stream's task sends back: a response, or the status that ends the stream.
 pub type Outbound = mpsc::Sender<Result<RateLimitQuotaResponse, Status>>;
 
@@ -111,8 +114,10 @@ impl QuotaStream {
                 biased;
                 () = shutdown.cancelled() => {
                     let actions = self.expire_all();
-                    // The service is going: no waiting on a client that does not read.
-                    let _ = out.try_send(Ok(RateLimitQuotaResponse { bucket_action: actions }));
+                    let expire = out.send(Ok(RateLimitQuotaResponse { bucket_action: actions }));
+                    // The service is going: a client that does not read gets a moment, not
+                    // the whole drain.
+                    let _ = tokio::time::timeout(SHUTDOWN_SEND, expire).await;
                     return;
                 }
                 message = inbound.message() => { let received = Instant::now(); match message {
