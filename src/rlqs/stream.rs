@@ -222,8 +222,17 @@ impl QuotaStream {
             };
             let new = !self.buckets.contains_key(&key);
             if new {
-                let id = usage.bucket_id.clone().unwrap_or_default();
-                self.add_bucket(key.clone(), id, now);
+                let bucket = self.new_bucket(usage.bucket_id.clone().unwrap_or_default(), now);
+                if !self.has_room() {
+                    // Past a cap the bucket is not held: what Envoy let through still counts,
+                    // and Envoy keeps its no-assignment behaviour for it.
+                    let _ = count(&self.shared, &bucket, allowed, denied, None).await;
+                    self.shared.metrics.quota.usage(UsageOutcome::over_capacity);
+                    continue;
+                }
+                self.shared.buckets.fetch_add(1, Ordering::Relaxed);
+                self.shared.metrics.quota.buckets_changed(1);
+                self.buckets.insert(key.clone(), bucket);
             }
             let Some(bucket) = self.buckets.get_mut(&key) else {
                 continue;
@@ -238,61 +247,62 @@ impl QuotaStream {
             }
             let outcome = count(&self.shared, bucket, allowed, denied, interval).await;
             self.shared.metrics.quota.usage(outcome);
-            if let Some(action) = self.assign(&key, now, false) {
+            if let Some(action) = self.assign(&key, now) {
                 actions.push(action);
             }
         }
         Ok(actions)
     }
 
-    /// Resolves a bucket seen for the first time and puts it on the board, within the caps.
-    fn add_bucket(&mut self, key: BucketKey, id: BucketId, now: Instant) {
+    /// A bucket seen for the first time, resolved, on the board if it is counted.
+    fn new_bucket(&self, id: BucketId, now: Instant) -> StreamBucket {
         let resolution = resolve(
             &self.limits,
             self.domain.as_deref().unwrap_or_default(),
             &id.bucket,
             self.shared.service_shadow,
         );
-        let member = self.member_for(&resolution);
-        self.shared.buckets.fetch_add(1, Ordering::Relaxed);
-        self.shared.metrics.quota.buckets_changed(1);
-        self.buckets.insert(
-            key,
-            StreamBucket {
-                id,
-                resolution,
-                member,
-                last_report: now,
-                last_active: now,
-                sent: None,
-            },
-        );
+        let member = if self.has_room() {
+            self.member_for(&resolution)
+        } else {
+            None
+        };
+        StreamBucket {
+            id,
+            resolution,
+            member,
+            last_report: now,
+            last_active: now,
+            sent: None,
+        }
     }
 
-    /// A place on the board for a counted bucket, unless a bucket cap is reached.
+    /// Whether one more bucket fits under `--rlqs-max-buckets-per-stream` and
+    /// `--rlqs-max-buckets`.
+    fn has_room(&self) -> bool {
+        let settings = &self.shared.settings;
+        self.buckets.len() < settings.max_buckets_per_stream
+            && self.shared.buckets.load(Ordering::Relaxed) < settings.max_buckets
+    }
+
+    /// A place on the board for a counted bucket.
     fn member_for(&self, resolution: &Resolution) -> Option<Member> {
         let Resolution::Counted { counters, .. } = resolution else {
             return None;
         };
-        let settings = &self.shared.settings;
-        if self.buckets.len() >= settings.max_buckets_per_stream
-            || self.shared.buckets.load(Ordering::Relaxed) >= settings.max_buckets
-        {
-            return None;
-        }
         self.shared.board.join(counters, self.id)
     }
 
     /// The action for the bucket now, if one is due: a new strategy, or the current one
-    /// renewed when half its time to live has passed. `force`: send whatever is due.
-    fn assign(&mut self, key: &BucketKey, now: Instant, force: bool) -> Option<BucketAction> {
+    /// renewed when half its time to live has passed.
+    fn assign(&mut self, key: &BucketKey, now: Instant) -> Option<BucketAction> {
         let shared = Arc::clone(&self.shared);
         let bucket = self.buckets.get_mut(key)?;
         let current = bucket.sent.map(|(strategy, _)| strategy);
         let wanted = match &bucket.resolution {
             Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => Strategy::AllowAll,
             Resolution::Counted { .. } => {
-                // Past a cap: Envoy keeps its no-assignment behaviour.
+                // Every counted bucket the stream holds is on the board.
                 let member = bucket.member.as_ref()?;
                 let share = member.share(&shared.engine, now);
                 if share.penalized {
@@ -307,7 +317,7 @@ impl QuotaStream {
         let due = match bucket.sent {
             None => true,
             Some((strategy, at)) => {
-                force || strategy != wanted || now.saturating_duration_since(at) >= ttl / 2
+                strategy != wanted || now.saturating_duration_since(at) >= ttl / 2
             }
         };
         if !due {
@@ -346,7 +356,7 @@ impl QuotaStream {
             }
         }
         let keys: Vec<BucketKey> = self.buckets.keys().cloned().collect();
-        actions.extend(keys.iter().filter_map(|key| self.assign(key, now, false)));
+        actions.extend(keys.iter().filter_map(|key| self.assign(key, now)));
         actions
     }
 

@@ -267,8 +267,46 @@ async fn idle_buckets_are_abandoned_and_shutdown_expires_every_assignment() {
         matches!(expired, Assigned::TokenBucket { ttl_s: 0, .. }),
         "{expired:?}"
     );
+    // As Envoy ends its side once the server has ended the call.
+    drop(stream);
     assert!(
         service.wait_exit(WAIT).is_some(),
         "the process exits after SIGTERM"
+    );
+}
+
+// Multi-threaded: `eventually` blocks its thread while the stream's task goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buckets_past_the_cap_are_counted_but_not_held() {
+    let (_dir, service) = serve_limits(LIMITS, &["--rlqs-max-buckets-per-stream", "2"]);
+    let mut stream = QuotaStream::open(service.grpc_addr)
+        .await
+        .expect("stream opens");
+    for user in ["a", "b"] {
+        let id = bucket(&[("user", user)]);
+        stream
+            .send(report("quota", vec![usage(&id, 1, 0, 0)]))
+            .await;
+        assert!(matches!(
+            stream.action_for(&id, WAIT).await,
+            Assigned::TokenBucket { .. }
+        ));
+    }
+    // a third bucket: counted on its counter, no assignment, not held
+    let third = bucket(&[("user", "c")]);
+    stream
+        .send(report("quota", vec![usage(&third, 60, 0, 0)]))
+        .await;
+    support::eventually("the third bucket over capacity", 1.0, || {
+        usages(&service.metrics(), "over_capacity")
+    });
+    let metrics = service.metrics();
+    assert_eq!(metrics::count(&metrics, "rls_rlqs_buckets", &[]), 2.0);
+    let mut rls = support::grpc::rls_client(service.grpc_addr).await;
+    let answer = should_rate_limit(&mut rls, support::grpc::hit("quota", "user", "c")).await;
+    assert_eq!(
+        support::grpc::overall(&answer),
+        Code::OverLimit,
+        "its 60 were counted"
     );
 }
