@@ -88,7 +88,7 @@ pub fn repo_path(relative: impl AsRef<Path>) -> PathBuf {
 
 /// The target profile directory the running test executable was built into
 /// (`target/debug` for `target/debug/deps/<test>-<hash>`).
-fn profile_dir() -> PathBuf {
+pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the running test executable's path");
     let deps = exe
         .parent()
