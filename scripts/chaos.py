@@ -311,7 +311,9 @@ class Run:
                 "--migrate",
                 "--redis-url", region.redis_url,
                 "--redis-sentinel-master", f"m{r}",
-                "--redis-prefix", "chaos:",
+                # A prefix of the run's own: a port freed by a failover may be taken by another
+                # run's Redis before this one restarts it, and its keys must not count here.
+                "--redis-prefix", f"chaos{self.tag}:",
                 "--grpc-addr", f"127.0.0.1:{grpc}",
                 "--http-addr", f"127.0.0.1:{http}",
                 "--debug-addr", f"127.0.0.1:{free_port()}",
@@ -387,7 +389,7 @@ class Run:
             role = sh(self.args.redis_cli, "-p", str(port), "role", check=False).stdout.split()
             if not role or role[0] != "master":
                 continue
-            keys = sh(self.args.redis_cli, "-p", str(port), "--scan", "--pattern", "chaos:*",
+            keys = sh(self.args.redis_cli, "-p", str(port), "--scan", "--pattern", f"chaos{self.tag}:*",
                       check=False).stdout.split()
             for key in keys:
                 out = sh(self.args.redis_cli, "-p", str(port), "hgetall", key, check=False).stdout.split()
