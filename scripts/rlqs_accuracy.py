@@ -26,7 +26,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,14 +33,10 @@ import threading
 import time
 import urllib.request
 
+from accuracy_regions import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WINDOW_S = 60
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url, proc, deadline_s=30):

@@ -23,20 +23,15 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 
+from accuracy_regions import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_seconds(pid):

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use gcounter_engine::Engine;
 use gcounter_engine::cell_key::CounterKey;
+use gcounter_engine::local::WindowPosition;
 
 use super::bucket::BucketCounter;
 use super::share::{convergence, counter_rate, split};
@@ -223,7 +224,7 @@ impl Track {
     /// Takes a new look at the counter's current cell: what grew beyond this group's own
     /// reports is the other traffic's.
     fn observe(&mut self, state: &gcounter_engine::CounterState, now: Instant) {
-        let sequence = state.now_ms / state.duration_ms.max(1);
+        let sequence = WindowPosition::at(state.now_ms, state.duration_ms).sequence;
         let total = state.current.map_or(0, |cell| cell.total());
         match self.at {
             Some(at) if self.sequence == sequence => {

@@ -70,6 +70,22 @@ pub struct Shared {
     shutdown: CancellationToken,
 }
 
+impl Shared {
+    /// A stream holds one more bucket: counted against `--rlqs-max-buckets` and shown.
+    fn bucket_held(&self) {
+        self.buckets.fetch_add(1, Ordering::Relaxed);
+        self.metrics.quota.buckets_changed(1);
+    }
+
+    /// A stream let `count` buckets go (abandoned, or the stream ended).
+    fn buckets_left(&self, count: usize) {
+        self.buckets.fetch_sub(count, Ordering::Relaxed);
+        self.metrics
+            .quota
+            .buckets_changed(-i64::try_from(count).unwrap_or(i64::MAX));
+    }
+}
+
 /// The `RateLimitQuotaService` implementation.
 #[derive(Clone)]
 pub struct QuotaService {

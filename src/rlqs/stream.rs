@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
     BucketId, RateLimitQuotaResponse, RateLimitQuotaUsageReports,
 };
 use gcounter_engine::Hit;
-use gcounter_engine::cell_key::CounterKeyRef;
+use gcounter_engine::local::WindowPosition;
 use tokio::sync::mpsc;
 use tonic::Status;
 
@@ -66,12 +66,9 @@ pub struct QuotaStream {
 
 impl Drop for QuotaStream {
     fn drop(&mut self) {
-        let buckets = self.buckets.len();
-        self.shared.buckets.fetch_sub(buckets, Ordering::Relaxed);
+        self.shared.buckets_left(self.buckets.len());
         self.shared.streams.fetch_sub(1, Ordering::Relaxed);
-        let metrics = &self.shared.metrics.quota;
-        metrics.buckets_changed(-(buckets as i64));
-        metrics.stream_closed();
+        self.shared.metrics.quota.stream_closed();
     }
 }
 
@@ -230,8 +227,7 @@ impl QuotaStream {
                     self.shared.metrics.quota.usage(UsageOutcome::over_capacity);
                     continue;
                 }
-                self.shared.buckets.fetch_add(1, Ordering::Relaxed);
-                self.shared.metrics.quota.buckets_changed(1);
+                self.shared.bucket_held();
                 self.buckets.insert(key.clone(), bucket);
             }
             let Some(bucket) = self.buckets.get_mut(&key) else {
@@ -346,8 +342,7 @@ impl QuotaStream {
         let mut actions = Vec::new();
         for key in idle {
             if let Some(bucket) = self.buckets.remove(&key) {
-                self.shared.buckets.fetch_sub(1, Ordering::Relaxed);
-                self.shared.metrics.quota.buckets_changed(-1);
+                self.shared.buckets_left(1);
                 self.shared
                     .metrics
                     .quota
@@ -420,18 +415,13 @@ async fn count(
         .max(1);
     let mut in_current = Vec::with_capacity(counters.len());
     for counter in counters {
-        let into_window = now_ms % counter.counter.duration_ms.max(1);
-        let before = interval_ms.saturating_sub(into_window);
+        let position = WindowPosition::at(now_ms, counter.counter.duration_ms);
+        let before = interval_ms.saturating_sub(position.elapsed_ms);
         // Requests spread evenly over the interval: the share before the boundary.
         let in_previous =
             (u128::from(allowed) * u128::from(before) / u128::from(interval_ms)) as u64;
         let hit = Hit {
-            counter: CounterKeyRef::new(
-                &counter.counter.workspace,
-                &counter.counter.namespace,
-                &counter.counter.identifier,
-                counter.counter.duration_ms,
-            ),
+            counter: counter.counter.borrowed(),
             limit: counter.limit,
             cost: allowed,
         };

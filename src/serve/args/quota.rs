@@ -34,7 +34,7 @@ pub struct QuotaArgs {
     /// Cap on buckets all open streams report together [range: 1 to 100000000]
     ///
     /// A bucket past a cap is counted but gets no assignment (Envoy keeps its
-    /// no_assignment_behavior); each costs about 1KiB.
+    /// no_assignment_behavior); each costs up to about 2KiB, outside the --max-memory plan.
     #[arg(long, env = "RLS_RLQS_MAX_BUCKETS", default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
     pub rlqs_max_buckets: u32,
     /// Cap on buckets one stream reports [range: 1 to 100000000]
