@@ -14,6 +14,8 @@ pub mod rls;
 pub mod serve;
 pub mod supervisor;
 pub mod telemetry;
+#[cfg(test)]
+mod test_support;
 pub mod trace;
 pub mod transport;
 pub mod upstream_env;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::test_support::clap_refusal;
 
 #[test]
 fn plain_numbers_and_units_are_accepted_within_the_range() {
@@ -35,19 +36,12 @@ fn clap_names_the_flag_and_the_range() {
         #[arg(long, value_parser = ByteSizeRange::new(1, u64::MAX).parser::<u32>())]
         small: Option<u32>,
     }
-    let parse = |argv: &[&str]| <Args as clap::Parser>::try_parse_from(argv);
-    let args = parse(&["t", "--size", "256KiB"]).map(|a| a.size);
+    let args = <Args as clap::Parser>::try_parse_from(["t", "--size", "256KiB"]).map(|a| a.size);
     assert_eq!(args.ok(), Some(256 << 10));
-    let error = parse(&["t", "--size", "512"])
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let error = clap_refusal::<Args>(&["t", "--size", "512"]);
     assert!(error.contains("--size"), "{error}");
     assert!(error.contains("'512'"), "{error}");
     assert!(error.contains("must be between 1KiB and 64MiB"), "{error}");
-    let error = parse(&["t", "--size", "1KiB", "--small", "4GiB"])
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let error = clap_refusal::<Args>(&["t", "--size", "1KiB", "--small", "4GiB"]);
     assert!(error.contains("--small"), "{error}");
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::test_support::clap_refusal;
 
 #[test]
 fn refuses_zero_and_the_absurd_and_keeps_the_rest() {
@@ -17,10 +18,7 @@ fn clap_names_the_flag_and_the_range() {
         #[arg(long, value_parser = DurationRange::new(millis(1), hours(1)).parser())]
         every: Duration,
     }
-    let error = <Args as clap::Parser>::try_parse_from(["t", "--every", "0s"])
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let error = clap_refusal::<Args>(&["t", "--every", "0s"]);
     assert!(error.contains("--every"), "{error}");
     assert!(error.contains("'0s'"), "{error}");
     assert!(error.contains("must be between 1ms and 1h"), "{error}");

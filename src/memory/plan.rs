@@ -145,6 +145,12 @@ pub struct Budget {
     pub origin: Origin,
 }
 
+impl Budget {
+    pub const fn new(value: u64, origin: Origin) -> Self {
+        Self { value, origin }
+    }
+}
+
 /// The settings the split reads: the budget flags (`None`: not set) and what sizes them.
 #[derive(Debug, Clone)]
 pub struct PlanInputs {
@@ -215,19 +221,10 @@ pub fn plan(inputs: &PlanInputs) -> anyhow::Result<MemoryPlan> {
         .http2_connection_window
         .saturating_add(CONNECTION_OVERHEAD);
     let reserve = RESERVE_BASE.saturating_add(inputs.max_config_bytes);
-    let flag = |value: u64| Budget {
-        value,
-        origin: Origin::Flag,
-    };
+    let flag = |value: u64| Budget::new(value, Origin::Flag);
     let Some(limit) = inputs.limit else {
         let or_default = |set: Option<u64>, default: u64| {
-            set.map_or(
-                Budget {
-                    value: default,
-                    origin: Origin::Default,
-                },
-                flag,
-            )
+            set.map_or(Budget::new(default, Origin::Default), flag)
         };
         return Ok(MemoryPlan {
             limit: None,
@@ -302,10 +299,7 @@ pub fn plan(inputs: &PlanInputs) -> anyhow::Result<MemoryPlan> {
         let bytes = u128::from(left) * u128::from(weight) / u128::from(weights);
         u64::try_from(bytes).unwrap_or(u64::MAX)
     };
-    let derived = |value: u64| Budget {
-        value,
-        origin: Origin::Derived,
-    };
+    let derived = |value: u64| Budget::new(value, Origin::Derived);
     let too_small = |flag: &str, pool: &str, got: String, need: String| {
         anyhow::anyhow!(
             "{limit} is too small: after the {} reserve and the budgets set by flags, {pool} \

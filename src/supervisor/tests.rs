@@ -12,6 +12,20 @@ fn run_until_stopped(supervisor: &mut Supervisor, stage: Stage, name: &'static s
     });
 }
 
+/// A task that ends `ms` milliseconds after it starts, the way `end` says.
+fn ends_after(
+    supervisor: &mut Supervisor,
+    stage: Stage,
+    name: &'static str,
+    ms: u64,
+    end: impl FnOnce() -> anyhow::Result<()> + Send + 'static,
+) {
+    supervisor.spawn(stage, name, async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        end()
+    });
+}
+
 /// Shutdown within a second, with no task failed or aborted.
 async fn shuts_down_cleanly(supervisor: Supervisor) {
     let report = supervisor.shutdown(Duration::from_secs(1)).await;
@@ -25,12 +39,10 @@ async fn shuts_down_cleanly(supervisor: Supervisor) {
 async fn a_task_that_ends_or_panics_early_is_reported_by_name() {
     let mut supervisor = Supervisor::new();
     run_until_stopped(&mut supervisor, Stage::Background, "steady");
-    supervisor.spawn(Stage::Background, "panics", async {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        panic!("boom");
+    ends_after(&mut supervisor, Stage::Background, "panics", 10, || {
+        panic!("boom")
     });
-    supervisor.spawn(Stage::Serving, "returns", async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    ends_after(&mut supervisor, Stage::Serving, "returns", 20, || {
         anyhow::bail!("listener closed")
     });
     let first = supervisor.next_failure().await;
@@ -49,10 +61,13 @@ async fn a_task_that_ends_or_panics_early_is_reported_by_name() {
 async fn a_task_that_ends_before_shutdown_fails_health() {
     let mut supervisor = Supervisor::new();
     run_until_stopped(&mut supervisor, Stage::Background, "global counters");
-    supervisor.spawn(Stage::Background, "replay and reaping", async {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        Ok(())
-    });
+    ends_after(
+        &mut supervisor,
+        Stage::Background,
+        "replay and reaping",
+        10,
+        || Ok(()),
+    );
     let healthy = AtomicBool::new(true);
     let mut failed = Vec::new();
     let shutdown = tokio::time::sleep(Duration::from_secs(1));

@@ -13,6 +13,17 @@ fn loaded(path: &Path, options: &LoadOptions) -> LimitsConfig {
     load_path(path, options).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Loads `yaml` as the file `name`, which must be refused with a first error that starts
+/// with `start`; all the errors.
+fn refused_with(name: &str, yaml: &str, start: &str) -> Vec<String> {
+    let errors = rendered(load_str(name, yaml));
+    assert!(
+        errors.first().is_some_and(|e| e.starts_with(start)),
+        "{errors:?}"
+    );
+    errors
+}
+
 fn domain(name: &str) -> String {
     format!(
         "domain: {name}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: second, requests_per_unit: 1}}\n"
@@ -21,15 +32,12 @@ fn domain(name: &str) -> String {
 
 #[test]
 fn yaml_syntax_error() {
-    let errors = rendered(load_str(
+    let errors = refused_with(
         "bad.yaml",
         "domain: d\ndescriptors:\n  - key: a\n   value: [\n",
-    ));
-    assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0].starts_with("bad.yaml:4: invalid YAML (column 4): "),
-        "{errors:?}"
+        "bad.yaml:4: invalid YAML (column 4): ",
     );
+    assert_eq!(errors.len(), 1);
     assert!(
         errors[0].contains("did not find expected '-' indicator"),
         "{errors:?}"
@@ -38,60 +46,46 @@ fn yaml_syntax_error() {
 
 #[test]
 fn unknown_field_names_the_place() {
-    let errors = rendered(load_str(
+    let errors = refused_with(
         "bad.yaml",
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burst: 5\n",
-    ));
+        "bad.yaml:7: descriptors[0].rate_limit.burst: unknown field `burst`, expected one of",
+    );
     assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0].starts_with(
-            "bad.yaml:7: descriptors[0].rate_limit.burst: unknown field `burst`, expected one of"
-        ),
-        "{errors:?}"
+    refused_with(
+        "top.yaml",
+        "domain: d\nversion: 2\n",
+        "top.yaml:2: version: unknown field `version`",
     );
-    let errors = rendered(load_str("top.yaml", "domain: d\nversion: 2\n"));
-    assert!(
-        errors[0].starts_with("top.yaml:2: version: unknown field `version`"),
-        "{errors:?}"
-    );
-    let errors = rendered(load_str(
+    refused_with(
         "r.yaml",
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{nam: x}]}\n",
-    ));
-    assert!(
-        errors[0].starts_with(
-            "r.yaml:4: descriptors[0].rate_limit.replaces[0].nam: unknown field `nam`"
-        ),
-        "{errors:?}"
+        "r.yaml:4: descriptors[0].rate_limit.replaces[0].nam: unknown field `nam`",
     );
 }
 
 #[test]
 fn wrong_types_name_the_place() {
-    let errors = rendered(load_str(
+    let errors = refused_with(
         "bad.yaml",
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: -5\n",
-    ));
+        "bad.yaml:6: descriptors[0].rate_limit.requests_per_unit: ",
+    );
     assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0].starts_with("bad.yaml:6: descriptors[0].rate_limit.requests_per_unit: "),
-        "{errors:?}"
+    refused_with(
+        "bad.yaml",
+        "domain: d\ndescriptors: nope\n",
+        "bad.yaml:2: descriptors: ",
     );
-    let errors = rendered(load_str("bad.yaml", "domain: d\ndescriptors: nope\n"));
-    assert!(
-        errors[0].starts_with("bad.yaml:2: descriptors: "),
-        "{errors:?}"
-    );
-    let errors = rendered(load_str("bad.yaml", "- domain: d\n"));
-    assert!(errors[0].starts_with("bad.yaml:1: "), "{errors:?}");
+    refused_with("bad.yaml", "- domain: d\n", "bad.yaml:1: ");
 }
 
 #[test]
 fn duplicate_yaml_key() {
-    let errors = rendered(load_str("bad.yaml", "domain: d\ndomain: e\n"));
-    assert!(
-        errors[0].starts_with("bad.yaml:2: domain: duplicate mapping key"),
-        "{errors:?}"
+    refused_with(
+        "bad.yaml",
+        "domain: d\ndomain: e\n",
+        "bad.yaml:2: domain: duplicate mapping key",
     );
 }
 

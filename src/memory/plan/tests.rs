@@ -53,13 +53,7 @@ fn a_256mib_container_is_split_by_the_weights() {
     let plan = plan(&inputs(limit)).expect("valid");
     // 192 MiB - 48 MiB reserve = 144 MiB, in sixteenths.
     assert_eq!(plan.reserve, 48 * MIB);
-    assert_eq!(
-        plan.cells,
-        Budget {
-            value: 81 * MIB,
-            origin: Origin::Derived
-        }
-    );
+    assert_eq!(plan.cells, Budget::new(81 * MIB, Origin::Derived));
     assert_eq!(plan.request_bytes.value, 18 * MIB);
     assert_eq!(plan.connections.value, 27 * MIB / (160 << 10));
     assert_eq!(plan.inflight.value, 9 * MIB / (12 << 10));
@@ -92,13 +86,7 @@ fn a_flag_wins_and_the_others_share_the_rest() {
     let mut set = inputs(flag(192 * MIB));
     set.max_cell_bytes = Some(32 * MIB);
     let plan = plan(&set).expect("valid");
-    assert_eq!(
-        plan.cells,
-        Budget {
-            value: 32 * MIB,
-            origin: Origin::Flag
-        }
-    );
+    assert_eq!(plan.cells, Budget::new(32 * MIB, Origin::Flag));
     // 192 - 48 - 32 = 112 MiB over the weights 2 + 3 + 1 + 1.
     assert_eq!(plan.request_bytes.value, 32 * MIB);
     assert_eq!(plan.inflight.value, 16 * MIB / (12 << 10));

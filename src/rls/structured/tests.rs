@@ -21,21 +21,24 @@ fn pairs(headers: &[HeaderValue]) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// The headers of an answer with one regular status, over its limit or not.
+fn one_regular(status: Status, window_s: u64, over: bool) -> Vec<HeaderValue> {
+    headers(&[status], &[Role::Regular { over }], &[window_s], over)
+}
+
 #[test]
 fn the_drafts_example_and_a_retry_after_when_over() {
-    let statuses = [status("", 50, 30_000)];
-    let roles = [Role::Regular { over: false }];
+    let under = one_regular(status("", 50, 30_000), 60, false);
     assert_eq!(
-        pairs(&headers(&statuses, &roles, &[60], false)),
+        pairs(&under),
         [
             ("RateLimit-Policy", "\"default\";q=100;w=60"),
             ("RateLimit", "\"default\";r=50;t=30"),
         ]
     );
-    let statuses = [status("per \"ip\"\n", 0, 1_500)];
-    let roles = [Role::Regular { over: true }];
+    let over = one_regular(status("per \"ip\"\n", 0, 1_500), 1, true);
     assert_eq!(
-        pairs(&headers(&statuses, &roles, &[1], true)),
+        pairs(&over),
         [
             ("RateLimit-Policy", "\"per \\\"ip\\\"?\";q=100;w=1"),
             ("RateLimit", "\"per \\\"ip\\\"?\";r=0;t=2"),

@@ -180,6 +180,21 @@ fn build_info_names_the_version_and_commit() {
     assert!(!BUILD_COMMIT.is_empty());
 }
 
+/// Checks the generation and whether the last attempt succeeded; the attempt's time.
+fn last_reload(text: &str, generation: f64, success: f64) -> Option<f64> {
+    assert_eq!(
+        value(text, "rls_config_generation "),
+        Some(generation),
+        "{text}"
+    );
+    assert_eq!(
+        value(text, "rls_config_last_reload_success "),
+        Some(success),
+        "{text}"
+    );
+    value(text, "rls_config_last_reload_timestamp_seconds ")
+}
+
 #[test]
 fn config_loads_count_generations_and_the_last_attempt() {
     let metrics = Metrics::new();
@@ -188,24 +203,12 @@ fn config_loads_count_generations_and_the_last_attempt() {
     metrics.config_loaded(3);
     metrics.config_loaded(4);
     let text = metrics.encode();
-    assert_eq!(value(&text, "rls_config_generation "), Some(2.0), "{text}");
-    assert_eq!(
-        value(&text, "rls_config_last_reload_success "),
-        Some(1.0),
-        "{text}"
-    );
-    let first = value(&text, "rls_config_last_reload_timestamp_seconds ");
+    let first = last_reload(&text, 2.0, 1.0);
     assert!(first.is_some_and(|t| t > 1.6e9), "{text}");
     metrics.config_rejected();
     let text = metrics.encode();
     // A refused reload leaves the generation, and says the last attempt failed.
-    assert_eq!(value(&text, "rls_config_generation "), Some(2.0), "{text}");
-    assert_eq!(
-        value(&text, "rls_config_last_reload_success "),
-        Some(0.0),
-        "{text}"
-    );
-    let last = value(&text, "rls_config_last_reload_timestamp_seconds ");
+    let last = last_reload(&text, 2.0, 0.0);
     assert!(last >= first, "{text}");
     assert!(
         text.contains(r#"rls_config_reloads_total{result="error"} 1"#),
