@@ -5,8 +5,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use gcounter_engine::cell_key::CounterKey;
 
 use crate::config::{BucketOrderError, LimitsConfig};
@@ -66,16 +64,7 @@ pub fn resolve(
         Ok(ordered) => ordered,
         Err(error) => return Resolution::Unmatched(error.into()),
     };
-    let descriptor = RateLimitDescriptor {
-        entries: ordered
-            .into_iter()
-            .map(|(key, value)| Entry {
-                key: key.to_owned(),
-                value: value.to_owned(),
-            })
-            .collect(),
-        ..RateLimitDescriptor::default()
-    };
+    let descriptor = plan::descriptor_of(ordered);
     let plans = plan::plan(domain_limits, std::slice::from_ref(&descriptor), 1);
     match plans.into_iter().next() {
         Some(Plan::Limited(limited)) => Resolution::Counted {

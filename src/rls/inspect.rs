@@ -3,9 +3,6 @@
 
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-
 use super::RateLimiter;
 use super::plan::{self, Plan};
 use gcounter_engine::InspectedCounter;
@@ -29,16 +26,11 @@ impl RateLimiter {
     ) -> Result<InspectedCounter, NotCounted> {
         let limits = self.limits.load();
         let domain = limits.domain(domain).ok_or(NotCounted::UnknownDomain)?;
-        let descriptor = RateLimitDescriptor {
-            entries: entries
+        let descriptor = plan::descriptor_of(
+            entries
                 .iter()
-                .map(|(key, value)| Entry {
-                    key: key.clone(),
-                    value: value.clone(),
-                })
-                .collect(),
-            ..Default::default()
-        };
+                .map(|(key, value)| (key.as_str(), value.as_str())),
+        );
         let plans = plan::plan(domain, std::slice::from_ref(&descriptor), 0);
         match plans.into_iter().next() {
             Some(Plan::Limited(limited)) => {

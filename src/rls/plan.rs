@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use compact_str::CompactString;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use smallvec::SmallVec;
 
 use gcounter_engine::Hit;
@@ -14,6 +15,23 @@ use gcounter_engine::cell_key::CounterKeyRef;
 
 use super::units;
 use crate::config::{DomainLimits, Rule, RuleLimit};
+
+/// A descriptor of `entries` (key, value) in order, for what plans a descriptor that no
+/// request sent: counter inspection, an RLQS bucket.
+pub(crate) fn descriptor_of<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .into_iter()
+            .map(|(key, value)| Entry {
+                key: key.to_owned(),
+                value: value.to_owned(),
+            })
+            .collect(),
+        ..RateLimitDescriptor::default()
+    }
+}
 
 /// What to do with one descriptor. What comes from the config is borrowed from the
 /// request's snapshot of it (no reference count of a shared rule is written per request);

@@ -63,13 +63,7 @@ fn a_bucket_counts_on_the_counter_rls_gives_its_descriptor() {
     assert_eq!(counter.counter.duration_ms, 60_000);
     // the same namespace and identifier RLS v3's plan of `user=alice` has
     let domain = limits.domain("d").unwrap();
-    let descriptor = RateLimitDescriptor {
-        entries: vec![Entry {
-            key: "user".into(),
-            value: "alice".into(),
-        }],
-        ..RateLimitDescriptor::default()
-    };
+    let descriptor = plan::descriptor_of([("user", "alice")]);
     let plans = plan::plan(domain, std::slice::from_ref(&descriptor), 1);
     let Some(Plan::Limited(limited)) = plans.first() else {
         panic!("user=alice is limited")
