@@ -19,10 +19,9 @@ use std::ffi::OsString;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::byte_size_arg::{ByteSizeRange, gib};
 use crate::environment::{Environment, Origins};
 use crate::serve::ServeArgs;
-use crate::serve::args::TELEMETRY;
+use crate::serve::args::{ConfigReadArgs, TELEMETRY};
 use crate::telemetry::LogFormat;
 
 pub use reference::{all_env_variables, all_long_flags, reference_markdown};
@@ -80,19 +79,8 @@ pub enum Command {
 pub struct CheckConfigArgs {
     /// A YAML file, or a directory whose every file (subdirectories too) is one
     pub path: PathBuf,
-    /// Bytes read from the config, all files together (as `serve`) [range: 1B to 1GiB]
-    #[arg(long, env = "RLS_MAX_CONFIG_BYTES", default_value = "16MiB", value_parser = ByteSizeRange::new(1, gib(1)).parser::<u64>())]
-    pub max_config_bytes: u64,
-    /// Skip dot-files in a directory (as `serve`)
-    ///
-    /// Also read from upstream's `RUNTIME_IGNOREDOTFILES`.
-    #[arg(long, env = "RLS_IGNORE_DOT_FILES")]
-    pub ignore_dot_files: bool,
-    /// Merge the same domain across files (as `serve`)
-    ///
-    /// Also read from upstream's `MERGE_DOMAIN_CONFIG`.
-    #[arg(long, env = "RLS_MERGE_DOMAIN_CONFIG")]
-    pub merge_domain_config: bool,
+    #[command(flatten)]
+    pub read: ConfigReadArgs,
 }
 
 #[derive(Debug, Clone, clap::Args)]

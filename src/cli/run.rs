@@ -160,10 +160,10 @@ fn check_config(args: &CheckConfigArgs, origins: &Origins, env: &Environment) ->
         }
         Ok::<_, crate::upstream_env::UpstreamEnvError>(resolved.value)
     };
-    let switches = switch("ignore_dot_files", args.ignore_dot_files).and_then(|dots| {
+    let switches = switch("ignore_dot_files", args.read.ignore_dot_files).and_then(|dots| {
         Ok((
             dots,
-            switch("merge_domain_config", args.merge_domain_config)?,
+            switch("merge_domain_config", args.read.merge_domain_config)?,
         ))
     });
     let (ignore_dot_files, merge_domains) = match switches {
@@ -172,7 +172,7 @@ fn check_config(args: &CheckConfigArgs, origins: &Origins, env: &Environment) ->
     };
     let options = LoadOptions {
         limits: ReadLimits {
-            max_bytes: args.max_config_bytes,
+            max_bytes: args.read.max_config_bytes,
             ..ReadLimits::default()
         },
         ignore_dot_files,

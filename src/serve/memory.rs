@@ -18,7 +18,7 @@ pub(super) fn memory_plan(
     let (limit, unknown) = limit_in_force(args.engine.max_memory, container);
     let inputs = PlanInputs {
         limit,
-        max_config_bytes: args.limits.max_config_bytes,
+        max_config_bytes: args.limits.read.max_config_bytes,
         max_cell_bytes: args.engine.max_cell_bytes,
         min_cell_bytes,
         max_buffered_request_bytes: args.transport.max_buffered_request_bytes.map(|n| n as u64),

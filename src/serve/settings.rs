@@ -453,11 +453,11 @@ impl ServeSettings {
                 source,
                 load: LoadOptions {
                     limits: ReadLimits {
-                        max_bytes: args.limits.max_config_bytes,
+                        max_bytes: args.limits.read.max_config_bytes,
                         ..ReadLimits::default()
                     },
-                    ignore_dot_files: args.limits.ignore_dot_files,
-                    merge_domains: args.limits.merge_domain_config,
+                    ignore_dot_files: args.limits.read.ignore_dot_files,
+                    merge_domains: args.limits.read.merge_domain_config,
                 },
                 metrics: MetricsSettings {
                     max_series_per_rule: args.telemetry.max_metric_series_per_rule,

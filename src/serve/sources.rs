@@ -56,8 +56,8 @@ fn field<'a>(args: &'a mut ServeArgs, id: &str) -> Option<&'a mut bool> {
         "quota_mode" => &mut limits.quota_mode,
         "all_or_nothing" => &mut limits.all_or_nothing,
         "response_dynamic_metadata" => &mut limits.response_dynamic_metadata,
-        "ignore_dot_files" => &mut limits.ignore_dot_files,
-        "merge_domain_config" => &mut limits.merge_domain_config,
+        "ignore_dot_files" => &mut limits.read.ignore_dot_files,
+        "merge_domain_config" => &mut limits.read.merge_domain_config,
         "healthy_with_at_least_one_config_loaded" => {
             &mut limits.healthy_with_at_least_one_config_loaded
         }
@@ -156,8 +156,8 @@ pub(super) fn switches_line(args: &ServeArgs) -> String {
             limits.response_dynamic_metadata,
         ),
         ("response_headers", limits.response_headers),
-        ("ignore_dot_files", limits.ignore_dot_files),
-        ("merge_domain_config", limits.merge_domain_config),
+        ("ignore_dot_files", limits.read.ignore_dot_files),
+        ("merge_domain_config", limits.read.merge_domain_config),
         (
             "healthy_with_at_least_one_config_loaded",
             limits.healthy_with_at_least_one_config_loaded,

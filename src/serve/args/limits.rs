@@ -4,20 +4,9 @@ use std::path::PathBuf;
 
 use crate::byte_size_arg::{ByteSizeRange, gib};
 
+/// How the limits config is read: the same flags for `serve` and `check-config`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(next_help_heading = super::LIMITS)]
-pub struct LimitsArgs {
-    /// Limits config: a YAML file, or a directory of them (required unless --config-xds-server)
-    ///
-    /// envoyproxy/ratelimit's format. In a directory every file is read, subdirectories too,
-    /// whatever the extension; changes are picked up while serving. With no arguments, set
-    /// from upstream's `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY`.
-    #[arg(
-        long,
-        env = "RLS_CONFIG",
-        required_unless_present = "config_xds_server"
-    )]
-    pub config: Option<PathBuf>,
+pub struct ConfigReadArgs {
     /// Bytes read from the limits config in one load, all files together [range: 1B to 1GiB]
     ///
     /// A bigger config is refused: at start, or on reload (the running one is kept).
@@ -33,6 +22,24 @@ pub struct LimitsArgs {
     /// Its top-level descriptors must differ. Also read from upstream's `MERGE_DOMAIN_CONFIG`.
     #[arg(long, env = "RLS_MERGE_DOMAIN_CONFIG")]
     pub merge_domain_config: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = super::LIMITS)]
+pub struct LimitsArgs {
+    /// Limits config: a YAML file, or a directory of them (required unless --config-xds-server)
+    ///
+    /// envoyproxy/ratelimit's format. In a directory every file is read, subdirectories too,
+    /// whatever the extension; changes are picked up while serving. With no arguments, set
+    /// from upstream's `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY`.
+    #[arg(
+        long,
+        env = "RLS_CONFIG",
+        required_unless_present = "config_xds_server"
+    )]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub read: ConfigReadArgs,
     /// /healthcheck fails (500) while the loaded limits have no domain
     ///
     /// Also read from upstream's `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`.

@@ -15,7 +15,7 @@ mod transport;
 
 pub use engine::EngineArgs;
 pub use global::GlobalArgs;
-pub use limits::LimitsArgs;
+pub use limits::{ConfigReadArgs, LimitsArgs};
 pub use listeners::ListenerArgs;
 pub use quota::{QuotaArgs, UnmatchedArg};
 pub use redis::RedisArgs;
