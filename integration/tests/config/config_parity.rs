@@ -11,7 +11,7 @@ use gcounter_rls_integration as support;
 use std::time::Duration;
 
 use support::grpc::{
-    self, Code, RlsClient, Unit, code, codes, descriptor, header, overall, request, with_override,
+    self, Code, Unit, code, codes, descriptor, header, overall, request, with_override,
 };
 use support::redis_admin::redis_args;
 use support::rls::Rls;
@@ -417,15 +417,9 @@ async fn share_threshold_shares_one_counter_across_processes_through_redis() {
     );
     let one = Service::start(&limits, &args);
     let two = Service::start(&limits, &args);
-    let mut one_client = grpc::rls_client(one.grpc_addr).await;
-    let mut two_client = grpc::rls_client(two.grpc_addr).await;
-    a_shared_count_reaches(
-        &mut one_client,
-        &mut two_client,
-        Duration::from_secs(5),
-        "/files/b",
-        || "the second process does not see the shared count".to_owned(),
-    )
+    a_shared_count_reaches(&one, &two, Duration::from_secs(5), "/files/b", || {
+        "the second process does not see the shared count".to_owned()
+    })
     .await;
     support::redis_admin::delete_under(support::redis_admin::LOCAL_REDIS_URL, &prefix);
 }
@@ -656,35 +650,29 @@ async fn share_threshold_shares_one_counter_across_regions_through_sql() {
     let (_dir, limits) = support::limits_file(SHARE_YAML);
     let a = Service::start(&limits, &region_args("a", &url, &FAST_GLOBAL));
     let b = Service::start(&limits, &region_args("b", &url, &FAST_GLOBAL));
-    let mut a_client = grpc::rls_client(a.grpc_addr).await;
-    let mut b_client = grpc::rls_client(b.grpc_addr).await;
-    a_shared_count_reaches(
-        &mut a_client,
-        &mut b_client,
-        Duration::from_secs(10),
-        "/files/c",
-        || {
-            format!(
-                "region b does not see region a's shared count\n{}",
-                b.log_tail(20)
-            )
-        },
-    )
+    a_shared_count_reaches(&a, &b, Duration::from_secs(10), "/files/c", || {
+        format!(
+            "region b does not see region a's shared count\n{}",
+            b.log_tail(20)
+        )
+    })
     .await;
 }
 
-/// Spends the shared budget of 2 on `/files/a` through `spender`; waits (peeking, which
+/// Spends the shared budget of 2 on `/files/a` at `spender`; waits (peeking, which
 /// consumes nothing, for at most `timeout`) until `watcher` sees it on `/files/b`; then
 /// `watcher` is denied on `next`, another value of the same shared wildcard. All of it in one
 /// minute (the budget's window): the guard covers the wait it allows, and 5 s more for the
 /// requests around it.
 async fn a_shared_count_reaches(
-    spender: &mut RlsClient,
-    watcher: &mut RlsClient,
+    spender: &Service,
+    watcher: &Service,
     timeout: Duration,
     next: &str,
     unseen: impl Fn() -> String,
 ) {
+    let spender = &mut grpc::rls_client(spender.grpc_addr).await;
+    let watcher = &mut grpc::rls_client(watcher.grpc_addr).await;
     support::stay_in_one_minute(timeout + Duration::from_secs(5));
     for _ in 0..2 {
         let r = grpc::should_rate_limit(

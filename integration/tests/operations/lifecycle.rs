@@ -25,7 +25,7 @@ use support::grpc::{self, Code, hit};
 use support::load::{self, Sent};
 use support::metrics::count;
 use support::process::run_within;
-use support::proxy::{Cut, Proxy, proxied_redis};
+use support::proxy::{Cut, Proxy, proxied_redis, replaying_only_at_stop};
 use support::redis_admin;
 use support::redis_admin::redis_args;
 use support::sql_admin::{Backend, FAST_GLOBAL, TestDb, region_args};
@@ -104,24 +104,9 @@ fn full_log(service: &Service) -> String {
 async fn decisions_answered_during_the_drain_reach_redis() {
     const IN_FLIGHT: usize = 40;
     let (redis, proxy, prefix) = proxied_redis("drain");
-    support::avoid_window_boundary(DAY, Duration::from_secs(60));
-    let (_dir, path) = support::limits_file(&support::one_rule("drain", "user", "day", 1, LIMIT));
-    let url = proxy.redis_url();
-    let mut service = Service::start(
-        &path,
-        &redis_args(
-            &url,
-            &prefix,
-            &[
-                "--redis-read-timeout",
-                "3s",
-                // Nothing replays before the signal: no regular replay in flight can hide the
-                // race, and the final replay carries every decision.
-                "--replay-interval",
-                "1h",
-            ],
-        ),
-    );
+    // Nothing replays before the signal: no regular replay in flight can hide the race, and
+    // the final replay carries every decision.
+    let (_dir, mut service) = replaying_only_at_stop(&proxy, &prefix, "drain", LIMIT, "3s");
     let client = grpc::rls_client(service.grpc_addr).await;
     // Connect to Redis first, then slow it down.
     let mut warm = client.clone();
@@ -365,17 +350,7 @@ fn zero_and_absurd_durations_are_refused_at_start() {
     ] {
         let (grpc, http) = (addr(support::free_port()), addr(support::free_port()));
         let (code, output) = run_binary(
-            &[
-                "serve",
-                "--config",
-                &config,
-                "--grpc-addr",
-                &grpc,
-                "--http-addr",
-                &http,
-                flag,
-                value,
-            ],
+            &support::serve_argv(&config, &grpc, &http, &[flag, value]),
             &[],
         );
         assert_eq!(code, Some(2), "{flag} {value} must be refused: {output}");
@@ -408,17 +383,8 @@ fn passwords_stay_out_of_help_and_errors() {
     let (_dir, path) = support::limits_file(&support::one_rule("secret", "user", "day", 1, LIMIT));
     let config = path.to_string_lossy().into_owned();
     let bad_url = "mysql://root:db-s3cret@127.0.0.1:99999/x";
-    let serve = [
-        "serve",
-        "--config",
-        &config,
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-        "--debug-addr",
-        "127.0.0.1:0",
-    ];
+    let any = "127.0.0.1:0";
+    let serve = support::serve_argv(&config, any, any, &["--debug-addr", any]);
     let with = |extra: &[&'static str]| [&serve[..], extra].concat();
     // A URL that parses but cannot connect fails at start (1); one the settings refuse is an
     // invalid setting (2).

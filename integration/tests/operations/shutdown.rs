@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use support::Service;
 use support::grpc::{self, Code, HealthCheckRequest, ServingStatus, hit};
-use support::proxy::proxied_redis;
-use support::redis_admin::{self, redis_args};
+use support::proxy::{proxied_redis, replaying_only_at_stop};
+use support::redis_admin;
 
 const RLS_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 
@@ -35,17 +35,7 @@ fn not_ok(service: &Service, path: &str, ok: u16) -> Result<String, String> {
 
 async fn drains_on(signal: &str) {
     let (redis, proxy, prefix) = proxied_redis("signal");
-    support::avoid_window_boundary(Duration::from_secs(86_400), Duration::from_secs(60));
-    let (_dir, path) = support::limits_file(&support::one_rule("sig", "user", "day", 1, 1_000));
-    let url = proxy.redis_url();
-    let mut service = Service::start(
-        &path,
-        &redis_args(
-            &url,
-            &prefix,
-            &["--redis-read-timeout", "5s", "--replay-interval", "1h"],
-        ),
-    );
+    let (_dir, mut service) = replaying_only_at_stop(&proxy, &prefix, "sig", 1_000, "5s");
     let mut client = grpc::rls_client(service.grpc_addr).await;
     grpc::should_rate_limit(&mut client, hit("sig", "user", "warm-up")).await;
     let mut health = grpc::health_client(service.grpc_addr).await;
