@@ -94,4 +94,19 @@ impl RequestTemplate {
 }
 
 #[cfg(test)]
+impl RequestTemplate {
+    /// One keyed entry, `k={key}`, one hit a request: the template the tests draw keys with.
+    pub(crate) fn one_keyed_entry(key_space: u64) -> Self {
+        Self {
+            domain: "d".into(),
+            descriptors: vec![DescriptorTemplate {
+                entries: vec![("k".into(), KEY_PLACEHOLDER.into())],
+            }],
+            hits_addend: 1,
+            key_space,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests;

@@ -6,12 +6,7 @@ fn key_of(request: &RateLimitRequest) -> String {
 
 #[test]
 fn sequential_keys_are_each_key_once_across_workers_then_none() {
-    let template = RequestTemplate {
-        domain: "d".into(),
-        descriptors: vec!["k={key}".parse().unwrap()],
-        hits_addend: 1,
-        key_space: 3,
-    };
+    let template = RequestTemplate::one_keyed_entry(3);
     let shared = Arc::new(AtomicU64::new(0));
     let mut a = Keys::new(Some(&shared), template.key_space, 0);
     let mut b = Keys::new(Some(&shared), template.key_space, 1);

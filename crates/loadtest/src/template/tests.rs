@@ -32,12 +32,7 @@ fn bad_templates_are_rejected_with_the_entry() {
 
 #[test]
 fn keys_stay_in_the_key_space() {
-    let template = RequestTemplate {
-        domain: "d".into(),
-        descriptors: vec!["k={key}".parse().unwrap()],
-        hits_addend: 1,
-        key_space: 3,
-    };
+    let template = RequestTemplate::one_keyed_entry(3);
     let mut rng = fastrand::Rng::with_seed(1);
     for _ in 0..100 {
         let value: u64 = template.build(&mut rng).descriptors[0].entries[0]
