@@ -6,6 +6,9 @@
 //! merge's last turn, 7 to 16 ms of CPU in `munmap` for a 104 MB buffer). Dropped
 //! on tokio's blocking pool instead, the pages are returned on another thread while
 //! decisions go on.
+//!
+//! Used where such buffers are emptied: the sync merge (`Publication::merge_synced_all`)
+//! and `gcounter_sql`'s decode of a sync's rows.
 
 /// Buffers at least this large are dropped on the blocking pool; smaller ones cost less to
 /// free than handing them over does.

@@ -1,6 +1,11 @@
 //! The identity of a counter (`CounterKey`) and of one of its window cells (`CellKey`: the
 //! counter and a window sequence): the vocabulary shared by the engine, the regional origin
 //! and the global counters, so none of them has to know the others.
+//!
+//! A `CounterKey` is what a `Hit` names and what strict mode is keyed by; `CounterKeyRef` and
+//! `CellKeyRef` borrow the same parts, so a lookup builds no owned key. Each key carries its
+//! seeded hash, computed once: the cell table's hasher (`PrehashedKeys`) only mixes in the
+//! sequence.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
