@@ -30,6 +30,15 @@ fn domain(name: &str) -> String {
     )
 }
 
+/// A temporary directory holding, for each `(file, name)`, a file declaring domain `name`.
+fn dir_of_domains(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = temp_dir();
+    for (file, name) in files {
+        write(dir.path(), file, &domain(name));
+    }
+    dir
+}
+
 #[test]
 fn yaml_syntax_error() {
     let errors = refused_with(
@@ -143,9 +152,7 @@ fn duplicate_domain_names_both_sources() {
 
 #[test]
 fn directory_with_two_domains() {
-    let dir = temp_dir();
-    write(dir.path(), "b.yml", &domain("beta"));
-    write(dir.path(), "a.yaml", &domain("alpha"));
+    let dir = dir_of_domains(&[("b.yml", "beta"), ("a.yaml", "alpha")]);
     // Any extension, and subdirectories: as upstream's runtime.
     let sub = dir.path().join("team");
     mkdir(&sub);
@@ -177,9 +184,7 @@ fn directory_duplicate_domain_names_both_files() {
 
 #[test]
 fn dot_files_load_unless_ignored_and_a_configmap_volume_loads_once() {
-    let dir = temp_dir();
-    write(dir.path(), "a.yaml", &domain("alpha"));
-    write(dir.path(), ".hidden.yaml", &domain("hidden"));
+    let dir = dir_of_domains(&[("a.yaml", "alpha"), (".hidden.yaml", "hidden")]);
     // A ConfigMap volume: `..<timestamp>/` holds the files, `..data` links to it and
     // each top-level name links through `..data`.
     let version = dir.path().join("..2026_01_01_00_00_00.1");
@@ -310,9 +315,7 @@ fn single_file_of_any_name_and_unreadable_files() {
 
 #[test]
 fn a_directory_is_read_within_its_byte_and_file_limits() {
-    let dir = temp_dir();
-    write(dir.path(), "a.yaml", &domain("a"));
-    write(dir.path(), "b.yaml", &domain("b"));
+    let dir = dir_of_domains(&[("a.yaml", "a"), ("b.yaml", "b")]);
     let one_file = fs::metadata(dir.path().join("a.yaml")).map_or(0, |m| m.len());
     let both = ReadLimits {
         max_bytes: 2 * one_file,
@@ -346,8 +349,7 @@ fn a_directory_is_read_within_its_byte_and_file_limits() {
 
 #[test]
 fn a_yaml_name_on_a_device_or_fifo_is_refused_and_names_the_file() {
-    let dir = temp_dir();
-    write(dir.path(), "a.yaml", &domain("a"));
+    let dir = dir_of_domains(&[("a.yaml", "a")]);
     let zero = dir.path().join("zero.yaml");
     symlink("/dev/zero", &zero);
     let fifo = dir.path().join("fifo.yml");
