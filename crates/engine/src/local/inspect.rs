@@ -5,10 +5,11 @@
 //! The sketch is Space-Saving (Metwally et al.) over a sample of the decisions: every
 //! [`SAMPLE_EVERY`]th decision of a thread offers its counter, and only if the sketch's lock
 //! is free at once (`try_lock`), so the decision path pays a thread-local increment, and
-//! now and then a scan of [`SKETCH_CAPACITY`] entries; it never waits. Counts are halved
-//! every [`DECAY_EVERY`] offers, so a counter that was busy an hour ago gives its slot up.
-//! The sketch only picks candidates: their rates and nearness to the limit are read from the
-//! cells when asked.
+//! now and then a scan of [`SKETCH_CAPACITY`] entries; it never waits. An offer of a counter
+//! the sketch does not hold allocates its key: the one allocation a warm decision may make
+//! beyond the replay queue's entry. Counts are halved every [`DECAY_EVERY`] offers, so a
+//! counter that was busy an hour ago gives its slot up. The sketch only picks candidates:
+//! their rates and nearness to the limit are read from the cells when asked.
 
 use std::cell::Cell;
 use std::collections::HashMap;

@@ -6,6 +6,9 @@
 //! cycle) so the other processes of the region deny the client too: they read the region's
 //! box on a cold cell (every new window) and on a refresh. A failed send only leaves the
 //! penalty local to this process.
+//!
+//! On the warm path a rule with a `penalty` costs one lookup of this box; its slow path one
+//! read of the region's box (`RegionalOrigin::penalty_until`).
 
 use std::sync::{Mutex, PoisonError};
 
