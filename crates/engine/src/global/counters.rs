@@ -130,6 +130,13 @@ impl GlobalCounters {
         settings: GlobalSettings,
         metrics: Arc<dyn Recorder>,
     ) -> Self {
+        // The flush publishes what the table holds: an expired cell gets the region's final
+        // count and is published before it leaves (`CellTable::reap_closing`).
+        // Rechecked after two flush intervals: the closing replay and a flush (jittered) are
+        // done by then unless the database is down.
+        engine
+            .publication()
+            .hold_unpublished(settings.publish_floor, settings.flush_interval * 2);
         Self {
             store,
             engine,

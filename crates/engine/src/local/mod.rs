@@ -72,11 +72,12 @@ pub use window::WindowPosition;
 
 use decide::current_key;
 
-use crate::cell_key::CounterKeyRef;
+use crate::cell_key::{CellKey, CounterKeyRef};
 use crate::recorder::Recorder;
 use crate::regional::RegionalOrigin;
 use crate::sharded::ShardedCount;
 use crate::throttle::Throttle;
+use cell::SharedCell;
 use inspect::HeavyHitters;
 use penalty::PenaltyBox;
 use refresh::RefreshGate;
@@ -243,7 +244,7 @@ impl Engine {
     }
 
     /// Drop cells that no decision reads any more, a slice at a time (decisions run between
-    /// slices, see `CellTable::reap`); no walk at all while no cell can have expired.
+    /// slices, see `CellTable::reap_closing`); no walk at all while no cell can have expired.
     /// Returns how many were dropped.
     pub async fn reap(&self) -> usize {
         self.reap_counted().await.removed
@@ -251,7 +252,22 @@ impl Engine {
 
     /// [`Engine::reap`], also telling how many cells it looked at (0: it did not walk).
     pub async fn reap_counted(&self) -> Reaped {
-        self.table.reap(self.clock.now_ms()).await
+        let close = |key: &CellKey, cell: &SharedCell| self.queue_closing(key, cell);
+        self.table.reap_closing(self.clock.now_ms(), &close).await
+    }
+
+    /// Queue an expired cell's closing replay: its cumulative count again (a resend is
+    /// harmless), which reads back the region's final total of the cell, counts the other
+    /// processes added after this one's last read included (see `CellTable::reap_closing`).
+    fn queue_closing(&self, key: &CellKey, cell: &SharedCell) {
+        if !cell.requeue() {
+            return;
+        }
+        if !self.replay.push(key.clone(), SharedCell::clone(cell)) {
+            cell.mark_overflowed();
+            self.replay.note_overflow();
+            self.metrics.replay_overflow();
+        }
     }
 
     /// Which shard of the cell table holds `hit`'s current cell. For benchmarks that place
@@ -324,6 +340,9 @@ impl Engine {
                 _ = reap.tick() => {
                     let reaped = self.reap_counted().await;
                     tracing::trace!(reaped = reaped.removed, visited = reaped.visited, live = self.live_cells(), "reaped old cells");
+                    if reaped.unpublished > 0 {
+                        tracing::warn!(cells = reaped.unpublished, "expired cells dropped with counts the global flush never took: the database was unreachable for a whole window");
+                    }
                 }
                 _ = &mut shutdown => break,
             }

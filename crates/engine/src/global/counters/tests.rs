@@ -44,17 +44,36 @@ impl Region {
 
 /// An engine on an in-process regional origin, as `serve` builds one per process.
 fn engine(clock: Arc<ManualClock>, recorder: Arc<dyn Recorder>) -> Arc<Engine> {
+    engine_on(Arc::new(InProcessOrigin::new(1_000)), clock, recorder)
+}
+
+fn engine_on(
+    origin: Arc<InProcessOrigin>,
+    clock: Arc<ManualClock>,
+    recorder: Arc<dyn Recorder>,
+) -> Arc<Engine> {
     Arc::new(Engine::new(
         EngineSettings::default(),
-        Arc::new(InProcessOrigin::new(1_000)),
+        origin,
         clock,
         recorder,
     ))
 }
 
 fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Region {
+    process(name, Arc::new(InProcessOrigin::new(1_000)), store, clock)
+}
+
+/// One process of region `name` on `origin` (shared with the region's other processes
+/// through [`InProcessOrigin::sibling`]).
+fn process(
+    name: &str,
+    origin: Arc<InProcessOrigin>,
+    store: &Arc<MemoryStore>,
+    clock: &Arc<ManualClock>,
+) -> Region {
     let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
-    let engine = engine(clock.clone(), metrics.clone());
+    let engine = engine_on(origin, clock.clone(), metrics.clone());
     let counters = GlobalCounters::new(
         store.clone(),
         engine.clone(),
@@ -169,6 +188,117 @@ async fn a_failed_flush_keeps_rows_pending_until_the_store_returns() {
     assert_eq!(a.counters.flush().await.published, 1, "still pending");
     b.counters.sync().await;
     assert!(!b.check(31).await.allowed);
+}
+
+/// The start of the window after next of the tests' hourly cell: the moment the reaper may
+/// drop it.
+const EXPIRY_MS: u64 = 3_600_000 * 102;
+
+/// A window's last counts that reach the cell while the store is down, the cell expiring
+/// before the store is back: the region's row must still end at the regional total. The
+/// reaper used to drop the expired cell with its unpublished count, and the row stayed below
+/// the total for good (the chaos run's database gap).
+#[tokio::test]
+async fn a_count_unpublished_when_its_cell_expires_still_reaches_the_store() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let a = region("a", &store, &clock);
+    a.admit_and_publish(60).await;
+    assert!(a.check(1).await.allowed);
+    store.set_failing(true);
+    assert_eq!(a.counters.flush().await.failed, 1);
+    clock.set(EXPIRY_MS);
+    assert_eq!(
+        a.engine.reap_counted().await.held,
+        1,
+        "held: its count is unpublished"
+    );
+    store.set_failing(false);
+    assert_eq!(a.counters.flush().await.published, 1);
+    assert_eq!(stored_counts(&store).get("1:u"), Some(&61));
+    a.engine.convergence().replay_now().await;
+    // Closed and published: the walk two flush intervals later drops it.
+    clock.set(EXPIRY_MS + 20_000);
+    let reaped = a.engine.reap_counted().await;
+    assert_eq!((reaped.removed, reaped.unpublished), (1, 0));
+}
+
+/// A process that replayed its last counts and died before its flush took them: the
+/// region's other process accepted nothing in the cell since, so it never read them and its
+/// flushes left them out of the row. The closing replay at the cell's expiry reads the
+/// region's final total back, and the row ends at it. Before, the reaper dropped the cell and
+/// the row stayed short by the dead process's last counts.
+#[tokio::test]
+async fn counts_of_a_process_killed_before_its_flush_reach_the_store() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let origin = InProcessOrigin::new(1_000);
+    let Some(sibling) = origin.sibling("p2") else {
+        panic!("a second process on the region's origin");
+    };
+    let p1 = process("a", Arc::new(origin), &store, &clock);
+    let p2 = process("a", Arc::new(sibling), &store, &clock);
+    assert!(p2.check(50).await.allowed);
+    p2.engine.convergence().replay_now().await;
+    assert_eq!(p2.counters.flush().await.published, 1);
+    assert!(p1.check(10).await.allowed);
+    p1.engine.convergence().replay_now().await;
+    drop(p1);
+    assert_eq!(
+        p2.counters.flush().await,
+        Flushed::default(),
+        "p2 knows nothing new"
+    );
+    assert_eq!(stored_counts(&store).get("1:u"), Some(&50));
+
+    clock.set(EXPIRY_MS);
+    assert_eq!(
+        p2.engine.reap_counted().await.held,
+        1,
+        "closing, not dropped"
+    );
+    p2.engine.convergence().replay_now().await;
+    assert_eq!(p2.counters.flush().await.published, 1);
+    assert_eq!(
+        stored_counts(&store).get("1:u"),
+        Some(&60),
+        "the region's total"
+    );
+    // Closed and published: the walk two flush intervals later drops it.
+    clock.set(EXPIRY_MS + 20_000);
+    let reaped = p2.engine.reap_counted().await;
+    assert_eq!((reaped.removed, reaped.unpublished), (1, 0));
+}
+
+/// Held for one window at most: a store down that long does not keep cells for ever.
+#[tokio::test]
+async fn an_unpublished_cell_is_held_for_one_window_at_most() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let a = region("a", &store, &clock);
+    assert!(a.check(60).await.allowed);
+    store.set_failing(true);
+    clock.set(EXPIRY_MS + 3_600_000 - 1);
+    assert_eq!(a.engine.reap_counted().await.held, 1);
+    clock.set(EXPIRY_MS + 3_600_000);
+    let reaped = a.engine.reap_counted().await;
+    assert_eq!((reaped.removed, reaped.unpublished), (1, 1));
+}
+
+/// Below the floor nothing is due for the store: the cell leaves at its window's end.
+#[tokio::test]
+async fn a_cell_below_the_floor_is_not_held() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let a = region("a", &store, &clock);
+    assert!(a.check(10).await.allowed);
+    clock.set(EXPIRY_MS);
+    let reaped = a.engine.reap_counted().await;
+    assert_eq!(
+        (reaped.held, reaped.removed),
+        (0, 2),
+        "its cell and the one before"
+    );
 }
 
 #[tokio::test]

@@ -403,10 +403,25 @@ impl WindowCell {
     /// `floor × limit` and either half changed since the last successful publication.
     pub fn to_publish(&self, floor: f64) -> Option<PnCount> {
         let regional = self.regional_count();
+        let changed = published_mark(regional) > self.published.load(Ordering::Acquire);
+        (self.reaches(regional, floor) && changed).then_some(regional)
+    }
+
+    /// Whether the region's hits reach `floor × limit`: the cell is one the global counters
+    /// hold a row of.
+    pub fn at_floor(&self, floor: f64) -> bool {
+        self.reaches(self.regional_count(), floor)
+    }
+
+    fn reaches(&self, regional: PnCount, floor: f64) -> bool {
         let limit = self.limit.load(Ordering::Relaxed);
         let threshold = (f64::from(limit) * floor).ceil() as u64;
-        let changed = published_mark(regional) > self.published.load(Ordering::Acquire);
-        (regional.hits > 0 && regional.hits >= threshold && changed).then_some(regional)
+        regional.hits > 0 && regional.hits >= threshold
+    }
+
+    /// Work waits for a replay (queued, or overflowed and waiting for room).
+    pub fn replay_pending(&self) -> bool {
+        self.replay.load(Ordering::Acquire) != ReplayState::Idle as u8
     }
 
     /// Record a successful publication (never moves back).

@@ -42,9 +42,21 @@ pub struct CellTable {
     protection: Protection,
     budget: CellBudget,
     /// No live cell expires before this time (ms): until then a reap has nothing to drop and
-    /// does not walk the table. See [`CellTable::reap`].
+    /// does not walk the table. See [`CellTable::reap_closing`].
     next_expiry_ms: AtomicU64,
+    /// The global layer's publish floor (`f64` bits) once one publishes this table's cells,
+    /// [`NO_PUBLICATION`] until then: the reaper closes expired cells at the floor before it
+    /// drops them ([`CellTable::reap_closing`]).
+    publish_floor: AtomicU64,
+    /// See [`CellTable::hold_unpublished`].
+    recheck_ms: AtomicU64,
+    /// When the last walk started: a cell that expired since is closed by the next walk,
+    /// which sees it expired for the first time ([`CellTable::reap_closing`]).
+    last_walk_ms: AtomicU64,
 }
+
+/// [`CellTable::publish_floor`] while nothing publishes the cells (NaN bits: never a floor).
+const NO_PUBLICATION: u64 = u64::MAX;
 
 /// A cell weighs its bytes (at least the minimum that keeps the cap in cells); a protected
 /// cell weighs 0 (it is accounted in [`Protection`] instead).
@@ -182,7 +194,27 @@ impl CellTable {
             protection,
             budget,
             next_expiry_ms: AtomicU64::new(u64::MAX),
+            publish_floor: AtomicU64::new(NO_PUBLICATION),
+            recheck_ms: AtomicU64::new(1),
+            last_walk_ms: AtomicU64::new(0),
         }
+    }
+
+    /// From now on the reaper closes each expired cell whose regional count is at or above
+    /// `floor` of its limit before it drops it ([`CellTable::reap_closing`]). Set by the
+    /// global counters, which publish the table's cells.
+    ///
+    /// `recheck_ms`: how soon after holding a cell a walk looks whether it may go (about
+    /// when its closing replay and the next flush are done), so that held cells do not stay
+    /// until the next window ends.
+    pub fn hold_unpublished(&self, floor: f64, recheck_ms: u64) {
+        self.publish_floor.store(floor.to_bits(), Ordering::Release);
+        self.recheck_ms.store(recheck_ms.max(1), Ordering::Release);
+    }
+
+    fn held_floor(&self) -> Option<f64> {
+        let bits = self.publish_floor.load(Ordering::Acquire);
+        (bits != NO_PUBLICATION).then(|| f64::from_bits(bits))
     }
 
     /// Put a cold cell in the table (the holder of its lookup's guard fills it).
@@ -191,7 +223,7 @@ impl CellTable {
         self.note_inserted(key);
     }
 
-    /// After a cell entered the table (never before: see [`CellTable::reap`]).
+    /// After a cell entered the table (never before: see [`CellTable::reap_closing`]).
     fn note_inserted(&self, key: &CellKey) {
         self.next_expiry_ms
             .fetch_min(expires_at_ms(key), Ordering::AcqRel);
@@ -231,6 +263,12 @@ impl CellTable {
         self.cells.iter()
     }
 
+    /// [`CellTable::reap_closing`] with nothing to close.
+    #[cfg(test)]
+    pub async fn reap(&self, now_ms: u64) -> Reaped {
+        self.reap_closing(now_ms, &|_, _| {}).await
+    }
+
     /// Drop cells older than the previous window of their own duration: no decision reads
     /// them any more.
     ///
@@ -251,7 +289,25 @@ impl CellTable {
     /// visits (an iteration sees every entry present when it began and not removed since); one
     /// after it lowers the mark itself. A walk that does not finish (its future dropped)
     /// leaves the mark at 0, so the next reap walks.
-    pub async fn reap(&self, now_ms: u64) -> Reaped {
+    ///
+    /// Cells the global counters hold a row of are closed first (once
+    /// [`CellTable::hold_unpublished`] set their floor). The region's row of a cell is the greatest regional count any of its processes
+    /// published, and a process knows the counts of the others only as of its last read of
+    /// the regional origin. A process that replayed its last counts and died before its flush
+    /// took them (SIGKILL), or a flush still failing when the window ended (a database cut
+    /// off, a connection stuck in TCP retransmission after a cut), left those counts out of
+    /// the row for good: the others never read the cell again, and the reaper dropped it.
+    /// So an expired cell at the floor is not dropped at once: `close` is called once for it
+    /// (the engine queues a closing replay, which reads the region's final total back), and
+    /// it stays while that replay is pending or its count is unpublished, for one window of
+    /// its duration at most (the regional origin keeps the cell at least that long). A cell
+    /// held for the whole window still unpublished is dropped and counted in
+    /// [`Reaped::unpublished`].
+    pub async fn reap_closing(
+        &self,
+        now_ms: u64,
+        close: &(dyn Fn(&CellKey, &SharedCell) + Sync),
+    ) -> Reaped {
         let mut reaped = Reaped::default();
         if now_ms < self.next_expiry_ms.load(Ordering::Acquire) {
             return reaped;
@@ -262,6 +318,9 @@ impl CellTable {
         };
         self.next_expiry_ms.store(u64::MAX, Ordering::Release);
         let mut earliest = u64::MAX;
+        let floor = self.held_floor();
+        let last_walk_ms = self.last_walk_ms.swap(now_ms, Ordering::AcqRel);
+        let recheck_at = now_ms.saturating_add(self.recheck_ms.load(Ordering::Acquire));
         for (key, cell) in self.cells.iter() {
             reaped.visited += 1;
             if reaped.visited % WALK_SLICE == 0 {
@@ -271,6 +330,26 @@ impl CellTable {
             if now_ms < expires_at {
                 earliest = earliest.min(expires_at);
                 continue;
+            }
+            // Closed and held (see above): looked at again after `recheck_ms`, and dropped one
+            // window later at the latest.
+            let unpublished = floor.is_some_and(|floor| cell.to_publish(floor).is_some());
+            let held_until = expires_at.saturating_add(key.duration_ms.max(1));
+            if let Some(floor) = floor
+                && now_ms < held_until
+                && cell.at_floor(floor)
+            {
+                // The first walk that sees it expired (a walk cut short may close a cell
+                // twice: a resent cumulative count is harmless).
+                let closing = expires_at > last_walk_ms && cell.own() > 0;
+                if closing {
+                    close(&key, &cell);
+                }
+                if closing || unpublished || cell.replay_pending() {
+                    earliest = earliest.min(held_until.min(recheck_at));
+                    reaped.held += 1;
+                    continue;
+                }
             }
             // Only the cell seen: a new cell under the same key (impossible for a past
             // sequence, but cheap to rule out) stays.
@@ -283,6 +362,9 @@ impl CellTable {
                         self.protection.release(self.budget.weigh(&key));
                     }
                     reaped.removed += 1;
+                    if unpublished {
+                        reaped.unpublished += 1;
+                    }
                 }
                 // Gone already (evicted), or another cell under the key: if that one is
                 // still there, the next reap must walk again for it.
@@ -326,6 +408,12 @@ pub struct Reaped {
     pub removed: usize,
     /// Cells looked at: 0 when no cell could have expired (no walk).
     pub visited: usize,
+    /// Expired cells kept for their closing replay or until the global flush takes their
+    /// counts ([`CellTable::reap_closing`]).
+    pub held: usize,
+    /// Cells dropped with a count the global flush never took: held for a whole window more
+    /// and still unpublished (the database unreachable all along).
+    pub unpublished: usize,
 }
 
 /// Lowers the table's expiry mark to what a walk saw, when the walk ends or is dropped (then
