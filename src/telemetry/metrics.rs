@@ -182,6 +182,7 @@ pub struct Metrics {
     global_sync_errors: Counter,
     global_sync_cells_created: Counter,
     global_sync_last_rows: Gauge,
+    global_clock_offset: Gauge<f64, AtomicU64>,
     global_duration: Family<GlobalOpLabels, Histogram, fn() -> Histogram>,
     /// How late the stall probe woke (`telemetry::stall`).
     runtime_stall: Histogram,
@@ -378,6 +379,7 @@ impl Metrics {
         let global_sync_errors = Counter::default();
         let global_sync_cells_created = Counter::default();
         let global_sync_last_rows = Gauge::default();
+        let global_clock_offset = Gauge::<f64, AtomicU64>::default();
         let global_duration =
             Family::<GlobalOpLabels, Histogram, fn() -> Histogram>::new_with_constructor(
                 latency_histogram,
@@ -416,6 +418,11 @@ impl Metrics {
             "global_sync_last_rows",
             "Cells returned by the last global sync",
             global_sync_last_rows.clone(),
+        );
+        registry.register(
+            "global_clock_offset_seconds",
+            "This process's wall clock minus the global database's, as the sync last measured it (half the round trip allowed for)",
+            global_clock_offset.clone(),
         );
         registry.register(
             "global_duration_seconds",
@@ -566,6 +573,7 @@ impl Metrics {
             global_sync_errors,
             global_sync_cells_created,
             global_sync_last_rows,
+            global_clock_offset,
             global_duration,
             runtime_stall,
         }
@@ -896,6 +904,10 @@ impl Recorder for Metrics {
 
     fn global_sync_failed(&self) {
         self.global_sync_errors.inc();
+    }
+
+    fn global_clock_offset(&self, seconds: f64) {
+        self.global_clock_offset.set(seconds);
     }
 
     fn global_cleanup(&self, took: std::time::Duration) {

@@ -89,6 +89,11 @@ pub trait Recorder: Send + Sync + 'static {
     fn global_sync_failed(&self);
     /// One cleanup of expired global rows ended.
     fn global_cleanup(&self, took: Duration);
+    /// This process's wall clock minus the database's, in seconds, as the sync last measured
+    /// it. Default: ignored.
+    fn global_clock_offset(&self, seconds: f64) {
+        let _ = seconds;
+    }
 }
 
 /// Records nothing: for tests and embedders without metrics.

@@ -239,6 +239,19 @@ impl Dialect {
         )
     }
 
+    /// The database's clock in microseconds since the Unix epoch, as one BIGINT. SQLite
+    /// runs in this process and reads its clock (to the millisecond).
+    pub(crate) fn clock_us(self) -> Statement {
+        let sql = match self.0 {
+            DbBackend::MySql => "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+            DbBackend::Postgres => {
+                "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)"
+            }
+            _ => "SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+        };
+        Statement::from_string(self.0, sql)
+    }
+
     /// One bounded `DELETE` of expired rows.
     pub(crate) fn delete_expired(self, now_ms: u64, batch: u64) -> Statement {
         let q = |c: &str| self.quote(c);

@@ -249,6 +249,14 @@ impl SqlStore {
         self.run(|| self.db.query_one_raw(stmt.clone())).await
     }
 
+    async fn clock_now(&self) -> Result<Option<u64>, StoreError> {
+        let Some(row) = self.query_one(self.dialect().clock_us()).await? else {
+            return Ok(None);
+        };
+        let us: i64 = row.try_get_by_index(0).map_err(db_error)?;
+        Ok(u64::try_from(us).ok())
+    }
+
     async fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
         check_region(region)?;
         self.synced(self.dialect().sync(region, now_ms)).await
@@ -353,6 +361,10 @@ impl GlobalStore for SqlStore {
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {
         Box::pin(self.cleanup_now(now_ms, batch))
+    }
+
+    fn clock_us(&self) -> StoreFuture<'_, Option<u64>> {
+        Box::pin(self.clock_now())
     }
 }
 

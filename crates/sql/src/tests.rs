@@ -854,6 +854,7 @@ macro_rules! store_tests {
             sql stored_columns_follow_the_design,
             sql cleanup_deletes_in_bounded_batches,
             sql chunks_stay_below_the_placeholder_limit,
+            sql the_database_clock_is_this_hosts,
         );
     };
     (@each $kind:ident $sql:ident: $($how:ident $name:ident),* $(,)?) => {
@@ -1105,6 +1106,30 @@ async fn cleanup_deletes_in_bounded_batches(kind: Kind) {
         .count(sql.connection())
         .await;
     assert!(matches!(left, Ok(1)), "{left:?}");
+    fixture.finish().await;
+}
+
+/// The database's clock as the clock offset gauge reads it: on this host, the process's own
+/// (SQLite) or the server's beside it, so within a second of this process's clock; in
+/// microseconds since the epoch, not seconds or milliseconds.
+async fn the_database_clock_is_this_hosts(kind: Kind) {
+    let fixture = Fixture::new(kind).await;
+    let before = std::time::SystemTime::now();
+    let clock = fixture.sql().clock_us().await;
+    let after = std::time::SystemTime::now();
+    let us = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
+    };
+    let Ok(Some(database_us)) = clock else {
+        panic!("{kind:?}: no clock read: {clock:?}");
+    };
+    assert!(
+        us(before).saturating_sub(1_000_000) <= database_us && database_us <= us(after) + 1_000_000,
+        "{kind:?}: database clock {database_us} µs, this process's {}..{} µs",
+        us(before),
+        us(after)
+    );
     fixture.finish().await;
 }
 

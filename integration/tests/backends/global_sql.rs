@@ -6,7 +6,8 @@
 //!   [0.95, 1.15] × the limit per window), where alone they would admit three;
 //! - a database outage (a TCP proxy cut) causes no gRPC error, and after it the table holds
 //!   exactly what the region accepted;
-//! - SIGTERM writes a final flush.
+//! - SIGTERM writes a final flush;
+//! - each process measures its clock against the database's (`rls_global_clock_offset_seconds`).
 //!
 //! Each test creates its own database (MariaDB on 127.0.0.1:3306 as root, PostgreSQL on
 //! 127.0.0.1:5432 as postgres, or a temporary SQLite file) and drops it at the end; the
@@ -166,6 +167,32 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     );
     for (name, s) in [("a", &a), ("b", &b), ("c", &c)] {
         println!("{backend:?} region {name}: {}", global_summary(s));
+    }
+
+    // Every process measures its clock against the database's, and on one host they agree.
+    let offset = clock_offset(&b).await;
+    println!("{backend:?}: region b's clock offset {offset:+.6} s");
+    assert!(
+        offset.abs() < 0.25,
+        "{backend:?}: clock offset {offset} s on one host"
+    );
+}
+
+/// `rls_global_clock_offset_seconds` once the sync has measured it (a measurement is never
+/// exactly 0: half the round trip is in it); panics after 10 s.
+async fn clock_offset(service: &Service) -> f64 {
+    let started = Instant::now();
+    loop {
+        let offset = count(&service.metrics(), "rls_global_clock_offset_seconds", &[]);
+        if offset != 0.0 {
+            return offset;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no clock offset measured within 10 s\n{}",
+            service.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use super::cadence::Cadence;
+use super::clock::{CLOCK_CHECK_INTERVAL, clock_offset_seconds};
 use super::overload::{Overload, speedup};
 use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
 use crate::local::Engine;
@@ -120,6 +121,8 @@ pub struct GlobalCounters {
     own_read: std::sync::atomic::AtomicBool,
     /// Denials per admission on shared cells of late: how much faster to flush and sync.
     overload: Overload,
+    /// When the sync last measured the clock offset (see [`CLOCK_CHECK_INTERVAL`]).
+    clock_checked: std::sync::Mutex<Option<Instant>>,
 }
 
 impl GlobalCounters {
@@ -146,6 +149,7 @@ impl GlobalCounters {
             schema_ready: std::sync::atomic::AtomicBool::new(!settings.migrate),
             own_read: std::sync::atomic::AtomicBool::new(false),
             overload: Overload::default(),
+            clock_checked: std::sync::Mutex::new(None),
             settings,
             metrics,
         }
@@ -322,7 +326,34 @@ impl GlobalCounters {
             .await;
         self.metrics
             .global_sync(read as u64, created, started.elapsed());
+        self.check_clock().await;
         Some(read)
+    }
+
+    /// Measures this process's clock against the database's, at most once per
+    /// [`CLOCK_CHECK_INTERVAL`], for the clock offset gauge. A failed measurement only leaves
+    /// the gauge where it was: the sync it follows succeeded.
+    async fn check_clock(&self) {
+        {
+            let mut checked = self
+                .clock_checked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if checked.is_some_and(|at| at.elapsed() < CLOCK_CHECK_INTERVAL) {
+                return;
+            }
+            *checked = Some(Instant::now());
+        }
+        let sent_ms = self.engine.now_ms();
+        let sent = Instant::now();
+        match self.within(self.store.clock_us()).await {
+            Ok(Some(database_us)) => {
+                let offset = clock_offset_seconds(sent_ms, sent.elapsed(), database_us);
+                self.metrics.global_clock_offset(offset);
+            }
+            Ok(None) => {}
+            Err(error) => tracing::debug!(%error, "reading the database's clock failed"),
+        }
     }
 
     /// The flush and sync intervals to use now: divided by the overload of this process's

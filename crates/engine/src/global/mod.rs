@@ -1,13 +1,15 @@
 //! The global layer: per-region G-Counters in a SQL table, converging the regions.
 //!
 //! `store` keeps the components (sea-orm, or in memory for tests); `counters` runs flush and
-//! sync beside the engine; `cadence` times them. Nothing here is on the request path.
+//! sync beside the engine; `cadence` times them; `clock` measures this process's clock against the database's. Nothing here is on the request path.
 
 mod cadence;
+mod clock;
 mod counters;
 mod overload;
 mod store;
 
+pub use clock::{CLOCK_CHECK_INTERVAL, clock_offset_seconds};
 pub use counters::{
     DEFAULT_CONTENDED_OVERLOAD, DEFAULT_CONTENDED_SPEEDUP, DEFAULT_PUBLISH_FLOOR, Flushed,
     GlobalCounters, GlobalSettings,

@@ -176,6 +176,13 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// number of rows deleted.
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64>;
 
+    /// The database's clock, in microseconds since the Unix epoch: what the clock offset gauge
+    /// compares this process's clock with. `None` for a store with no clock of its own (the
+    /// memory store, which shares the process's).
+    fn clock_us(&self) -> StoreFuture<'_, Option<u64>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Create or upgrade the schema (`--migrate`). Safe to run again. A store without one
     /// has nothing to do.
     fn migrate_schema(&self) -> StoreFuture<'_, ()> {
