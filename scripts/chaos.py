@@ -824,12 +824,17 @@ def main():
     p.add_argument("--publish-floor", type=float, default=0.02)
     p.add_argument("--max-memory-mib", type=int, default=256)
     p.add_argument("--max-fds", type=int, default=256)
-    p.add_argument("--settle-s", type=float, default=4.0)
+    p.add_argument("--settle-s", type=float,
+                   help="how long the run settles after the load stops (default: two windows and "
+                        "a second: the last window's cells are closed, their final totals read "
+                        "back from Redis and published, when they expire one window after it)")
     p.add_argument("--mysql", default="127.0.0.1:3306")
     p.add_argument("--bin-dir", default=os.path.join(ROOT, "target/debug"))
     p.add_argument("--json", help="write the rows and the checks here")
     p.add_argument("--keep", action="store_true", help="keep the database")
     args = p.parse_args()
+    if args.settle_s is None:
+        args.settle_s = 2 * args.window_s + 1.0
     args.binary = os.path.join(args.bin_dir, "gcounter-rls")
     args.loadtest = os.path.join(args.bin_dir, "gcounter-loadtest")
     missing = [t for t in (args.binary, args.loadtest) if not os.access(t, os.X_OK)]
