@@ -112,11 +112,18 @@ impl<'e> Publication<'e> {
     /// and this region's own row as a lower bound of `regional` (it never makes the cell
     /// fresh: only the regional origin does). Creates the cell when missing; returns whether
     /// it did.
+    ///
+    /// Blocks the thread while a decision seeds the cell from the origin: on the runtime,
+    /// [`merge_synced_all`](Self::merge_synced_all) waits for it instead.
     pub fn merge_synced(&self, key: &CellKey, foreign: PnCount, own: PnCount) -> bool {
         let (cell, created) = self.table.get_or_insert_empty(key);
+        self.merge_into(&cell, foreign, own);
+        created
+    }
+
+    fn merge_into(&self, cell: &SharedCell, foreign: PnCount, own: PnCount) {
         cell.merge_global(foreign, self.table.changes());
         cell.merge_regional(own, self.table.changes());
-        created
     }
 
     /// [`merge_synced`](Self::merge_synced) for every cell one sync read, yielding to the
@@ -130,7 +137,7 @@ impl<'e> Publication<'e> {
     /// milliseconds. The emptied buffer (104 MB at a million cells) is freed on
     /// the blocking pool ([`crate::aside`]): giving its pages back to the kernel in the last
     /// slice was that slice's 7 to 16 ms of CPU (`munmap`, by profile).
-    pub async fn merge_synced_all<S: Send + 'static>(
+    pub async fn merge_synced_all<S: Send + Sync + 'static>(
         &self,
         cells: Vec<S>,
         counts: for<'s> fn(&'s S) -> (&'s CellKey, PnCount, PnCount),
@@ -143,11 +150,125 @@ impl<'e> Publication<'e> {
                 tokio::task::yield_now().await;
             }
             let (key, foreign, own) = counts(&cell);
-            if self.merge_synced(key, foreign, own) {
+            // Awaited, not blocking: a decision seeding this cell from the origin holds its
+            // placeholder, and a worker blocked here could be the one its task needs (a
+            // restarted process's first sync, under load, hung its runtime that way).
+            let (merged, new) = self.table.get_or_insert_empty_async(key).await;
+            self.merge_into(&merged, foreign, own);
+            if new {
                 created += 1;
             }
         }
         crate::aside::drop_aside(cells, bytes);
         created
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::cell_key::CounterKeyRef;
+    use crate::local::{EngineSettings, Hit, ManualClock};
+    use crate::recorder::NoRecorder;
+    use crate::regional::{CellRead, InProcessOrigin, OriginFuture, RegionalOrigin};
+
+    /// An origin whose reads wait for a permit: a decision seeding a cold cell holds the
+    /// cell's placeholder until one is given.
+    struct Gated {
+        inner: InProcessOrigin,
+        reads: Arc<Semaphore>,
+    }
+
+    impl RegionalOrigin for Gated {
+        fn name(&self) -> &'static str {
+            "gated"
+        }
+
+        fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+            Box::pin(async move {
+                let _permit = self.reads.acquire().await;
+                self.inner.read(key).await
+            })
+        }
+
+        fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
+            self.inner.replay(batch)
+        }
+    }
+
+    /// A sync merging a cell that a decision is seeding from the origin: the merge waits for
+    /// the seed without blocking the thread. It used to block it in the table's placeholder
+    /// wait, and on a runtime whose workers were all blocked so the decision's task never ran
+    /// again (a restarted process's first sync under load hung it for good).
+    #[test]
+    fn a_sync_waits_for_a_cell_a_decision_is_seeding_without_blocking_the_thread() {
+        let (done, finished) = std::sync::mpsc::channel();
+        // A thread of its own: blocked, it cannot fail the test by a timeout of the runtime.
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build();
+            let Ok(runtime) = runtime else {
+                return;
+            };
+            let merged = runtime.block_on(async {
+                let reads = Arc::new(Semaphore::new(0));
+                let origin = Gated {
+                    inner: InProcessOrigin::new(100),
+                    reads: Arc::clone(&reads),
+                };
+                let engine = Arc::new(Engine::new(
+                    EngineSettings::default(),
+                    Arc::new(origin),
+                    Arc::new(ManualClock::new(3_600_000 * 100 + 1_000)),
+                    Arc::new(NoRecorder),
+                ));
+                let deciding = Arc::clone(&engine);
+                let decision = tokio::spawn(async move {
+                    let (workspace, namespace): (Arc<str>, Arc<str>) =
+                        ("d".into(), "4:user/".into());
+                    let hit = Hit {
+                        counter: CounterKeyRef::new(&workspace, &namespace, "1:u", 3_600_000),
+                        limit: 100,
+                        cost: 1,
+                    };
+                    deciding.check(hit).await.allowed
+                });
+                // The decision now waits for its first origin read, placeholder held; the
+                // permits come once the merge below is waiting.
+                tokio::task::yield_now().await;
+                let open = Arc::clone(&reads);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    open.add_permits(10);
+                });
+                let synced = vec![(
+                    CellKey::new("d", "4:user/", "1:u", 3_600_000, 99),
+                    PnCount::hits(7),
+                )];
+                engine
+                    .publication()
+                    .merge_synced_all(synced, |(key, foreign)| (key, *foreign, PnCount::default()))
+                    .await;
+                let allowed = decision.await.unwrap_or(false);
+                let previous = engine
+                    .publication()
+                    .table
+                    .get(&CellKey::new("d", "4:user/", "1:u", 3_600_000, 99).borrowed());
+                (allowed, previous.map(|cell| cell.global()))
+            });
+            let _ = done.send(merged);
+        });
+        let merged = finished.recv_timeout(Duration::from_secs(10));
+        assert_eq!(
+            merged,
+            Ok((true, Some(7))),
+            "the merge and the decision both finish, the merge on the seeded cell"
+        );
     }
 }

@@ -242,8 +242,27 @@ impl CellTable {
         }
     }
 
+    /// [`CellTable::get_or_insert_empty`] for a task on the runtime: while a decision seeds
+    /// the cell from the origin (it holds the cell's placeholder across that read), this
+    /// waits for it without blocking the thread.
+    pub async fn get_or_insert_empty_async(&self, key: &CellKey) -> (SharedCell, bool) {
+        match self.cells.get_value_or_guard_async(key).await {
+            Ok(cell) => (cell, false),
+            Err(guard) => {
+                let cell = SharedCell::new(WindowCell::default());
+                self.fill(guard, key, SharedCell::clone(&cell));
+                (cell, true)
+            }
+        }
+    }
+
     /// The cell of `key`, created empty when missing (the global sync imports counts for
     /// cells this process has not used yet). Returns whether it was created.
+    ///
+    /// Blocks the thread while another caller holds the cell's placeholder: a decision
+    /// seeding the cell holds it across an origin read, so a task on the runtime must use
+    /// [`CellTable::get_or_insert_empty_async`] (blocked here, a worker could be the one
+    /// the decision's task waits to run on).
     pub fn get_or_insert_empty(&self, key: &CellKey) -> (SharedCell, bool) {
         match self.cells.get_value_or_guard(key, None) {
             GuardResult::Value(cell) => (cell, false),
