@@ -10,13 +10,19 @@ the same regions, loads, limit, window and intervals.
     cargo build --release -p gcounter-rls -p gcounter-loadtest -p gcounter-sim
     python3 scripts/accuracy_regions.py                       # even-5x5 and concentrated
     python3 scripts/accuracy_regions.py --scenario even --regions 3 --windows 3
+    python3 scripts/accuracy_regions.py --scenario onset --regions 10 --load 20 --windows 1 \
+        --serve-arg=--global-onset-fraction=0.02 --sim-arg=--onset-fraction=0.02
 
 Scenarios (as the simulator's):
   even          --load × the limit spread evenly over --regions regions (default 5 × over 5)
   concentrated  one region at 2× the limit, two at 0.1× (3 regions)
+  onset         as even, and the first window's length of load (which starts in every
+                region at once) is measured too: the onset
 
 Admitted ÷ limit is the OK answers of the measured windows ÷ (limit × windows); one window
-is sent first and not counted (the simulator leaves out its first window too). Needs MariaDB
+is sent first and not counted (the simulator leaves out its first window too). The onset is
+the OK answers of that first window's length ÷ limit, against the simulator's first window
+(`onset_window`). Needs MariaDB
 (root, no password) at --mysql and the `mysql` client; it creates and drops its own database.
 """
 
@@ -65,9 +71,9 @@ def wait_ready(http_port, proc, deadline_s=30):
 
 def loads(args):
     """(region index, load as a multiple of the limit) per region, and the sim's name."""
-    if args.scenario == "even":
+    if args.scenario in ("even", "onset"):
         share = args.load / args.regions
-        name = f"even-{args.regions}x{args.load:g}"
+        name = f"{args.scenario}-{args.regions}x{args.load:g}"
         return [share] * args.regions, name
     return [2.0, 0.1, 0.1], "concentrated"
 
@@ -119,6 +125,7 @@ def simulate(args, name):
         "--write-latency-ms", str(args.db_lag_ms),
         "--read-latency-ms", str(args.db_lag_ms),
         "--minutes", str(max(10, (args.windows + 1) * args.window_s // 60 + 1)),
+        *args.sim_arg,
     ]
     for seed in (1, 2, 3):
         done = subprocess.run(cmd + ["--seed", str(seed)], capture_output=True, text=True, check=True)
@@ -172,11 +179,13 @@ def run(args):
             ports.append((grpc, http))
         for proc, (_, http) in zip(procs, ports):
             wait_ready(http, proc)
-        # One window not counted (no previous window to slide over), then the measured ones.
-        drive(args, ports, rates, window_s)
+        # One window not counted by the per-window figure (no previous window to slide
+        # over): the onset, which starts in every region at once. Then the measured ones.
+        onset_reports = drive(args, ports, rates, window_s)
+        onset = sum(r["ok"] for r in onset_reports if r) / args.limit
         reports = drive(args, ports, rates, window_s * args.windows)
         ok = sum(r["ok"] for r in reports if r)
-        errors = sum(r["errors"] for r in reports if r)
+        errors = sum(r["errors"] for r in reports + onset_reports if r)
         real = ok / (args.limit * args.windows)
     finally:
         for proc in procs:
@@ -191,6 +200,15 @@ def run(args):
     sims = list(simulate(args, name))
     medians = [s["per_window"]["median"] for s in sims]
     sim = sum(medians) / len(medians)
+    onsets = [s["onset_window"] for s in sims]
+    extra = {}
+    if args.scenario == "onset":
+        extra = {
+            "real_onset_x_limit": round(onset, 3),
+            "sim_onset_window_seeds_1_3": onsets,
+            "sim_onset_sliding_seeds_1_3": [s["onset_sliding"] for s in sims],
+            "onset_difference": round(onset - sum(onsets) / len(onsets), 3),
+        }
     return {
         "scenario": name,
         "regions": len(rates),
@@ -207,12 +225,13 @@ def run(args):
         "difference": round(real - sim, 3),
         "grpc_errors": errors,
         "logs": workdir,
+        **extra,
     }
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", choices=["even", "concentrated", "both"], default="both")
+    p.add_argument("--scenario", choices=["even", "concentrated", "onset", "both"], default="both")
     p.add_argument("--regions", type=int, default=5, help="regions of the even scenario")
     p.add_argument("--load", type=float, default=5.0, help="offered load of the even scenario, × the limit")
     p.add_argument("--limit", type=int, default=600)
@@ -225,6 +244,7 @@ def main():
     p.add_argument("--loadtest", default=os.path.join(ROOT, "target/release/gcounter-loadtest"))
     p.add_argument("--sim", default=os.path.join(ROOT, "target/release/gcounter-sim"))
     p.add_argument("--serve-arg", action="append", default=[], help="one more argument for every `serve`")
+    p.add_argument("--sim-arg", action="append", default=[], help="one more argument for `gcounter-sim` (the serve arguments' counterpart)")
     p.add_argument("--keep", action="store_true", help="keep the database")
     args = p.parse_args()
     args.window_s = {"second": 1, "minute": 60, "hour": 3600}[args.unit]
@@ -243,6 +263,14 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['scenario']} | {r['regions']} | {r['offered_x_limit']} | {r['windows']} | {r['real_admitted_x_limit']:.2f} | {r['sim_median_x_limit']:.2f} | {r['difference']:+.2f} |")
+    onsets = [r for r in results if "real_onset_x_limit" in r]
+    if onsets:
+        print()
+        print("| scenario | real onset ÷ limit | simulated onset window (seeds 1–3) | difference |")
+        print("|---|---|---|---|")
+        for r in onsets:
+            sim = ", ".join(f"{x:.2f}" for x in r["sim_onset_window_seeds_1_3"])
+            print(f"| {r['scenario']} | {r['real_onset_x_limit']:.2f} | {sim} | {r['onset_difference']:+.2f} |")
     if any(r["grpc_errors"] for r in results):
         sys.exit("gRPC errors during the run")
 

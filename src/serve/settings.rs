@@ -299,6 +299,12 @@ impl ServeSettings {
                 args.global.publish_floor
             );
         }
+        if !(0.0..=1.0).contains(&args.global.global_onset_fraction) {
+            anyhow::bail!(
+                "--global-onset-fraction must be between 0 and 1, got {}",
+                args.global.global_onset_fraction
+            );
+        }
         if !(0.0..=1_000.0).contains(&args.global.global_contended_overload) {
             anyhow::bail!(
                 "--global-contended-overload must be between 0 and 1000, got {}",
@@ -433,6 +439,9 @@ impl ServeSettings {
                     publish_floor: args.global.publish_floor,
                     contended_speedup: args.global.global_contended_speedup,
                     contended_overload: args.global.global_contended_overload,
+                    onset_fraction: args.global.global_onset_fraction,
+                    onset_min_hits: args.global.global_onset_min_hits,
+                    onset_interval: args.global.global_onset_interval,
                     timeout: args.global.global_timeout,
                     cleanup_interval: args.global.global_cleanup_interval,
                     ..GlobalSettings::default()

@@ -45,6 +45,16 @@ struct Args {
     /// Speed up from this many denials per admission on shared cells (0: on any denial).
     #[arg(long)]
     contended_overload: Option<f64>,
+    /// The fraction of a limit whose growth within a second of a flush makes a cell's onset
+    /// (0: no onset cadence).
+    #[arg(long)]
+    onset_fraction: Option<f64>,
+    /// The fewest hits that make an onset.
+    #[arg(long)]
+    onset_min_hits: Option<u64>,
+    /// The fast cadence of cells at their onset.
+    #[arg(long)]
+    onset_interval_ms: Option<u64>,
     #[arg(long)]
     write_latency_ms: Option<u64>,
     #[arg(long)]
@@ -99,6 +109,8 @@ fn main() -> std::process::ExitCode {
             (args.sync_ms, &mut fleet.sync_ms),
             (args.write_latency_ms, &mut fleet.write_latency_ms),
             (args.read_latency_ms, &mut fleet.read_latency_ms),
+            (args.onset_min_hits, &mut fleet.onset_min_hits),
+            (args.onset_interval_ms, &mut fleet.onset_interval_ms),
         ] {
             *value = flag.unwrap_or(*value);
         }
@@ -106,6 +118,7 @@ fn main() -> std::process::ExitCode {
             (args.floor, &mut fleet.publish_floor),
             (args.jitter, &mut fleet.jitter),
             (args.contended_overload, &mut fleet.contended_overload),
+            (args.onset_fraction, &mut fleet.onset_fraction),
         ] {
             *value = flag.unwrap_or(*value);
         }

@@ -2,11 +2,11 @@
 
 use crate::sim::Report;
 
-pub const MARKDOWN_HEADER: &str = "| scenario | regions / processes | floor | flush / sync | per window min / median / max | worst sliding | denied | false denials | upserts/s | rows written/s | syncs/s | rows read/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+pub const MARKDOWN_HEADER: &str = "| scenario | regions / processes | floor | flush / sync | per window min / median / max | worst sliding | onset window / sliding | denied | false denials | upserts/s | rows written/s | syncs/s | rows read/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 pub fn markdown_row(r: &Report) -> String {
     format!(
-        "| {} | {} / {} | {} | {} / {} s{} | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} % | {} | {:.1} | {:.0} | {:.1} | {:.0} |",
+        "| {} | {} / {} | {} | {} / {} s{} | {:.2} / {:.2} / {:.2} | {:.2} | {:.2} / {:.2} | {:.1} % | {} | {:.1} | {:.0} | {:.1} | {:.0} |",
         r.scenario,
         r.regions,
         r.processes,
@@ -25,6 +25,8 @@ pub fn markdown_row(r: &Report) -> String {
         r.per_window.median,
         r.per_window.max,
         r.worst_sliding,
+        r.onset_window,
+        r.onset_sliding,
         r.denied_fraction * 100.0,
         r.false_denials,
         r.upserts_per_s,

@@ -18,6 +18,12 @@ pub struct Fleet {
     /// From this many denials per admission on shared cells (`GlobalSettings::
     /// contended_overload`).
     pub contended_overload: f64,
+    /// A cell whose unpublished count grows by this fraction of its limit (and
+    /// `onset_min_hits`) within a second of a flush is published and synced every
+    /// `onset_interval_ms` (`GlobalSettings::onset_fraction`; 0: never).
+    pub onset_fraction: f64,
+    pub onset_min_hits: u64,
+    pub onset_interval_ms: u64,
     pub write_latency_ms: u64,
     pub read_latency_ms: u64,
     /// The engine's replay to the regional origin.
@@ -37,6 +43,9 @@ impl Default for Fleet {
             publish_floor: gcounter_engine::global::DEFAULT_PUBLISH_FLOOR,
             contended_speedup: gcounter_engine::global::DEFAULT_CONTENDED_SPEEDUP,
             contended_overload: gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD,
+            onset_fraction: gcounter_engine::global::DEFAULT_ONSET_FRACTION,
+            onset_min_hits: gcounter_engine::global::DEFAULT_ONSET_MIN_HITS,
+            onset_interval_ms: gcounter_engine::global::DEFAULT_ONSET_INTERVAL.as_millis() as u64,
             write_latency_ms: 50,
             read_latency_ms: 50,
             replay_ms: 100,
@@ -143,6 +152,17 @@ fn even(name: &str, regions: usize, total: f64) -> Scenario {
     )
 }
 
+/// `total` × the limit spread evenly over `regions` regions, starting everywhere at once
+/// when the run starts: the same traffic as [`even`], named for its onset window (the
+/// report's `onset_sliding`), which `even`'s figures leave out.
+fn onset(name: &str, regions: usize, total: f64) -> Scenario {
+    let mut scenario = even(name, regions, total);
+    scenario.about = format!(
+        "one key, {total}× its limit spread evenly over {regions} regions, starting in every region at once"
+    );
+    scenario
+}
+
 /// The design's load model: 33 processes in 10 regions, ~24,000 active windows (limit 100 per
 /// minute), ~5 % of them used from 2–3 regions, a few percent of requests denied; flush and
 /// sync every 10 s (the service's default).
@@ -221,6 +241,10 @@ pub const NAMES: &[&str] = &[
     "even-10x2",
     "even-10x5",
     "even-10x10",
+    "onset-10x2",
+    "onset-10x5",
+    "onset-10x10",
+    "onset-10x20",
     "three-x2",
     "three-x5",
     "concentrated",
@@ -296,14 +320,20 @@ pub fn named(name: &str, seed: u64) -> Option<Scenario> {
             s
         }
         "rfc" => rfc(seed),
-        // `even-<regions>x<load>`, e.g. `even-5x5`: what scripts/accuracy_regions.py runs.
+        // `even-<regions>x<load>`, e.g. `even-5x5`, and `onset-<regions>x<load>`: what
+        // scripts/accuracy_regions.py runs.
         other => {
-            let (regions, load) = other.strip_prefix("even-")?.split_once('x')?;
+            let (build, spec): (fn(&str, usize, f64) -> Scenario, _) =
+                match other.strip_prefix("even-") {
+                    Some(spec) => (even, spec),
+                    None => (onset, other.strip_prefix("onset-")?),
+                };
+            let (regions, load) = spec.split_once('x')?;
             let (regions, load) = (regions.parse().ok()?, load.parse().ok()?);
             if !((1..=1_000).contains(&regions) && load > 0.0 && load <= 1_000.0) {
                 return None;
             }
-            even(name, regions, load)
+            build(name, regions, load)
         }
     })
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::error::SimError;
 use crate::oracle::{FalseDenial, NeverBelow};
 use crate::scenario::{Pick, Scenario, Shape};
-use crate::sliding::most_in_any_window;
+use crate::sliding::{most_in_a_window_starting_before, most_in_any_window};
 use crate::store::{LaggedStore, Load};
 use crate::tick::Tick;
 
@@ -43,6 +43,8 @@ enum Event {
     /// Look for contention at the fast interval (only with a contended speedup), as
     /// `GlobalCounters::run` does.
     Probe(usize),
+    /// The fast tick of cells at their onset (`GlobalCounters::onset_tick`).
+    Onset(usize),
     Cleanup,
 }
 
@@ -119,6 +121,12 @@ pub struct Report {
     pub per_window: Spread,
     /// The most admitted in any interval of one window's length, ÷ limit (same keys).
     pub worst_sliding: f64,
+    /// The run's first window (traffic starts with the run), admitted ÷ limit, over the keys
+    /// offered more than the limit in it: the onset, which `per_window` leaves out.
+    pub onset_window: f64,
+    /// The most admitted in an interval of one window's length that starts in the first
+    /// window (so holds some of the onset), ÷ limit (same keys as `onset_window`).
+    pub onset_sliding: f64,
     pub requests: u64,
     pub denied_fraction: f64,
     /// Requests denied although the fleet's true counts (every region's admits, no lag)
@@ -219,6 +227,9 @@ async fn simulate(
         publish_floor: fleet.publish_floor,
         contended_speedup: fleet.contended_speedup,
         contended_overload: fleet.contended_overload,
+        onset_fraction: fleet.onset_fraction,
+        onset_min_hits: fleet.onset_min_hits,
+        onset_interval: Duration::from_millis(fleet.onset_interval_ms),
         ..GlobalSettings::default()
     };
     let max_cells = 200_000;
@@ -275,6 +286,7 @@ async fn simulate(
     let end = T0_MS + scenario.run_ms;
     let speedup = u64::from(fleet.contended_speedup.max(1));
     let probe_ms = (fleet.flush_ms.min(fleet.sync_ms) / speedup).max(1);
+    let onset_ms = fleet.onset_interval_ms.max(1);
     let mut events = BinaryHeap::new();
     let mut order = 0u64;
     let mut push = |events: &mut BinaryHeap<Reverse<(u64, u64, Event)>>, at: u64, event: Event| {
@@ -302,6 +314,9 @@ async fn simulate(
         }
         if speedup > 1 {
             push(&mut events, T0_MS + probe_ms, Event::Probe(p));
+        }
+        if process.counters.onset_enabled() {
+            push(&mut events, T0_MS + onset_ms, Event::Onset(p));
         }
         push(
             &mut events,
@@ -420,6 +435,12 @@ async fn simulate(
                     push(&mut events, at + probe_ms, Event::Probe(p));
                 }
             }
+            Event::Onset(p) => {
+                if let Some(process) = processes.get(p) {
+                    process.counters.onset_tick().await;
+                    push(&mut events, at + onset_ms, Event::Onset(p));
+                }
+            }
             Event::Reap(p) => {
                 if let Some(process) = processes.get(p) {
                     process.engine.reap().await;
@@ -438,7 +459,16 @@ async fn simulate(
     let last = end / window; // exclusive: the window `end` falls in is partial or empty
     let mut ratios = Vec::new();
     let mut worst = 0.0f64;
+    let (mut onset_window, mut onset_sliding) = (0.0f64, 0.0f64);
+    let limit = scenario.limit as f64;
     for (key, times) in admits.iter().enumerate() {
+        if let Some(&(offered, admitted)) = cells.get(&(key, first - 1))
+            && offered > scenario.limit
+        {
+            onset_window = onset_window.max(admitted as f64 / limit);
+            let most = most_in_a_window_starting_before(times, window, first * window);
+            onset_sliding = onset_sliding.max(most as f64 / limit);
+        }
         let mut over = false;
         for sequence in first..last {
             if let Some(&(offered, admitted)) = cells.get(&(key, sequence))
@@ -484,6 +514,8 @@ async fn simulate(
             max: round(per_window.max),
         },
         worst_sliding: round(worst),
+        onset_window: round(onset_window),
+        onset_sliding: round(onset_sliding),
         requests,
         denied_fraction: round(denied as f64 / requests.max(1) as f64),
         false_denials: oracle.false_denials().len() as u64,

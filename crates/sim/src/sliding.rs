@@ -7,10 +7,19 @@
 /// The busiest interval can always be moved to start at an admission without losing one, so
 /// only intervals starting at an admission are counted: two pointers, linear time.
 pub fn most_in_any_window(times: &[u64], window_ms: u64) -> usize {
+    most_in_a_window_starting_before(times, window_ms, u64::MAX)
+}
+
+/// [`most_in_any_window`] over the intervals that start before `before`: with `before` the
+/// end of the window a surge began in, the worst interval that holds some of its onset.
+pub fn most_in_a_window_starting_before(times: &[u64], window_ms: u64, before: u64) -> usize {
     debug_assert!(times.is_sorted(), "admission instants come in time order");
     let mut most = 0;
     let mut tail = 0;
     for (head, &start) in times.iter().enumerate() {
+        if start >= before {
+            break;
+        }
         let end = start.saturating_add(window_ms);
         tail = tail.max(head);
         while times.get(tail).is_some_and(|&t| t < end) {

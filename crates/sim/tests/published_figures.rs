@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Bounds, Row, as_published, assert_row, check, first};
+use common::{Bounds, Row, as_published, assert_row, check, first, with_onset_cadence};
 
 const SEEDS_1_TO_3: &[u64] = &[1, 2, 3];
 const SEEDS_1_TO_6: &[u64] = &[1, 2, 3, 4, 5, 6];
@@ -235,6 +235,46 @@ fn bursts_at_window_boundaries_go_over_as_published() {
             rows_written_per_s: 1.0,
             syncs_per_s: 19.4,
             rows_read_per_s: 29.0,
+        },
+    );
+}
+
+/// A surge that starts in every region at once, with the onset cadence
+/// (`--onset-fraction 0.02`): the worst interval of one window holding some of the window it
+/// starts in, and the windows after it.
+fn assert_onset(name: &str, onset_at_most: f64, worst_at_most: f64, median_at_most: f64) {
+    check(
+        name,
+        SEEDS_1_TO_3,
+        with_onset_cadence,
+        Bounds {
+            onset_sliding_at_most: onset_at_most,
+            worst_at_most,
+            median_at_most,
+            window_min_at_least: 0.99,
+            ..Bounds::default()
+        },
+    );
+}
+
+#[test]
+fn a_surge_starting_in_ten_regions_at_once_stays_within_the_published_bound() {
+    assert_onset("onset-10x2", 1.13, 1.20, 1.07);
+    assert_onset("onset-10x5", 1.22, 1.33, 1.06);
+    assert_onset("onset-10x10", 1.08, 1.36, 1.07);
+    assert_onset("onset-10x20", 1.15, 1.45, 1.09);
+}
+
+#[test]
+fn without_the_onset_cadence_a_surge_goes_over_as_published() {
+    // The default: each region admits alone until the normal cadence carries its count.
+    check(
+        "onset-10x20",
+        SEEDS_1_TO_3,
+        as_published,
+        Bounds {
+            onset_sliding_at_most: 2.21,
+            ..Bounds::default()
         },
     );
 }

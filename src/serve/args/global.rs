@@ -47,6 +47,22 @@ pub struct GlobalArgs {
     /// up to --global-contended-speedup.
     #[arg(long, env = "RLS_GLOBAL_CONTENDED_OVERLOAD", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD)]
     pub global_contended_overload: f64,
+    /// A cell whose count grows by this fraction of its limit within a second is published and synced at --global-onset-interval [range: 0 to 1]
+    ///
+    /// And by at least --global-onset-min-hits. Bounds the window a surge starts in when it
+    /// starts in every region at once, before any region denies; costs syncs that read every
+    /// shared cell while such a cell is held. 0 (the default): never; 0.02 is the measured
+    /// setting (ACCURACY.md).
+    #[arg(long, env = "RLS_GLOBAL_ONSET_FRACTION", default_value_t = gcounter_engine::global::DEFAULT_ONSET_FRACTION)]
+    pub global_onset_fraction: f64,
+    /// The fewest hits within a second that make a cell's onset, whatever its limit [range: 1 to 1000000]
+    #[arg(long, env = "RLS_GLOBAL_ONSET_MIN_HITS", default_value_t = gcounter_engine::global::DEFAULT_ONSET_MIN_HITS, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub global_onset_min_hits: u64,
+    /// How often cells at their onset are published and synced [range: 10ms to 10s]
+    ///
+    /// While their count keeps growing so (two seconds after the last time it did).
+    #[arg(long, env = "RLS_GLOBAL_ONSET_INTERVAL", default_value = "100ms", value_parser = DurationRange::new(millis(10), millis(10_000)).parser())]
+    pub global_onset_interval: Duration,
     /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
     #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub global_timeout: Duration,

@@ -12,7 +12,7 @@ use super::cadence::Cadence;
 use super::clock::{CLOCK_CHECK_INTERVAL, clock_offset_seconds};
 use super::overload::{Overload, speedup};
 use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
-use crate::local::Engine;
+use crate::local::{Engine, Publishable};
 use crate::pn::PnCount;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;
@@ -47,6 +47,8 @@ pub const DEFAULT_CONTENDED_SPEEDUP: u32 = 4;
 /// most 2× over, so its statements stay those of the normal cadence.
 pub const DEFAULT_CONTENDED_OVERLOAD: f64 = 2.0;
 
+pub use onset::{DEFAULT_ONSET_FRACTION, DEFAULT_ONSET_INTERVAL, DEFAULT_ONSET_MIN_HITS};
+
 #[derive(Debug, Clone)]
 pub struct GlobalSettings {
     pub flush_interval: Duration,
@@ -69,6 +71,16 @@ pub struct GlobalSettings {
     /// its limit: 2.0 is about 3×). The speedup is the ratio rounded down, so below 2 (or
     /// with `contended_speedup` 1) the cadence never changes.
     pub contended_overload: f64,
+    /// A cell whose unpublished count reaches this fraction of its limit (and
+    /// `onset_min_hits`) within a second of a flush is a surge at its onset: it is published
+    /// and synced every `onset_interval` while it keeps growing so (0: never; see
+    /// `counters::onset`).
+    pub onset_fraction: f64,
+    /// The fewest unpublished hits that make an onset, whatever the limit: a low limit's
+    /// fraction is a handful of hits that a quiet key's chance bunching reaches.
+    pub onset_min_hits: u64,
+    /// The fast cadence of the cells at their onset.
+    pub onset_interval: Duration,
     /// Bound on one flush or sync, so a sick database cannot hold the next tick.
     pub timeout: Duration,
     /// Periodic cleanup of expired rows; `None` leaves it to `gcounter-rls cleanup`.
@@ -90,6 +102,9 @@ impl Default for GlobalSettings {
             publish_floor: DEFAULT_PUBLISH_FLOOR,
             contended_speedup: DEFAULT_CONTENDED_SPEEDUP,
             contended_overload: DEFAULT_CONTENDED_OVERLOAD,
+            onset_fraction: DEFAULT_ONSET_FRACTION,
+            onset_min_hits: DEFAULT_ONSET_MIN_HITS,
+            onset_interval: DEFAULT_ONSET_INTERVAL,
             timeout: Duration::from_secs(5),
             cleanup_interval: None,
             cleanup_batch: 1_000,
@@ -123,6 +138,8 @@ pub struct GlobalCounters {
     overload: Overload,
     /// When the sync last measured the clock offset (see [`CLOCK_CHECK_INTERVAL`]).
     clock_checked: std::sync::Mutex<Option<Instant>>,
+    /// Cells at their onset (see `onset`) and when each last grew so.
+    hot: onset::HotCells,
 }
 
 impl GlobalCounters {
@@ -140,6 +157,7 @@ impl GlobalCounters {
         engine
             .publication()
             .hold_unpublished(settings.publish_floor, settings.flush_interval * 2);
+        onset::watch(&engine, &settings);
         Self {
             store,
             engine,
@@ -150,6 +168,7 @@ impl GlobalCounters {
             own_read: std::sync::atomic::AtomicBool::new(false),
             overload: Overload::default(),
             clock_checked: std::sync::Mutex::new(None),
+            hot: onset::HotCells::default(),
             settings,
             metrics,
         }
@@ -213,6 +232,10 @@ impl GlobalCounters {
     async fn flush_rows(&self) -> Flushed {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.settings.timeout;
+        // The onset watch counts the growth of the span after a flush (see `onset`).
+        self.engine
+            .onset()
+            .open_until(self.engine.now_ms().saturating_add(onset::SPAN_MS));
         let mut walk = self
             .engine
             .publication()
@@ -225,45 +248,12 @@ impl GlobalCounters {
                 break;
             }
             offered += rows.len();
-            let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
-            let now_ms = self.engine.now_ms();
-            let publish = self.store.publish(&self.region, &input, now_ms);
-            let report = match tokio::time::timeout_at(deadline, publish).await {
-                Ok(Ok(report)) => report,
-                Ok(Err(error)) => {
-                    self.flush_failed(&error);
-                    flushed.failed += rows.len();
-                    failed_chunks += 1;
-                    break;
-                }
-                Err(_) => {
-                    self.flush_failed(&StoreError::Timeout(self.settings.timeout));
-                    flushed.failed += rows.len();
-                    failed_chunks += 1;
-                    break;
-                }
-            };
-            for (row, outcome) in rows.iter().zip(&report.outcomes) {
-                match outcome {
-                    RowOutcome::Published => {
-                        row.mark_published();
-                        flushed.published += 1;
-                    }
-                    // The table can never hold it: stop offering it (counted once per change).
-                    RowOutcome::Skipped => {
-                        row.mark_published();
-                        flushed.skipped += 1;
-                    }
-                    RowOutcome::Failed => flushed.failed += 1,
-                }
-            }
-            if let Some(error) = report.errors().next()
-                && let Some(suppressed) = self.flush_warnings.allow()
+            if !self
+                .publish_chunk(&rows, deadline, &mut flushed, &mut failed_chunks)
+                .await
             {
-                let chunks = report.errors().count();
-                tracing::warn!(%error, chunks, store = self.store.name(), suppressed, "global flush chunks failed; their rows stay pending");
+                break;
             }
-            failed_chunks += report.errors().count() as u64;
         }
         if offered == 0 {
             return flushed;
@@ -275,6 +265,58 @@ impl GlobalCounters {
             took: started.elapsed(),
         });
         flushed
+    }
+
+    /// Publish one chunk of rows and mark those that committed; counts the outcome into
+    /// `flushed`. Returns whether the flush may go on (false: the call failed or ran out of
+    /// the flush's time, and every row of the chunk stays pending).
+    async fn publish_chunk(
+        &self,
+        rows: &[Publishable],
+        deadline: tokio::time::Instant,
+        flushed: &mut Flushed,
+        failed_chunks: &mut u64,
+    ) -> bool {
+        let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
+        let now_ms = self.engine.now_ms();
+        let publish = self.store.publish(&self.region, &input, now_ms);
+        let report = match tokio::time::timeout_at(deadline, publish).await {
+            Ok(Ok(report)) => report,
+            Ok(Err(error)) => {
+                self.flush_failed(&error);
+                flushed.failed += rows.len();
+                *failed_chunks += 1;
+                return false;
+            }
+            Err(_) => {
+                self.flush_failed(&StoreError::Timeout(self.settings.timeout));
+                flushed.failed += rows.len();
+                *failed_chunks += 1;
+                return false;
+            }
+        };
+        for (row, outcome) in rows.iter().zip(&report.outcomes) {
+            match outcome {
+                RowOutcome::Published => {
+                    row.mark_published();
+                    flushed.published += 1;
+                }
+                // The table can never hold it: stop offering it (counted once per change).
+                RowOutcome::Skipped => {
+                    row.mark_published();
+                    flushed.skipped += 1;
+                }
+                RowOutcome::Failed => flushed.failed += 1,
+            }
+        }
+        if let Some(error) = report.errors().next()
+            && let Some(suppressed) = self.flush_warnings.allow()
+        {
+            let chunks = report.errors().count();
+            tracing::warn!(%error, chunks, store = self.store.name(), suppressed, "global flush chunks failed; their rows stay pending");
+        }
+        *failed_chunks += report.errors().count() as u64;
+        true
     }
 
     /// A publish call that failed as a whole (or ran out of the flush's time): warned once
@@ -457,6 +499,8 @@ impl GlobalCounters {
             .min(self.settings.sync_interval)
             / speedup;
         let mut next_probe = tokio::time::Instant::now() + probe_every;
+        let onset_every = self.settings.onset_interval.max(Duration::from_millis(1));
+        let mut next_onset = tokio::time::Instant::now() + onset_every;
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next_flush) => {
@@ -488,6 +532,12 @@ impl GlobalCounters {
                         next_sync = next_sync.min(sync.next(now, fastrand::f64()));
                     }
                     next_probe = now + probe_every;
+                }
+                () = tokio::time::sleep_until(next_onset), if self.onset_enabled() => {
+                    if self.ensure_schema().await {
+                        self.onset_tick().await;
+                    }
+                    next_onset = tokio::time::Instant::now() + onset_every;
                 }
                 // Without a cleanup interval the branch is disabled: its sleep is never polled.
                 () = tokio::time::sleep_until(next_cleanup.unwrap_or(now)), if next_cleanup.is_some() => {
@@ -551,5 +601,6 @@ impl Backoff {
     }
 }
 
+mod onset;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,8 @@ mod store;
 
 pub use clock::{CLOCK_CHECK_INTERVAL, clock_offset_seconds};
 pub use counters::{
-    DEFAULT_CONTENDED_OVERLOAD, DEFAULT_CONTENDED_SPEEDUP, DEFAULT_PUBLISH_FLOOR, Flushed,
-    GlobalCounters, GlobalSettings,
+    DEFAULT_CONTENDED_OVERLOAD, DEFAULT_CONTENDED_SPEEDUP, DEFAULT_ONSET_FRACTION,
+    DEFAULT_ONSET_INTERVAL, DEFAULT_ONSET_MIN_HITS, DEFAULT_PUBLISH_FLOOR, Flushed, GlobalCounters,
+    GlobalSettings,
 };
 pub use store::*;

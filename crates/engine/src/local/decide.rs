@@ -276,6 +276,7 @@ impl Engine {
         }
         self.metrics.decision_source(source);
         if decision.allowed {
+            self.onset.note(current, key, hit.cost, hit.limit, now_ms);
             return Verdict {
                 allowed: true,
                 remaining: decision.remaining,

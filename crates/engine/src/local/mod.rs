@@ -41,6 +41,7 @@ mod deadlines;
 mod decide;
 mod decision;
 mod inspect;
+mod onset;
 mod penalty;
 mod publication;
 mod refresh;
@@ -64,6 +65,7 @@ pub use inspect::{
     CellView, CounterState, HeavyHitter, InspectedCounter, Inspection, SAMPLE_EVERY,
     SKETCH_CAPACITY,
 };
+pub use onset::OnsetWatch;
 pub use penalty::Penalties;
 pub use publication::{Publication, Publishable, PublishableWalk};
 pub use retry::until_pass_ms;
@@ -188,6 +190,9 @@ pub struct Engine {
     /// Sharded: written on every decision on a shared cell, by every core.
     shared_admitted: ShardedCount,
     shared_denied: ShardedCount,
+    /// Cells whose unpublished count grows fast: the global counters publish and sync them
+    /// at a fast cadence (`GlobalSettings::onset_fraction`).
+    onset: OnsetWatch,
 }
 
 /// One structure's bytes against its budget ([`Engine::memory`]).
@@ -231,6 +236,7 @@ impl Engine {
             contended_at_ms: AtomicU64::new(0),
             shared_admitted: ShardedCount::default(),
             shared_denied: ShardedCount::default(),
+            onset: OnsetWatch::default(),
             settings,
             origin,
             clock,

@@ -108,6 +108,26 @@ impl<'e> Publication<'e> {
         }
     }
 
+    /// The cells of `keys` that are publishable (see [`publishable`](Self::publishable)):
+    /// lookups of a few cells, no walk of the table.
+    pub fn publishable_of<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k CellKey>,
+        floor: f64,
+    ) -> Vec<Publishable> {
+        keys.into_iter()
+            .filter_map(|key| {
+                let cell = self.table.get(&key.borrowed())?;
+                let count = cell.to_publish(floor)?;
+                Some(Publishable {
+                    key: key.clone(),
+                    count,
+                    cell,
+                })
+            })
+            .collect()
+    }
+
     /// Merge what the global sync read for one cell: the other regions' sum into `global`,
     /// and this region's own row as a lower bound of `regional` (it never makes the cell
     /// fresh: only the regional origin does). Creates the cell when missing; returns whether

@@ -1,4 +1,4 @@
-use super::most_in_any_window;
+use super::{most_in_a_window_starting_before, most_in_any_window};
 
 const W: u64 = 1_000;
 
@@ -52,4 +52,14 @@ fn a_quiet_stretch_does_not_carry_over() {
 #[test]
 fn a_window_of_one_millisecond_counts_one_instant() {
     assert_eq!(most_in_any_window(&[1, 2, 2, 3], 1), 2);
+}
+
+#[test]
+fn only_intervals_starting_before_the_bound_count() {
+    // [0, 1000) holds 2; [900, 1900) holds 4 but [1000, 2000) would hold 4 too.
+    let times = [0, 900, 1_000, 1_500, 1_800];
+    assert_eq!(most_in_a_window_starting_before(&times, W, 1), 2);
+    assert_eq!(most_in_a_window_starting_before(&times, W, 901), 4);
+    assert_eq!(most_in_a_window_starting_before(&times, W, 0), 0);
+    assert_eq!(most_in_any_window(&times, W), 4);
 }

@@ -15,6 +15,8 @@ pub struct Bounds {
     pub window_max_at_most: f64,
     /// Over-denial: a saturated window admits about the limit.
     pub window_min_at_least: f64,
+    /// The worst interval of one window that holds some of the first window (the onset).
+    pub onset_sliding_at_most: f64,
 }
 
 impl Default for Bounds {
@@ -24,6 +26,7 @@ impl Default for Bounds {
             median_at_most: f64::INFINITY,
             window_max_at_most: f64::INFINITY,
             window_min_at_least: 0.0,
+            onset_sliding_at_most: f64::INFINITY,
         }
     }
 }
@@ -54,12 +57,14 @@ pub fn check(
         let w = report.per_window;
         println!(
             "{name} seed {seed}: per window {:.3} / {:.3} / {:.3}, worst sliding {:.3}, \
-             false denials {}, upserts/s {:.2}, syncs/s {:.2}, rows written/s {:.0}, \
+             onset {:.3} / {:.3}, false denials {}, upserts/s {:.2}, syncs/s {:.2}, rows written/s {:.0}, \
              rows read/s {:.0}",
             w.min,
             w.median,
             w.max,
             report.worst_sliding,
+            report.onset_window,
+            report.onset_sliding,
             report.false_denials,
             report.upserts_per_s,
             report.syncs_per_s,
@@ -77,6 +82,10 @@ pub fn check(
         if report.worst_sliding > bounds.worst_at_most {
             let bound = format!("≤ {:.2}", bounds.worst_at_most);
             fail("worst sliding", report.worst_sliding, &bound);
+        }
+        if report.onset_sliding > bounds.onset_sliding_at_most {
+            let bound = format!("≤ {:.2}", bounds.onset_sliding_at_most);
+            fail("onset sliding", report.onset_sliding, &bound);
         }
         if w.median > bounds.median_at_most {
             let bound = format!("≤ {:.2}", bounds.median_at_most);
@@ -109,6 +118,12 @@ pub fn as_published(_: &mut Scenario) {}
 /// `--contended-speedup 1`: the normal cadence.
 pub fn normal_cadence(scenario: &mut Scenario) {
     scenario.fleet.contended_speedup = 1;
+}
+
+/// `--onset-fraction 0.02`: the onset cadence on (`--global-onset-fraction 0.02`), at its
+/// default minimum of hits and interval.
+pub fn with_onset_cadence(scenario: &mut Scenario) {
+    scenario.fleet.onset_fraction = 0.02;
 }
 
 /// One row of the seed-1 tables (`gcounter-sim --scenario all --seed 1`), as published.

@@ -424,6 +424,11 @@ impl WindowCell {
         self.replay.load(Ordering::Acquire) != ReplayState::Idle as u8
     }
 
+    /// `hits + refunds` of the regional count not yet written to the global counters.
+    pub fn unpublished(&self) -> u64 {
+        published_mark(self.regional_count()).saturating_sub(self.published.load(Ordering::Acquire))
+    }
+
     /// Record a successful publication (never moves back).
     pub fn mark_published(&self, count: PnCount) {
         self.published
