@@ -19,17 +19,19 @@ fn the_design_load_model_costs_the_database_what_is_published() {
             window_max: 1.15,
             worst: 1.38,
             denied: 3.2,
-            upserts_per_s: 3.3,
-            rows_written_per_s: 1_915.0,
+            upserts_per_s: 3.6,
+            rows_written_per_s: 2_144.0,
             syncs_per_s: 3.4,
             rows_read_per_s: 79_845.0,
         },
     );
     // The design's budget: at most 2 × 600–6,000 row writes/s and 3.3 statements/s of each
-    // kind (one upsert and one sync per process per 10 s).
+    // kind (one upsert and one sync per process per 10 s). Upserts go a little over it: each
+    // process also publishes the closing count (the region's final total) of the cells that
+    // expire, and a flush past 1,000 rows takes a second statement (about one in ten).
     assert!(report.rows_written_per_s <= 12_000.0, "{report:?}");
     assert!(
-        report.upserts_per_s <= 3.4 && report.syncs_per_s <= 3.5,
+        report.upserts_per_s <= 3.7 && report.syncs_per_s <= 3.5,
         "{report:?}"
     );
 }
