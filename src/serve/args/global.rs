@@ -47,9 +47,9 @@ pub struct GlobalArgs {
     /// up to --global-contended-speedup.
     #[arg(long, env = "RLS_GLOBAL_CONTENDED_OVERLOAD", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD)]
     pub global_contended_overload: f64,
-    /// A cell whose count grows by this fraction of its limit within a second is published and synced at --global-onset-interval [range: 0 to 1]
+    /// Publish and sync a cell fast once it grows by this share of its limit in 1 s [range: 0 to 1]
     ///
-    /// And by at least --global-onset-min-hits. Bounds the window a surge starts in when it
+    /// Fast: every --global-onset-interval. The growth must also reach --global-onset-min-hits. Bounds the window a surge starts in when it
     /// starts in every region at once, before any region denies; costs syncs that read every
     /// shared cell while such a cell is held. 0 (the default): never; 0.02 is the measured
     /// setting (ACCURACY.md).
