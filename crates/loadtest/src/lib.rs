@@ -16,6 +16,7 @@
 //! and measuring from their due time would add up to a millisecond of the client's own.
 
 pub mod abuse;
+pub mod quota;
 mod report;
 mod template;
 
