@@ -5,7 +5,9 @@ N regions × M `gcounter-rls serve` processes, a Redis per region, one MariaDB d
 region lives in its own network namespace, joined to the host by two veth pairs: one to its
 Redis, one to the database. Each link goes through a userspace TCP proxy at the host end of
 the pair (to add delay and loss: the kernel may have no netem). Load comes from
-`gcounter-loadtest` (RLS v3 over gRPC) run inside each region's namespace, one per process.
+`gcounter-loadtest` (RLS v3 over gRPC) run inside each region's namespace, one per process,
+and from `rlqs-load` (RLQS, one stream standing in for an Envoy's rate_limit_quota filter),
+one per region against its first process, on a limit of its own, for the whole run.
 
 The run is a sequence of phases, each one window long. Phase 0 warms up; every later phase
 draws one fault from the seed:
@@ -225,6 +227,8 @@ class Run:
         self.redis_seen = {}  # region -> {key: max hits}
         self.events = []
         self.lock = threading.Lock()
+        self.rlqs_procs = []
+        self.rlqs_events = {}  # region -> [(monotonic time read, event)]
 
     # ---- set-up -------------------------------------------------------------------------
     def config(self):
@@ -238,6 +242,12 @@ class Run:
                 "      unit: second\n"
                 f"      unit_multiplier: {self.args.window_s}\n"
                 f"      requests_per_unit: {self.args.limit}\n"
+                # RLQS traffic only: its own counter, its own over-admission.
+                "  - key: quota\n"
+                "    rate_limit:\n"
+                "      unit: second\n"
+                f"      unit_multiplier: {self.args.window_s}\n"
+                f"      requests_per_unit: {self.args.rlqs_limit}\n"
             )
         return path
 
@@ -323,6 +333,7 @@ class Run:
                 "--global-timeout", "1s",
                 "--publish-floor", str(a.publish_floor),
                 "--max-memory", f"{a.max_memory_mib}MiB",
+                "--rlqs-assignment-ttl", f"{a.rlqs_ttl_s}s",
                 "--log-level", "warn",
             ],
             stdout=log, stderr=subprocess.STDOUT, env=self.env(r))
@@ -364,6 +375,44 @@ class Run:
             for p in range(a.processes):
                 self.wait_ready(region, r, p)
         threading.Thread(target=self.sample, daemon=True).start()
+        for r in range(n):
+            self.start_rlqs(r)
+
+    # ---- RLQS load ----------------------------------------------------------------------
+    def start_rlqs(self, r):
+        """One simulated Envoy per region, on the region's first process, for the whole run:
+        it reconnects whenever its stream ends, and prints a line per report and per stream
+        ended, read here as they come."""
+        a = self.args
+        proc = subprocess.Popen(self.net.exec_prefix(r) + [
+            a.rlqs_load, "--target", f"127.0.0.1:{self.regions[r].grpc[0]}",
+            "--domain", "chaos", "--key", "quota", "--streams", "1", "--buckets", "1",
+            "--rate", str(a.rlqs_rate), "--interval", f"{a.rlqs_interval_ms}ms",
+            "--expired", "deny-all", "--duration", "24h", "--trace",
+        ], stdout=subprocess.PIPE, stderr=open(os.path.join(self.workdir, f"r{r}-rlqs.log"), "w"), text=True)
+        self.rlqs_procs.append(proc)
+        events = self.rlqs_events.setdefault(r, [])
+
+        def read():
+            for line in proc.stdout:
+                if line.startswith("{"):
+                    event = json.loads(line)
+                    if "event" in event:
+                        events.append((time.monotonic(), event))
+        threading.Thread(target=read, daemon=True).start()
+
+    def stop_rlqs(self):
+        if not hasattr(self, "rlqs_alive"):
+            # A client that exited before the end of the load is an invariant broken.
+            self.rlqs_alive = [proc.poll() is None for proc in self.rlqs_procs]
+        for proc in self.rlqs_procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.rlqs_procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
     # ---- sampling -----------------------------------------------------------------------
     def sample(self):
@@ -568,7 +617,8 @@ class Run:
             t.join()
         elapsed = time.monotonic() - started
         row = {"phase": index, "kind": kind or "-", "region": r if kind else None,
-               "process": p if kind else None, "elapsed_s": round(elapsed, 2), "out": out}
+               "process": p if kind else None, "elapsed_s": round(elapsed, 2), "out": out,
+               "span": (started, started + elapsed)}
         row.update(info)
         return row
 
@@ -597,6 +647,7 @@ class Run:
         return out
 
     def settle(self):
+        self.stop_rlqs()
         for r in range(self.args.regions):
             self.net.set_link(r, "d", True)
             self.net.set_link(r, "r", True)
@@ -631,6 +682,7 @@ class Run:
 
     def teardown(self):
         self.stop_sampling.set()
+        self.stop_rlqs()
         for region in self.regions:
             for proc in region.procs:
                 if proc and proc.poll() is None:
@@ -674,6 +726,82 @@ def wait_for(cond, seconds, what):
     raise RuntimeError(f"{what}: not within {seconds} s")
 
 
+def rlqs_server_hits(rows):
+    """The phases whose fault SIGKILLed or SIGSTOPped an RLQS stream's server (each region's
+    first process)."""
+    return [row for row in rows if row["kind"] in ("kill", "stop") and row["process"] == 0]
+
+
+def rlqs_phase(rows, t):
+    """The phase running at monotonic time `t`; the few milliseconds between two phases count
+    on the first."""
+    found = None
+    for row in rows:
+        if row["span"][0] <= t:
+            found = row["phase"]
+    return found if rows and t < rows[-1]["span"][1] else None
+
+
+def rlqs_errors(a, run, rows, checks):
+    """No RLQS stream ended, or failed to open, but while its server was SIGKILLed or
+    SIGSTOPped: in that phase, or the next (a restart can outlast its phase)."""
+    hit = rlqs_server_hits(rows)
+    explained, unexplained = 0, []
+    for r, events in run.rlqs_events.items():
+        for t, e in events:
+            if e["event"] == "report":
+                continue
+            ph = rlqs_phase(rows, t)
+            if any(row["region"] == r and ph in (row["phase"], row["phase"] + 1) for row in hit):
+                explained += 1
+            else:
+                unexplained.append(f"r{r} phase {ph}: {e['event']} {e.get('detail', '')}".strip())
+    reports = [sum(1 for _, e in run.rlqs_events.get(r, []) if e["event"] == "report")
+               for r in range(a.regions)]
+    alive = getattr(run, "rlqs_alive", [])
+    gone = [f"r{r} client exited" for r, ok in enumerate(alive) if not ok]
+    unexplained += gone + [f"r{r} never reported" for r, c in enumerate(reports) if c == 0]
+    checks.append(("RLQS: no stream ended but by a SIGKILL/SIGSTOP of its server", not unexplained
+                   and len(alive) == a.regions,
+                   f"{sum(reports)} reports, {explained} ends explained by {len(hit)} such fault"
+                   f"{'' if len(hit) == 1 else 's'}" + "".join("; " + u for u in unexplained[:5])))
+
+
+def rlqs_windows(a, run, rows, checks, degraded, d, speedup, hit):
+    """Over-admission per window of the RLQS limit, admitted as the clients reported it, held to
+    the RLS v3 bounds with the delay grown by one reporting interval (a client admits on its
+    assignment and the server sees it at the next report); a phase in which the RLQS server
+    was SIGKILLed or SIGSTOPped, and the next, may add what the client admitted on its last
+    assignment unseen until its time to live ran out, plus the reports a kill lost."""
+    n = a.regions
+    rho = a.rlqs_rate * n * a.window_s / a.rlqs_limit
+    dq = d + a.rlqs_interval_ms / 1000
+    a.rlqs_bound = round(min(rho, 1 + n * a.publish_floor + rho * dq / (speedup * a.window_s)), 2)
+    unseen = (a.rlqs_rate * a.rlqs_ttl_s + 2 * a.rlqs_rate * a.rlqs_interval_ms / 1000) / a.rlqs_limit
+    per_phase = {}
+    for r, events in run.rlqs_events.items():
+        for t, e in events:
+            if e["event"] == "report":
+                ph = rlqs_phase(rows, t - a.rlqs_interval_ms / 2000)
+                per_phase[ph] = per_phase.get(ph, 0) + e["allowed"]
+    blind = {ph for row in hit for ph in (row["phase"], row["phase"] + 1)}
+    worst = [0.0, 0.0]
+    broken = [[], []]
+    for row in rows[1:]:
+        ratio = per_phase.get(row["phase"], 0) / a.rlqs_limit
+        sides = degraded.get(row["phase"])
+        bound = a.rlqs_bound * (sides or 1) + (unseen if row["phase"] in blind else 0)
+        i = 1 if sides else 0
+        worst[i] = max(worst[i], ratio)
+        if ratio > bound:
+            broken[i].append(f"phase {row['phase']} ({row['kind']}) {ratio:.2f} > {bound:.2f}")
+    checks.append((f"RLQS: windows no partition touched ≤ {a.rlqs_bound} × limit "
+                   f"(+ {unseen:.2f} with its server killed or stopped)", not broken[0],
+                   f"worst {worst[0]:.2f}" + "".join("; " + b for b in broken[0])))
+    checks.append((f"RLQS: degraded windows ≤ {a.rlqs_bound} × limit × sides", not broken[1],
+                   f"worst {worst[1]:.2f}" + "".join("; " + b for b in broken[1])))
+
+
 def check(args, run, rows, db_counts, skew):
     """The invariants, one table row each; returns (table lines, broken)."""
     a = args
@@ -697,6 +825,7 @@ def check(args, run, rows, db_counts, skew):
         pk[2] = max(pk[2], mx)
     add("no gRPC error", errors == 0, f"{errors} errors")
     add(f"no answer later than {a.deadline_ms} ms", late <= deadline_us, f"slowest {late / 1000:.0f} ms")
+    rlqs_errors(a, run, rows, checks)
 
     # 2. Counts: each region's Redis total and the database's rows equal what was accepted,
     # minus at most the SIGKILL bound of that region's kills.
@@ -712,6 +841,15 @@ def check(args, run, rows, db_counts, skew):
     for row in rows:
         if row["kind"] == "kill":
             kills[row["region"]] += 1
+    # RLQS: what the clients reported allowed counts on the same cells, so it is accepted too.
+    # The RLQS stream's server (each region's first process) killed loses what it had not
+    # replayed: the report it was replaying and one sent into the dying connection at most,
+    # each one reporting interval of the client's rate.
+    hit = rlqs_server_hits(rows)
+    rlqs_reported = [sum(e["allowed"] for _, e in run.rlqs_events.get(r, []) if e["event"] == "report")
+                     for r in range(n)]
+    rlqs_kills = [sum(1 for row in hit if row["kind"] == "kill" and row["region"] == r) for r in range(n)]
+    per_rlqs_kill = 2 * a.rlqs_rate * a.rlqs_interval_ms / 1000
     # A SIGKILL loses what the process accepted and had not replayed yet: at most
     # one replay interval of its rate, plus a batch in flight (one more interval).
     per_kill = (a.hot_rate + a.light_rate) * 2 * a.replay_ms / 1000
@@ -722,12 +860,14 @@ def check(args, run, rows, db_counts, skew):
         # cells below it stay regional by design.
         unpublished = sum(v for v in cells.values() if v < a.publish_floor * a.limit)
         db_total = db_counts.get(f"r{r}", 0)
-        allowed = kills[r] * per_kill
+        allowed = kills[r] * per_kill + rlqs_kills[r] * per_rlqs_kill
+        total = accepted[r] + rlqs_reported[r]
         # A request severed by a kill may have been counted before its answer was lost.
-        add(f"r{r}: Redis total = accepted − ≤ SIGKILL bound (+ ≤ severed)",
-            accepted[r] - allowed <= redis_total <= accepted[r] + severed[r],
-            f"accepted {accepted[r]}, Redis {redis_total}, severed {severed[r]}, {kills[r]} kill{'' if kills[r] == 1 else 's'}"
-            f" × ≤ {per_kill:g} = ≤ {allowed:g}")
+        add(f"r{r}: Redis total = accepted (RLS v3 + RLQS) − ≤ SIGKILL bound (+ ≤ severed)",
+            total - allowed <= redis_total <= total + severed[r],
+            f"accepted {accepted[r]} + RLQS {rlqs_reported[r]}, Redis {redis_total}, severed {severed[r]}, "
+            f"{kills[r]} kill{'' if kills[r] == 1 else 's'} × ≤ {per_kill:g}"
+            f" + {rlqs_kills[r]} of the RLQS server × ≤ {per_rlqs_kill:g} = ≤ {allowed:g}")
         short = redis_total - unpublished - db_total
         add(f"r{r}: database rows = Redis total − cells under the publish floor",
             -unpublished <= short <= 0,
@@ -769,6 +909,7 @@ def check(args, run, rows, db_counts, skew):
         f"worst {worst_clean:.2f}" + "".join("; " + b for b in clean_broken))
     add(f"degraded windows ≤ {a.bound} × limit × sides", not degraded_broken,
         f"worst {worst_degraded:.2f}" + "".join("; " + b for b in degraded_broken))
+    rlqs_windows(a, run, rows, checks, degraded, d, speedup, hit)
 
     # 4. No false denial: the light client stays under the limit in total.
     light_denied = sum(v["light"]["over_limit"] for row in rows for v in row["out"].values())
@@ -813,6 +954,11 @@ def main():
     p.add_argument("--limit", type=int, default=120, help="per window, for the hot key")
     p.add_argument("--hot-rate", type=int, default=15, help="requests/s per process on the hot key")
     p.add_argument("--light-rate", type=int, default=1, help="requests/s per process on the light key")
+    p.add_argument("--rlqs-limit", type=int, default=120, help="per window, for the RLQS bucket")
+    p.add_argument("--rlqs-rate", type=float, default=30,
+                   help="requests/s each region's RLQS client offers its bucket")
+    p.add_argument("--rlqs-interval-ms", type=int, default=1000, help="the RLQS clients' reporting interval")
+    p.add_argument("--rlqs-ttl-s", type=int, default=4, help="the service's --rlqs-assignment-ttl")
     p.add_argument("--replay-ms", type=int, default=100)
     p.add_argument("--interval-ms", type=int, default=200, help="global flush and sync interval")
     p.add_argument("--stop-s", type=float, default=2.0, help="SIGSTOP length (past every deadline)")
@@ -837,7 +983,8 @@ def main():
         args.settle_s = 2 * args.window_s + 1.0
     args.binary = os.path.join(args.bin_dir, "gcounter-rls")
     args.loadtest = os.path.join(args.bin_dir, "gcounter-loadtest")
-    missing = [t for t in (args.binary, args.loadtest) if not os.access(t, os.X_OK)]
+    args.rlqs_load = os.path.join(args.bin_dir, "rlqs-load")
+    missing = [t for t in (args.binary, args.loadtest, args.rlqs_load) if not os.access(t, os.X_OK)]
     if missing:
         sys.exit(f"missing {', '.join(missing)}: cargo build -p gcounter-rls -p gcounter-loadtest")
     tools = {"ip": "iproute2", "redis-server": "redis-server",
@@ -870,9 +1017,12 @@ def main():
             rows.append(row)
             hot = sum(v["hot"]["ok"] for v in row["out"].values())
             err = sum(v[k]["errors"] for v in row["out"].values() for k in v)
+            quota = sum(e["allowed"] for events in run.rlqs_events.values() for t, e in list(events)
+                        if e["event"] == "report"
+                        and rlqs_phase([row], t - args.rlqs_interval_ms / 2000) is not None)
             print(f"phase {i:3} {row['kind']:11} r{row['region']}-p{row['process']}  "
-                  f"hot admitted {hot / args.limit:.2f} × limit, errors {err}, {row['elapsed_s']} s",
-                  flush=True)
+                  f"hot admitted {hot / args.limit:.2f} × limit, RLQS {quota / args.rlqs_limit:.2f} × "
+                  f"limit, errors {err}, {row['elapsed_s']} s", flush=True)
         run.settle()
         run.stop_sampling.set()
         db = {}

@@ -50,7 +50,7 @@ fn require_tools() {
 fn a_seeded_chaos_run_holds_every_invariant() {
     require_tools();
     let bin_dir = profile_dir();
-    for binary in ["gcounter-rls", "gcounter-loadtest"] {
+    for binary in ["gcounter-rls", "gcounter-loadtest", "rlqs-load"] {
         assert!(
             bin_dir.join(binary).is_file(),
             "no {binary} in {}: cargo build -p gcounter-rls -p gcounter-loadtest",
