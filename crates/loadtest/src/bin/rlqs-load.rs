@@ -28,8 +28,8 @@ use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_usag
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
     BucketId, RateLimitQuotaResponse, RateLimitQuotaUsageReports,
 };
-use gcounter_loadtest::quota::{Expired, Quota};
 use envoy_types::pb::google::protobuf;
+use gcounter_loadtest::quota::{Expired, Quota};
 use tokio::sync::mpsc;
 
 #[derive(Debug, Parser)]
@@ -71,8 +71,8 @@ struct Cli {
     /// filter's expired_assignment_behavior)
     #[arg(long, value_enum, default_value = "deny-all")]
     expired: Expired,
-    /// With --rate: one JSON line per report sent (`allowed`, `denied`) and per stream ended or
-    /// not opened (`error`, `closed`), each with its time `t` in seconds since the start
+    /// One JSON line per stream ended or not opened (`error`, `closed`) and, with --rate, per
+    /// report sent (`allowed`, `denied`), each with its time `t` in seconds since the start
     #[arg(long)]
     trace: bool,
 }
@@ -184,8 +184,7 @@ async fn run_stream(cli: &Cli, index: usize) -> StreamResult {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let now = Instant::now();
-                if now >= end {
+                if Instant::now() >= end {
                     break;
                 }
                 if stream.is_none() {
