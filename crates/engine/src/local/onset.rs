@@ -8,6 +8,11 @@
 //! thing a region knows then, its own count: an admission that takes a cell's unpublished
 //! count across a multiple of the onset threshold, soon after the last flush, queues the cell.
 //! One comparison per admission; a lock only for a queued cell (a few per surge).
+//!
+//! The queue holds at most [`MAX_QUEUED`] keys between two fast ticks: a flood of keys that
+//! each cross the threshold (many clients surging at once, or one client spreading over
+//! identifiers) cannot make it grow with the request rate while the store is slow. A cell
+//! left out is no less counted: it publishes and syncs on the normal tick.
 
 use std::sync::Mutex;
 use std::sync::PoisonError;
@@ -16,6 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::Engine;
 use super::cell::WindowCell;
 use crate::cell_key::{CellKey, CellKeyRef};
+
+/// Keys queued between two takes at the most: far more cells than surge at once in practice
+/// (one per hot counter), and a fast tick that publishes this many rows is still one
+/// statement of the store's chunk size.
+pub const MAX_QUEUED: usize = 1_000;
 
 /// What makes a cell's growth an onset: `threshold(limit)` unpublished hits within
 /// `gate` of a flush. Disabled (the default) until the global counters enable it.
@@ -77,10 +87,10 @@ impl OnsetWatch {
         };
         let unpublished = cell.unpublished();
         if unpublished / threshold > unpublished.saturating_sub(cost) / threshold {
-            self.queued
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(key.to_owned_key());
+            let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
+            if queued.len() < MAX_QUEUED {
+                queued.push(key.to_owned_key());
+            }
         }
     }
 
@@ -133,5 +143,21 @@ mod tests {
         watch.open_until(2_000);
         watch.note(&published, &key.borrowed(), 1, 600, 1_500);
         assert!(watch.take().is_empty(), "published counts are no onset");
+    }
+
+    #[test]
+    fn the_queue_is_bounded_between_two_takes() {
+        let watch = OnsetWatch::default();
+        watch.enable(0.02, 1);
+        watch.open_until(1_000);
+        let crossed = WindowCell::seeded(PnCount::new(1, 0), PnCount::default());
+        for identifier in 0..MAX_QUEUED + 10 {
+            let key = CellKey::new("w", "n", &identifier.to_string(), 1_000, 7);
+            watch.note(&crossed, &key.borrowed(), 1, 10, 500);
+        }
+        assert_eq!(watch.take().len(), MAX_QUEUED);
+        let key = key();
+        watch.note(&crossed, &key.borrowed(), 1, 10, 500);
+        assert_eq!(watch.take(), vec![key], "room again after a take");
     }
 }
