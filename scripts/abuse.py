@@ -23,7 +23,6 @@ Loopback only; every phase is bounded in time. Exit status 1 if the server died,
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,13 +30,9 @@ import threading
 import time
 import urllib.request
 
+from harness import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mib(pid):

@@ -29,21 +29,14 @@ the OK answers of that first window's length ÷ limit, against the simulator's f
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.request
+
+from harness import free_port, stop_all, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mysql(host, port, sql):
@@ -51,22 +44,6 @@ def mysql(host, port, sql):
         ["mysql", "-uroot", f"-h{host}", f"-P{port}", "-e", sql],
         check=True,
     )
-
-
-def wait_ready(http_port, proc, deadline_s=30):
-    deadline = time.monotonic() + deadline_s
-    url = f"http://127.0.0.1:{http_port}/healthz"
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"service exited with {proc.returncode} before it was ready")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready within {deadline_s} s")
 
 
 def loads(args):
@@ -178,7 +155,7 @@ def run(args):
             procs.append(proc)
             ports.append((grpc, http))
         for proc, (_, http) in zip(procs, ports):
-            wait_ready(http, proc)
+            wait_http(f"http://127.0.0.1:{http}/healthz", proc)
         # One window not counted by the per-window figure (no previous window to slide
         # over): the onset, which starts in every region at once. Then the measured ones.
         onset_reports = drive(args, ports, rates, window_s)
@@ -188,13 +165,7 @@ def run(args):
         errors = sum(r["errors"] for r in reports + onset_reports if r)
         real = ok / (args.limit * args.windows)
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(procs, grace_s=15)
         if not args.keep:
             mysql(host, port, f"DROP DATABASE IF EXISTS {db}")
     sims = list(simulate(args, name))

@@ -78,6 +78,8 @@ import tempfile
 import time
 import urllib.request
 
+from harness import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where `cargo build --release` put the binaries (a shared CARGO_TARGET_DIR too).
 RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
@@ -106,12 +108,6 @@ LIMITADOR_LIMITS = """\
   conditions: []
   variables: ["descriptors[0].remote_address"]
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, proc, timeout=10.0):

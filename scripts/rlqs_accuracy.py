@@ -31,27 +31,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
-from accuracy_regions import free_port
+from harness import free_port, stop_all, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WINDOW_S = 60
-
-
-def wait_http(url, proc, deadline_s=30):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before {url} answered")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready within {deadline_s} s")
 
 
 def envoy_binary():
@@ -210,13 +194,7 @@ def main():
             for b in result.get("shift", []):
                 print(f"after the shift {b['from_s']:+4} s: admitted per second {b['per_second']}")
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(procs, grace_s=10)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""What the benchmark scripts share to run real processes: a free port, a wait for an HTTP
+endpoint to answer, and a stop that cannot leave a process behind.
+
+Imported by the scripts next to it (`python3 scripts/NAME.py` puts this folder on the path).
+"""
+
+import socket
+import subprocess
+import time
+import urllib.request
+
+
+def free_port():
+    """A port nothing listens on now (the kernel's pick; free until someone binds it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, proc, deadline_s=30):
+    """Waits until `url` answers 200; fails early when `proc`, which serves it, has exited."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} not ready within {deadline_s} s")
+
+
+def stop_all(procs, grace_s):
+    """SIGTERM to every process at once, then SIGKILL to any still running after `grace_s`."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
