@@ -147,6 +147,26 @@ impl CurrentLimit {
     }
 }
 
+/// The `prost::Message` methods of a message this service only ever sends, never reads
+/// back: decoding skips every field, and clearing is resetting to the default.
+macro_rules! send_only_methods {
+    () => {
+        fn merge_field(
+            &mut self,
+            tag: u32,
+            wire_type: WireType,
+            buf: &mut impl Buf,
+            ctx: DecodeContext,
+        ) -> Result<(), prost::DecodeError> {
+            encoding::skip_field(wire_type, tag, buf, ctx)
+        }
+
+        fn clear(&mut self) {
+            *self = Self::default();
+        }
+    };
+}
+
 /// `DescriptorStatus`'s fields in prost's tag order: `code` 1, `current_limit` 2,
 /// `limit_remaining` 3, `duration_until_reset` 4 (`quota`, 5, is never set).
 impl prost::Message for Status {
@@ -167,16 +187,7 @@ impl prost::Message for Status {
         }
     }
 
-    /// A status is only ever sent, never read back: every field is skipped.
-    fn merge_field(
-        &mut self,
-        tag: u32,
-        wire_type: WireType,
-        buf: &mut impl Buf,
-        ctx: DecodeContext,
-    ) -> Result<(), prost::DecodeError> {
-        encoding::skip_field(wire_type, tag, buf, ctx)
-    }
+    send_only_methods!();
 
     fn encoded_len(&self) -> usize {
         (if self.code != 0 {
@@ -193,10 +204,6 @@ impl prost::Message for Status {
         }) + self
             .until_reset_ms
             .map_or(0, |ms| encoding::message::encoded_len(4, &duration(ms)))
-    }
-
-    fn clear(&mut self) {
-        *self = Self::default();
     }
 }
 
@@ -244,16 +251,7 @@ impl prost::Message for Answer {
         }
     }
 
-    /// An answer is only ever sent, never read back: every field is skipped.
-    fn merge_field(
-        &mut self,
-        tag: u32,
-        wire_type: WireType,
-        buf: &mut impl Buf,
-        ctx: DecodeContext,
-    ) -> Result<(), prost::DecodeError> {
-        encoding::skip_field(wire_type, tag, buf, ctx)
-    }
+    send_only_methods!();
 
     fn encoded_len(&self) -> usize {
         let code = self.overall_code as i32;
@@ -267,10 +265,6 @@ impl prost::Message for Answer {
                 .dynamic_metadata
                 .as_ref()
                 .map_or(0, |metadata| encoding::message::encoded_len(6, &**metadata))
-    }
-
-    fn clear(&mut self) {
-        *self = Self::default();
     }
 }
 
