@@ -48,21 +48,11 @@ impl RateLimitRoute {
     }
 
     /// The gRPC routes: `ShouldRateLimit` by its exact path, straight to this route; every
-    /// other path to tonic's routes of `others` (health) and of this service (its other
-    /// methods: `UNIMPLEMENTED`).
-    pub fn routes<S>(self, others: S) -> GrpcRoutes
-    where
-        S: tower::Service<http::Request<Body>, Error = Infallible>
-            + NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Response: axum::response::IntoResponse,
-        S::Future: Send + 'static,
-    {
+    /// other path to tonic's routes of this service (its other methods: `UNIMPLEMENTED`) and
+    /// of those [`GrpcRoutes::add_service`] adds (health, RLQS).
+    pub fn routes(self) -> GrpcRoutes {
         GrpcRoutes {
-            others: tonic::service::Routes::new(others).add_service(self.clone()),
+            others: tonic::service::Routes::new(self.clone()),
             rate_limit: self,
         }
     }
@@ -81,7 +71,7 @@ pub struct GrpcRoutes {
 }
 
 impl GrpcRoutes {
-    /// Serves one more gRPC service behind the routes (the RLQS service).
+    /// Serves one more gRPC service behind the routes (health, the RLQS service).
     pub fn add_service<S>(mut self, service: S) -> Self
     where
         S: tower::Service<http::Request<Body>, Error = Infallible>

@@ -295,7 +295,8 @@ pub async fn run(
     let incoming = transport::grpc_incoming(grpc_listener, tls, transport.preface_timeout);
     let stop = supervisor.stop_signal(Stage::Serving);
     let routes = RateLimitRoute::new(limiter, transport.max_request_bytes)
-        .routes(health_service)
+        .routes()
+        .add_service(health_service)
         .add_service(
             RateLimitQuotaServiceServer::new(quota)
                 .max_decoding_message_size(transport.max_request_bytes),

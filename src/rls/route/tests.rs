@@ -18,7 +18,9 @@ fn routes() -> GrpcRoutes {
     let (limiter, _) =
         RateLimiter::in_process(limits, clock, 1_000, super::super::RlsSettings::default());
     let (_, health) = tonic_health::server::health_reporter();
-    RateLimitRoute::new(Arc::new(limiter), 1 << 20).routes(health)
+    RateLimitRoute::new(Arc::new(limiter), 1 << 20)
+        .routes()
+        .add_service(health)
 }
 
 /// A gRPC call of `path` with `message`, length-prefixed as gRPC frames it.
