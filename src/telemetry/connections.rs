@@ -5,60 +5,34 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+
+use super::register::series_set;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ListenerLabels {
     listener: &'static str,
 }
 
-/// The families, registered once with the service's registry.
-#[derive(Debug, Default)]
-pub struct ConnectionMetricFamilies {
-    open: Family<ListenerLabels, Gauge>,
-    accepted: Family<ListenerLabels, Counter>,
-    preface_timeouts: Family<ListenerLabels, Counter>,
-    accept_errors: Family<ListenerLabels, Counter>,
-    tls_handshake_failures: Family<ListenerLabels, Counter>,
+series_set! {
+    /// The families, registered once with the service's registry.
+    #[derive(Debug, Default)]
+    pub struct ConnectionMetricFamilies {
+        open: Family<ListenerLabels, Gauge> => "connections_open",
+            "Open connections per listener (grpc, admin); capped by --max-connections and \
+             --max-admin-connections";
+        accepted: Family<ListenerLabels, Counter> => "connections_accepted",
+            "Connections accepted per listener";
+        preface_timeouts: Family<ListenerLabels, Counter> => "connections_preface_timeouts",
+            "Connections closed for sending nothing (no HTTP/2 preface) within --preface-timeout";
+        accept_errors: Family<ListenerLabels, Counter> => "accept_errors",
+            "Accept errors (EMFILE, ENFILE, ...) per listener; each pauses the accept loop";
+        tls_handshake_failures: Family<ListenerLabels, Counter> => "tls_handshake_failures",
+            "TLS handshakes that failed (no or an untrusted client certificate, a bad \
+             ClientHello); those that timed out count as preface timeouts";
+    }
 }
 
 impl ConnectionMetricFamilies {
-    pub(super) fn register(registry: &mut Registry) -> Self {
-        let families = Self::default();
-        registry.register(
-            "connections_open",
-            "Open connections per listener (grpc, admin); capped by --max-connections and --max-admin-connections",
-            families.open.clone(),
-        );
-        // The counters: one registration each, from one table.
-        for (name, help, family) in [
-            (
-                "connections_accepted",
-                "Connections accepted per listener",
-                &families.accepted,
-            ),
-            (
-                "connections_preface_timeouts",
-                "Connections closed for sending nothing (no HTTP/2 preface) within --preface-timeout",
-                &families.preface_timeouts,
-            ),
-            (
-                "accept_errors",
-                "Accept errors (EMFILE, ENFILE, ...) per listener; each pauses the accept loop",
-                &families.accept_errors,
-            ),
-            (
-                "tls_handshake_failures",
-                "TLS handshakes that failed (no or an untrusted client certificate, a bad ClientHello); \
-                 those that timed out count as preface timeouts",
-                &families.tls_handshake_failures,
-            ),
-        ] {
-            registry.register(name, help, family.clone());
-        }
-        families
-    }
-
     /// The series of one listener, resolved once.
     pub fn listener(&self, listener: &'static str) -> ConnectionMetrics {
         let labels = ListenerLabels { listener };

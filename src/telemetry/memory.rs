@@ -4,7 +4,8 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+
+use super::register::series_set;
 
 use crate::memory::MemoryPlan;
 
@@ -22,32 +23,21 @@ pub struct PoolLabels {
     pub pool: &'static str,
 }
 
-/// `rls_memory_limit_bytes` and `rls_memory_budget_bytes`, registered once.
-#[derive(Debug, Default)]
-pub struct MemoryMetricFamilies {
-    limit: Family<SourceLabels, Gauge>,
-    budget: Family<PoolLabels, Gauge>,
+series_set! {
+    /// `rls_memory_limit_bytes` and `rls_memory_budget_bytes`, registered once.
+    #[derive(Debug, Default)]
+    pub struct MemoryMetricFamilies {
+        limit: Family<SourceLabels, Gauge> => "memory_limit_bytes",
+            "The --max-memory in force (0: none), by where it came from: flag, cgroup_v2 or \
+             cgroup_v1 (a share of the container's limit), none";
+        budget: Family<PoolLabels, Gauge> => "memory_budget_bytes",
+            "The most each pool may hold: cells (--max-cell-bytes), request_bytes \
+             (--max-buffered-request-bytes), transport (connections and requests in flight), \
+             metric_series, reserve (the rest of the process)";
+    }
 }
 
 impl MemoryMetricFamilies {
-    pub(super) fn register(registry: &mut Registry) -> Self {
-        let families = Self::default();
-        registry.register(
-            "memory_limit_bytes",
-            "The --max-memory in force (0: none), by where it came from: flag, cgroup_v2 or \
-             cgroup_v1 (a share of the container's limit), none",
-            families.limit.clone(),
-        );
-        registry.register(
-            "memory_budget_bytes",
-            "The most each pool may hold: cells (--max-cell-bytes), request_bytes \
-             (--max-buffered-request-bytes), transport (connections and requests in flight), \
-             metric_series, reserve (the rest of the process)",
-            families.budget.clone(),
-        );
-        families
-    }
-
     /// The family of `rls_memory_budget_bytes`, for a pool reported elsewhere.
     pub fn budget(&self) -> &Family<PoolLabels, Gauge> {
         &self.budget

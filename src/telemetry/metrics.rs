@@ -22,6 +22,7 @@ use super::labels::{DecisionOutcome, RequestMethod, RequestOutcome, SharedLabel}
 use super::latency::{DEFAULT_BUCKETS, LatencyHistogram};
 use super::memory::{MemoryMetricFamilies, PoolLabels};
 use super::quota::QuotaMetrics;
+use super::register::SeriesSet;
 use super::rule_series::{RuleSeries, next_registry_id};
 use super::sharded::ShardedCounter;
 use super::upstream_stats::{UpstreamStats, Usage};

@@ -8,7 +8,8 @@
 //! per-request series (`sharded`: the engine's `ShardedCount` with its Prometheus encoding);
 //! the request-duration histogram in per-thread slots (`latency`); the runtime's stall probe
 //! (`stall`: a task that wakes every `--stall-probe-interval` and records how late, off unless
-//! set); the memory limit and budgets (`memory`); the tracing subscriber (`logging`).
+//! set); the memory limit and budgets (`memory`); the tracing subscriber (`logging`); the
+//! table every fixed set of series registers with (`register`).
 
 mod connections;
 mod labels;
@@ -17,6 +18,7 @@ mod logging;
 mod memory;
 mod metrics;
 mod quota;
+mod register;
 mod rule_series;
 mod sharded;
 pub mod stall;
@@ -29,6 +31,7 @@ pub use logging::{LogFormat, init_logging};
 pub use memory::MemoryMetricFamilies;
 pub use metrics::{BUILD_COMMIT, DecisionLabel, MemoryPool, Metrics, MetricsSettings};
 pub use quota::{AssignmentKind, QuotaMetrics, StreamError, UsageOutcome};
+pub(crate) use register::register_all;
 pub use rule_series::RuleSeries;
 pub use sharded::ShardedCounter;
 pub use upstream_stats::Usage;

@@ -8,7 +8,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+
+use super::register::series_set;
 
 /// What became of one bucket's usage in a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
@@ -85,54 +86,27 @@ struct ReasonLabels {
     reason: StreamError,
 }
 
-/// The RLQS series, registered once with the rest of the registry.
-#[derive(Debug, Clone)]
-pub struct QuotaMetrics {
-    /// From a report's arrival to its answer being queued: counting every usage, the shares.
-    report_duration: Histogram,
-    streams: Gauge,
-    buckets: Gauge,
-    usages: Family<OutcomeLabels, Counter>,
-    assignments: Family<StrategyLabels, Counter>,
-    stream_errors: Family<ReasonLabels, Counter>,
+series_set! {
+    /// The RLQS series, registered once with the rest of the registry.
+    #[derive(Debug, Clone)]
+    pub struct QuotaMetrics {
+        /// From a report's arrival to its answer being queued: counting every usage, the shares.
+        report_duration: Histogram => "rlqs_report_duration_seconds",
+            "Time to handle one RLQS report message (every usage counted, the shares computed)";
+        streams: Gauge => "rlqs_streams",
+            "RLQS streams (StreamRateLimitQuotas) open now";
+        buckets: Gauge => "rlqs_buckets",
+            "Quota buckets the open RLQS streams report, all streams together";
+        usages: Family<OutcomeLabels, Counter> => "rlqs_usages",
+            "Bucket usages received in RLQS reports, by what became of them";
+        assignments: Family<StrategyLabels, Counter> => "rlqs_assignments",
+            "Bucket actions sent on RLQS streams, by strategy";
+        stream_errors: Family<ReasonLabels, Counter> => "rlqs_stream_errors",
+            "RLQS streams ended with an error status, by reason";
+    }
 }
 
 impl QuotaMetrics {
-    pub(super) fn register(registry: &mut Registry) -> Self {
-        let metrics = Self::default();
-        registry.register(
-            "rlqs_report_duration_seconds",
-            "Time to handle one RLQS report message (every usage counted, the shares computed)",
-            metrics.report_duration.clone(),
-        );
-        registry.register(
-            "rlqs_streams",
-            "RLQS streams (StreamRateLimitQuotas) open now",
-            metrics.streams.clone(),
-        );
-        registry.register(
-            "rlqs_buckets",
-            "Quota buckets the open RLQS streams report, all streams together",
-            metrics.buckets.clone(),
-        );
-        registry.register(
-            "rlqs_usages",
-            "Bucket usages received in RLQS reports, by what became of them",
-            metrics.usages.clone(),
-        );
-        registry.register(
-            "rlqs_assignments",
-            "Bucket actions sent on RLQS streams, by strategy",
-            metrics.assignments.clone(),
-        );
-        registry.register(
-            "rlqs_stream_errors",
-            "RLQS streams ended with an error status, by reason",
-            metrics.stream_errors.clone(),
-        );
-        metrics
-    }
-
     pub fn report_handled(&self, took: std::time::Duration) {
         self.report_duration.observe(took.as_secs_f64());
     }

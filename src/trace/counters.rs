@@ -6,6 +6,8 @@ use std::sync::OnceLock;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 
+use crate::telemetry::register_all;
+
 pub struct SpanCounters {
     /// Dropped because the export queue was full.
     pub dropped: Counter,
@@ -26,20 +28,25 @@ pub fn counters() -> &'static SpanCounters {
 /// Registers the counters under `rls_tracing_*` (zero while tracing is off).
 pub fn register(registry: &mut Registry) {
     let counters = counters();
-    registry.register(
-        "tracing_spans_dropped",
-        "Finished spans dropped because the export queue (--tracing-queue-size) was full: \
-         the collector is down or slower than the spans come",
-        counters.dropped.clone(),
-    );
-    registry.register(
-        "tracing_spans_exported",
-        "Spans the collector accepted",
-        counters.exported.clone(),
-    );
-    registry.register(
-        "tracing_spans_export_failed",
-        "Spans lost in exports that failed or timed out",
-        counters.failed.clone(),
+    register_all(
+        registry,
+        &[
+            (
+                "tracing_spans_dropped",
+                "Finished spans dropped because the export queue (--tracing-queue-size) was \
+                 full: the collector is down or slower than the spans come",
+                &counters.dropped,
+            ),
+            (
+                "tracing_spans_exported",
+                "Spans the collector accepted",
+                &counters.exported,
+            ),
+            (
+                "tracing_spans_export_failed",
+                "Spans lost in exports that failed or timed out",
+                &counters.failed,
+            ),
+        ],
     );
 }
