@@ -176,31 +176,30 @@ type Stat = (
     fn(&RuleStats) -> &ShardedCounter,
 );
 
+/// The stat of a `RuleStats` field, each part derived from the field's name so none can drift:
+/// `ratelimit_service_rate_limit_<field>` as upstream's mapper names it, a help of `what` and
+/// the upstream stat it mirrors, and the field itself.
+macro_rules! stat {
+    ($field:ident, $what:literal) => {
+        (
+            concat!("ratelimit_service_rate_limit_", stringify!($field)),
+            concat!($what, " (upstream's ", stringify!($field), ")."),
+            |s| &s.$field,
+        )
+    };
+}
+
 const STATS: [Stat; 5] = [
-    (
-        "ratelimit_service_rate_limit_total_hits",
-        "Hits of a rule (upstream's total_hits).",
-        |s| &s.total_hits,
+    stat!(total_hits, "Hits of a rule"),
+    stat!(over_limit, "Hits over a rule's limit, shadow mode included"),
+    stat!(
+        near_limit,
+        "Accepted hits above NEAR_LIMIT_RATIO of a rule's limit"
     ),
-    (
-        "ratelimit_service_rate_limit_over_limit",
-        "Hits over a rule's limit, shadow mode included (upstream's over_limit).",
-        |s| &s.over_limit,
-    ),
-    (
-        "ratelimit_service_rate_limit_near_limit",
-        "Accepted hits above NEAR_LIMIT_RATIO of a rule's limit (upstream's near_limit).",
-        |s| &s.near_limit,
-    ),
-    (
-        "ratelimit_service_rate_limit_within_limit",
-        "Hits within a rule's limit (upstream's within_limit).",
-        |s| &s.within_limit,
-    ),
-    (
-        "ratelimit_service_rate_limit_shadow_mode",
-        "Hits over a rule's limit answered OK by shadow mode (upstream's shadow_mode).",
-        |s| &s.shadow_mode,
+    stat!(within_limit, "Hits within a rule's limit"),
+    stat!(
+        shadow_mode,
+        "Hits over a rule's limit answered OK by shadow mode"
     ),
 ];
 
