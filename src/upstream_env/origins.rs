@@ -3,11 +3,40 @@
 
 use crate::environment::Environment;
 
-/// A flag `serve_argv` may write, the variables it is derived from (as the log names them),
-/// and those variables one by one.
-const FLAG_SOURCES: &[(&str, &str, &[&str])] = &[
-    ("log-level", "LOG_LEVEL", &["LOG_LEVEL"]),
-    ("log-format", "LOG_FORMAT", &["LOG_FORMAT"]),
+/// A flag `serve_argv` may write from one upstream variable, named as the variable.
+const ONE_VARIABLE: &[(&str, &str)] = &[
+    ("log-level", "LOG_LEVEL"),
+    ("log-format", "LOG_FORMAT"),
+    ("response-headers", "LIMIT_RESPONSE_HEADERS_ENABLED"),
+    ("limit-header", "LIMIT_LIMIT_HEADER"),
+    ("remaining-header", "LIMIT_REMAINING_HEADER"),
+    ("reset-header", "LIMIT_RESET_HEADER"),
+    ("redis-prefix", "CACHE_KEY_PREFIX"),
+    ("redis-replay-timeout", "REDIS_TIMEOUT"),
+    ("redis-cluster", "REDIS_TYPE"),
+    ("redis-sentinel-master-auth", "REDIS_AUTH"),
+    ("redis-tls-ca", "REDIS_TLS_CACERT"),
+    ("redis-tls-cert", "REDIS_TLS_CLIENT_CERT"),
+    ("redis-tls-key", "REDIS_TLS_CLIENT_KEY"),
+    (
+        "redis-tls-skip-hostname-verification",
+        "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+    ),
+    ("near-limit-ratio", "NEAR_LIMIT_RATIO"),
+    ("metrics-path", "PROMETHEUS_PATH"),
+    ("max-connection-age", "GRPC_MAX_CONNECTION_AGE"),
+    ("max-connection-age-grace", "GRPC_MAX_CONNECTION_AGE_GRACE"),
+    ("config-xds-server", "CONFIG_GRPC_XDS_SERVER_URL"),
+    ("config-xds-tls", "CONFIG_GRPC_XDS_SERVER_USE_TLS"),
+    (
+        "force-start-without-initial-config",
+        "FORCE_START_WITHOUT_INITIAL_CONFIG",
+    ),
+];
+
+/// A flag `serve_argv` may write from several variables, or from one the log names with
+/// another that decides it: the variables as the log names them, and those it reads one by one.
+const SEVERAL_VARIABLES: &[(&str, &str, &[&str])] = &[
     ("http-addr", "HOST and PORT", &["HOST", "PORT"]),
     (
         "grpc-addr",
@@ -29,90 +58,19 @@ const FLAG_SOURCES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     (
-        "response-headers",
-        "LIMIT_RESPONSE_HEADERS_ENABLED",
-        &["LIMIT_RESPONSE_HEADERS_ENABLED"],
-    ),
-    (
-        "limit-header",
-        "LIMIT_LIMIT_HEADER",
-        &["LIMIT_LIMIT_HEADER"],
-    ),
-    (
-        "remaining-header",
-        "LIMIT_REMAINING_HEADER",
-        &["LIMIT_REMAINING_HEADER"],
-    ),
-    (
-        "reset-header",
-        "LIMIT_RESET_HEADER",
-        &["LIMIT_RESET_HEADER"],
-    ),
-    ("redis-prefix", "CACHE_KEY_PREFIX", &["CACHE_KEY_PREFIX"]),
-    ("redis-replay-timeout", "REDIS_TIMEOUT", &["REDIS_TIMEOUT"]),
-    (
         "redis-url",
         "REDIS_URL, REDIS_AUTH, REDIS_TLS and REDIS_SOCKET_TYPE",
         &["REDIS_URL", "REDIS_AUTH", "REDIS_TLS", "REDIS_SOCKET_TYPE"],
     ),
-    ("redis-cluster", "REDIS_TYPE", &["REDIS_TYPE"]),
     (
         "redis-sentinel-master",
         "REDIS_TYPE and REDIS_URL",
         &["REDIS_TYPE"],
     ),
-    ("redis-sentinel-master-auth", "REDIS_AUTH", &["REDIS_AUTH"]),
-    ("redis-tls-ca", "REDIS_TLS_CACERT", &["REDIS_TLS_CACERT"]),
-    (
-        "redis-tls-cert",
-        "REDIS_TLS_CLIENT_CERT",
-        &["REDIS_TLS_CLIENT_CERT"],
-    ),
-    (
-        "redis-tls-key",
-        "REDIS_TLS_CLIENT_KEY",
-        &["REDIS_TLS_CLIENT_KEY"],
-    ),
-    (
-        "redis-tls-skip-hostname-verification",
-        "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-        &["REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"],
-    ),
-    (
-        "near-limit-ratio",
-        "NEAR_LIMIT_RATIO",
-        &["NEAR_LIMIT_RATIO"],
-    ),
     (
         "metrics-addr",
         "USE_PROMETHEUS and PROMETHEUS_ADDR",
         &["PROMETHEUS_ADDR"],
-    ),
-    ("metrics-path", "PROMETHEUS_PATH", &["PROMETHEUS_PATH"]),
-    (
-        "max-connection-age",
-        "GRPC_MAX_CONNECTION_AGE",
-        &["GRPC_MAX_CONNECTION_AGE"],
-    ),
-    (
-        "max-connection-age-grace",
-        "GRPC_MAX_CONNECTION_AGE_GRACE",
-        &["GRPC_MAX_CONNECTION_AGE_GRACE"],
-    ),
-    (
-        "config-xds-server",
-        "CONFIG_GRPC_XDS_SERVER_URL",
-        &["CONFIG_GRPC_XDS_SERVER_URL"],
-    ),
-    (
-        "config-xds-tls",
-        "CONFIG_GRPC_XDS_SERVER_USE_TLS",
-        &["CONFIG_GRPC_XDS_SERVER_USE_TLS"],
-    ),
-    (
-        "force-start-without-initial-config",
-        "FORCE_START_WITHOUT_INITIAL_CONFIG",
-        &["FORCE_START_WITHOUT_INITIAL_CONFIG"],
     ),
 ];
 
@@ -151,13 +109,15 @@ const XDS_FLAGS: &[(&str, &str)] = &[
 /// For each `--flag` in `args`: the flag, its upstream variables, and whether one of them is
 /// set in `env` (else the flag carries upstream's default).
 pub(super) fn of(args: &[String], env: &Environment) -> Vec<(String, &'static str, bool)> {
+    let is_set = |variable: &str| env.get(variable).is_some_and(|v| !v.is_empty());
     let mut out = Vec::new();
     for flag in args.iter().filter_map(|a| a.strip_prefix("--")) {
-        if let Some((_, variables, each)) = FLAG_SOURCES.iter().find(|(f, ..)| *f == flag) {
-            let set = each
-                .iter()
-                .any(|v| env.get(v).is_some_and(|v| !v.is_empty()));
-            out.push((flag.to_owned(), *variables, set));
+        if let Some((_, variable)) = ONE_VARIABLE.iter().find(|(f, _)| *f == flag) {
+            out.push((flag.to_owned(), *variable, is_set(variable)));
+        } else if let Some((_, variables, each)) =
+            SEVERAL_VARIABLES.iter().find(|(f, ..)| *f == flag)
+        {
+            out.push((flag.to_owned(), *variables, each.iter().any(|v| is_set(v))));
         } else if let Some((_, variable)) = XDS_FLAGS.iter().find(|(f, _)| *f == flag) {
             out.push((flag.to_owned(), *variable, true));
         }
