@@ -9,29 +9,16 @@ use std::fmt;
 
 use clap::builder::TypedValueParser;
 
+use crate::bounded_arg::Bounds;
+
 /// Parses a byte size and refuses it outside `min..=max`.
-#[derive(Debug, Clone, Copy)]
-pub struct ByteSizeRange {
-    min: u64,
-    max: u64,
-}
+pub type ByteSizeRange = Bounds<u64>;
 
 impl ByteSizeRange {
-    pub const fn new(min: u64, max: u64) -> Self {
-        Self { min, max }
-    }
-
     /// The check alone, for values that do not come from the command line.
     pub fn check(&self, value: u64) -> Result<u64, String> {
-        if value < self.min || value > self.max {
-            return Err(format!(
-                "must be between {} and {}, got {}",
-                Bytes(self.min),
-                Bytes(self.max),
-                Bytes(value)
-            ));
-        }
-        Ok(value)
+        self.within(value, Bytes)
+            .map_err(|refusal| format!("{refusal}, got {}", Bytes(value)))
     }
 
     /// `text` as a number of bytes, within the range.

@@ -9,28 +9,15 @@ use std::time::Duration;
 
 use clap::builder::TypedValueParser;
 
+use crate::bounded_arg::Bounds;
+
 /// Parses a duration and refuses it outside `min..=max`.
-#[derive(Debug, Clone, Copy)]
-pub struct DurationRange {
-    min: Duration,
-    max: Duration,
-}
+pub type DurationRange = Bounds<Duration>;
 
 impl DurationRange {
-    pub const fn new(min: Duration, max: Duration) -> Self {
-        Self { min, max }
-    }
-
     /// The check alone, for values that do not come from the command line.
     pub fn check(&self, value: Duration) -> Result<Duration, String> {
-        if value < self.min || value > self.max {
-            return Err(format!(
-                "must be between {} and {}",
-                humantime::format_duration(self.min),
-                humantime::format_duration(self.max)
-            ));
-        }
-        Ok(value)
+        self.within(value, humantime::format_duration)
     }
 
     fn parse(&self, text: &str) -> Result<Duration, String> {

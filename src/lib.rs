@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod allocator;
+pub mod bounded_arg;
 pub mod byte_size_arg;
 pub mod cli;
 pub mod config;
