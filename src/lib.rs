@@ -5,6 +5,7 @@ pub mod admin;
 pub mod allocator;
 pub mod bounded_arg;
 pub mod byte_size_arg;
+pub mod capped_read;
 pub mod cli;
 pub mod config;
 pub mod duration_arg;

@@ -9,9 +9,10 @@
 //! the bytes read from one load are capped.
 
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use crate::capped_read::read_at_most;
 
 /// YAML nesting accepted in a limits file: 32 levels are 15 levels of nested `descriptors`,
 /// far beyond any real config. Parsing, locating an error and compiling all recurse once per
@@ -85,13 +86,7 @@ pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, ReadError> {
 }
 
 fn read_capped(file: File, max_bytes: u64) -> Result<String, ReadError> {
-    let mut bytes = Vec::new();
-    // One byte past the cap tells "exactly at the cap" from "over it".
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(ReadError::TooLarge { max: max_bytes });
-    }
+    let bytes = read_at_most(file, max_bytes)?.ok_or(ReadError::TooLarge { max: max_bytes })?;
     String::from_utf8(bytes).map_err(|_| ReadError::NotUtf8)
 }
 

@@ -15,8 +15,10 @@
 //! Every read is bounded and every parse checked: an unexpected file is a [`CgroupError`], never
 //! a panic, and the caller treats the limit as unknown.
 
-use std::io::Read;
+use std::io;
 use std::path::{Component, Path, PathBuf};
+
+use crate::capped_read::read_at_most;
 
 /// Where the kernel says which groups this process belongs to.
 const PROC_CGROUP: &str = "/proc/self/cgroup";
@@ -81,17 +83,20 @@ fn read_bounded(path: &Path, max: u64) -> Result<Option<String>, CgroupError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(read_error(e)),
     };
-    let mut text = String::new();
-    file.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(read_error)?;
-    if text.len() as u64 > max {
-        return Err(CgroupError::TooLarge {
+    let bytes = read_at_most(file, max)
+        .map_err(read_error)?
+        .ok_or_else(|| CgroupError::TooLarge {
             path: path.to_owned(),
             max,
-        });
-    }
-    Ok(Some(text))
+        })?;
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        // The error `read_to_string` gave, in its words.
+        let source = io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        );
+        read_error(source)
+    })
 }
 
 /// The limit, with every file read through `read`.

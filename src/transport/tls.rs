@@ -7,7 +7,7 @@
 //! rotation applies to the next connection and never drops the listener or an open one.
 
 use std::fmt;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +21,8 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio_util::sync::CancellationToken;
+
+use crate::capped_read::read_at_most;
 
 /// A PEM file larger than this is refused: a chain and a key are a few KiB; a CA bundle a few
 /// hundred.
@@ -220,17 +222,12 @@ fn read_pem(setting: TlsSetting, path: &Path) -> Result<Vec<u8>, TlsError> {
             path: path.to_owned(),
         });
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_PEM_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_PEM_BYTES {
-        return Err(TlsError::TooLarge {
+    read_at_most(file, MAX_PEM_BYTES)
+        .map_err(read_error)?
+        .ok_or_else(|| TlsError::TooLarge {
             setting,
             path: path.to_owned(),
-        });
-    }
-    Ok(bytes)
+        })
 }
 
 fn build(

@@ -10,6 +10,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 
 use super::settings::XdsTls;
+use crate::capped_read::read_at_most;
 
 /// PEM files larger than this are refused (a CA bundle is tens of KiB).
 const MAX_PEM_BYTES: u64 = 1024 * 1024;
@@ -84,14 +85,9 @@ fn bad(path: &Path, problem: String) -> XdsTlsError {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, XdsTlsError> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| bad(path, format!("cannot read: {e}")))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_PEM_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| bad(path, format!("cannot read: {e}")))?;
-    if bytes.len() as u64 > MAX_PEM_BYTES {
-        return Err(bad(path, format!("larger than {MAX_PEM_BYTES} bytes")));
-    }
-    Ok(bytes)
+    let cannot_read = |e| bad(path, format!("cannot read: {e}"));
+    let file = std::fs::File::open(path).map_err(cannot_read)?;
+    read_at_most(file, MAX_PEM_BYTES)
+        .map_err(cannot_read)?
+        .ok_or_else(|| bad(path, format!("larger than {MAX_PEM_BYTES} bytes")))
 }
