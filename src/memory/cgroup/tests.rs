@@ -21,6 +21,11 @@ fn limit_of(files: &[(&str, &str)]) -> Result<Option<CgroupLimit>, CgroupError> 
     limit_from(&read)
 }
 
+/// The limit's bytes found in `files`, `None` for no limit or an error.
+fn bytes_of(files: &[(&str, &str)]) -> Option<u64> {
+    limit_of(files).ok().flatten().map(|l| l.bytes)
+}
+
 const V2_MOUNTINFO: &str = "\
 22 1 0:21 / /proc rw,nosuid - proc proc rw
 30 22 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec - cgroup2 cgroup2 rw,nsdelegate
@@ -51,24 +56,26 @@ fn v2_in_a_container_reads_memory_max_at_its_root() {
 
 #[test]
 fn v2_nested_groups_take_the_tightest_ancestor() {
-    let limit = limit_of(&[
-        ("/proc/self/cgroup", "0::/kubepods/burstable/pod1/ctr\n"),
-        ("/proc/self/mountinfo", V2_MOUNTINFO),
-        (
-            "/sys/fs/cgroup/kubepods/burstable/pod1/ctr/memory.max",
-            "max\n",
-        ),
-        (
-            "/sys/fs/cgroup/kubepods/burstable/pod1/memory.max",
-            "268435456\n",
-        ),
-        (
-            "/sys/fs/cgroup/kubepods/burstable/memory.max",
-            "1073741824\n",
-        ),
-        ("/sys/fs/cgroup/kubepods/memory.max", "max\n"),
-    ]);
-    assert_eq!(limit.ok().flatten().map(|l| l.bytes), Some(256 * MIB));
+    assert_eq!(
+        bytes_of(&[
+            ("/proc/self/cgroup", "0::/kubepods/burstable/pod1/ctr\n"),
+            ("/proc/self/mountinfo", V2_MOUNTINFO),
+            (
+                "/sys/fs/cgroup/kubepods/burstable/pod1/ctr/memory.max",
+                "max\n",
+            ),
+            (
+                "/sys/fs/cgroup/kubepods/burstable/pod1/memory.max",
+                "268435456\n",
+            ),
+            (
+                "/sys/fs/cgroup/kubepods/burstable/memory.max",
+                "1073741824\n",
+            ),
+            ("/sys/fs/cgroup/kubepods/memory.max", "max\n"),
+        ]),
+        Some(256 * MIB)
+    );
 }
 
 #[test]
@@ -129,32 +136,38 @@ fn v1_huge_values_and_minus_one_are_no_limit() {
 fn a_mount_of_a_subtree_strips_its_root() {
     // Docker without a cgroup namespace: the container's group is the mount's root.
     let mountinfo = "35 31 0:32 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n";
-    let limit = limit_of(&[
-        ("/proc/self/cgroup", "4:memory:/docker/abc\n"),
-        ("/proc/self/mountinfo", mountinfo),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "134217728\n"),
-    ]);
-    assert_eq!(limit.ok().flatten().map(|l| l.bytes), Some(128 * MIB));
+    assert_eq!(
+        bytes_of(&[
+            ("/proc/self/cgroup", "4:memory:/docker/abc\n"),
+            ("/proc/self/mountinfo", mountinfo),
+            ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "134217728\n"),
+        ]),
+        Some(128 * MIB)
+    );
 }
 
 #[test]
 fn a_group_outside_the_mount_is_looked_for_at_the_mount_point() {
     // Seen from another cgroup namespace, the path climbs out of it.
-    let limit = limit_of(&[
-        ("/proc/self/cgroup", "0::/../../sibling\n"),
-        ("/proc/self/mountinfo", V2_MOUNTINFO),
-        ("/sys/fs/cgroup/memory.max", "268435456\n"),
-    ]);
-    assert_eq!(limit.ok().flatten().map(|l| l.bytes), Some(256 * MIB));
+    assert_eq!(
+        bytes_of(&[
+            ("/proc/self/cgroup", "0::/../../sibling\n"),
+            ("/proc/self/mountinfo", V2_MOUNTINFO),
+            ("/sys/fs/cgroup/memory.max", "268435456\n"),
+        ]),
+        Some(256 * MIB)
+    );
 }
 
 #[test]
 fn no_mount_table_assumes_the_usual_mount_points() {
-    let limit = limit_of(&[
-        ("/proc/self/cgroup", "0::/\n"),
-        ("/sys/fs/cgroup/memory.max", "268435456\n"),
-    ]);
-    assert_eq!(limit.ok().flatten().map(|l| l.bytes), Some(256 * MIB));
+    assert_eq!(
+        bytes_of(&[
+            ("/proc/self/cgroup", "0::/\n"),
+            ("/sys/fs/cgroup/memory.max", "268435456\n"),
+        ]),
+        Some(256 * MIB)
+    );
 }
 
 #[test]

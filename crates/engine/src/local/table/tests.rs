@@ -68,32 +68,24 @@ async fn reaping_keeps_the_current_and_previous_cells() {
 /// expired it walks, and the walk sets when the next one is due.
 #[tokio::test]
 async fn reaping_walks_only_once_a_cell_may_have_expired() {
+    // A walk that sees both cells and drops the one that expired.
+    let one_of_two = Reaped {
+        removed: 1,
+        visited: 2,
+        ..Reaped::default()
+    };
     let table = table_of(100);
     table.get_or_insert_empty(&key("a", 1_000, 10));
     table.get_or_insert_empty(&key("b", 1_000, 20));
     // cell 10 expires at 12,000 (when cell 12 starts)
     assert_eq!(table.reap(11_999).await, Reaped::default());
-    assert_eq!(
-        table.reap(12_000).await,
-        Reaped {
-            removed: 1,
-            visited: 2,
-            ..Reaped::default()
-        }
-    );
+    assert_eq!(table.reap(12_000).await, one_of_two);
     // the walk saw cell 20, which expires at 22,000: nothing to do before
     assert_eq!(table.reap(21_999).await.visited, 0);
     // a cell that expires earlier, made after the walk, brings the next walk forward
     table.get_or_insert_empty(&key("c", 1_000, 15));
     assert_eq!(table.reap(16_999).await.visited, 0);
-    assert_eq!(
-        table.reap(17_000).await,
-        Reaped {
-            removed: 1,
-            visited: 2,
-            ..Reaped::default()
-        }
-    );
+    assert_eq!(table.reap(17_000).await, one_of_two);
     assert!(table.get(&key("b", 1_000, 20).borrowed()).is_some());
     assert!(table.get(&key("c", 1_000, 15).borrowed()).is_none());
 }
