@@ -184,6 +184,23 @@ pub fn eventually<T: PartialEq + std::fmt::Debug>(
     }
 }
 
+/// Polls `probe` every `every` until it answers `Some` (a condition awaited, not a fixed
+/// sleep); that value. Panics with `failure()` after 10 s.
+pub async fn until_some<T>(
+    every: Duration,
+    failure: impl Fn() -> String,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{}", failure());
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// Polls `probe` every 50 ms until it answers true (a condition awaited, not a fixed sleep);
 /// how long that took. Panics naming `what` after `timeout`.
 pub fn wait_for(timeout: Duration, what: &str, mut probe: impl FnMut() -> bool) -> Duration {

@@ -17,7 +17,7 @@
 
 use gcounter_rls_integration as support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::grpc::{
     self, Code, RlsClient, Unit, code, codes, costing, request, should_rate_limit,
@@ -82,19 +82,20 @@ async fn assert_spends(
 /// Polls a peek in `client` until the remaining is no longer the second's untouched 6 (the
 /// hour's count from the other process or region has arrived), and returns it.
 async fn remaining_once_converged(client: &mut RlsClient, service: &Service) -> u32 {
-    let started = Instant::now();
-    loop {
-        let (_, _, remaining, _) = spend(client, 0).await;
-        if remaining != 6 {
-            return remaining;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the other side's count never arrived\n{}",
-            service.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::until_some(
+        Duration::from_millis(50),
+        || {
+            format!(
+                "the other side's count never arrived\n{}",
+                service.log_tail(30)
+            )
+        },
+        async || {
+            let (_, _, remaining, _) = spend(client, 0).await;
+            (remaining != 6).then_some(remaining)
+        },
+    )
+    .await
 }
 
 /// Sleeps until the second after next: the cell of "now" is then the previous-but-one, out

@@ -181,19 +181,20 @@ async fn region_b_admits_only_what_region_a_left(backend: Backend) {
 /// `rls_global_clock_offset_seconds` once the sync has measured it (a measurement is never
 /// exactly 0: half the round trip is in it); panics after 10 s.
 async fn clock_offset(service: &Service) -> f64 {
-    let started = Instant::now();
-    loop {
-        let offset = count(&service.metrics(), "rls_global_clock_offset_seconds", &[]);
-        if offset != 0.0 {
-            return offset;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no clock offset measured within 10 s\n{}",
-            service.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::until_some(
+        Duration::from_millis(100),
+        || {
+            format!(
+                "no clock offset measured within 10 s\n{}",
+                service.log_tail(30)
+            )
+        },
+        async || {
+            let offset = count(&service.metrics(), "rls_global_clock_offset_seconds", &[]);
+            (offset != 0.0).then_some(offset)
+        },
+    )
+    .await
 }
 
 support::scenario_tests!(region_b_admits_only_what_region_a_left {
