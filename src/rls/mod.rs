@@ -11,7 +11,7 @@
 //!   service's other methods answer `UNIMPLEMENTED`).
 //! - `validate`: request validation. `plan`: descriptor → rule or override, counter
 //!   identity, cost and refund (`Limited::windows`: every limit of a `rate_limits` rule).
-//! - `RateLimiter::decide` (here): the all-or-nothing decision of several limits and refunds.
+//! - `decide`: the all-or-nothing decision of several limits and refunds.
 //! - `overall`: the overall code from regular and quota descriptors; `metadata`: the
 //!   response's `dynamic_metadata`; `response`: statuses and `RateLimit-*` headers;
 //!   `structured`: the IETF draft's `RateLimit-Policy`/`RateLimit` header style.
@@ -24,6 +24,7 @@
 //!   JSON form of a request and response for `POST /json`. `traced`: a request's span.
 
 mod answer;
+mod decide;
 mod in_process;
 mod inspect;
 mod json;
@@ -489,79 +490,6 @@ impl RateLimiter {
             statuses,
             response_headers_to_add,
             dynamic_metadata,
-        }
-    }
-}
-
-impl RateLimiter {
-    /// The engine's answer for one limited descriptor and the limit it is about: for several
-    /// limits (`rate_limits`), the most constrained one.
-    ///
-    /// Several limits are all-or-nothing: they are consumed one by one in config order, and
-    /// when one denies, what the earlier ones consumed is refunded, so a denied request
-    /// consumes from none of them (as "denied consumes nothing" for one limit). The residual
-    /// race, documented: between a consume and its refund, another request may see the
-    /// earlier limits' counts higher by this request's cost and be denied by them (never
-    /// admitted past a limit: counts are only ever too high, for that moment).
-    ///
-    /// With `is_negative_hits`, every limit of the descriptor is refunded `cost` (each within
-    /// what this process consumed of it: `Engine::refund`).
-    async fn decide(
-        &self,
-        workspace: &Arc<str>,
-        limited: &plan::Limited<'_>,
-    ) -> (Verdict, plan::LimitWindow) {
-        let hit = |window: plan::LimitWindow| limited.hit(workspace, window);
-        // `penalty` (our extension) lives on the rule; an override has none.
-        let penalty_ms = limited.rule.as_ref().map_or(0, |rule| rule.penalty_ms);
-        let first = limited.window();
-        if !limited.has_more_limits() {
-            let verdict = if limited.refund {
-                self.engine.refund(hit(first)).await
-            } else {
-                self.engine.check_with_penalty(hit(first), penalty_ms).await
-            };
-            return (verdict, first);
-        }
-        let mut constrained: Option<(gcounter_engine::Verdict, plan::LimitWindow)> = None;
-        for (consumed, window) in limited.windows().enumerate() {
-            let verdict = if limited.refund {
-                self.engine.refund(hit(window)).await
-            } else {
-                self.engine
-                    .check_with_penalty(hit(window), penalty_ms)
-                    .await
-            };
-            if !verdict.allowed {
-                if limited.cost > 0 {
-                    for earlier in limited.windows().take(consumed) {
-                        self.engine.refund(hit(earlier)).await;
-                    }
-                }
-                return (verdict, window);
-            }
-            if constrained.is_none_or(|(least, _)| verdict.remaining < least.remaining) {
-                constrained = Some((verdict, window));
-            }
-        }
-        constrained.unwrap_or_else(|| {
-            (
-                gcounter_engine::Verdict {
-                    allowed: true,
-                    remaining: u64::from(first.requests_per_unit),
-                    until_reset_ms: first.duration_ms,
-                },
-                first,
-            )
-        })
-    }
-}
-
-impl RateLimiter {
-    /// Refunds what one accepted descriptor consumed, in every one of its limits.
-    async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited<'_>) {
-        for window in limited.windows() {
-            self.engine.refund(limited.hit(workspace, window)).await;
         }
     }
 }
