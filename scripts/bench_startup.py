@@ -1,33 +1,33 @@
 #!/usr/bin/env python3
 """Start-up to serving with a large limits config (BENCHMARKS.md).
 
-    python3 scripts/bench_startup.py [--rules 10000] [--runs 10]
+    python3 scripts/bench_startup.py [--rules 10000] [--runs 10] [--binary NAME=PATH ...]
+
+With --binary (repeatable) it starts each named build instead of building this tree's, in
+turn at every run, so two commits are compared in the same minutes (one JSON line each).
 
 Writes a config of --rules rules (one domain: 1/10 top-level keys, each with nested values,
 wildcards and limits), then starts `gcounter-rls serve` --runs times and measures, from the
-spawn to the moment the gRPC port answers a TCP connect, with a 1 ms poll. The service binds
-its listeners only after the config is loaded and compiled, so this is load + compile + wiring.
-Prints one JSON line.
+spawn to the first `200` of `/healthz`, with a 1 ms poll: the health check passes only once
+the limits are loaded and compiled and the service serves, so this is load + compile +
+wiring. (A TCP connect is no measure: the gRPC port's backlog takes connections earlier.)
 """
 
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+
+from harness import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVICE = os.path.join(ROOT, "target", "release", "gcounter-rls")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+SERVICE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
+                       "release", "gcounter-rls")
 
 
 def config(rules):
@@ -43,21 +43,23 @@ def config(rules):
     return "\n".join(lines) + "\n"
 
 
-def once(path):
+def once(service, path):
     grpc, http = free_port(), free_port()
     started = time.monotonic()
-    proc = subprocess.Popen([SERVICE, "serve", "--config", path, "--log-level", "warn",
+    proc = subprocess.Popen([service, "serve", "--config", path, "--log-level", "warn",
                              "--grpc-addr", f"127.0.0.1:{grpc}", "--http-addr", f"127.0.0.1:{http}",
                              "--debug-addr", f"127.0.0.1:{free_port()}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{http}/healthz"
     try:
         while True:
             if proc.poll() is not None:
                 sys.exit(f"service exited with {proc.returncode} during start-up")
             try:
-                socket.create_connection(("127.0.0.1", grpc), timeout=0.05).close()
-                return (time.monotonic() - started) * 1000.0
-            except OSError:
+                with urllib.request.urlopen(url, timeout=1) as answer:
+                    if answer.status == 200:
+                        return (time.monotonic() - started) * 1000.0
+            except OSError:  # not listening yet, or 503 until the limits are loaded
                 time.sleep(0.001)
     finally:
         proc.terminate()
@@ -68,20 +70,35 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rules", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
+                        help="a build of the service to start instead of this tree's")
     args = parser.parse_args()
-    subprocess.run(["cargo", "build", "--release", "--bin", "gcounter-rls"], cwd=ROOT, check=True)
+    services = dict(b.split("=", 1) for b in args.binary)
+    if not services:
+        subprocess.run(["cargo", "build", "--release", "--bin", "gcounter-rls"], cwd=ROOT,
+                       check=True)
+        services = {"gcounter-rls": SERVICE}
     with tempfile.TemporaryDirectory() as work:
         path = os.path.join(work, "limits.yaml")
         with open(path, "w") as f:
             f.write(config(args.rules))
-        check = subprocess.run([SERVICE, "check-config", path], capture_output=True, text=True)
-        if check.returncode != 0:
-            sys.exit(f"generated config rejected: {check.stderr}")
-        times = [once(path) for _ in range(args.runs)]
-    print(json.dumps({"bench": "start-up to serving", "rules": args.rules,
-                      "config_bytes": len(config(args.rules)), "check_config": check.stdout.strip(),
-                      "median_ms": round(statistics.median(times), 1),
-                      "min_ms": round(min(times), 1), "max_ms": round(max(times), 1)}))
+        checks = {}
+        for name, service in services.items():
+            check = subprocess.run([service, "check-config", path], capture_output=True,
+                                   text=True)
+            if check.returncode != 0:
+                sys.exit(f"{name}: generated config rejected: {check.stderr}")
+            checks[name] = check.stdout.strip()
+        times = {name: [] for name in services}
+        for _ in range(args.runs):
+            for name, service in services.items():
+                times[name].append(once(service, path))
+    for name, measured in times.items():
+        print(json.dumps({"bench": "start-up to serving", "binary": name, "rules": args.rules,
+                          "config_bytes": len(config(args.rules)), "check_config": checks[name],
+                          "median_ms": round(statistics.median(measured), 1),
+                          "min_ms": round(min(measured), 1),
+                          "max_ms": round(max(measured), 1)}))
 
 
 if __name__ == "__main__":
