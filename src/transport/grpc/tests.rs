@@ -69,16 +69,45 @@ async fn send(
     response
 }
 
-#[tokio::test]
-async fn a_connection_past_its_maximum_age_is_sent_away() {
+/// A server whose connections age out, and one client connection to it.
+struct Aging {
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+    /// When the connection was opened.
+    opened: Instant,
+    client: h2::client::SendRequest<bytes::Bytes>,
+    connection: tokio::task::JoinHandle<Result<(), h2::Error>>,
+}
+
+/// Serves with a maximum connection age of `age` and a grace of `grace`, and connects.
+async fn open_aging(age: Duration, grace: Option<Duration>) -> Aging {
     let settings = TransportSettings {
-        max_connection_age: Some(Duration::from_millis(300)),
+        max_connection_age: Some(age),
+        max_connection_age_grace: grace,
         ..TransportSettings::default()
     };
     let stop = CancellationToken::new();
     let (addr, server) = start(settings, stop.clone()).await;
     let opened = Instant::now();
-    let (mut client, connection) = connect(addr).await;
+    let (client, connection) = connect(addr).await;
+    Aging {
+        stop,
+        server,
+        opened,
+        client,
+        connection,
+    }
+}
+
+#[tokio::test]
+async fn a_connection_past_its_maximum_age_is_sent_away() {
+    let Aging {
+        stop,
+        server,
+        opened,
+        mut client,
+        connection,
+    } = open_aging(Duration::from_millis(300), None).await;
     let response = send(&mut client, "/ok").await.await.expect("answered");
     assert_eq!(response.status(), http::StatusCode::OK);
     assert!(response.headers().get(http::header::DATE).is_none());
@@ -96,15 +125,13 @@ async fn a_connection_past_its_maximum_age_is_sent_away() {
 
 #[tokio::test]
 async fn a_request_outliving_the_grace_is_cut_with_its_connection() {
-    let settings = TransportSettings {
-        max_connection_age: Some(Duration::from_millis(200)),
-        max_connection_age_grace: Some(Duration::from_millis(300)),
-        ..TransportSettings::default()
-    };
-    let stop = CancellationToken::new();
-    let (addr, _server) = start(settings, stop.clone()).await;
-    let opened = Instant::now();
-    let (mut client, connection) = connect(addr).await;
+    let Aging {
+        stop,
+        opened,
+        mut client,
+        connection,
+        ..
+    } = open_aging(Duration::from_millis(200), Some(Duration::from_millis(300))).await;
     let hanging = send(&mut client, "/hang").await;
     // The GOAWAY at 200 ms lets the open request go on; at 500 ms the connection closes.
     let answered = tokio::time::timeout(Duration::from_secs(5), hanging).await;
