@@ -30,6 +30,13 @@ fn domain(name: &str) -> String {
     )
 }
 
+/// Makes the subdirectory `sub` of `dir`, holding `file`, which declares domain `name`.
+fn subdir_with_domain(dir: &Path, sub: &str, file: &str, name: &str) {
+    let sub = dir.join(sub);
+    mkdir(&sub);
+    write(&sub, file, &domain(name));
+}
+
 /// A temporary directory holding, for each `(file, name)`, a file declaring domain `name`.
 fn dir_of_domains(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = temp_dir();
@@ -53,49 +60,59 @@ fn yaml_syntax_error() {
     );
 }
 
-#[test]
-fn unknown_field_names_the_place() {
-    let errors = refused_with(
+/// Refused files: the file's name, its YAML, the start of the first error, and whether
+/// that error must be the only one.
+const REFUSED: &[(&str, &str, &str, bool)] = &[
+    // An unknown field, at any depth, is named with its place.
+    (
         "bad.yaml",
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burst: 5\n",
         "bad.yaml:7: descriptors[0].rate_limit.burst: unknown field `burst`, expected one of",
-    );
-    assert_eq!(errors.len(), 1);
-    refused_with(
+        true,
+    ),
+    (
         "top.yaml",
         "domain: d\nversion: 2\n",
         "top.yaml:2: version: unknown field `version`",
-    );
-    refused_with(
+        false,
+    ),
+    (
         "r.yaml",
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{nam: x}]}\n",
         "r.yaml:4: descriptors[0].rate_limit.replaces[0].nam: unknown field `nam`",
-    );
-}
-
-#[test]
-fn wrong_types_name_the_place() {
-    let errors = refused_with(
+        false,
+    ),
+    // So is a value of the wrong type.
+    (
         "bad.yaml",
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: -5\n",
         "bad.yaml:6: descriptors[0].rate_limit.requests_per_unit: ",
-    );
-    assert_eq!(errors.len(), 1);
-    refused_with(
+        true,
+    ),
+    (
         "bad.yaml",
         "domain: d\ndescriptors: nope\n",
         "bad.yaml:2: descriptors: ",
-    );
-    refused_with("bad.yaml", "- domain: d\n", "bad.yaml:1: ");
-}
-
-#[test]
-fn duplicate_yaml_key() {
-    refused_with(
+        false,
+    ),
+    ("bad.yaml", "- domain: d\n", "bad.yaml:1: ", false),
+    // And a key given twice.
+    (
         "bad.yaml",
         "domain: d\ndomain: e\n",
         "bad.yaml:2: domain: duplicate mapping key",
-    );
+        false,
+    ),
+];
+
+#[test]
+fn unknown_fields_wrong_types_and_duplicate_keys_name_the_place() {
+    for &(name, yaml, start, alone) in REFUSED {
+        let errors = refused_with(name, yaml, start);
+        if alone {
+            assert_eq!(errors.len(), 1, "{errors:?}");
+        }
+    }
 }
 
 #[test]
@@ -154,9 +171,7 @@ fn duplicate_domain_names_both_sources() {
 fn directory_with_two_domains() {
     let dir = dir_of_domains(&[("b.yml", "beta"), ("a.yaml", "alpha")]);
     // Any extension, and subdirectories: as upstream's runtime.
-    let sub = dir.path().join("team");
-    mkdir(&sub);
-    write(&sub, "gamma.conf", &domain("gamma"));
+    subdir_with_domain(dir.path(), "team", "gamma.conf", "gamma");
     let config = loaded(dir.path(), &LoadOptions::default());
     let names: Vec<&str> = config.domains().map(|d| &**d.name()).collect();
     assert_eq!(names, ["alpha", "beta", "gamma"]);
@@ -187,9 +202,7 @@ fn dot_files_load_unless_ignored_and_a_configmap_volume_loads_once() {
     let dir = dir_of_domains(&[("a.yaml", "alpha"), (".hidden.yaml", "hidden")]);
     // A ConfigMap volume: `..<timestamp>/` holds the files, `..data` links to it and
     // each top-level name links through `..data`.
-    let version = dir.path().join("..2026_01_01_00_00_00.1");
-    mkdir(&version);
-    write(&version, "b.yaml", &domain("beta"));
+    subdir_with_domain(dir.path(), "..2026_01_01_00_00_00.1", "b.yaml", "beta");
     for (target, name) in [
         ("..2026_01_01_00_00_00.1", "..data"),
         ("..data/b.yaml", "b.yaml"),
