@@ -71,6 +71,20 @@ fn mtls_args(tls: &TlsDir) -> Vec<String> {
     ]
 }
 
+/// The service under mTLS (see `mtls_dir` and `mtls_args`) with `extra` flags; its TLS
+/// directory, and the directory to keep alive while it runs.
+fn start_mtls(
+    server_ca: &Ca,
+    client_ca: &Ca,
+    extra: &[&str],
+) -> (TlsDir, tempfile::TempDir, Service) {
+    let tls = mtls_dir(server_ca, client_ca);
+    let mut flags = mtls_args(&tls);
+    flags.extend(extra.iter().map(|&arg| arg.to_owned()));
+    let (dir, service) = start_tls(&tls, &flags);
+    (tls, dir, service)
+}
+
 fn handshake_failures(service: &Service) -> f64 {
     sample(
         &service.metrics(),
@@ -127,9 +141,7 @@ async fn tls_serves_tls_clients_and_refuses_plaintext() {
 async fn mtls_admits_only_clients_with_a_trusted_certificate_and_the_san() {
     let server_ca = Ca::new("server CA");
     let client_ca = Ca::new("client CA");
-    let stranger_ca = Ca::new("stranger CA");
-    let tls = mtls_dir(&server_ca, &client_ca);
-    let (_dir, service) = start_tls(&tls, &mtls_args(&tls));
+    let (_tls, _dir, service) = start_mtls(&server_ca, &client_ca, &[]);
 
     let good = client_ca.client(&["envoy.internal"]);
     let response = call(service.grpc_addr, client_config(&server_ca, Some(&good)))
@@ -137,6 +149,7 @@ async fn mtls_admits_only_clients_with_a_trusted_certificate_and_the_san() {
         .unwrap_or_else(|e| panic!("mTLS call failed: {e}\n{}", service.log_tail(30)));
     assert_eq!(response.overall_code, Code::Ok as i32);
 
+    let stranger_ca = Ca::new("stranger CA");
     let refused = [
         ("no client certificate", client_config(&server_ca, None)),
         (
@@ -230,10 +243,11 @@ async fn a_rotated_client_ca_admits_the_new_cas_clients_and_refuses_the_old_ones
     let server_ca = Ca::new("server CA");
     let old_ca = Ca::new("old client CA");
     let new_ca = Ca::new("new client CA");
-    let tls = mtls_dir(&server_ca, &old_ca);
-    let mut extra = mtls_args(&tls);
-    extra.extend(["--grpc-tls-reload-interval".into(), "100ms".into()]);
-    let (_dir, service) = start_tls(&tls, &extra);
+    let (tls, _dir, service) = start_mtls(
+        &server_ca,
+        &old_ca,
+        &["--grpc-tls-reload-interval", "100ms"],
+    );
     let old_client = || client_config(&server_ca, Some(&old_ca.client(&["envoy.internal"])));
     let new_client = || client_config(&server_ca, Some(&new_ca.client(&["envoy.internal"])));
     call(service.grpc_addr, old_client())
