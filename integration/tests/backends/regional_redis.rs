@@ -94,6 +94,11 @@ fn origin_errors(text: &str) -> f64 {
         .sum()
 }
 
+/// `rls_decisions_by_source_total` of `source` (`local` or `origin`).
+fn decisions_by_source(text: &str, source: &str) -> f64 {
+    count(text, "rls_decisions_by_source_total", &[("source", source)])
+}
+
 fn origin_summary(text: &str) -> String {
     let mut parts = Vec::new();
     for op in ["cold", "stale", "strict", "replay"] {
@@ -103,16 +108,8 @@ fn origin_summary(text: &str) -> String {
     format!(
         "origin ops ok/error: {}; decisions local {} origin {}; pending {}; circuit {}",
         parts.join(", "),
-        count(
-            text,
-            "rls_decisions_by_source_total",
-            &[("source", "local")]
-        ),
-        count(
-            text,
-            "rls_decisions_by_source_total",
-            &[("source", "origin")]
-        ),
+        decisions_by_source(text, "local"),
+        decisions_by_source(text, "origin"),
         count(text, "rls_replay_pending_cells", &[]),
         count(text, "rls_origin_circuit_state", &[]),
     )
@@ -309,15 +306,8 @@ async fn a_warm_key_decides_without_touching_redis() {
         "rls_origin_operations_total must match the round trips Redis saw"
     );
     let get = hgetall;
-    let local = count(
-        &metrics_after,
-        "rls_decisions_by_source_total",
-        &[("source", "local")],
-    ) - count(
-        &metrics_before,
-        "rls_decisions_by_source_total",
-        &[("source", "local")],
-    );
+    let local = decisions_by_source(&metrics_after, "local")
+        - decisions_by_source(&metrics_before, "local");
     assert!(
         local >= (N as u64 - get) as f64,
         "decisions without an origin read ({local}) must be all but those that read ({get})"
@@ -919,16 +909,8 @@ async fn decisions_are_credited_to_the_origin_only_when_it_answered() {
         .map(|op| origin_ops(&text, op, "ok"))
         .sum();
     assert_eq!(succeeded, 0.0, "nothing listens on {url}");
-    let origin = count(
-        &text,
-        "rls_decisions_by_source_total",
-        &[("source", "origin")],
-    );
-    let local = count(
-        &text,
-        "rls_decisions_by_source_total",
-        &[("source", "local")],
-    );
+    let origin = decisions_by_source(&text, "origin");
+    let local = decisions_by_source(&text, "local");
     assert_eq!(
         (local, origin),
         (6.0, 0.0),
