@@ -244,6 +244,14 @@ impl<'a> Client<'a> {
         r
     }
 
+    /// Expects `n` admissions, their remaining counting down to 0, then the 429.
+    pub fn exhaust(&self, path: &str, headers: &[(&str, &str)], limit: &str, n: u32) {
+        for remaining in (0..n).rev() {
+            self.admitted(path, headers, limit, remaining);
+        }
+        self.limited(path, headers, limit);
+    }
+
     /// Expects a 200 from the upstream without any `x-ratelimit-*` header: no limit applied
     /// (unlimited, no matching rule, or no descriptor at all).
     pub fn unlimited(&self, path: &str, headers: &[(&str, &str)]) -> super::HttpResponse {

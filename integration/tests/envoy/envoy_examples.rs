@@ -38,10 +38,7 @@ fn assert_over_limit_stat(client: &Client, want: u64) {
 fn per_client_ip() {
     let stack = start("per-client-ip", &[]);
     let client = stack.client();
-    for remaining in (0..5).rev() {
-        client.admitted("/", &[], "5, 5;w=60", remaining);
-    }
-    client.limited("/", &[], "5, 5;w=60");
+    client.exhaust("/", &[], "5, 5;w=60", 5);
     client.limited("/other", &[], "5, 5;w=60");
     assert_over_limit_stat(&client, 2);
 }
@@ -109,10 +106,7 @@ fn per_api_key_with_the_service_response_headers() {
 fn per_path_with_wildcards() {
     let stack = start("per-path", &[]);
     let client = stack.client();
-    for remaining in (0..3).rev() {
-        client.admitted("/api/users", &[], "3, 3;w=60", remaining);
-    }
-    client.limited("/api/users", &[], "3, 3;w=60");
+    client.exhaust("/api/users", &[], "3, 3;w=60", 3);
     // Another path under the same wildcard: its own counter.
     client.admitted("/api/orders", &[], "3, 3;w=60", 2);
     // The exact value wins over the wildcard.
@@ -138,9 +132,7 @@ fn nested_tenant_and_path() {
     let both = "2, 5;w=60;name=\"per_tenant\", 2;w=60;name=\"tenant_search\"";
     let tenant_only = "5, 5;w=60;name=\"per_tenant\"";
 
-    client.admitted("/search", &acme, both, 1);
-    client.admitted("/search", &acme, both, 0);
-    client.limited("/search", &acme, both);
+    client.exhaust("/search", &acme, both, 2);
     // The denied /search still took tenant quota (each descriptor is counted on its own):
     // 3 used, 2 left. Other paths match only the tenant rule.
     client.admitted("/a", &acme, tenant_only, 1);
@@ -199,19 +191,11 @@ fn shadow_mode_rollout() {
 fn per_route_limits() {
     let stack = start("per-route", &[]);
     let client = stack.client();
-    client.admitted("/login", &[], "2, 2;w=60", 1);
-    client.admitted("/login", &[], "2, 2;w=60", 0);
-    client.limited("/login", &[], "2, 2;w=60");
-    for remaining in (0..4).rev() {
-        client.admitted("/api/things", &[], "4, 4;w=60", remaining);
-    }
-    client.limited("/api/things", &[], "4, 4;w=60");
+    client.exhaust("/login", &[], "2, 2;w=60", 2);
+    client.exhaust("/api/things", &[], "4, 4;w=60", 4);
     // RateLimitPerRoute's descriptors: one counter per partner.
     let p1 = [("x-partner", "p1")];
-    for remaining in (0..3).rev() {
-        client.admitted("/partner", &p1, "3, 3;w=60", remaining);
-    }
-    client.limited("/partner", &p1, "3, 3;w=60");
+    client.exhaust("/partner", &p1, "3, 3;w=60", 3);
     client.admitted("/partner", &[("x-partner", "p2")], "3, 3;w=60", 2);
     // No rate_limits on /health: the service is not even asked.
     let before = client.envoy.stat("cluster.upstream.ratelimit.ok");

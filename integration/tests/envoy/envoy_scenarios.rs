@@ -32,10 +32,7 @@ fn same_minute(work: Duration) {
 /// `n` admitted requests on `key` (remaining counting down from `n - 1`), then the 429.
 fn exhaust(client: &Client, key: &str, limit: &str, n: u32) {
     let headers = [("x-api-key", key)];
-    for remaining in (0..n).rev() {
-        client.admitted("/", &headers, limit, remaining);
-    }
-    client.limited("/", &headers, limit);
+    client.exhaust("/", &headers, limit, n);
 }
 
 /// The per-key rule in `/rlconfig` once the edit below is loaded.
@@ -230,10 +227,7 @@ fn two_regions_share_one_limit() {
     });
     println!("b saw a's 4 after {took:?}");
     // b admits exactly what a left.
-    for remaining in (0..6).rev() {
-        through_b.admitted("/", &gold, GOLD, remaining);
-    }
-    through_b.limited("/", &gold, GOLD);
+    through_b.exhaust("/", &gold, GOLD, 6);
     // And back: a learns of b's 6.
     support::wait_for(SYNC_TIMEOUT, "region a sees b's 6", || {
         gold_remaining(&rt, &a) == 0
