@@ -221,6 +221,23 @@ impl Service {
         log_tail(&self.log_path, lines)
     }
 
+    /// Asserts `actual == expected`; the failure says `what` (first, as in the waiting
+    /// helpers) and shows the log's tail.
+    #[track_caller]
+    pub fn assert_eq_logged<T: PartialEq + std::fmt::Debug>(
+        &self,
+        what: &str,
+        actual: T,
+        expected: T,
+    ) {
+        assert_eq!(
+            actual,
+            expected,
+            "{what}\n--- service log ---\n{}",
+            self.log_tail(30)
+        );
+    }
+
     /// Polls until the limit the service applies to `entries` in `domain` is `want` (checked
     /// without consuming, [`limit_of`]); how long that took. Panics after `timeout`, naming
     /// `after` (what the test changed) and with the log's tail.

@@ -396,11 +396,10 @@ async fn database_outage_loses_nothing_marked_flushed() {
         errors_during > 0.0,
         "rls_global_write_errors_total must grow while the database is cut (+{errors_during})"
     );
-    assert_eq!(
+    a.assert_eq_logged(
+        "the table must hold exactly what region a accepted",
         stored,
         accepted,
-        "the table must hold exactly what region a accepted\n--- service log (tail) ---\n{}",
-        a.log_tail(30)
     );
 }
 
@@ -445,10 +444,9 @@ async fn sigterm_writes_a_final_flush() {
     assert_eq!(db.region_count("a"), 0, "no flush before SIGTERM");
     drop(client);
     a.terminate_cleanly(Duration::from_secs(15));
-    assert_eq!(
+    a.assert_eq_logged(
+        "the final flush wrote a's count",
         db.counts_by_region(),
         vec![("a".to_string(), ACCEPTED)],
-        "the final flush wrote a's count\n--- log ---\n{}",
-        a.log_tail(30)
     );
 }

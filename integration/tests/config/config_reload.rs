@@ -195,11 +195,10 @@ async fn reading_the_config_does_not_reload_it() {
             .then_some(())
             .ok_or_else(|| format!("{} refusals logged", refused()))
     });
-    assert_eq!(
+    service.assert_eq_logged(
+        "reads of the file reloaded the config",
         service.config_reloads("ok"),
         after_change,
-        "reads of the file reloaded the config\n--- service log ---\n{}",
-        service.log_tail(30)
     );
 }
 
@@ -238,12 +237,7 @@ async fn a_burst_of_edits_under_load_ends_with_the_last_and_fails_no_request() {
         .filter(|status| status.code != grpc::Code::Ok as i32)
         .collect();
     assert!(over.is_empty(), "answers other than OK: {over:?}");
-    assert_eq!(
-        service.config_reloads("error"),
-        0.0,
-        "a reload failed\n--- service log ---\n{}",
-        service.log_tail(30)
-    );
+    service.assert_eq_logged("a reload failed", service.config_reloads("error"), 0.0);
     assert!(
         service.config_reloads("ok") >= 2.0,
         "the edits were reloaded"
