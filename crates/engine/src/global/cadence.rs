@@ -1,5 +1,6 @@
 //! When the next flush or sync runs: every `interval` with jitter, anchored to absolute
-//! target times so a slow run does not drift the cadence.
+//! target times so a slow run does not drift the cadence; and which ticks a failing job
+//! skips ([`Backoff`]).
 
 use std::time::Duration;
 
@@ -59,6 +60,33 @@ impl Cadence {
         };
         self.target += self.interval;
         fire.max(now)
+    }
+}
+
+/// A circuit breaker for a periodic job: after consecutive failures, skip a growing number
+/// of ticks (1, 2, 4, up to 8), so a dead database is not hit on every tick by every process.
+#[derive(Debug, Default)]
+pub(super) struct Backoff {
+    failures: u32,
+    skip: u32,
+}
+
+impl Backoff {
+    pub(super) fn should_run(&mut self) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn record(&mut self, ok: bool) {
+        if ok {
+            self.failures = 0;
+        } else {
+            self.failures = self.failures.saturating_add(1);
+            self.skip = 1 << (self.failures - 1).min(3);
+        }
     }
 }
 

@@ -8,12 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-use super::cadence::Cadence;
-use super::clock::{CLOCK_CHECK_INTERVAL, clock_offset_seconds};
+use super::cadence::{Backoff, Cadence};
 use super::overload::{Overload, speedup};
 use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
 use crate::local::{Engine, Publishable};
-use crate::pn::PnCount;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;
 
@@ -46,6 +44,10 @@ pub const DEFAULT_CONTENDED_SPEEDUP: u32 = 4;
 /// offered about 3× its limit (2 denials per admission). At the design's load model keys run at
 /// most 2× over, so its statements stay those of the normal cadence.
 pub const DEFAULT_CONTENDED_OVERLOAD: f64 = 2.0;
+
+/// The default [`GlobalSettings::full_sync_interval`]: six of the default syncs, one of the
+/// design's windows (ACCURACY.md, "Incremental sync").
+pub const DEFAULT_FULL_SYNC_INTERVAL: Duration = Duration::from_secs(60);
 
 pub use onset::{DEFAULT_ONSET_FRACTION, DEFAULT_ONSET_INTERVAL, DEFAULT_ONSET_MIN_HITS};
 
@@ -81,6 +83,11 @@ pub struct GlobalSettings {
     pub onset_min_hits: u64,
     /// The fast cadence of the cells at their onset.
     pub onset_interval: Duration,
+    /// A sync reads everything at least this often, and only the cells another region
+    /// changed since the previous read in between (see `counters::sync`): the longest a row
+    /// that an incremental read missed (a commit slower than the store's overlap) stays
+    /// unseen.
+    pub full_sync_interval: Duration,
     /// Bound on one flush or sync, so a sick database cannot hold the next tick.
     pub timeout: Duration,
     /// Periodic cleanup of expired rows; `None` leaves it to `gcounter-rls cleanup`.
@@ -105,6 +112,7 @@ impl Default for GlobalSettings {
             onset_fraction: DEFAULT_ONSET_FRACTION,
             onset_min_hits: DEFAULT_ONSET_MIN_HITS,
             onset_interval: DEFAULT_ONSET_INTERVAL,
+            full_sync_interval: DEFAULT_FULL_SYNC_INTERVAL,
             timeout: Duration::from_secs(5),
             cleanup_interval: None,
             cleanup_batch: 1_000,
@@ -136,7 +144,9 @@ pub struct GlobalCounters {
     own_read: std::sync::atomic::AtomicBool,
     /// Denials per admission on shared cells of late: how much faster to flush and sync.
     overload: Overload,
-    /// When the sync last measured the clock offset (see [`CLOCK_CHECK_INTERVAL`]).
+    /// Where the next sync reads from (see `sync`).
+    sync_position: sync::SyncPosition,
+    /// When the sync last measured the clock offset (see `CLOCK_CHECK_INTERVAL`).
     clock_checked: std::sync::Mutex<Option<Instant>>,
     /// Cells at their onset (see `onset`) and when each last grew so.
     hot: onset::HotCells,
@@ -167,6 +177,7 @@ impl GlobalCounters {
             schema_ready: std::sync::atomic::AtomicBool::new(!settings.migrate),
             own_read: std::sync::atomic::AtomicBool::new(false),
             overload: Overload::default(),
+            sync_position: sync::SyncPosition::default(),
             clock_checked: std::sync::Mutex::new(None),
             hot: onset::HotCells::default(),
             settings,
@@ -327,77 +338,6 @@ impl GlobalCounters {
         }
     }
 
-    /// Import the other regions' sums (and, for those cells, this region's own row as a
-    /// lower bound). Cells only this region wrote are not read back (see `GlobalStore::sync`).
-    /// On failure the counts already held stay. Returns the cells merged.
-    pub async fn sync(&self) -> Option<usize> {
-        let span = tracing::info_span!(
-            target: crate::SPAN_TARGET,
-            "global.sync",
-            rls.store = self.store.name(),
-            rls.cells = tracing::field::Empty,
-            otel.status_code = tracing::field::Empty,
-        );
-        let synced = self.sync_rows().instrument(span.clone()).await;
-        match synced {
-            Some(cells) => span.record("rls.cells", cells),
-            None => span.record("otel.status_code", "error"),
-        };
-        synced
-    }
-
-    async fn sync_rows(&self) -> Option<usize> {
-        let started = Instant::now();
-        let now_ms = self.engine.now_ms();
-        if !self.own_read.load(std::sync::atomic::Ordering::Acquire) {
-            self.read_own_rows(now_ms).await?;
-        }
-        let sync = self.store.sync(&self.region, now_ms);
-        let cells = match self.within(sync).await {
-            Ok(cells) => cells,
-            Err(error) => {
-                self.sync_failed(&error, "global sync failed; keeping imported counts");
-                return None;
-            }
-        };
-        let read = cells.len();
-        let created = self
-            .engine
-            .publication()
-            .merge_synced_all(cells, |cell| (&cell.key, cell.foreign, cell.own))
-            .await;
-        self.metrics
-            .global_sync(read as u64, created, started.elapsed());
-        self.check_clock().await;
-        Some(read)
-    }
-
-    /// Measures this process's clock against the database's, at most once per
-    /// [`CLOCK_CHECK_INTERVAL`], for the clock offset gauge. A failed measurement only leaves
-    /// the gauge where it was: the sync it follows succeeded.
-    async fn check_clock(&self) {
-        {
-            let mut checked = self
-                .clock_checked
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if checked.is_some_and(|at| at.elapsed() < CLOCK_CHECK_INTERVAL) {
-                return;
-            }
-            *checked = Some(Instant::now());
-        }
-        let sent_ms = self.engine.now_ms();
-        let sent = Instant::now();
-        match self.within(self.store.clock_us()).await {
-            Ok(Some(database_us)) => {
-                let offset = clock_offset_seconds(sent_ms, sent.elapsed(), database_us);
-                self.metrics.global_clock_offset(offset);
-            }
-            Ok(None) => {}
-            Err(error) => tracing::debug!(%error, "reading the database's clock failed"),
-        }
-    }
-
     /// The flush and sync intervals to use now: divided by the overload of this process's
     /// shared counters over the last ten (longer) intervals, when it reaches `contended_overload`,
     /// up to `contended_speedup` times (see `overload`).
@@ -416,38 +356,6 @@ impl GlobalCounters {
         let by = speedup(ratio, self.settings.contended_overload, max);
         let faster = |every: Duration| every.div_f64(by).max(every.min(MIN_CONTENDED_INTERVAL));
         (faster(flush), faster(sync))
-    }
-
-    /// The first sync of a process first reads back its region's own rows, as a lower bound
-    /// of `regional` (sync no longer returns cells only this region wrote). Fails like a sync.
-    async fn read_own_rows(&self, now_ms: u64) -> Option<()> {
-        let own = match self.within(self.store.own_rows(&self.region, now_ms)).await {
-            Ok(own) => own,
-            Err(error) => {
-                self.sync_failed(
-                    &error,
-                    "reading this region's own global rows failed; retrying on the next sync",
-                );
-                return None;
-            }
-        };
-        let read = own.len();
-        self.engine
-            .publication()
-            .merge_synced_all(own, |cell| (&cell.key, PnCount::default(), cell.own))
-            .await;
-        tracing::debug!(cells = read, "own global rows read back");
-        self.own_read
-            .store(true, std::sync::atomic::Ordering::Release);
-        Some(())
-    }
-
-    /// A failed read of sync's: warned (once per `repeated_warning_interval`) and counted.
-    fn sync_failed(&self, error: &StoreError, what: &str) {
-        if let Some(suppressed) = self.sync_warnings.allow() {
-            tracing::warn!(%error, store = self.store.name(), suppressed, "{what}");
-        }
-        self.metrics.global_sync_failed();
     }
 
     /// Delete expired rows; returns how many.
@@ -574,33 +482,7 @@ impl GlobalCounters {
     }
 }
 
-/// A circuit breaker for a periodic job: after consecutive failures, skip a growing number
-/// of ticks (1, 2, 4, up to 8), so a dead database is not hit on every tick by every process.
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
-    skip: u32,
-}
-
-impl Backoff {
-    fn should_run(&mut self) -> bool {
-        if self.skip > 0 {
-            self.skip -= 1;
-            return false;
-        }
-        true
-    }
-
-    fn record(&mut self, ok: bool) {
-        if ok {
-            self.failures = 0;
-        } else {
-            self.failures = self.failures.saturating_add(1);
-            self.skip = 1 << (self.failures - 1).min(3);
-        }
-    }
-}
-
 mod onset;
+mod sync;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,25 @@
 //! sea-orm, on MySQL/MariaDB, PostgreSQL or SQLite; schema in the `migration` crate).
 //! [`MemoryStore`] has the same semantics in process, for tests of the engine side. Both go
 //! through [`prepare_rows`], so they skip, sort, merge and chunk a publish identically.
+//!
+//! # Incremental sync
+//!
+//! Every write stamps its rows with the *store's* clock (`changed_at`: the database's clock in
+//! the upsert, never the writer's, which may be skewed), and a sync may ask only for the cells
+//! with a foreign row stamped at or after a [`ChangeMark`] ([`GlobalStore::sync_changes`]).
+//! A write's stamp is taken before it commits, so a reader can miss a row committed after its
+//! read with a stamp before it; each read therefore returns the next mark as the store's clock
+//! when the read began minus an overlap ([`DEFAULT_SYNC_OVERLAP`]), and reads again what
+//! changed in it (harmless: the merge is `max`). The invariant:
+//!
+//! > a row committed at most `overlap` after its stamp is returned by the first incremental
+//! > read that began after it committed; any other row (a slower commit, a store clock that
+//! > stepped back, a row a writer without stamps updated) by the next full read.
+//!
+//! A full read (no mark) happens at start and at least every `full_sync_interval`
+//! (`GlobalSettings`), so those are seen within it. A cell's returned counts are always its
+//! whole sums, so a row missed once is also read whenever any other foreign row of its cell
+//! changes.
 
 mod memory;
 
@@ -63,6 +82,25 @@ pub struct SyncedCell {
     /// This region's own component (0s when it has none): may only raise the regional count.
     /// Only there for cells another region wrote too (see [`GlobalStore::sync`]).
     pub own: PnCount,
+}
+
+/// How far before the store's clock at the start of a read the next incremental read starts:
+/// the longest a write may take to commit after it took its stamp and still be seen without a
+/// full read. An upsert commits within milliseconds; one that takes longer than this is a sick
+/// database, whose rows the periodic full read catches.
+pub const DEFAULT_SYNC_OVERLAP: Duration = Duration::from_secs(2);
+
+/// Where an incremental sync starts, on the store's clock (opaque to the caller): the cells
+/// with a foreign row stamped at or after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ChangeMark(pub i64);
+
+/// What one sync read: its cells, and where the next incremental read starts.
+#[derive(Debug, Default)]
+pub struct SyncRead {
+    pub cells: Vec<SyncedCell>,
+    /// `None`: this store cannot tell (or saw no clock); the next read must be a full one.
+    pub next: Option<ChangeMark>,
 }
 
 /// What happened to one row of a publish.
@@ -164,6 +202,25 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// is held by the regional origin (returning it made every process read back every row
     /// its region published; ACCURACY.md).
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
+
+    /// [`Self::sync`] restricted, when `since` is given, to the cells with a foreign live row
+    /// stamped at or after it (each with its whole sums), and the mark the next read starts
+    /// from (see the module's "Incremental sync"). `since` `None` is a full read. A store
+    /// without change stamps reads everything and returns no mark.
+    fn sync_changes<'a>(
+        &'a self,
+        region: &'a str,
+        now_ms: u64,
+        since: Option<ChangeMark>,
+    ) -> StoreFuture<'a, SyncRead> {
+        let _ = since;
+        Box::pin(async move {
+            Ok(SyncRead {
+                cells: self.sync(region, now_ms).await?,
+                next: None,
+            })
+        })
+    }
 
     /// This region's own components of the cells with `expires_at > now_ms` (as cells with
     /// `foreign` 0). Read once when a process starts: sync leaves out cells only this region

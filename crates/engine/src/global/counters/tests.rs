@@ -4,6 +4,7 @@ use super::*;
 use crate::cell_key::{CellKey, CounterKeyRef};
 use crate::global::{MemoryStore, REGION_MAX_BYTES};
 use crate::local::{Clock, EngineSettings, Hit, ManualClock, Verdict};
+use crate::pn::PnCount;
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::InProcessOrigin;
 

@@ -1,10 +1,17 @@
 //! The store in process: the same semantics as the SQL table, for tests of the engine side
 //! (including failures: a whole store down, or some chunks of a publish failing).
+//!
+//! Its clock, which stamps rows (`changed_at`) and marks incremental reads, is its own: it
+//! stands still unless [`MemoryStore::set_clock`] moves it (the simulator moves it with virtual
+//! time), so that tests decide what a read can miss.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::{Chunk, GlobalStore, StoreError, StoreFuture, SyncedCell, check_region, clamp};
+use super::{
+    ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError, StoreFuture, SyncRead,
+    SyncedCell, check_region, clamp, prepare_rows,
+};
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
@@ -18,6 +25,8 @@ pub struct StoredRow {
     pub refunds: u64,
     pub expires_at: u64,
     pub updated_at: u64,
+    /// The store's clock when the row last changed (see [`MemoryStore::set_clock`]).
+    pub changed_at: i64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +35,7 @@ struct Component {
     refunds: i64,
     expires_at: i64,
     updated_at: i64,
+    changed_at: i64,
 }
 
 #[derive(Default)]
@@ -34,11 +44,15 @@ struct State {
     rows: BTreeMap<(CellKey, Box<str>), Component>,
     failing: bool,
     failing_chunks: usize,
+    /// The store's clock (ms): stamps writes, marks reads.
+    clock: i64,
 }
 
 pub struct MemoryStore {
     state: Mutex<State>,
     chunk_rows: usize,
+    /// See [`DEFAULT_SYNC_OVERLAP`].
+    overlap_ms: i64,
 }
 
 impl Default for MemoryStore {
@@ -57,7 +71,42 @@ impl MemoryStore {
         Self {
             state: Mutex::new(State::default()),
             chunk_rows: chunk_rows.max(1),
+            overlap_ms: clamp(DEFAULT_SYNC_OVERLAP.as_millis() as u64),
         }
+    }
+
+    /// Incremental reads start `overlap` before the store's clock at the previous read.
+    pub fn with_overlap(mut self, overlap: std::time::Duration) -> Self {
+        self.overlap_ms = clamp(u64::try_from(overlap.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// Move the store's clock forward to `ms` (never back): what later writes are stamped
+    /// with and reads are marked at.
+    pub fn set_clock(&self, ms: u64) {
+        let mut state = self.state();
+        state.clock = state.clock.max(clamp(ms));
+    }
+
+    /// A publish whose rows are stamped `stamp_ms` instead of the store's clock, as a
+    /// transaction that took its stamp then and commits only now; for tests of what an
+    /// incremental read may miss. Chunk failures are not injected.
+    pub fn commit_stamped(
+        &self,
+        region: &str,
+        rows: &[(CellKey, PnCount)],
+        now_ms: u64,
+        stamp_ms: u64,
+    ) -> Result<(), StoreError> {
+        check_region(region)?;
+        let (prepared, _) = prepare_rows(rows);
+        let chunk = Chunk {
+            region,
+            rows: &prepared,
+            now_ms,
+        };
+        self.upsert(&mut self.state(), chunk, clamp(stamp_ms));
+        Ok(())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -87,6 +136,7 @@ impl MemoryStore {
                 refunds: c.refunds.unsigned_abs(),
                 expires_at: c.expires_at.unsigned_abs(),
                 updated_at: c.updated_at.unsigned_abs(),
+                changed_at: c.changed_at,
             })
             .collect()
     }
@@ -108,6 +158,13 @@ impl MemoryStore {
             state.failing_chunks -= 1;
             return Err(StoreError::Query("injected chunk failure".into()));
         }
+        let stamp = state.clock;
+        self.upsert(&mut state, chunk, stamp);
+        Ok(())
+    }
+
+    /// The upsert of the SQL store: `max` of each half, the greatest stamp kept.
+    fn upsert(&self, state: &mut State, chunk: Chunk<'_>, stamp: i64) {
         let updated_at = clamp(chunk.now_ms);
         for row in chunk.rows {
             state
@@ -117,36 +174,45 @@ impl MemoryStore {
                     c.count = c.count.max(row.count);
                     c.refunds = c.refunds.max(row.refunds).min(c.count);
                     c.updated_at = c.updated_at.max(updated_at);
+                    c.changed_at = c.changed_at.max(stamp);
                 })
                 .or_insert(Component {
                     count: row.count,
                     refunds: row.refunds,
                     expires_at: row.expires_at,
                     updated_at,
+                    changed_at: stamp,
                 });
         }
-        Ok(())
     }
 
-    fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+    fn sync_now(
+        &self,
+        region: &str,
+        now_ms: u64,
+        since: Option<ChangeMark>,
+    ) -> Result<SyncRead, StoreError> {
         self.down()?;
         check_region(region)?;
         let now = clamp(now_ms);
         let state = self.state();
+        let next = Some(ChangeMark(state.clock.saturating_sub(self.overlap_ms)));
         let mut cells: Vec<SyncedCell> = Vec::new();
-        // Whether the last cell has a foreign row; a cell without one is dropped (like the
-        // SQL store's HAVING), so only cells another region wrote are returned.
-        let mut has_foreign = false;
+        // Whether the last cell has a foreign row (one stamped at or after `since`, when
+        // given); a cell without one is dropped (like the SQL store's HAVING and join), so
+        // only cells another region wrote (lately) are returned.
+        let (mut has_foreign, mut changed) = (false, false);
+        let kept = |has_foreign: bool, changed: bool| has_foreign && (since.is_none() || changed);
         for ((key, row_region), c) in &state.rows {
             if c.expires_at <= now {
                 continue;
             }
             // Rows of one cell are adjacent: the map is ordered by key first.
             if cells.last().is_none_or(|last| last.key != *key) {
-                if !has_foreign {
+                if !kept(has_foreign, changed) {
                     cells.pop();
                 }
-                has_foreign = false;
+                (has_foreign, changed) = (false, false);
                 cells.push(SyncedCell {
                     key: key.clone(),
                     foreign: PnCount::default(),
@@ -161,6 +227,7 @@ impl MemoryStore {
                 cell.own = count;
             } else {
                 has_foreign = true;
+                changed |= since.is_some_and(|since| c.changed_at >= since.0);
                 // Capped like the SQL store's LEAST(SUM(...), i64::MAX).
                 let sum = cell.foreign.plus(count);
                 cell.foreign = PnCount::new(
@@ -169,10 +236,10 @@ impl MemoryStore {
                 );
             }
         }
-        if !has_foreign {
+        if !kept(has_foreign, changed) {
             cells.pop();
         }
-        Ok(cells)
+        Ok(SyncRead { cells, next })
     }
 
     fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
@@ -231,7 +298,17 @@ impl GlobalStore for MemoryStore {
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(std::future::ready(self.sync_now(region, now_ms)))
+        let read = self.sync_now(region, now_ms, None);
+        Box::pin(std::future::ready(read.map(|read| read.cells)))
+    }
+
+    fn sync_changes<'a>(
+        &'a self,
+        region: &'a str,
+        now_ms: u64,
+        since: Option<ChangeMark>,
+    ) -> StoreFuture<'a, SyncRead> {
+        Box::pin(std::future::ready(self.sync_now(region, now_ms, since)))
     }
 
     fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
