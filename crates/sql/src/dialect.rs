@@ -69,17 +69,23 @@ impl Dialect {
         let table = q(TABLE);
         let columns: Vec<String> = COLUMNS.iter().map(|c| q(c)).collect();
         let mut sql = String::with_capacity(200 + rows * PARAMS_PER_ROW * 5);
-        let _ = write!(sql, "INSERT INTO {table} ({}) VALUES ", columns.join(", "));
+        let changed_at = q("changed_at");
+        let _ = write!(
+            sql,
+            "INSERT INTO {table} ({}, {changed_at}) VALUES ",
+            columns.join(", ")
+        );
+        // Stamped with the database's clock, never the writer's (see `sync_sql`).
+        let stamp = self.clock_ms();
         let mut n = 0;
         for r in 0..rows {
             sql.push_str(if r == 0 { "(" } else { ", (" });
-            for c in 0..PARAMS_PER_ROW {
-                if c > 0 {
-                    sql.push_str(", ");
-                }
+            for _ in 0..PARAMS_PER_ROW {
                 n += 1;
                 self.placeholder(&mut sql, n);
+                sql.push_str(", ");
             }
+            sql.push_str(stamp);
             sql.push(')');
         }
         let (count, updated_at, refunds) = (q("count"), q("updated_at"), q("refunds"));
@@ -95,7 +101,8 @@ impl Dialect {
                      {refunds} = LEAST(GREATEST({refunds}, VALUES({refunds})), \
                      GREATEST({count}, VALUES({count}))), \
                      {count} = GREATEST({count}, VALUES({count})), \
-                     {updated_at} = GREATEST({updated_at}, VALUES({updated_at}))"
+                     {updated_at} = GREATEST({updated_at}, VALUES({updated_at})), \
+                     {changed_at} = GREATEST({changed_at}, VALUES({changed_at}))"
                 );
             }
             _ => {
@@ -117,7 +124,8 @@ impl Dialect {
                      {count} = {greatest}({table}.{count}, excluded.{count}), \
                      {refunds} = {least}({greatest}({table}.{refunds}, excluded.{refunds}), \
                      {greatest}({table}.{count}, excluded.{count})), \
-                     {updated_at} = {greatest}({table}.{updated_at}, excluded.{updated_at})"
+                     {updated_at} = {greatest}({table}.{updated_at}, excluded.{updated_at}), \
+                     {changed_at} = {greatest}({table}.{changed_at}, excluded.{changed_at})"
                 );
             }
         }
@@ -146,16 +154,51 @@ impl Dialect {
         Statement::from_sql_and_values(self.0, self.upsert_sql(rows.len()), values)
     }
 
-    fn sync_sql(self) -> String {
+    /// The database's clock in ms since the Unix epoch, as one BIGINT: what rows are stamped
+    /// with and reads are marked at. A statement's (PostgreSQL: its transaction's) start, so
+    /// a write's stamp is never after its commit and a read's mark never after what it sees.
+    fn clock_ms(self) -> &'static str {
+        match self.0 {
+            DbBackend::MySql => "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+            DbBackend::Postgres => "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)",
+            _ => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        }
+    }
+
+    /// The sync; `changed` restricts it to the cells with a foreign row stamped at or after
+    /// a mark (a join on those cells' keys, found through the `changed_at` index). The last
+    /// column is the database's clock, the next read's mark before its overlap.
+    fn sync_sql(self, changed: bool) -> String {
         let q = |c: &str| self.quote(c);
-        let (region, count, refunds) = (q("region"), q("count"), q("refunds"));
-        let key = CELL_KEY_COLUMNS.map(q).join(", ");
-        let placeholder = |n| {
+        let t = |c: &str| format!("t.{}", self.quote(c));
+        let (region, count, refunds) = (t("region"), t("count"), t("refunds"));
+        let key = CELL_KEY_COLUMNS.map(t).join(", ");
+        let mut n = 0;
+        let mut placeholder = || {
             let mut p = String::new();
+            n += 1;
             self.placeholder(&mut p, n);
             p
         };
-        let [p1, p2, p3, p4, p5, p6] = [1, 2, 3, 4, 5, 6].map(placeholder);
+        let [p1, p2, p3, p4] = [(); 4].map(|()| placeholder());
+        let join = if changed {
+            let [since, foreign, live] = [(); 3].map(|()| placeholder());
+            let on = CELL_KEY_COLUMNS
+                .map(|c| format!("{} = c.{}", t(c), q(c)))
+                .join(" AND ");
+            format!(
+                "JOIN (SELECT DISTINCT {} FROM {} WHERE {} >= {since} AND {} <> {foreign} \
+                 AND {} > {live}) c ON {on} ",
+                CELL_KEY_COLUMNS.map(q).join(", "),
+                q(TABLE),
+                q("changed_at"),
+                q("region"),
+                q("expires_at"),
+            )
+        } else {
+            String::new()
+        };
+        let [p5, p6] = [(); 2].map(|()| placeholder());
         let least = self.least();
         // A row's refunds count at most up to its hits (the refund rule), whoever wrote it.
         let row_refunds = format!("{least}({refunds}, {count})");
@@ -179,32 +222,30 @@ impl Dialect {
         // made every process read back every row its region published.
         let has_foreign = format!("HAVING COUNT(CASE WHEN {region} <> {p6} THEN 1 END) > 0");
         format!(
-            "SELECT {key}, {}, {}, {}, {} FROM {} WHERE {} > {p5} GROUP BY {key} {has_foreign}",
+            "SELECT {key}, {}, {}, {}, {}, {} FROM {} t {join}WHERE {} > {p5} GROUP BY {key} \
+             {has_foreign}",
             cast(foreign, false),
             cast(own, true),
             cast(foreign_refunds, false),
             cast(own_refunds, true),
+            self.clock_ms(),
             q(TABLE),
-            q("expires_at"),
+            t("expires_at"),
         )
     }
 
-    /// This region's view: per cell that another region wrote, the sum of the other regions'
-    /// components and this region's own, hits and refunds.
-    pub(crate) fn sync(self, region: &str, now_ms: u64) -> Statement {
+    /// This region's view: per cell that another region wrote (with `since`, one that
+    /// another region changed at or after it), the sum of the other regions' components and
+    /// this region's own, hits and refunds, and the database's clock.
+    pub(crate) fn sync(self, region: &str, now_ms: u64, since: Option<i64>) -> Statement {
         let region = || Value::from(region.as_bytes().to_vec());
-        Statement::from_sql_and_values(
-            self.0,
-            self.sync_sql(),
-            [
-                region(),
-                region(),
-                region(),
-                region(),
-                Value::from(clamp(now_ms)),
-                region(),
-            ],
-        )
+        let now = || Value::from(clamp(now_ms));
+        let mut values = vec![region(), region(), region(), region()];
+        if let Some(since) = since {
+            values.extend([Value::from(since), region(), now()]);
+        }
+        values.extend([now(), region()]);
+        Statement::from_sql_and_values(self.0, self.sync_sql(since.is_some()), values)
     }
 
     /// This region's own live rows, shaped like a sync's (`foreign` 0), so one decoder reads

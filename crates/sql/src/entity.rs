@@ -23,6 +23,9 @@ pub struct Model {
     pub updated_at: i64,
     /// The refunds half (migration `m20261123_000002_add_refunds`), at most `count`.
     pub refunds: i64,
+    /// When the row last changed, on the database's clock in ms (migration
+    /// `m20261128_000003_add_changed_at`); `i64::MAX` for rows written before it.
+    pub changed_at: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -10,9 +10,7 @@
 //! database; `tests` runs the one store contract against `MemoryStore`, SQLite, MariaDB and
 //! PostgreSQL.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use migration::{Migrator, MigratorTrait};
@@ -21,15 +19,16 @@ use sea_orm::{
     RuntimeErr, Statement,
 };
 
+use decode::{Interner, decode_synced};
 use dialect::{Dialect, PARAMS_PER_ROW};
 use gcounter_engine::aside;
-use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    Chunk, DEFAULT_CHUNK_ROWS, GlobalStore, StoreError, StoreFuture, SyncedCell, check_region,
+    ChangeMark, Chunk, DEFAULT_CHUNK_ROWS, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError,
+    StoreFuture, SyncRead, SyncedCell, check_region, clamp,
 };
-use gcounter_engine::pn::PnCount;
 use gcounter_engine::redact::{redact_in, redact_url};
 
+mod decode;
 mod dialect;
 pub mod entity;
 #[cfg(test)]
@@ -70,6 +69,10 @@ pub struct SqlSettings {
     /// Rows per upsert statement, lowered to the backend's placeholder limit. A row is at
     /// most ~2.4 KB, so the default 1,000 stays below MySQL 5.7's 4 MiB `max_allowed_packet`.
     pub chunk_rows: usize,
+    /// How far before the database's clock at a sync the next incremental sync starts: the
+    /// longest an upsert may take to commit after its statement began and still be read
+    /// without a full sync (see `gcounter_engine::global`, "Incremental sync").
+    pub sync_overlap: Duration,
 }
 
 impl Default for SqlSettings {
@@ -79,6 +82,7 @@ impl Default for SqlSettings {
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(10),
             chunk_rows: DEFAULT_CHUNK_ROWS,
+            sync_overlap: DEFAULT_SYNC_OVERLAP,
         }
     }
 }
@@ -89,6 +93,8 @@ pub struct SqlStore {
     backend: DbBackend,
     statement_timeout: Duration,
     chunk_rows: usize,
+    /// [`SqlSettings::sync_overlap`] in ms.
+    overlap_ms: i64,
 }
 
 /// Checks that `url` names a database this store can use (its scheme), without connecting:
@@ -162,6 +168,7 @@ impl SqlStore {
             backend,
             statement_timeout: settings.statement_timeout,
             chunk_rows: 1,
+            overlap_ms: clamp(u64::try_from(settings.sync_overlap.as_millis()).unwrap_or(u64::MAX)),
         };
         let max_params = match backend {
             DbBackend::Sqlite => store.sqlite_max_params().await?,
@@ -257,14 +264,29 @@ impl SqlStore {
         Ok(u64::try_from(us).ok())
     }
 
-    async fn sync_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+    /// A sync, full or from `since`. The next mark is the database's clock at this read
+    /// (its last column) less the overlap; a read that returned nothing has no clock, and
+    /// the next one starts where this one did.
+    async fn sync_now(
+        &self,
+        region: &str,
+        now_ms: u64,
+        since: Option<ChangeMark>,
+    ) -> Result<SyncRead, StoreError> {
         check_region(region)?;
-        self.synced(self.dialect().sync(region, now_ms)).await
+        let stmt = self.dialect().sync(region, now_ms, since.map(|m| m.0));
+        let (cells, clock) = self.synced(stmt, true).await?;
+        let next = match clock {
+            Some(clock) => Some(ChangeMark(clock.saturating_sub(self.overlap_ms))),
+            None => since,
+        };
+        Ok(SyncRead { cells, next })
     }
 
     async fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
         check_region(region)?;
-        self.synced(self.dialect().own_rows(region, now_ms)).await
+        let stmt = self.dialect().own_rows(region, now_ms);
+        Ok(self.synced(stmt, false).await?.0)
     }
 
     /// Run a statement whose rows are cells as sync returns them, and decode them.
@@ -273,8 +295,17 @@ impl SqlStore {
     /// every [`DECODE_SLICE`] rows and drops each row once decoded, and the emptied buffer
     /// of rows is freed on the blocking pool, so that with one worker no decision waits for
     /// the whole read to be decoded or freed.
-    async fn synced(&self, stmt: Statement) -> Result<Vec<SyncedCell>, StoreError> {
+    /// With `clock`, the rows' last column is the database's clock, returned too.
+    async fn synced(
+        &self,
+        stmt: Statement,
+        clock: bool,
+    ) -> Result<(Vec<SyncedCell>, Option<i64>), StoreError> {
         let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
+        let clock = match rows.first() {
+            Some(row) if clock => Some(row.try_get_by_index::<i64>(9).map_err(db_error)?),
+            _ => None,
+        };
         let mut interned = Interner::default();
         let mut cells = Vec::with_capacity(rows.len());
         let mut invalid = 0usize;
@@ -295,7 +326,7 @@ impl SqlStore {
             // Rows this code never writes (not UTF-8, negative numbers): someone else's.
             tracing::warn!(invalid, "global sync ignored rows that are not valid cells");
         }
-        Ok(cells)
+        Ok((cells, clock))
     }
 
     /// One bounded `DELETE` of expired rows; returns the rows deleted.
@@ -352,7 +383,16 @@ impl GlobalStore for SqlStore {
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(self.sync_now(region, now_ms))
+        Box::pin(async move { Ok(self.sync_now(region, now_ms, None).await?.cells) })
+    }
+
+    fn sync_changes<'a>(
+        &'a self,
+        region: &'a str,
+        now_ms: u64,
+        since: Option<ChangeMark>,
+    ) -> StoreFuture<'a, SyncRead> {
+        Box::pin(self.sync_now(region, now_ms, since))
     }
 
     fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
@@ -366,56 +406,6 @@ impl GlobalStore for SqlStore {
     fn clock_us(&self) -> StoreFuture<'_, Option<u64>> {
         Box::pin(self.clock_now())
     }
-}
-
-/// Shares one `Arc<str>` per distinct workspace and namespace within a sync: many cells
-/// have the same ones.
-#[derive(Default)]
-struct Interner(HashMap<Vec<u8>, Arc<str>>);
-
-impl Interner {
-    fn get(&mut self, bytes: Vec<u8>) -> Option<Arc<str>> {
-        if let Some(s) = self.0.get(&bytes) {
-            return Some(Arc::clone(s));
-        }
-        let s: Arc<str> = std::str::from_utf8(&bytes).ok()?.into();
-        self.0.insert(bytes, Arc::clone(&s));
-        Some(s)
-    }
-}
-
-/// One grouped row; `Ok(None)` when it is not a cell this code could have written.
-fn decode_synced(row: &QueryResult, interned: &mut Interner) -> Result<Option<SyncedCell>, DbErr> {
-    let workspace: Vec<u8> = row.try_get_by_index(0)?;
-    let namespace: Vec<u8> = row.try_get_by_index(1)?;
-    let identifier: Vec<u8> = row.try_get_by_index(2)?;
-    let duration_ms: i64 = row.try_get_by_index(3)?;
-    let sequence: i64 = row.try_get_by_index(4)?;
-    let foreign: i64 = row.try_get_by_index(5)?;
-    let own: i64 = row.try_get_by_index(6)?;
-    let foreign_refunds: i64 = row.try_get_by_index(7)?;
-    let own_refunds: i64 = row.try_get_by_index(8)?;
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    let (Some(workspace), Some(namespace), Ok(identifier), Ok(duration_ms), Ok(sequence)) = (
-        interned.get(workspace),
-        interned.get(namespace),
-        String::from_utf8(identifier),
-        u64::try_from(duration_ms),
-        u64::try_from(sequence),
-    ) else {
-        return Ok(None);
-    };
-    Ok(Some(SyncedCell {
-        key: CellKey {
-            workspace,
-            namespace,
-            identifier: identifier.into(),
-            duration_ms,
-            sequence,
-        },
-        foreign: PnCount::new(count(foreign), count(foreign_refunds)),
-        own: PnCount::new(count(own), count(own_refunds)).capped(),
-    }))
 }
 
 fn sqlx_error(e: &DbErr) -> Option<&sea_orm::sqlx::Error> {

@@ -17,8 +17,17 @@ use sea_orm::{
 };
 
 use super::*;
+use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::*;
+use gcounter_engine::pn::PnCount;
 use migration::TABLE;
+
+mod incremental;
+use incremental::{
+    a_late_commit_is_read_within_the_overlap_and_by_a_full_sync_after,
+    an_incremental_sync_reads_only_cells_changed_since_its_mark,
+    rows_from_before_change_stamps_are_read_as_changed,
+};
 
 const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 const POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -855,6 +864,9 @@ macro_rules! store_tests {
             sql cleanup_deletes_in_bounded_batches,
             sql chunks_stay_below_the_placeholder_limit,
             sql the_database_clock_is_this_hosts,
+            sql an_incremental_sync_reads_only_cells_changed_since_its_mark,
+            sql a_late_commit_is_read_within_the_overlap_and_by_a_full_sync_after,
+            sql rows_from_before_change_stamps_are_read_as_changed,
         );
     };
     (@each $kind:ident $sql:ident: $($how:ident $name:ident),* $(,)?) => {
@@ -979,6 +991,7 @@ fn row_model(identifier: &str) -> entity::ActiveModel {
         expires_at: Set(3_000),
         updated_at: Set(0),
         refunds: Set(0),
+        changed_at: NotSet,
     }
 }
 

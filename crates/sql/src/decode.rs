@@ -1,0 +1,64 @@
+//! Decoding the rows of a sync into cells: a row this code could not have written (not UTF-8,
+//! a negative number) is no cell and is skipped.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sea_orm::{DbErr, QueryResult};
+
+use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::global::SyncedCell;
+use gcounter_engine::pn::PnCount;
+
+/// Shares one `Arc<str>` per distinct workspace and namespace within a sync: many cells
+/// have the same ones.
+#[derive(Default)]
+pub(crate) struct Interner(HashMap<Vec<u8>, Arc<str>>);
+
+impl Interner {
+    pub(crate) fn get(&mut self, bytes: Vec<u8>) -> Option<Arc<str>> {
+        if let Some(s) = self.0.get(&bytes) {
+            return Some(Arc::clone(s));
+        }
+        let s: Arc<str> = std::str::from_utf8(&bytes).ok()?.into();
+        self.0.insert(bytes, Arc::clone(&s));
+        Some(s)
+    }
+}
+
+/// One grouped row; `Ok(None)` when it is not a cell this code could have written.
+pub(crate) fn decode_synced(
+    row: &QueryResult,
+    interned: &mut Interner,
+) -> Result<Option<SyncedCell>, DbErr> {
+    let workspace: Vec<u8> = row.try_get_by_index(0)?;
+    let namespace: Vec<u8> = row.try_get_by_index(1)?;
+    let identifier: Vec<u8> = row.try_get_by_index(2)?;
+    let duration_ms: i64 = row.try_get_by_index(3)?;
+    let sequence: i64 = row.try_get_by_index(4)?;
+    let foreign: i64 = row.try_get_by_index(5)?;
+    let own: i64 = row.try_get_by_index(6)?;
+    let foreign_refunds: i64 = row.try_get_by_index(7)?;
+    let own_refunds: i64 = row.try_get_by_index(8)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let (Some(workspace), Some(namespace), Ok(identifier), Ok(duration_ms), Ok(sequence)) = (
+        interned.get(workspace),
+        interned.get(namespace),
+        String::from_utf8(identifier),
+        u64::try_from(duration_ms),
+        u64::try_from(sequence),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(SyncedCell {
+        key: CellKey {
+            workspace,
+            namespace,
+            identifier: identifier.into(),
+            duration_ms,
+            sequence,
+        },
+        foreign: PnCount::new(count(foreign), count(foreign_refunds)),
+        own: PnCount::new(count(own), count(own_refunds)).capped(),
+    }))
+}
