@@ -4,14 +4,19 @@
 //! store as it was `read_latency_ms` ago (a replica behind the primary). Every call is counted
 //! as the SQL store would run it: one upsert statement per chunk of distinct rows, one
 //! `SELECT … GROUP BY` per sync, one row read per cell it returns.
+//!
+//! The store's clock, which stamps rows and marks incremental syncs, is virtual time: a write
+//! is stamped when it becomes visible, a read is marked at the instant it sees. Incremental
+//! reads start [`DEFAULT_SYNC_OVERLAP`] before the previous read, as the SQL store's do, so
+//! they read again what changed in that overlap, as the SQL store does.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    Chunk, GlobalStore, MemoryStore, PublishReport, StoreError, StoreFuture, SyncedCell,
-    publish_in_chunks,
+    ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, MemoryStore, PublishReport, StoreError,
+    StoreFuture, SyncRead, SyncedCell, publish_in_chunks,
 };
 use gcounter_engine::pn::PnCount;
 use serde::Serialize;
@@ -44,7 +49,7 @@ pub struct LaggedStore {
 impl LaggedStore {
     pub fn new(write_latency_ms: u64, read_latency_ms: u64) -> Self {
         Self {
-            inner: MemoryStore::new(),
+            inner: MemoryStore::new().with_overlap(DEFAULT_SYNC_OVERLAP),
             write_latency_ms,
             read_latency_ms,
             pending: Mutex::new(VecDeque::new()),
@@ -72,6 +77,7 @@ impl LaggedStore {
                 }
             };
             let Some(due) = due else { return };
+            self.inner.set_clock(due.visible_at);
             // MemoryStore never fails unless told to.
             let _ = self.inner.publish(&due.region, &due.rows, due.now_ms).await;
         }
@@ -81,18 +87,20 @@ impl LaggedStore {
 impl LaggedStore {
     /// A read of the store as it was `read_latency_ms` ago, counted as one statement and one
     /// row per cell it returns.
-    async fn counted_read<'a>(
+    async fn counted_read<'a, T>(
         &'a self,
         now_ms: u64,
-        read: impl FnOnce() -> StoreFuture<'a, Vec<SyncedCell>>,
-    ) -> Result<Vec<SyncedCell>, StoreError> {
-        self.apply_due(now_ms.saturating_sub(self.read_latency_ms))
-            .await;
-        let cells = read().await?;
+        read: impl FnOnce() -> StoreFuture<'a, T>,
+        rows: fn(&T) -> usize,
+    ) -> Result<T, StoreError> {
+        let cutoff = now_ms.saturating_sub(self.read_latency_ms);
+        self.apply_due(cutoff).await;
+        self.inner.set_clock(cutoff);
+        let read = read().await?;
         let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
         load.sync_statements += 1;
-        load.rows_read += cells.len() as u64;
-        Ok(cells)
+        load.rows_read += rows(&read) as u64;
+        Ok(read)
     }
 }
 
@@ -135,11 +143,28 @@ impl GlobalStore for LaggedStore {
     }
 
     fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(self.counted_read(now_ms, move || self.inner.sync(region, now_ms)))
+        Box::pin(self.counted_read(now_ms, move || self.inner.sync(region, now_ms), Vec::len))
+    }
+
+    fn sync_changes<'a>(
+        &'a self,
+        region: &'a str,
+        now_ms: u64,
+        since: Option<ChangeMark>,
+    ) -> StoreFuture<'a, SyncRead> {
+        Box::pin(self.counted_read(
+            now_ms,
+            move || self.inner.sync_changes(region, now_ms, since),
+            |read| read.cells.len(),
+        ))
     }
 
     fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(self.counted_read(now_ms, move || self.inner.own_rows(region, now_ms)))
+        Box::pin(self.counted_read(
+            now_ms,
+            move || self.inner.own_rows(region, now_ms),
+            Vec::len,
+        ))
     }
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {

@@ -30,3 +30,36 @@ async fn a_write_is_seen_only_after_both_lags() {
         }
     );
 }
+
+#[tokio::test]
+async fn an_incremental_read_is_marked_at_what_it_sees_less_the_overlap() {
+    let store = LaggedStore::new(100, 50);
+    let overlap = DEFAULT_SYNC_OVERLAP.as_millis() as u64;
+    let publish = |hits: u64, at: u64| {
+        let store = &store;
+        async move {
+            let rows = [(key(), PnCount::hits(hits))];
+            assert!(store.publish("a", &rows, at).await.is_ok());
+        }
+    };
+    let read = |at: u64, since: Option<ChangeMark>| {
+        let store = &store;
+        async move {
+            match store.sync_changes("b", at, since).await {
+                Ok(read) => (read.cells.len(), read.next),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    publish(7, 1_000).await;
+    // Visible at 1,100 (stamped then), seen from 1,150; the read sees the store at 1,950.
+    let (cells, mark) = read(2_000, None).await;
+    assert_eq!((cells, mark), (1, Some(ChangeMark(1_950 - overlap as i64))));
+    // Read again while the mark is within the overlap of its stamp; not once it is past.
+    let (cells, mark) = read(1_150 + overlap, mark).await;
+    assert_eq!((cells, mark), (1, Some(ChangeMark(1_100))));
+    let (cells, mark) = read(1_250 + overlap, mark).await;
+    assert_eq!((cells, mark), (1, Some(ChangeMark(1_200))));
+    assert_eq!(read(1_350 + overlap, mark).await.0, 0);
+    assert_eq!(store.load().rows_read, 3);
+}
