@@ -15,8 +15,8 @@ use std::sync::{Mutex, PoisonError};
 
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, MemoryStore, PublishReport, StoreError,
-    StoreFuture, SyncRead, SyncedCell, publish_in_chunks,
+    ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, MemoryStore, StoreError, StoreFuture,
+    SyncRead, SyncedCell,
 };
 use gcounter_engine::pn::PnCount;
 use serde::Serialize;
@@ -41,7 +41,7 @@ pub struct LaggedStore {
     inner: MemoryStore,
     write_latency_ms: u64,
     read_latency_ms: u64,
-    /// Publishes not visible yet, in issue order (= visibility order: one constant lag).
+    /// Chunks not visible yet, in issue order (= visibility order: one constant lag).
     pending: Mutex<VecDeque<Pending>>,
     load: Mutex<Load>,
 }
@@ -109,36 +109,37 @@ impl GlobalStore for LaggedStore {
         "simulated"
     }
 
-    /// Every chunk "commits" at once, counted as one statement; the rows become visible to
-    /// reads after the lag (`publish` queues them).
+    /// Every chunk "commits" at once, counted as one statement; its rows become visible to
+    /// reads after the lag.
     fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()> {
         let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
         load.upsert_statements += 1;
         load.rows_written += chunk.rows.len() as u64;
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    fn publish<'a>(
-        &'a self,
-        region: &'a str,
-        rows: &'a [(CellKey, PnCount)],
-        now_ms: u64,
-    ) -> StoreFuture<'a, PublishReport> {
+        drop(load);
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(Pending {
+                visible_at: chunk.now_ms + self.write_latency_ms,
+                region: chunk.region.to_owned(),
+                rows: chunk
+                    .rows
+                    .iter()
+                    .map(|row| {
+                        (
+                            row.key.clone(),
+                            PnCount::new(count(row.count), count(row.refunds)),
+                        )
+                    })
+                    .collect(),
+                now_ms: chunk.now_ms,
+            });
         Box::pin(async move {
-            let report = publish_in_chunks(self, region, rows, now_ms).await?;
-            self.pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push_back(Pending {
-                    visible_at: now_ms + self.write_latency_ms,
-                    region: region.to_owned(),
-                    rows: rows.to_vec(),
-                    now_ms,
-                });
             if self.write_latency_ms == 0 {
-                self.apply_due(now_ms).await;
+                self.apply_due(chunk.now_ms).await;
             }
-            Ok(report)
+            Ok(())
         })
     }
 
