@@ -24,9 +24,9 @@ use crate::local::Engine;
 
 /// The default `onset_fraction`: off. At 0.02 (with the default minimum, 15 hits at a limit of
 /// 600) ten regions surging at once at 20× admit 1.08–1.14× the limit in the onset window
-/// instead of 1.86–2.20×, but at the design's load model the fast ticks' syncs, which read
-/// every shared cell, doubled its syncs and rows read (ACCURACY.md, "Onset cadence"): an
-/// operator whose database takes them turns it on.
+/// instead of 1.86–2.20×, but at the design's load model the fast ticks double its sync
+/// statements (3.4 → 6.5/s; incremental, they read 1.25× the rows: ACCURACY.md, "Onset
+/// cadence"): an operator whose database takes them turns it on.
 pub const DEFAULT_ONSET_FRACTION: f64 = 0.0;
 
 /// The default `onset_min_hits`: with 1 s intervals, 12 (2 % of a limit of 600) also caught
