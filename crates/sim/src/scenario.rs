@@ -12,15 +12,10 @@ pub struct Fleet {
     /// ± fraction of the interval each flush or sync may move.
     pub jitter: f64,
     pub publish_floor: f64,
-    /// Flush and sync up to this many times as often while a process's shared counters are
-    /// offered far over their limit (`GlobalSettings::contended_speedup`).
+    // The global counters' settings of the same names (`GlobalSettings`, where each is
+    // described), the intervals in ms.
     pub contended_speedup: u32,
-    /// From this many denials per admission on shared cells (`GlobalSettings::
-    /// contended_overload`).
     pub contended_overload: f64,
-    /// A cell whose unpublished count grows by this fraction of its limit (and
-    /// `onset_min_hits`) within a second of a flush is published and synced every
-    /// `onset_interval_ms` (`GlobalSettings::onset_fraction`; 0: never).
     pub onset_fraction: f64,
     pub onset_min_hits: u64,
     pub onset_interval_ms: u64,

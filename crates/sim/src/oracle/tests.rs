@@ -10,10 +10,16 @@ fn admit(oracle: &mut NeverBelow, at_ms: u64, count: u64) {
     }
 }
 
+/// A new oracle that saw `count` admissions of cost 1 on key 0 at `at_ms`.
+fn admitted(at_ms: u64, count: u64) -> NeverBelow {
+    let mut oracle = NeverBelow::new(LIMIT, W);
+    admit(&mut oracle, at_ms, count);
+    oracle
+}
+
 #[test]
 fn a_denial_with_room_left_is_a_false_denial() {
-    let mut oracle = NeverBelow::new(LIMIT, W);
-    admit(&mut oracle, 100, 9);
+    let mut oracle = admitted(100, 9);
     oracle.record(7, 0, 200, 1, false); // 9 + 1 = 10 ≤ 10: had to pass
     assert_eq!(
         oracle.false_denials(),
@@ -27,8 +33,7 @@ fn a_denial_with_room_left_is_a_false_denial() {
 
 #[test]
 fn reaching_the_limit_exactly_is_within_it() {
-    let mut oracle = NeverBelow::new(LIMIT, W);
-    admit(&mut oracle, 100, 9);
+    let mut oracle = admitted(100, 9);
     assert!(oracle.within_limit(0, 300, 1));
     assert!(!oracle.within_limit(0, 300, 2));
     admit(&mut oracle, 300, 1);
@@ -39,8 +44,7 @@ fn reaching_the_limit_exactly_is_within_it() {
 
 #[test]
 fn the_previous_window_weighs_by_what_is_left_of_it() {
-    let mut oracle = NeverBelow::new(LIMIT, W);
-    admit(&mut oracle, 900, 10);
+    let oracle = admitted(900, 10);
     // At 1250, 75 % of the previous window is still inside: ⌊10 × 750 / 1000⌋ = 7.
     assert!(oracle.within_limit(0, 1_250, 3));
     assert!(!oracle.within_limit(0, 1_250, 4));
@@ -56,16 +60,14 @@ fn the_previous_window_weighs_by_what_is_left_of_it() {
 
 #[test]
 fn keys_are_counted_apart() {
-    let mut oracle = NeverBelow::new(LIMIT, W);
-    admit(&mut oracle, 0, 10);
+    let oracle = admitted(0, 10);
     assert!(!oracle.within_limit(0, 10, 1));
     assert!(oracle.within_limit(1, 10, 10));
 }
 
 #[test]
 fn an_admission_over_the_limit_is_an_over_admission_and_is_counted() {
-    let mut oracle = NeverBelow::new(LIMIT, W);
-    admit(&mut oracle, 0, 11);
+    let oracle = admitted(0, 11);
     assert_eq!(oracle.over_admissions(), 1);
     // the 11th is part of the truth: the next window starts with ⌊11 × 1⌋ behind it
     assert!(!oracle.within_limit(0, 1_000, 1));

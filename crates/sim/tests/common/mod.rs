@@ -71,33 +71,32 @@ pub fn check(
             report.rows_written_per_s,
             report.rows_read_per_s,
         );
-        let mut fail = |what: &str, value: f64, bound: &str| {
+        let mut fail = |what: &str, value: f64, bound: String| {
             failures.push(format!(
                 "{name} seed {seed}: {what} {value:.3}, published {bound}"
             ));
         };
         if report.false_denials > 0 {
-            fail("false denials", report.false_denials as f64, "0");
+            fail("false denials", report.false_denials as f64, "0".into());
         }
-        if report.worst_sliding > bounds.worst_at_most {
-            let bound = format!("≤ {:.2}", bounds.worst_at_most);
-            fail("worst sliding", report.worst_sliding, &bound);
-        }
-        if report.onset_sliding > bounds.onset_sliding_at_most {
-            let bound = format!("≤ {:.2}", bounds.onset_sliding_at_most);
-            fail("onset sliding", report.onset_sliding, &bound);
-        }
-        if w.median > bounds.median_at_most {
-            let bound = format!("≤ {:.2}", bounds.median_at_most);
-            fail("per-window median", w.median, &bound);
-        }
-        if w.max > bounds.window_max_at_most {
-            let bound = format!("≤ {:.2}", bounds.window_max_at_most);
-            fail("per-window max", w.max, &bound);
+        let at_most = [
+            ("worst sliding", report.worst_sliding, bounds.worst_at_most),
+            (
+                "onset sliding",
+                report.onset_sliding,
+                bounds.onset_sliding_at_most,
+            ),
+            ("per-window median", w.median, bounds.median_at_most),
+            ("per-window max", w.max, bounds.window_max_at_most),
+        ];
+        for (what, value, bound) in at_most {
+            if value > bound {
+                fail(what, value, format!("≤ {bound:.2}"));
+            }
         }
         if w.min < bounds.window_min_at_least {
             let bound = format!("≥ {:.2}", bounds.window_min_at_least);
-            fail("per-window min", w.min, &bound);
+            fail("per-window min", w.min, bound);
         }
         reports.push(report);
     }

@@ -8,6 +8,11 @@
 //! (a commit slower than the overlap, the store's clock stepping back, rows of a writer that
 //! does not stamp them). Every cell read carries its whole sums and the merge is `max`, so
 //! reading a cell again is harmless.
+//!
+//! A cell this process evicted (its table full) and then needed again starts without the
+//! other regions' counts, which the next full sync, or the next foreign change of the cell,
+//! brings back: within `full_sync_interval`, not within one sync interval as when every sync
+//! was full.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};

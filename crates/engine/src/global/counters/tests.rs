@@ -215,12 +215,26 @@ async fn a_count_unpublished_when_its_cell_expires_still_reaches_the_store() {
         "held: its count is unpublished"
     );
     store.set_failing(false);
-    assert_eq!(a.counters.flush().await.published, 1);
-    assert_eq!(stored_counts(&store).get("1:u"), Some(&61));
+    publishes_the_regions_total(&a, &store, 61).await;
     a.engine.convergence().replay_now().await;
-    // Closed and published: the walk two flush intervals later drops it.
+    dropped_two_flush_intervals_after_expiry(&a, &clock).await;
+}
+
+/// The region's row of the tests' cell ends at `total`, written by this flush.
+async fn publishes_the_regions_total(process: &Region, store: &MemoryStore, total: u64) {
+    assert_eq!(process.counters.flush().await.published, 1);
+    assert_eq!(
+        stored_counts(store).get("1:u"),
+        Some(&total),
+        "the region's total"
+    );
+}
+
+/// Closed and published: the walk two flush intervals after the cell's expiry drops it, with
+/// nothing unpublished.
+async fn dropped_two_flush_intervals_after_expiry(process: &Region, clock: &ManualClock) {
     clock.set(EXPIRY_MS + 20_000);
-    let reaped = a.engine.reap_counted().await;
+    let reaped = process.engine.reap_counted().await;
     assert_eq!((reaped.removed, reaped.unpublished), (1, 0));
 }
 
@@ -259,16 +273,8 @@ async fn counts_of_a_process_killed_before_its_flush_reach_the_store() {
         "closing, not dropped"
     );
     p2.engine.convergence().replay_now().await;
-    assert_eq!(p2.counters.flush().await.published, 1);
-    assert_eq!(
-        stored_counts(&store).get("1:u"),
-        Some(&60),
-        "the region's total"
-    );
-    // Closed and published: the walk two flush intervals later drops it.
-    clock.set(EXPIRY_MS + 20_000);
-    let reaped = p2.engine.reap_counted().await;
-    assert_eq!((reaped.removed, reaped.unpublished), (1, 0));
+    publishes_the_regions_total(&p2, &store, 60).await;
+    dropped_two_flush_intervals_after_expiry(&p2, &clock).await;
 }
 
 /// Held for one window at most: a store down that long does not keep cells for ever.
