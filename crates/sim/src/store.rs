@@ -143,11 +143,7 @@ impl GlobalStore for LaggedStore {
         })
     }
 
-    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(self.counted_read(now_ms, move || self.inner.sync(region, now_ms), Vec::len))
-    }
-
-    fn sync_changes<'a>(
+    fn sync<'a>(
         &'a self,
         region: &'a str,
         now_ms: u64,
@@ -155,7 +151,7 @@ impl GlobalStore for LaggedStore {
     ) -> StoreFuture<'a, SyncRead> {
         Box::pin(self.counted_read(
             now_ms,
-            move || self.inner.sync_changes(region, now_ms, since),
+            move || self.inner.sync(region, now_ms, since),
             |read| read.cells.len(),
         ))
     }

@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut returned = 0;
     for _ in 0..5 {
         let started = Instant::now();
-        returned = store.sync("r0", NOW).await?.len();
+        returned = store.sync("r0", NOW, None).await?.cells.len();
         took.push(started.elapsed());
     }
     took.sort();

@@ -382,11 +382,7 @@ impl GlobalStore for SqlStore {
         })
     }
 
-    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        Box::pin(async move { Ok(self.sync_now(region, now_ms, None).await?.cells) })
-    }
-
-    fn sync_changes<'a>(
+    fn sync<'a>(
         &'a self,
         region: &'a str,
         now_ms: u64,

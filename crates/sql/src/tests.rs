@@ -301,8 +301,8 @@ async fn sync_pn(
     region: &str,
     now_ms: u64,
 ) -> BTreeMap<CellKey, (PnCount, PnCount)> {
-    match store.sync(region, now_ms).await {
-        Ok(cells) => {
+    match store.sync(region, now_ms, None).await {
+        Ok(SyncRead { cells, .. }) => {
             let n = cells.len();
             let map: BTreeMap<_, _> = cells
                 .into_iter()
@@ -646,7 +646,7 @@ async fn invalid_regions_are_refused(store: &dyn GlobalStore) {
             Err(StoreError::InvalidRegion(_))
         ));
         assert!(matches!(
-            store.sync(region, 1).await,
+            store.sync(region, 1, None).await,
             Err(StoreError::InvalidRegion(_))
         ));
     }
@@ -918,7 +918,7 @@ mod memory {
         assert_eq!(store.rows().len(), 3);
 
         store.set_failing(true);
-        assert!(store.sync("eu", 0).await.is_err());
+        assert!(store.sync("eu", 0, None).await.is_err());
         assert!(store.cleanup(0, 1).await.is_err());
         let report = match store.publish("eu", &rows, 1).await {
             Ok(report) => report,
@@ -1424,7 +1424,7 @@ async fn unreachable_or_unknown_databases_fail_cleanly() {
             Err(error) => panic!("{url}: a database down at start must not fail: {error}"),
         };
         let started = std::time::Instant::now();
-        let sync = store.sync("a", 0).await;
+        let sync = store.sync("a", 0, None).await;
         assert!(
             matches!(
                 sync,

@@ -10,7 +10,7 @@
 //!
 //! Every write stamps its rows with the *store's* clock (`changed_at`: the database's clock in
 //! the upsert, never the writer's, which may be skewed), and a sync may ask only for the cells
-//! with a foreign row stamped at or after a [`ChangeMark`] ([`GlobalStore::sync_changes`]).
+//! with a foreign row stamped at or after a [`ChangeMark`] ([`GlobalStore::sync`]).
 //! A write's stamp is taken before it commits, so a reader can miss a row committed after its
 //! read with a stamp before it; each read therefore returns the next mark as the store's clock
 //! when the read began minus an overlap ([`DEFAULT_SYNC_OVERLAP`]), and reads again what
@@ -201,26 +201,18 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// region wrote is not returned: it has nothing to import, and the region's count of it
     /// is held by the regional origin (returning it made every process read back every row
     /// its region published; ACCURACY.md).
-    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
-
-    /// [`Self::sync`] restricted, when `since` is given, to the cells with a foreign live row
-    /// stamped at or after it (each with its whole sums), and the mark the next read starts
-    /// from (see the module's "Incremental sync"). `since` `None` is a full read. A store
-    /// without change stamps reads everything and returns no mark.
-    fn sync_changes<'a>(
+    ///
+    /// `since` `None` is a full read. With a [`ChangeMark`] a previous read returned, only
+    /// the cells with a foreign live row stamped at or after it are returned (each with its
+    /// whole sums). Either read returns the mark the next one starts from (see the module's
+    /// "Incremental sync"); a store without change stamps reads everything and returns no
+    /// mark.
+    fn sync<'a>(
         &'a self,
         region: &'a str,
         now_ms: u64,
         since: Option<ChangeMark>,
-    ) -> StoreFuture<'a, SyncRead> {
-        let _ = since;
-        Box::pin(async move {
-            Ok(SyncRead {
-                cells: self.sync(region, now_ms).await?,
-                next: None,
-            })
-        })
-    }
+    ) -> StoreFuture<'a, SyncRead>;
 
     /// This region's own components of the cells with `expires_at > now_ms` (as cells with
     /// `foreign` 0). Read once when a process starts: sync leaves out cells only this region

@@ -17,9 +17,15 @@ async fn a_write_is_seen_only_after_both_lags() {
         .publish("a", &[(key(), PnCount::hits(7))], 5_000)
         .await;
     assert_eq!(report.map(|r| r.published()).ok(), Some(1));
-    let foreign = |cells: Vec<SyncedCell>| cells.first().map_or(0, |c| c.foreign.value());
-    assert_eq!(store.sync("b", 5_149).await.map(foreign).ok(), Some(0));
-    assert_eq!(store.sync("b", 5_150).await.map(foreign).ok(), Some(7));
+    let foreign = |read: SyncRead| read.cells.first().map_or(0, |c| c.foreign.value());
+    assert_eq!(
+        store.sync("b", 5_149, None).await.map(foreign).ok(),
+        Some(0)
+    );
+    assert_eq!(
+        store.sync("b", 5_150, None).await.map(foreign).ok(),
+        Some(7)
+    );
     assert_eq!(
         store.load(),
         Load {
@@ -45,7 +51,7 @@ async fn an_incremental_read_is_marked_at_what_it_sees_less_the_overlap() {
     let read = |at: u64, since: Option<ChangeMark>| {
         let store = &store;
         async move {
-            match store.sync_changes("b", at, since).await {
+            match store.sync("b", at, since).await {
                 Ok(read) => (read.cells.len(), read.next),
                 Err(e) => panic!("{e}"),
             }

@@ -95,7 +95,7 @@ impl GlobalCounters {
             .sync_position
             .since(now_ms, self.settings.full_sync_interval);
         tracing::Span::current().record("rls.full", since.is_none());
-        let sync = self.store.sync_changes(&self.region, now_ms, since);
+        let sync = self.store.sync(&self.region, now_ms, since);
         let SyncRead { cells, next } = match self.within(sync).await {
             Ok(read) => read,
             Err(error) => {

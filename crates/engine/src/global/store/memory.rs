@@ -297,12 +297,7 @@ impl GlobalStore for MemoryStore {
         Box::pin(std::future::ready(self.write_chunk_now(chunk)))
     }
 
-    fn sync<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
-        let read = self.sync_now(region, now_ms, None);
-        Box::pin(std::future::ready(read.map(|read| read.cells)))
-    }
-
-    fn sync_changes<'a>(
+    fn sync<'a>(
         &'a self,
         region: &'a str,
         now_ms: u64,
