@@ -18,6 +18,28 @@ pub use m20261121_000001_create_window_counts::{
 pub use m20261128_000003_add_changed_at::CHANGED_AT_INDEX;
 pub use sea_orm_migration::MigratorTrait;
 
+/// `ALTER TABLE` adding a `BIGINT NOT NULL` column to the table: the default gives the rows
+/// written before it (and those an older binary writes beside it) their meaning.
+fn add_bigint_column(column: impl IntoIden, default: i64) -> TableAlterStatement {
+    Table::alter()
+        .table(Alias::new(TABLE))
+        .add_column(
+            ColumnDef::new(column)
+                .big_integer()
+                .not_null()
+                .default(default),
+        )
+        .to_owned()
+}
+
+/// `ALTER TABLE` dropping a column of the table: undoes [`add_bigint_column`].
+fn drop_column(column: impl IntoIden) -> TableAlterStatement {
+    Table::alter()
+        .table(Alias::new(TABLE))
+        .drop_column(column)
+        .to_owned()
+}
+
 pub struct Migrator;
 
 #[async_trait::async_trait]

@@ -42,25 +42,41 @@ enum RatelimitWindowCounts {
 
 use RatelimitWindowCounts as T;
 
+/// Named after this file, as the migrations table records it.
+#[derive(DeriveMigrationName)]
 pub struct Migration;
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261121_000001_create_window_counts"
-    }
-}
-
-fn unique_index() -> IndexCreateStatement {
+/// An index named `name` on a cell's key, (workspace, namespace, identifier, duration,
+/// sequence), in that order: the unique key (with the region after them) and the lookup share it.
+fn cell_key_index(name: &str) -> IndexCreateStatement {
     Index::create()
-        .name(UNIQUE_INDEX)
-        .unique()
+        .name(name)
         .col(T::WorkspaceId)
         .col(T::Namespace)
         .col(T::Identifier)
         .col(T::DurationMs)
         .col(T::Sequence)
+        .to_owned()
+}
+
+fn unique_index() -> IndexCreateStatement {
+    cell_key_index(UNIQUE_INDEX)
+        .unique()
         .col(T::Region)
         .to_owned()
+}
+
+/// A `NOT NULL` binary column of at most `max_bytes` (see the module's doc for why binary).
+fn binary(column: T, max_bytes: u32) -> ColumnDef {
+    ColumnDef::new(column)
+        .var_binary(max_bytes)
+        .not_null()
+        .to_owned()
+}
+
+/// A `NOT NULL` `BIGINT` column.
+fn bigint(column: T) -> ColumnDef {
+    ColumnDef::new(column).big_integer().not_null().to_owned()
 }
 
 fn expires_at_index() -> IndexCreateStatement {
@@ -72,15 +88,7 @@ fn expires_at_index() -> IndexCreateStatement {
 }
 
 fn lookup_index() -> IndexCreateStatement {
-    Index::create()
-        .name(LOOKUP_INDEX)
-        .table(T::Table)
-        .col(T::WorkspaceId)
-        .col(T::Namespace)
-        .col(T::Identifier)
-        .col(T::DurationMs)
-        .col(T::Sequence)
-        .to_owned()
+    cell_key_index(LOOKUP_INDEX).table(T::Table).to_owned()
 }
 
 #[async_trait::async_trait]
@@ -98,31 +106,15 @@ impl MigrationTrait for Migration {
                     .auto_increment()
                     .primary_key(),
             )
-            .col(
-                ColumnDef::new(T::WorkspaceId)
-                    .var_binary(WORKSPACE_ID_MAX_BYTES)
-                    .not_null(),
-            )
-            .col(
-                ColumnDef::new(T::Namespace)
-                    .var_binary(NAMESPACE_MAX_BYTES)
-                    .not_null(),
-            )
-            .col(
-                ColumnDef::new(T::Identifier)
-                    .var_binary(IDENTIFIER_MAX_BYTES)
-                    .not_null(),
-            )
-            .col(ColumnDef::new(T::DurationMs).big_integer().not_null())
-            .col(ColumnDef::new(T::Sequence).big_integer().not_null())
-            .col(
-                ColumnDef::new(T::Region)
-                    .var_binary(REGION_MAX_BYTES)
-                    .not_null(),
-            )
-            .col(ColumnDef::new(T::Count).big_integer().not_null())
-            .col(ColumnDef::new(T::ExpiresAt).big_integer().not_null())
-            .col(ColumnDef::new(T::UpdatedAt).big_integer().not_null())
+            .col(binary(T::WorkspaceId, WORKSPACE_ID_MAX_BYTES))
+            .col(binary(T::Namespace, NAMESPACE_MAX_BYTES))
+            .col(binary(T::Identifier, IDENTIFIER_MAX_BYTES))
+            .col(bigint(T::DurationMs))
+            .col(bigint(T::Sequence))
+            .col(binary(T::Region, REGION_MAX_BYTES))
+            .col(bigint(T::Count))
+            .col(bigint(T::ExpiresAt))
+            .col(bigint(T::UpdatedAt))
             .index(&mut unique_index());
         if mysql {
             // MySQL has no CREATE INDEX IF NOT EXISTS: declaring every index in the

@@ -6,20 +6,16 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::TABLE;
+use crate::{TABLE, add_bigint_column, drop_column};
 
 #[derive(DeriveIden)]
 enum RatelimitWindowCounts {
     Refunds,
 }
 
+/// Named after this file, as the migrations table records it.
+#[derive(DeriveMigrationName)]
 pub struct Migration;
-
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261123_000002_add_refunds"
-    }
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
@@ -29,28 +25,13 @@ impl MigrationTrait for Migration {
             return Ok(());
         }
         manager
-            .alter_table(
-                Table::alter()
-                    .table(Alias::new(TABLE))
-                    .add_column(
-                        ColumnDef::new(RatelimitWindowCounts::Refunds)
-                            .big_integer()
-                            .not_null()
-                            .default(0),
-                    )
-                    .to_owned(),
-            )
+            .alter_table(add_bigint_column(RatelimitWindowCounts::Refunds, 0))
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         manager
-            .alter_table(
-                Table::alter()
-                    .table(Alias::new(TABLE))
-                    .drop_column(RatelimitWindowCounts::Refunds)
-                    .to_owned(),
-            )
+            .alter_table(drop_column(RatelimitWindowCounts::Refunds))
             .await
     }
 }

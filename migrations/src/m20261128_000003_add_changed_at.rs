@@ -9,7 +9,7 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::TABLE;
+use crate::{TABLE, add_bigint_column, drop_column};
 
 pub const CHANGED_AT_INDEX: &str = "ratelimit_window_counts_changed_at_idx";
 
@@ -20,13 +20,9 @@ enum RatelimitWindowCounts {
 
 use RatelimitWindowCounts as T;
 
+/// Named after this file, as the migrations table records it.
+#[derive(DeriveMigrationName)]
 pub struct Migration;
-
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261128_000003_add_changed_at"
-    }
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
@@ -35,17 +31,7 @@ impl MigrationTrait for Migration {
         // has no ADD COLUMN / CREATE INDEX IF NOT EXISTS).
         if !manager.has_column(TABLE, "changed_at").await? {
             manager
-                .alter_table(
-                    Table::alter()
-                        .table(Alias::new(TABLE))
-                        .add_column(
-                            ColumnDef::new(T::ChangedAt)
-                                .big_integer()
-                                .not_null()
-                                .default(i64::MAX),
-                        )
-                        .to_owned(),
-                )
+                .alter_table(add_bigint_column(T::ChangedAt, i64::MAX))
                 .await?;
         }
         if !manager.has_index(TABLE, CHANGED_AT_INDEX).await? {
@@ -71,13 +57,6 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Alias::new(TABLE))
-                    .drop_column(T::ChangedAt)
-                    .to_owned(),
-            )
-            .await
+        manager.alter_table(drop_column(T::ChangedAt)).await
     }
 }
