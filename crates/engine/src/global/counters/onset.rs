@@ -117,32 +117,19 @@ mod tests {
 
     use super::*;
     use crate::cell_key::CounterKeyRef;
+    use crate::global::counters::tests::counters;
     use crate::global::{GlobalStore, MemoryStore};
-    use crate::local::{Clock, EngineSettings, Hit, ManualClock};
-    use crate::recorder::{NoRecorder, Recorder};
-    use crate::regional::InProcessOrigin;
+    use crate::local::{Clock, Hit, ManualClock};
 
     /// An hour into an hourly window.
     const START_MS: u64 = 3_600_000 * 100 + 1_000;
 
     fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> GlobalCounters {
-        let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
-        let engine = Arc::new(Engine::new(
-            EngineSettings::default(),
-            Arc::new(InProcessOrigin::new(1_000)),
-            clock.clone(),
-            metrics.clone(),
-        ));
-        GlobalCounters::new(
-            store.clone(),
-            engine,
-            name.into(),
-            GlobalSettings {
-                onset_fraction: 0.02,
-                ..GlobalSettings::default()
-            },
-            metrics,
-        )
+        let settings = GlobalSettings {
+            onset_fraction: 0.02,
+            ..GlobalSettings::default()
+        };
+        counters(name, store, clock, settings)
     }
 
     async fn admit(counters: &GlobalCounters, identifier: &str, times: u64) {

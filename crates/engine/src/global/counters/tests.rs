@@ -61,6 +61,19 @@ fn engine_on(
     ))
 }
 
+/// The global counters of region `name`, on an engine of their own, with `settings`: the
+/// process of the tests of the syncs and onsets, which look at the counters only.
+pub(super) fn counters(
+    name: &str,
+    store: &Arc<MemoryStore>,
+    clock: &Arc<ManualClock>,
+    settings: GlobalSettings,
+) -> GlobalCounters {
+    let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
+    let engine = engine(clock.clone(), metrics.clone());
+    GlobalCounters::new(store.clone(), engine, name.into(), settings, metrics)
+}
+
 fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Region {
     process(name, Arc::new(InProcessOrigin::new(1_000)), store, clock)
 }

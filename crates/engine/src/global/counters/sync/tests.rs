@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::cell_key::{CellKey, CounterKeyRef};
+use crate::global::counters::tests::counters;
 use crate::global::{GlobalSettings, GlobalStore, MemoryStore};
-use crate::local::{Engine, EngineSettings, ManualClock};
-use crate::recorder::{NoRecorder, Recorder};
-use crate::regional::InProcessOrigin;
+use crate::local::ManualClock;
 
 /// An hour into an hourly window.
 const START_MS: u64 = 3_600_000 * 100 + 1_000;
@@ -17,20 +16,7 @@ const HOUR_MS: u64 = 3_600_000;
 const OVERLAP: Duration = Duration::from_secs(2);
 
 fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> GlobalCounters {
-    let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
-    let engine = Arc::new(Engine::new(
-        EngineSettings::default(),
-        Arc::new(InProcessOrigin::new(1_000)),
-        clock.clone(),
-        metrics.clone(),
-    ));
-    GlobalCounters::new(
-        store.clone(),
-        engine,
-        name.into(),
-        GlobalSettings::default(),
-        metrics,
-    )
+    counters(name, store, clock, GlobalSettings::default())
 }
 
 fn cell(identifier: &str) -> CellKey {
