@@ -50,11 +50,33 @@ fn setup() -> (Arc<MemoryStore>, Arc<ManualClock>) {
     (store, Arc::new(ManualClock::new(START_MS)))
 }
 
-#[tokio::test]
-async fn an_incremental_sync_reads_only_the_cells_changed_since_the_last_one() {
+/// [`setup`], with process `b` of region "b" and cell "one" at 10 published by region "a".
+async fn setup_with_one() -> (Arc<MemoryStore>, Arc<ManualClock>, GlobalCounters) {
     let (store, clock) = setup();
     let b = region("b", &store, &clock);
     publish(&store, "a", "one", 10).await;
+    (store, clock, b)
+}
+
+/// [`setup_with_one`], `b` having read it at 20 s and then found nothing new.
+async fn setup_up_to_date() -> (Arc<MemoryStore>, Arc<ManualClock>, GlobalCounters) {
+    let (store, clock, b) = setup_with_one().await;
+    store.set_clock(20_000);
+    assert_eq!(b.sync().await, Some(1));
+    assert_eq!(b.sync().await, Some(0));
+    (store, clock, b)
+}
+
+/// Region "a" commits cell "two" at 40 stamped at `stamp_ms`, earlier than the store's clock:
+/// a transaction that commits after it took its stamp.
+fn commit_two_stamped_at(store: &MemoryStore, stamp_ms: u64) {
+    let rows = [(cell("two"), crate::pn::PnCount::hits(40))];
+    assert!(store.commit_stamped("a", &rows, START_MS, stamp_ms).is_ok());
+}
+
+#[tokio::test]
+async fn an_incremental_sync_reads_only_the_cells_changed_since_the_last_one() {
+    let (store, _, b) = setup_with_one().await;
     publish(&store, "a", "two", 20).await;
     store.set_clock(20_000);
     assert_eq!(b.sync().await, Some(2), "the first sync reads everything");
@@ -72,23 +94,18 @@ async fn an_incremental_sync_reads_only_the_cells_changed_since_the_last_one() {
 
 #[tokio::test]
 async fn a_row_committed_late_with_an_old_stamp_is_still_read() {
-    let (store, clock) = setup();
-    let b = region("b", &store, &clock);
-    publish(&store, "a", "one", 10).await;
+    let (store, _, b) = setup_with_one().await;
     assert_eq!(b.sync().await, Some(1), "read at 10 s");
     store.set_clock(11_000);
     // A transaction stamped at 9 s, committed after that read: within the overlap.
-    let rows = [(cell("two"), crate::pn::PnCount::hits(40))];
-    assert!(store.commit_stamped("a", &rows, START_MS, 9_000).is_ok());
+    commit_two_stamped_at(&store, 9_000);
     assert_eq!(b.sync().await, Some(2), "with the cell changed at 10 s");
     assert_eq!(seen(&b, "two"), 40);
 }
 
 #[tokio::test]
 async fn a_row_an_incremental_sync_missed_is_read_by_the_next_full_one() {
-    let (store, clock) = setup();
-    let b = region("b", &store, &clock);
-    publish(&store, "a", "one", 10).await;
+    let (store, clock, b) = setup_with_one().await;
     assert_eq!(b.sync().await, Some(1), "read at 10 s");
     store.set_clock(11_000);
     store.set_clock(20_000);
@@ -98,8 +115,7 @@ async fn a_row_an_incremental_sync_missed_is_read_by_the_next_full_one() {
         "changed at 10 s, after the mark at 8 s"
     );
     // Stamped 5 s before it commits: slower than the overlap.
-    let rows = [(cell("two"), crate::pn::PnCount::hits(40))];
-    assert!(store.commit_stamped("a", &rows, START_MS, 15_000).is_ok());
+    commit_two_stamped_at(&store, 15_000);
     assert_eq!(b.sync().await, Some(0), "missed");
     assert_eq!(seen(&b, "two"), 0);
     clock.advance(GlobalSettings::default().full_sync_interval.as_millis() as u64);
@@ -109,24 +125,14 @@ async fn a_row_an_incremental_sync_missed_is_read_by_the_next_full_one() {
 
 #[tokio::test]
 async fn a_process_clock_that_steps_back_brings_a_full_sync() {
-    let (store, clock) = setup();
-    let b = region("b", &store, &clock);
-    publish(&store, "a", "one", 10).await;
-    store.set_clock(20_000);
-    assert_eq!(b.sync().await, Some(1));
-    assert_eq!(b.sync().await, Some(0));
+    let (_, clock, b) = setup_up_to_date().await;
     clock.set(START_MS - 1);
     assert_eq!(b.sync().await, Some(1));
 }
 
 #[tokio::test]
 async fn a_restarted_process_reads_everything_first() {
-    let (store, clock) = setup();
-    let b = region("b", &store, &clock);
-    publish(&store, "a", "one", 10).await;
-    store.set_clock(20_000);
-    assert_eq!(b.sync().await, Some(1));
-    assert_eq!(b.sync().await, Some(0));
+    let (store, clock, _b) = setup_up_to_date().await;
     let restarted = region("b", &store, &clock);
     assert_eq!(restarted.sync().await, Some(1));
     assert_eq!(seen(&restarted, "one"), 10);
