@@ -15,7 +15,7 @@ use std::sync::{Mutex, PoisonError};
 
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, MemoryStore, StoreError, StoreFuture,
+    Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, MemoryStore, StoreError, StoreFuture, SyncQuery,
     SyncRead, SyncedCell,
 };
 use gcounter_engine::pn::PnCount;
@@ -143,15 +143,10 @@ impl GlobalStore for LaggedStore {
         })
     }
 
-    fn sync<'a>(
-        &'a self,
-        region: &'a str,
-        now_ms: u64,
-        since: Option<ChangeMark>,
-    ) -> StoreFuture<'a, SyncRead> {
+    fn sync<'a>(&'a self, query: SyncQuery<'a>) -> StoreFuture<'a, SyncRead> {
         Box::pin(self.counted_read(
-            now_ms,
-            move || self.inner.sync(region, now_ms, since),
+            query.now_ms,
+            move || self.inner.sync(query),
             |read| read.cells.len(),
         ))
     }

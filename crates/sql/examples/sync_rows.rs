@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use gcounter_engine::cell_key::CellKey;
-use gcounter_engine::global::GlobalStore;
+use gcounter_engine::global::{GlobalStore, SyncQuery};
 use gcounter_engine::pn::PnCount;
 use gcounter_sql::SqlStore;
 
@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut returned = 0;
     for _ in 0..5 {
         let started = Instant::now();
-        returned = store.sync("r0", NOW, None).await?.cells.len();
+        returned = store.sync(SyncQuery::full("r0", NOW)).await?.cells.len();
         took.push(started.elapsed());
     }
     took.sort();

@@ -24,7 +24,7 @@ use dialect::{Dialect, PARAMS_PER_ROW};
 use gcounter_engine::aside;
 use gcounter_engine::global::{
     ChangeMark, Chunk, DEFAULT_CHUNK_ROWS, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError,
-    StoreFuture, SyncRead, SyncedCell, check_region, clamp,
+    StoreFuture, SyncQuery, SyncRead, SyncedCell, check_region, clamp,
 };
 use gcounter_engine::redact::{redact_in, redact_url};
 
@@ -267,12 +267,12 @@ impl SqlStore {
     /// A sync, full or from `since`. The next mark is the database's clock at this read
     /// (its last column) less the overlap; a read that returned nothing has no clock, and
     /// the next one starts where this one did.
-    async fn sync_now(
-        &self,
-        region: &str,
-        now_ms: u64,
-        since: Option<ChangeMark>,
-    ) -> Result<SyncRead, StoreError> {
+    async fn sync_now(&self, query: SyncQuery<'_>) -> Result<SyncRead, StoreError> {
+        let SyncQuery {
+            region,
+            now_ms,
+            since,
+        } = query;
         check_region(region)?;
         let stmt = self.dialect().sync(region, now_ms, since.map(|m| m.0));
         let (cells, clock) = self.synced(stmt, true).await?;
@@ -382,13 +382,8 @@ impl GlobalStore for SqlStore {
         })
     }
 
-    fn sync<'a>(
-        &'a self,
-        region: &'a str,
-        now_ms: u64,
-        since: Option<ChangeMark>,
-    ) -> StoreFuture<'a, SyncRead> {
-        Box::pin(self.sync_now(region, now_ms, since))
+    fn sync<'a>(&'a self, query: SyncQuery<'a>) -> StoreFuture<'a, SyncRead> {
+        Box::pin(self.sync_now(query))
     }
 
     fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {

@@ -301,7 +301,7 @@ async fn sync_pn(
     region: &str,
     now_ms: u64,
 ) -> BTreeMap<CellKey, (PnCount, PnCount)> {
-    match store.sync(region, now_ms, None).await {
+    match store.sync(SyncQuery::full(region, now_ms)).await {
         Ok(SyncRead { cells, .. }) => {
             let n = cells.len();
             let map: BTreeMap<_, _> = cells
@@ -646,7 +646,7 @@ async fn invalid_regions_are_refused(store: &dyn GlobalStore) {
             Err(StoreError::InvalidRegion(_))
         ));
         assert!(matches!(
-            store.sync(region, 1, None).await,
+            store.sync(SyncQuery::full(region, 1)).await,
             Err(StoreError::InvalidRegion(_))
         ));
     }
@@ -918,7 +918,7 @@ mod memory {
         assert_eq!(store.rows().len(), 3);
 
         store.set_failing(true);
-        assert!(store.sync("eu", 0, None).await.is_err());
+        assert!(store.sync(SyncQuery::full("eu", 0)).await.is_err());
         assert!(store.cleanup(0, 1).await.is_err());
         let report = match store.publish("eu", &rows, 1).await {
             Ok(report) => report,
@@ -1424,7 +1424,7 @@ async fn unreachable_or_unknown_databases_fail_cleanly() {
             Err(error) => panic!("{url}: a database down at start must not fail: {error}"),
         };
         let started = std::time::Instant::now();
-        let sync = store.sync("a", 0, None).await;
+        let sync = store.sync(SyncQuery::full("a", 0)).await;
         assert!(
             matches!(
                 sync,

@@ -90,6 +90,31 @@ pub struct SyncedCell {
 /// database, whose rows the periodic full read catches.
 pub const DEFAULT_SYNC_OVERLAP: Duration = Duration::from_secs(2);
 
+/// What one sync reads (see [`GlobalStore::sync`]): the live cells another region than
+/// `region` wrote, all of them (`since` `None`) or those changed since a mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncQuery<'a> {
+    pub region: &'a str,
+    pub now_ms: u64,
+    pub since: Option<ChangeMark>,
+}
+
+impl<'a> SyncQuery<'a> {
+    /// Every live cell another region wrote.
+    pub fn full(region: &'a str, now_ms: u64) -> Self {
+        Self::since(region, now_ms, None)
+    }
+
+    /// The cells changed since `since` (every one when `None`).
+    pub fn since(region: &'a str, now_ms: u64, since: Option<ChangeMark>) -> Self {
+        Self {
+            region,
+            now_ms,
+            since,
+        }
+    }
+}
+
 /// Where an incremental sync starts, on the store's clock (opaque to the caller): the cells
 /// with a foreign row stamped at or after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -202,17 +227,12 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// is held by the regional origin (returning it made every process read back every row
     /// its region published; ACCURACY.md).
     ///
-    /// `since` `None` is a full read. With a [`ChangeMark`] a previous read returned, only
+    /// `query.since` `None` is a full read. With a [`ChangeMark`] a previous read returned, only
     /// the cells with a foreign live row stamped at or after it are returned (each with its
     /// whole sums). Either read returns the mark the next one starts from (see the module's
     /// "Incremental sync"); a store without change stamps reads everything and returns no
     /// mark.
-    fn sync<'a>(
-        &'a self,
-        region: &'a str,
-        now_ms: u64,
-        since: Option<ChangeMark>,
-    ) -> StoreFuture<'a, SyncRead>;
+    fn sync<'a>(&'a self, query: SyncQuery<'a>) -> StoreFuture<'a, SyncRead>;
 
     /// This region's own components of the cells with `expires_at > now_ms` (as cells with
     /// `foreign` 0). Read once when a process starts: sync leaves out cells only this region

@@ -1,4 +1,5 @@
 use super::*;
+use gcounter_engine::global::ChangeMark;
 
 fn key() -> CellKey {
     CellKey {
@@ -17,15 +18,16 @@ async fn a_write_is_seen_only_after_both_lags() {
         .publish("a", &[(key(), PnCount::hits(7))], 5_000)
         .await;
     assert_eq!(report.map(|r| r.published()).ok(), Some(1));
-    let foreign = |read: SyncRead| read.cells.first().map_or(0, |c| c.foreign.value());
-    assert_eq!(
-        store.sync("b", 5_149, None).await.map(foreign).ok(),
-        Some(0)
-    );
-    assert_eq!(
-        store.sync("b", 5_150, None).await.map(foreign).ok(),
-        Some(7)
-    );
+    let foreign_at = |now_ms: u64| {
+        let read = store.sync(SyncQuery::full("b", now_ms));
+        async move {
+            read.await
+                .ok()
+                .map(|read| read.cells.first().map_or(0, |c| c.foreign.value()))
+        }
+    };
+    assert_eq!(foreign_at(5_149).await, Some(0));
+    assert_eq!(foreign_at(5_150).await, Some(7));
     assert_eq!(
         store.load(),
         Load {
@@ -51,7 +53,7 @@ async fn an_incremental_read_is_marked_at_what_it_sees_less_the_overlap() {
     let read = |at: u64, since: Option<ChangeMark>| {
         let store = &store;
         async move {
-            match store.sync("b", at, since).await {
+            match store.sync(SyncQuery::since("b", at, since)).await {
                 Ok(read) => (read.cells.len(), read.next),
                 Err(e) => panic!("{e}"),
             }

@@ -15,7 +15,7 @@ async fn read(
     region: &str,
     since: Option<ChangeMark>,
 ) -> (BTreeMap<String, u64>, Option<ChangeMark>) {
-    match store.sync(region, 0, since).await {
+    match store.sync(SyncQuery::since(region, 0, since)).await {
         Ok(read) => (
             read.cells
                 .into_iter()

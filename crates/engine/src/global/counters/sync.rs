@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use super::GlobalCounters;
 use crate::global::clock::{CLOCK_CHECK_INTERVAL, clock_offset_seconds};
-use crate::global::{ChangeMark, StoreError, SyncRead};
+use crate::global::{ChangeMark, StoreError, SyncQuery, SyncRead};
 use crate::pn::PnCount;
 
 /// Where the next sync reads from: the store's mark of the previous read, and when (on this
@@ -95,7 +95,9 @@ impl GlobalCounters {
             .sync_position
             .since(now_ms, self.settings.full_sync_interval);
         tracing::Span::current().record("rls.full", since.is_none());
-        let sync = self.store.sync(&self.region, now_ms, since);
+        let sync = self
+            .store
+            .sync(SyncQuery::since(&self.region, now_ms, since));
         let SyncRead { cells, next } = match self.within(sync).await {
             Ok(read) => read,
             Err(error) => {

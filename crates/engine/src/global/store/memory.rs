@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use super::{
-    ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError, StoreFuture, SyncRead,
-    SyncedCell, check_region, clamp, prepare_rows,
+    ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError, StoreFuture, SyncQuery,
+    SyncRead, SyncedCell, check_region, clamp, prepare_rows,
 };
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
@@ -186,12 +186,12 @@ impl MemoryStore {
         }
     }
 
-    fn sync_now(
-        &self,
-        region: &str,
-        now_ms: u64,
-        since: Option<ChangeMark>,
-    ) -> Result<SyncRead, StoreError> {
+    fn sync_now(&self, query: SyncQuery<'_>) -> Result<SyncRead, StoreError> {
+        let SyncQuery {
+            region,
+            now_ms,
+            since,
+        } = query;
         self.down()?;
         check_region(region)?;
         let now = clamp(now_ms);
@@ -297,13 +297,8 @@ impl GlobalStore for MemoryStore {
         Box::pin(std::future::ready(self.write_chunk_now(chunk)))
     }
 
-    fn sync<'a>(
-        &'a self,
-        region: &'a str,
-        now_ms: u64,
-        since: Option<ChangeMark>,
-    ) -> StoreFuture<'a, SyncRead> {
-        Box::pin(std::future::ready(self.sync_now(region, now_ms, since)))
+    fn sync<'a>(&'a self, query: SyncQuery<'a>) -> StoreFuture<'a, SyncRead> {
+        Box::pin(std::future::ready(self.sync_now(query)))
     }
 
     fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
