@@ -3,7 +3,7 @@
 use super::*;
 use crate::cell_key::{CellKey, CounterKeyRef};
 use crate::global::{MemoryStore, REGION_MAX_BYTES};
-use crate::local::{Clock, EngineSettings, Hit, ManualClock, Verdict};
+use crate::local::{Clock, EngineSettings, Hit, ManualClock, Reaped, Verdict};
 use crate::pn::PnCount;
 use crate::recorder::{FlushRecord, NoRecorder};
 use crate::regional::InProcessOrigin;
@@ -74,6 +74,14 @@ pub(super) fn counters(
     GlobalCounters::new(store.clone(), engine, name.into(), settings, metrics)
 }
 
+/// An empty store and a clock at `START_MS`.
+fn store_and_clock() -> (Arc<MemoryStore>, Arc<ManualClock>) {
+    (
+        Arc::new(MemoryStore::new()),
+        Arc::new(ManualClock::new(START_MS)),
+    )
+}
+
 fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Region {
     process(name, Arc::new(InProcessOrigin::new(1_000)), store, clock)
 }
@@ -135,8 +143,7 @@ fn names() -> Names {
 
 /// Regions `a` and `b` on one store and one clock.
 fn setup() -> (Arc<MemoryStore>, Region, Region) {
-    let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(START_MS));
+    let (store, clock) = store_and_clock();
     let a = region("a", &store, &clock);
     let b = region("b", &store, &clock);
     (store, a, b)
@@ -214,8 +221,7 @@ const EXPIRY_MS: u64 = 3_600_000 * 102;
 /// the total for good (the chaos run's database gap).
 #[tokio::test]
 async fn a_count_unpublished_when_its_cell_expires_still_reaches_the_store() {
-    let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(START_MS));
+    let (store, clock) = store_and_clock();
     let a = region("a", &store, &clock);
     a.admit_and_publish(60).await;
     assert!(a.check(1).await.allowed);
@@ -243,11 +249,16 @@ async fn publishes_the_regions_total(process: &Region, store: &MemoryStore, tota
     );
 }
 
+/// The reaper's walk at `at_ms`.
+async fn reap_at(process: &Region, clock: &ManualClock, at_ms: u64) -> Reaped {
+    clock.set(at_ms);
+    process.engine.reap_counted().await
+}
+
 /// Closed and published: the walk two flush intervals after the cell's expiry drops it, with
 /// nothing unpublished.
 async fn dropped_two_flush_intervals_after_expiry(process: &Region, clock: &ManualClock) {
-    clock.set(EXPIRY_MS + 20_000);
-    let reaped = process.engine.reap_counted().await;
+    let reaped = reap_at(process, clock, EXPIRY_MS + 20_000).await;
     assert_eq!((reaped.removed, reaped.unpublished), (1, 0));
 }
 
@@ -258,8 +269,7 @@ async fn dropped_two_flush_intervals_after_expiry(process: &Region, clock: &Manu
 /// the row stayed short by the dead process's last counts.
 #[tokio::test]
 async fn counts_of_a_process_killed_before_its_flush_reach_the_store() {
-    let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(START_MS));
+    let (store, clock) = store_and_clock();
     let origin = InProcessOrigin::new(1_000);
     let Some(sibling) = origin.sibling("p2") else {
         panic!("a second process on the region's origin");
@@ -293,27 +303,23 @@ async fn counts_of_a_process_killed_before_its_flush_reach_the_store() {
 /// Held for one window at most: a store down that long does not keep cells for ever.
 #[tokio::test]
 async fn an_unpublished_cell_is_held_for_one_window_at_most() {
-    let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(START_MS));
+    let (store, clock) = store_and_clock();
     let a = region("a", &store, &clock);
     assert!(a.check(60).await.allowed);
     store.set_failing(true);
     clock.set(EXPIRY_MS + 3_600_000 - 1);
     assert_eq!(a.engine.reap_counted().await.held, 1);
-    clock.set(EXPIRY_MS + 3_600_000);
-    let reaped = a.engine.reap_counted().await;
+    let reaped = reap_at(&a, &clock, EXPIRY_MS + 3_600_000).await;
     assert_eq!((reaped.removed, reaped.unpublished), (1, 1));
 }
 
 /// Below the floor nothing is due for the store: the cell leaves at its window's end.
 #[tokio::test]
 async fn a_cell_below_the_floor_is_not_held() {
-    let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(START_MS));
+    let (store, clock) = store_and_clock();
     let a = region("a", &store, &clock);
     assert!(a.check(10).await.allowed);
-    clock.set(EXPIRY_MS);
-    let reaped = a.engine.reap_counted().await;
+    let reaped = reap_at(&a, &clock, EXPIRY_MS).await;
     assert_eq!(
         (reaped.held, reaped.removed),
         (0, 2),
@@ -571,8 +577,7 @@ async fn flush_and_sync_each_keep_their_own_rate() {
 /// and quiet again.
 #[tokio::test(start_paused = true)]
 async fn flush_and_sync_speed_up_with_the_overload_of_a_shared_counter() {
-    let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(ManualClock::new(START_MS));
+    let (store, clock) = store_and_clock();
     let jobs = Arc::new(JobCount::default());
     let engine = engine(clock.clone(), Arc::new(NoRecorder));
     let settings = GlobalSettings {
