@@ -1,4 +1,5 @@
-//! The `RateLimitService` gRPC route: tonic frames the message, `rls` decodes it.
+//! The `RateLimitService` gRPC route: `rls` decodes the message, which the common call's
+//! first DATA frame holds whole (`unary`); any other call is framed by tonic.
 //!
 //! Served with [`RawRequestCodec`] instead of tonic's generated server so that every request a
 //! client sends ends in `rls_requests_total`, whatever broke: an unparsable body is
@@ -90,8 +91,8 @@ impl GrpcRoutes {
 
 impl<B> tower::Service<http::Request<B>> for GrpcRoutes
 where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<tonic::codegen::StdError> + Send,
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
 {
     type Response = http::Response<Body>;
     type Error = Infallible;
@@ -145,8 +146,8 @@ impl RateLimitRoute {
         request: http::Request<B>,
     ) -> BoxFuture<Result<http::Response<Body>, Infallible>>
     where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<tonic::codegen::StdError> + Send,
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
     {
         // Routed now: the time to the answer includes reading the body and deciding.
         let started = std::time::Instant::now();
@@ -168,16 +169,46 @@ impl RateLimitRoute {
         request: http::Request<B>,
     ) -> http::Response<Body>
     where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<tonic::codegen::StdError> + Send,
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
     {
-        let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
-            .max_decoding_message_size(max_request_bytes);
+        // The traced path reads the call's metadata (and trailers) from tonic's request.
+        let request = if limiter.tracer().is_none() {
+            match unary::read(request, max_request_bytes).await {
+                unary::Read::Whole(message) => {
+                    let handled = AtomicBool::new(false);
+                    let mut decode = Decode {
+                        limiter,
+                        handled: &handled,
+                    };
+                    return unary::respond(decode.call(Request::new(message)).await);
+                }
+                unary::Read::Other(request) => *request,
+            }
+        } else {
+            request.map(unary::Replay::new)
+        };
+        // Boxed: tonic's future is large, and the common call's future moves whole.
+        Box::pin(Self::through_tonic(limiter, max_request_bytes, request)).await
+    }
+
+    /// [`Self::answer`] by tonic's `Grpc::unary`: its checks and refusals.
+    async fn through_tonic<B>(
+        limiter: &RateLimiter,
+        max_request_bytes: usize,
+        request: http::Request<unary::Replay<B>>,
+    ) -> http::Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
+    {
         let handled = AtomicBool::new(false);
         let decode = Decode {
             limiter,
             handled: &handled,
         };
+        let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
+            .max_decoding_message_size(max_request_bytes);
         let response = grpc.unary(decode, request).await;
         // The handler counted what it answered; only what tonic answered without it
         // (which the handler never answers: `RESOURCE_EXHAUSTED`, `OUT_OF_RANGE`) is
@@ -302,6 +333,8 @@ impl Future for Decided<'_> {
         }
     }
 }
+
+mod unary;
 
 #[cfg(test)]
 mod tests;

@@ -4,9 +4,9 @@
 //! address into the request's extensions (an allocation nobody here reads), boxes the body and
 //! the future more than once and routes through axum's router: ~3,000 of a request's ~60,000
 //! instructions and as many cache lines, the last distance to a no-op server (BENCHMARKS.md,
-//! "The cost of a request"). Here hyper calls one layered service with its own body type; tonic
-//! still frames, decodes and encodes the messages (`tonic::server::Grpc`) and serves the health
-//! service behind the routes.
+//! "The cost of a request"). Here hyper calls one layered service with its own body type; the
+//! common `ShouldRateLimit` call is read and answered by `rls` itself, and tonic frames every
+//! other call (`tonic::server::Grpc`) and serves the health service behind the routes.
 
 use std::convert::Infallible;
 use std::future::Future;
