@@ -85,176 +85,162 @@ descriptors:
     assert_eq!(key(&[("n", ""), ("leaf", "b")]), "d.n_.leaf_b");
 }
 
-#[test]
-fn exact_beats_wildcard_beats_any_value() {
-    let d = domain(&format!(
-        "domain: d
-descriptors:
+/// A request's entries, in order.
+type Request = &'static [(&'static str, &'static str)];
+
+/// One matching case: the descriptors of domain `d`, the requests for which [`hit`] finds a
+/// rule (with the rule's name), and those for which it finds none.
+struct MatchCase {
+    name: &'static str,
+    descriptors: &'static str,
+    finds: &'static [(Request, &'static str)],
+    finds_none: &'static [Request],
+}
+
+const MATCH_CASES: &[MatchCase] = &[
+    MatchCase {
+        name: "exact beats wildcard beats any value",
+        descriptors: "
   - key: path
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: any}
   - key: path
     value: /foo/*
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: wild}
   - key: path
     value: /foo/bar
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: exact}
 ",
-        limit("any"),
-        limit("wild"),
-        limit("exact")
-    ));
-    assert_eq!(hit(&d, &[("path", "/foo/bar")]).as_deref(), Some("exact"));
-    assert_eq!(hit(&d, &[("path", "/foo/baz")]).as_deref(), Some("wild"));
-    assert_eq!(hit(&d, &[("path", "/foo/")]).as_deref(), Some("wild"));
-    assert_eq!(hit(&d, &[("path", "/other")]).as_deref(), Some("any"));
-    assert_eq!(hit(&d, &[("path", "")]).as_deref(), Some("any"));
-}
-
-#[test]
-fn wildcards_in_config_order() {
-    let d = domain(&format!(
-        "domain: d
-descriptors:
+        finds: &[
+            (&[("path", "/foo/bar")], "exact"),
+            (&[("path", "/foo/baz")], "wild"),
+            (&[("path", "/foo/")], "wild"),
+            (&[("path", "/other")], "any"),
+            (&[("path", "")], "any"),
+        ],
+        finds_none: &[],
+    },
+    MatchCase {
+        name: "wildcards in config order",
+        descriptors: "
   - key: path
     value: /api/*
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: first}
   - key: path
     value: /api/v1/*
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: second}
 ",
-        limit("first"),
-        limit("second")
-    ));
-    // Both match; the first one written wins, not the longest.
-    assert_eq!(hit(&d, &[("path", "/api/v1/x")]).as_deref(), Some("first"));
-}
-
-#[test]
-fn wildcard_in_the_middle() {
-    let d = domain(&format!(
-        "domain: d
-descriptors:
+        // Both match; the first one written wins, not the longest.
+        finds: &[(&[("path", "/api/v1/x")], "first")],
+        finds_none: &[],
+    },
+    MatchCase {
+        name: "wildcard in the middle",
+        descriptors: "
   - key: path
     value: \"/api/*/users\"
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: users}
 ",
-        limit("users")
-    ));
-    assert_eq!(
-        hit(&d, &[("path", "/api/v2/users")]).as_deref(),
-        Some("users")
-    );
-    assert_eq!(hit(&d, &[("path", "/api/v2/users/7")]), None);
-    assert_eq!(hit(&d, &[("path", "/api/v2/groups")]), None);
-}
-
-#[test]
-fn limit_applies_only_at_the_last_entry() {
-    let d = domain(&format!(
-        "domain: d
-descriptors:
+        finds: &[(&[("path", "/api/v2/users")], "users")],
+        finds_none: &[
+            &[("path", "/api/v2/users/7")],
+            &[("path", "/api/v2/groups")],
+        ],
+    },
+    MatchCase {
+        name: "limit applies only at the last entry",
+        descriptors: "
   - key: a
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: a}
     descriptors:
       - key: b
-        {}
+        rate_limit: {unit: second, requests_per_unit: 1, name: a.b}
 ",
-        limit("a"),
-        limit("a.b")
-    ));
-    assert_eq!(hit(&d, &[("a", "1")]).as_deref(), Some("a"));
-    assert_eq!(hit(&d, &[("a", "1"), ("b", "2")]).as_deref(), Some("a.b"));
-    // The rule on `a` does not apply to a longer request.
-    assert_eq!(hit(&d, &[("a", "1"), ("c", "2")]), None);
-}
-
-#[test]
-fn request_deeper_than_config() {
-    let d = domain(&format!(
-        "domain: d
-descriptors:
+        finds: &[(&[("a", "1")], "a"), (&[("a", "1"), ("b", "2")], "a.b")],
+        // The rule on `a` does not apply to a longer request.
+        finds_none: &[&[("a", "1"), ("c", "2")]],
+    },
+    MatchCase {
+        name: "request deeper than config",
+        descriptors: "
+  # Upstream's example 4.
   - key: key
     value: value
-    {}
+    rate_limit: {unit: second, requests_per_unit: 1, name: shallow}
 ",
-        limit("shallow")
-    ));
-    assert_eq!(hit(&d, &[("key", "value")]).as_deref(), Some("shallow"));
-    // Upstream's example 4: a two-entry request does not match.
-    assert_eq!(hit(&d, &[("key", "value"), ("subkey", "subvalue")]), None);
-}
-
-#[test]
-fn intermediate_nodes_without_limit() {
-    let d = domain(&format!(
-        "domain: d
-descriptors:
+        finds: &[(&[("key", "value")], "shallow")],
+        // A two-entry request does not match.
+        finds_none: &[&[("key", "value"), ("subkey", "subvalue")]],
+    },
+    MatchCase {
+        name: "intermediate nodes without limit",
+        descriptors: "
   - key: key
     value: value
     descriptors:
       - key: subkey
-        {}
+        rate_limit: {unit: second, requests_per_unit: 1, name: sub}
 ",
-        limit("sub")
-    ));
-    assert_eq!(hit(&d, &[("key", "value")]), None);
-    assert_eq!(
-        hit(&d, &[("key", "value"), ("subkey", "x")]).as_deref(),
-        Some("sub")
-    );
-    assert_eq!(hit(&d, &[("key", "other"), ("subkey", "x")]), None);
-}
-
-#[test]
-fn unknown_key_and_empty_request() {
-    let d = domain(&format!(
-        "domain: d\ndescriptors:\n  - key: a\n    {}\n",
-        limit("a")
-    ));
-    assert_eq!(hit(&d, &[("b", "1")]), None);
-    assert_eq!(hit(&d, &[]), None);
-}
-
-#[test]
-fn keys_and_values_are_case_sensitive() {
-    let d = domain(&format!(
-        "domain: d\ndescriptors:\n  - key: a\n    value: X\n    {}\n",
-        limit("a")
-    ));
-    assert_eq!(hit(&d, &[("a", "X")]).as_deref(), Some("a"));
-    assert_eq!(hit(&d, &[("a", "x")]), None);
-    assert_eq!(hit(&d, &[("A", "X")]), None);
-}
-
-#[test]
-fn a_more_specific_branch_without_the_child_does_not_fall_back() {
-    // Upstream picks one node per level and never backtracks.
-    let d = domain(&format!(
-        "domain: d
-descriptors:
+        finds: &[(&[("key", "value"), ("subkey", "x")], "sub")],
+        finds_none: &[&[("key", "value")], &[("key", "other"), ("subkey", "x")]],
+    },
+    MatchCase {
+        name: "unknown key and empty request",
+        descriptors: "
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1, name: a}
+",
+        finds: &[],
+        finds_none: &[&[("b", "1")], &[]],
+    },
+    MatchCase {
+        // Upstream picks one node per level and never backtracks.
+        name: "a more specific branch without the child does not fall back",
+        descriptors: "
   - key: tenant
     value: acme
     descriptors:
       - key: user
         value: bob
-        {}
+        rate_limit: {unit: second, requests_per_unit: 1, name: acme-bob}
   - key: tenant
     descriptors:
       - key: user
-        {}
+        rate_limit: {unit: second, requests_per_unit: 1, name: any-user}
 ",
-        limit("acme-bob"),
-        limit("any-user")
-    ));
-    assert_eq!(
-        hit(&d, &[("tenant", "acme"), ("user", "bob")]).as_deref(),
-        Some("acme-bob")
-    );
-    assert_eq!(hit(&d, &[("tenant", "acme"), ("user", "eve")]), None);
-    assert_eq!(
-        hit(&d, &[("tenant", "x"), ("user", "eve")]).as_deref(),
-        Some("any-user")
-    );
+        finds: &[
+            (&[("tenant", "acme"), ("user", "bob")], "acme-bob"),
+            (&[("tenant", "x"), ("user", "eve")], "any-user"),
+        ],
+        finds_none: &[&[("tenant", "acme"), ("user", "eve")]],
+    },
+    MatchCase {
+        name: "keys and values are case sensitive",
+        descriptors: "
+  - key: a
+    value: X
+    rate_limit: {unit: second, requests_per_unit: 1, name: a}
+",
+        finds: &[(&[("a", "X")], "a")],
+        finds_none: &[&[("a", "x")], &[("A", "X")]],
+    },
+];
+
+#[test]
+fn requests_find_their_rules() {
+    for case in MATCH_CASES {
+        let d = domain(&format!("domain: d\ndescriptors:{}", case.descriptors));
+        for &(request, rule) in case.finds {
+            assert_eq!(
+                hit(&d, request).as_deref(),
+                Some(rule),
+                "{}: {request:?}",
+                case.name
+            );
+        }
+        for &request in case.finds_none {
+            assert_eq!(hit(&d, request), None, "{}: {request:?}", case.name);
+        }
+    }
 }
 
 #[test]
