@@ -320,6 +320,18 @@ impl quick_cache::Equivalent<CellKey> for CellKeyRef<'_> {
     }
 }
 
+/// For tests that need some counter: one per-second rule (namespace `1:k/` of domain `d`),
+/// counted by `identifier`.
+#[cfg(test)]
+impl<'a> CounterKeyRef<'a> {
+    pub(crate) fn for_test(identifier: &'a str) -> Self {
+        static WORKSPACE: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| "d".into());
+        static NAMESPACE: std::sync::LazyLock<Arc<str>> =
+            std::sync::LazyLock::new(|| "1:k/".into());
+        Self::new(&WORKSPACE, &NAMESPACE, identifier, 1_000)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -351,18 +351,17 @@ mod tests {
     #[test]
     fn the_heaviest_counters_stay_in_a_full_sketch() {
         let sketch = HeavyHitters::default();
-        let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
         // Two heavy counters among a thousand one-off ones.
         for i in 0..1_000u32 {
             let id = format!("cold-{i}");
             for _ in 0..SAMPLE_EVERY {
-                sketch.offer(&CounterKeyRef::new(&ws, &ns, &id, 1_000), 5);
+                sketch.offer(&CounterKeyRef::for_test(&id), 5);
             }
             for _ in 0..4 * SAMPLE_EVERY {
-                sketch.offer(&CounterKeyRef::new(&ws, &ns, "heavy", 1_000), 10);
+                sketch.offer(&CounterKeyRef::for_test("heavy"), 10);
             }
             for _ in 0..2 * SAMPLE_EVERY {
-                sketch.offer(&CounterKeyRef::new(&ws, &ns, "warm", 1_000), 10);
+                sketch.offer(&CounterKeyRef::for_test("warm"), 10);
             }
         }
         let top = sketch.snapshot();
@@ -382,14 +381,13 @@ mod tests {
         for t in 0..4 {
             let sketch = Arc::clone(&sketch);
             std::thread::spawn(move || {
-                let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
                 let own = format!("own-{t}");
                 for _ in 0..10 {
                     for _ in 0..SAMPLE_EVERY {
-                        sketch.offer(&CounterKeyRef::new(&ws, &ns, "shared", 1_000), 7);
+                        sketch.offer(&CounterKeyRef::for_test("shared"), 7);
                     }
                     for _ in 0..SAMPLE_EVERY {
-                        sketch.offer(&CounterKeyRef::new(&ws, &ns, &own, 1_000), 7);
+                        sketch.offer(&CounterKeyRef::for_test(&own), 7);
                     }
                 }
             })

@@ -109,13 +109,11 @@ impl PenaltyBox {
 mod tests {
     use super::*;
     use crate::local::budget::DEADLINE_ENTRY_BYTES;
-    use std::sync::Arc;
 
     #[test]
     fn a_penalty_lasts_its_time_across_rollover_and_is_sent_once() {
         let penalties = PenaltyBox::new(100 * DEADLINE_ENTRY_BYTES);
-        let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
-        let counter = CounterKeyRef::new(&ws, &ns, "1:a", 1_000);
+        let counter = CounterKeyRef::for_test("1:a");
         assert_eq!(penalties.held_until(&counter, 5_500), None);
         penalties.enter(&counter, 65_500, true);
         assert_eq!(penalties.held_until(&counter, 30_000), Some(65_500));
@@ -136,10 +134,9 @@ mod tests {
     #[test]
     fn the_pending_queue_is_bounded() {
         let penalties = PenaltyBox::new(1 << 30);
-        let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
         for i in 0..MAX_PENDING_PENALTIES + 10 {
             let id = format!("{i}");
-            penalties.enter(&CounterKeyRef::new(&ws, &ns, &id, 1_000), 9_000, true);
+            penalties.enter(&CounterKeyRef::for_test(&id), 9_000, true);
         }
         assert_eq!(penalties.take_pending().len(), MAX_PENDING_PENALTIES);
     }

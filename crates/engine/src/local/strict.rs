@@ -53,13 +53,11 @@ impl StrictMode {
 mod tests {
     use super::*;
     use crate::local::budget::DEADLINE_ENTRY_BYTES;
-    use std::sync::Arc;
 
     #[test]
     fn strict_mode_lasts_a_duration_across_rollover() {
+        let counter = CounterKeyRef::for_test("1:a");
         let strict = StrictMode::new(10 * DEADLINE_ENTRY_BYTES);
-        let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
-        let counter = CounterKeyRef::new(&ws, &ns, "1:a", 1_000);
         assert!(!strict.is_strict(&counter, 5_500));
         strict.enter(&counter, 6_500);
         assert!(strict.is_strict(&counter, 6_000), "the next window too");
@@ -70,9 +68,8 @@ mod tests {
     #[test]
     fn past_the_latest_deadline_nothing_is_strict() {
         let strict = StrictMode::new(10 * DEADLINE_ENTRY_BYTES);
-        let (ws, ns): (Arc<str>, Arc<str>) = ("d".into(), "1:k/".into());
-        let a = CounterKeyRef::new(&ws, &ns, "1:a", 1_000);
-        let b = CounterKeyRef::new(&ws, &ns, "1:b", 1_000);
+        let a = CounterKeyRef::for_test("1:a");
+        let b = CounterKeyRef::for_test("1:b");
         strict.enter(&a, 9_000);
         strict.enter(&b, 7_000);
         assert!(strict.is_strict(&a, 8_000));
