@@ -20,6 +20,7 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::StreamBody;
 use prost::Message;
 use tonic::Status;
 use tonic::body::Body;
@@ -90,10 +91,7 @@ pub(super) fn respond(answer: Result<tonic::Response<Answer>, Status>) -> http::
         Ok(message) => {
             let mut trailers = http::HeaderMap::with_capacity(1);
             trailers.insert(GRPC_STATUS, http::HeaderValue::from_static("0"));
-            let mut response = http::Response::new(Body::new(Answered {
-                message: Some(message),
-                trailers: Some(trailers),
-            }));
+            let mut response = http::Response::new(Body::new(answered(message, trailers)));
             response
                 .headers_mut()
                 .insert(http::header::CONTENT_TYPE, GRPC_CONTENT_TYPE);
@@ -129,32 +127,17 @@ fn frame_prefix(length: usize) -> [u8; PREFIX] {
     [0, a, b, c, d]
 }
 
-/// The answer's body: its framed message, then the trailers with its status.
-struct Answered {
-    message: Option<Bytes>,
-    trailers: Option<http::HeaderMap>,
-}
-
-impl HttpBody for Answered {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Some(message) = self.message.take() {
-            return Poll::Ready(Some(Ok(Frame::data(message))));
-        }
-        Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.message.is_none() && self.trailers.is_none()
-    }
-
-    // No exact `size_hint`: hyper would add a `content-length` header, which tonic's answer
-    // does not have (and each response would pay for encoding it).
+/// The answer's body: its framed message, then the trailers with its status. A stream of
+/// frames has no exact `size_hint`, so hyper adds no `content-length` header, which tonic's
+/// answer does not have (and no response pays for encoding one).
+fn answered(
+    message: Bytes,
+    trailers: http::HeaderMap,
+) -> impl HttpBody<Data = Bytes, Error = Infallible> + Send + 'static {
+    StreamBody::new(futures_util::stream::iter([
+        Ok(Frame::data(message)),
+        Ok(Frame::trailers(trailers)),
+    ]))
 }
 
 /// What polling a body gave: a frame, its error or its end (`None`).

@@ -4,13 +4,11 @@
 //! any gRPC server on this HTTP/2 stack, not a server to run in front of Envoy.
 
 use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use http::{HeaderMap, HeaderValue, Request, Response};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -43,21 +41,23 @@ pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
     }
 }
 
-async fn answer(request: Request<Incoming>) -> Result<Response<Answer>, Infallible> {
+async fn answer(
+    request: Request<Incoming>,
+) -> Result<Response<impl Body<Data = Bytes, Error = Infallible> + Send + use<>>, Infallible> {
     if request.uri().path() != SHOULD_RATE_LIMIT {
-        return Ok(Answer::status(UNIMPLEMENTED));
+        return Ok(answer_with(None, UNIMPLEMENTED));
     }
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(_) => return Ok(Answer::status(INVALID_ARGUMENT)),
+        Err(_) => return Ok(answer_with(None, INVALID_ARGUMENT)),
     };
     let Some(message) = unframe(&body) else {
-        return Ok(Answer::status(INVALID_ARGUMENT));
+        return Ok(answer_with(None, INVALID_ARGUMENT));
     };
     let Ok(decoded) = RateLimitRequest::decode(message) else {
-        return Ok(Answer::status(INVALID_ARGUMENT));
+        return Ok(answer_with(None, INVALID_ARGUMENT));
     };
-    Ok(Answer::message(frame(&super::all_ok(&decoded))))
+    Ok(answer_with(Some(frame(&super::all_ok(&decoded))), OK))
 }
 
 /// The message of one uncompressed gRPC frame that fills `body` exactly.
@@ -80,57 +80,25 @@ fn frame(reply: &RateLimitResponse) -> Bytes {
     framed.freeze()
 }
 
-/// A gRPC answer's body: the framed message (if any), then the trailers with its status.
-pub struct Answer {
+/// A gRPC answer: the framed message (if any), then the trailers with its status, as a stream
+/// of frames (no exact size hint, so no `content-length`, as the service's answer).
+fn answer_with(
     message: Option<Bytes>,
-    trailers: Option<HeaderMap>,
-}
-
-impl Answer {
-    fn message(message: Bytes) -> Response<Self> {
-        Self::response(Some(message), OK)
-    }
-
-    fn status(code: &'static str) -> Response<Self> {
-        Self::response(None, code)
-    }
-
-    fn response(message: Option<Bytes>, code: &'static str) -> Response<Self> {
-        let mut trailers = HeaderMap::new();
-        trailers.insert("grpc-status", HeaderValue::from_static(code));
-        let mut response = Response::new(Self {
-            message,
-            trailers: Some(trailers),
-        });
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        response
-    }
-}
-
-impl Body for Answer {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Some(message) = self.message.take() {
-            return Poll::Ready(Some(Ok(Frame::data(message))));
-        }
-        Poll::Ready(
-            self.trailers
-                .take()
-                .map(|trailers| Ok(Frame::trailers(trailers))),
-        )
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.message.is_none() && self.trailers.is_none()
-    }
+    code: &'static str,
+) -> Response<impl Body<Data = Bytes, Error = Infallible> + Send + use<>> {
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static(code));
+    let frames = message
+        .map(Frame::data)
+        .into_iter()
+        .chain([Frame::trailers(trailers)])
+        .map(Ok);
+    let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    response
 }
 
 #[cfg(test)]
