@@ -13,7 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use tonic::body::Body;
@@ -89,7 +89,9 @@ impl GrpcRoutes {
     }
 }
 
-impl<B> tower::Service<http::Request<B>> for GrpcRoutes
+/// Called through a shared reference (hyper's `Service`): `ShouldRateLimit` needs nothing
+/// of its own per request; tonic's routes (a tower service) are cloned for the other calls.
+impl<B> hyper::service::Service<http::Request<B>> for GrpcRoutes
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
@@ -97,21 +99,17 @@ where
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = futures_util::future::Either<
-        BoxFuture<Result<Self::Response, Infallible>>,
+        ShouldRateLimit<B>,
         <tonic::service::Routes as tower::Service<http::Request<B>>>::Future,
     >;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // Both are always ready (the rate-limit route, and tonic's routes, axum's router).
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&self, request: http::Request<B>) -> Self::Future {
         use futures_util::future::Either;
         if request.uri().path() == SHOULD_RATE_LIMIT {
             Either::Left(self.rate_limit.should_rate_limit(request))
         } else {
-            Either::Right(self.others.call(request))
+            // Always ready (axum's router).
+            Either::Right(tower::Service::call(&mut self.others.clone(), request))
         }
     }
 }
@@ -135,16 +133,13 @@ impl tower::Service<http::Request<Body>> for RateLimitRoute {
         if request.uri().path() != SHOULD_RATE_LIMIT {
             return Box::pin(async { Ok(Status::unimplemented("").into_http()) });
         }
-        self.should_rate_limit(request)
+        Box::pin(self.should_rate_limit(request))
     }
 }
 
 impl RateLimitRoute {
     /// Decodes, decides and answers one `ShouldRateLimit` call.
-    fn should_rate_limit<B>(
-        &self,
-        request: http::Request<B>,
-    ) -> BoxFuture<Result<http::Response<Body>, Infallible>>
+    fn should_rate_limit<B>(&self, request: http::Request<B>) -> ShouldRateLimit<B>
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
@@ -153,46 +148,40 @@ impl RateLimitRoute {
         let started = std::time::Instant::now();
         let limiter = Arc::clone(&self.limiter);
         let max_request_bytes = self.max_request_bytes;
-        Box::pin(async move {
-            let response = Self::answer(&limiter, max_request_bytes, request).await;
-            limiter
-                .metrics
-                .request_duration(RequestMethod::ShouldRateLimit, started.elapsed());
-            Ok(response)
-        })
+        // The traced path reads the call's metadata (and trailers) from tonic's request.
+        let state = if limiter.tracer().is_none() {
+            Answering::Reading(unary::read(request, max_request_bytes))
+        } else {
+            Answering::Tonic(Self::through_tonic_owned(
+                Arc::clone(&limiter),
+                max_request_bytes,
+                request.map(unary::Replay::new),
+            ))
+        };
+        ShouldRateLimit {
+            limiter,
+            started,
+            max_request_bytes,
+            state,
+        }
     }
 
-    /// The answer to one `ShouldRateLimit` call, counted in `rls_requests_total`.
-    async fn answer<B>(
-        limiter: &RateLimiter,
+    /// [`Self::through_tonic`] owning its limiter. Boxed: tonic's future is large, and the
+    /// common call's future moves whole.
+    fn through_tonic_owned<B>(
+        limiter: Arc<RateLimiter>,
         max_request_bytes: usize,
-        request: http::Request<B>,
-    ) -> http::Response<Body>
+        request: http::Request<unary::Replay<B>>,
+    ) -> BoxFuture<http::Response<Body>>
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
     {
-        // The traced path reads the call's metadata (and trailers) from tonic's request.
-        let request = if limiter.tracer().is_none() {
-            match unary::read(request, max_request_bytes).await {
-                unary::Read::Whole(message) => {
-                    let handled = AtomicBool::new(false);
-                    let mut decode = Decode {
-                        limiter,
-                        handled: &handled,
-                    };
-                    return unary::respond(decode.call(Request::new(message)).await);
-                }
-                unary::Read::Other(request) => *request,
-            }
-        } else {
-            request.map(unary::Replay::new)
-        };
-        // Boxed: tonic's future is large, and the common call's future moves whole.
-        Box::pin(Self::through_tonic(limiter, max_request_bytes, request)).await
+        Box::pin(async move { Self::through_tonic(&limiter, max_request_bytes, request).await })
     }
 
-    /// [`Self::answer`] by tonic's `Grpc::unary`: its checks and refusals.
+    /// The answer to a call that is not the common one, by tonic's `Grpc::unary`: its checks
+    /// and refusals.
     async fn through_tonic<B>(
         limiter: &RateLimiter,
         max_request_bytes: usize,
@@ -217,6 +206,88 @@ impl RateLimitRoute {
             return response;
         }
         count_transport_refusal(limiter, response, max_request_bytes)
+    }
+}
+
+/// [`RateLimitRoute::should_rate_limit`]'s future, counted in `rls_requests_total` and
+/// timed in `rls_request_duration_seconds`. Named rather than an `async` block, so it is not
+/// boxed: it lives in hyper's stream task, with no allocation of its own per request.
+pub struct ShouldRateLimit<B: http_body::Body> {
+    limiter: Arc<RateLimiter>,
+    started: std::time::Instant,
+    max_request_bytes: usize,
+    state: Answering<B>,
+}
+
+/// Where a [`ShouldRateLimit`] is.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "reading is the common case: boxing it would allocate per request"
+)]
+enum Answering<B: http_body::Body> {
+    /// Reading the common call's one message.
+    Reading(unary::Reading<B>),
+    /// A decision that waits (a cold cell, a refund, several limits).
+    Deciding(Pin<Box<dyn Future<Output = Result<Answer, Status>> + Send>>),
+    /// Any other call, or every call when tracing is on: tonic's.
+    Tonic(BoxFuture<http::Response<Body>>),
+    /// Answered.
+    Answered,
+}
+
+impl<B> Future for ShouldRateLimit<B>
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
+{
+    type Output = Result<http::Response<Body>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let response = loop {
+            match &mut this.state {
+                Answering::Reading(reading) => match ready!(Pin::new(reading).poll(cx)) {
+                    unary::Read::Whole(message) => {
+                        // Decided at once when no descriptor has to wait (the warm path: no
+                        // future built, none boxed); otherwise what is left of it is boxed.
+                        let request = match this.limiter.decode(message) {
+                            Ok(request) => request,
+                            Err(refused) => break unary::respond(Err(refused)),
+                        };
+                        match this.limiter.should_rate_limit_now(&request) {
+                            Now::Answered(answer) => break unary::respond(answer),
+                            Now::Later(unfinished) => {
+                                let limiter = Arc::clone(&this.limiter);
+                                this.state = Answering::Deciding(Box::pin(async move {
+                                    limiter.finish(&request, unfinished).await
+                                }));
+                            }
+                        }
+                    }
+                    unary::Read::Other(request) => {
+                        this.state = Answering::Tonic(RateLimitRoute::through_tonic_owned(
+                            Arc::clone(&this.limiter),
+                            this.max_request_bytes,
+                            *request,
+                        ));
+                    }
+                },
+                Answering::Deciding(deciding) => {
+                    break unary::respond(ready!(deciding.as_mut().poll(cx)));
+                }
+                Answering::Tonic(tonic) => break ready!(tonic.as_mut().poll(cx)),
+                // Polled again after its answer: as a finished `async` block, it is a bug of
+                // the caller; answer rather than panic.
+                Answering::Answered => {
+                    return Poll::Ready(Ok(Status::internal("answer already taken").into_http()));
+                }
+            }
+        };
+        this.state = Answering::Answered;
+        this.limiter
+            .metrics
+            .request_duration(RequestMethod::ShouldRateLimit, this.started.elapsed());
+        Poll::Ready(Ok(response))
     }
 }
 

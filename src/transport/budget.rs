@@ -25,9 +25,10 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use hyper::service::Service;
 use smallvec::SmallVec;
 use tonic::Status;
-use tower::{BoxError, Layer, Service};
+use tower::{BoxError, Layer};
 
 /// Messages up to this size may use the reserve.
 const SMALL_MESSAGE: usize = 8 << 10;
@@ -167,11 +168,7 @@ where
     type Error = S::Error;
     type Future = S::Future;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&self, request: http::Request<B>) -> Self::Future {
         let pools = Arc::clone(&self.pools);
         self.inner.call(request.map(|inner| BudgetedBody {
             inner,

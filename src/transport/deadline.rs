@@ -14,9 +14,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use hyper::service::Service;
 use tokio::time::Sleep;
 use tonic::TimeoutExpired;
-use tower::{BoxError, Layer, Service};
+use tower::{BoxError, Layer};
 
 /// Cuts every request at the server's deadline.
 #[derive(Debug, Clone, Copy)]
@@ -56,11 +57,7 @@ where
     type Error = BoxError;
     type Future = WithinDeadline<S::Future>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&self, request: http::Request<B>) -> Self::Future {
         let timeout = match client_timeout(request.headers()) {
             Some(client) => client.min(self.server),
             None => self.server,

@@ -4,7 +4,8 @@
 //! address into the request's extensions (an allocation nobody here reads), boxes the body and
 //! the future more than once and routes through axum's router: ~3,000 of a request's ~60,000
 //! instructions and as many cache lines, the last distance to a no-op server (BENCHMARKS.md,
-//! "The cost of a request"). Here hyper calls one layered service with its own body type; the
+//! "The cost of a request"). Here hyper calls one layered service with its own body type
+//! through a shared reference (not a clone of it per request, as tower's `oneshot` needs); the
 //! common `ShouldRateLimit` call is read and answered by `rls` itself, and tonic frames every
 //! other call (`tonic::server::Grpc`) and serves the health service behind the routes.
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use hyper::body::Incoming;
+use hyper::service::Service;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
@@ -23,8 +25,7 @@ use tokio_util::task::TaskTracker;
 use tonic::Status;
 use tonic::body::Body;
 use tower::layer::util::{Identity, Stack};
-use tower::util::Oneshot;
-use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use tower::{BoxError, ServiceBuilder};
 
 use super::budget::{BodyBudgetLayer, BudgetedBody, BufferedBytes};
 use super::deadline::RequestDeadlineLayer;
@@ -55,7 +56,7 @@ pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 /// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes.
 /// - A global cap on requests in flight ([`InflightLimitLayer`]): each holds a task, an
 ///   HTTP/2 stream and tonic's 8 KiB decode buffer whatever it announces; past the cap,
-///   requests wait without reading their body.
+///   requests wait without reading their body, within the request deadline.
 /// - HTTP/2 keepalive: drops peers that vanished without closing.
 /// - Optionally a maximum connection age (GOAWAY, then a grace period), so long-lived client
 ///   connections rebalance over new replicas.
@@ -172,7 +173,7 @@ async fn serve_connection<C, S>(
     stop: CancellationToken,
 ) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<Body>>,
+    S: Service<http::Request<Incoming>, Response = http::Response<Body>>,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
@@ -211,24 +212,23 @@ async fn serve_connection<C, S>(
     }
 }
 
-/// The layered routes as hyper calls them: a clone per request (tower's `oneshot` wants a
-/// service of its own to make ready, as the in-flight cap waits in `poll_ready`), and an
-/// error of a layer (the deadline) answered as its gRPC status, as tonic's server did.
+/// The layered routes as hyper calls them, an error of a layer (the deadline) answered as
+/// its gRPC status, as tonic's server did.
 #[derive(Clone)]
 struct Recovered<S>(S);
 
-impl<S> hyper::service::Service<http::Request<Incoming>> for Recovered<S>
+impl<S> Service<http::Request<Incoming>> for Recovered<S>
 where
-    S: Service<http::Request<Incoming>, Response = http::Response<Body>> + Clone,
+    S: Service<http::Request<Incoming>, Response = http::Response<Body>>,
     S::Error: Into<BoxError>,
 {
     type Response = http::Response<Body>;
     type Error = Infallible;
-    type Future = RecoveredFuture<Oneshot<S, http::Request<Incoming>>>;
+    type Future = RecoveredFuture<S::Future>;
 
     fn call(&self, request: http::Request<Incoming>) -> Self::Future {
         RecoveredFuture {
-            inner: self.0.clone().oneshot(request),
+            inner: self.0.call(request),
         }
     }
 }

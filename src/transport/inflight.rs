@@ -2,14 +2,20 @@
 //!
 //! Each request in flight holds a task, an HTTP/2 stream and tonic's decode buffer whatever
 //! it announces, so all connections together may hold at most this many; past the cap a
-//! connection stops taking requests (`poll_ready` waits, the body is not read) until one
-//! finishes, within the request deadline.
+//! request waits for one to finish before its service is called (its body is not read),
+//! within the request deadline.
 //!
 //! Why not tower's `GlobalConcurrencyLimitLayer`: its tokio semaphore locks its waiter list on
 //! every release, waiters or not, and clones an `Arc` per permit besides the one the permit
 //! needs: ~150 instructions and two more locked operations on every request (BENCHMARKS.md,
 //! "The cost of a request"). Here a permit is one compare-and-swap to take and one add to give
 //! back; the waiters' [`Notify`] is touched only when someone waits.
+//!
+//! The service is called through a shared reference (hyper's `Service`), so a request that
+//! finds a permit free is called at once, with no clone of the service behind it: a tower
+//! service waits in `poll_ready`, which needs a service of its own per request (a clone of
+//! every layer and route, an `Arc` count written per layer: BENCHMARKS.md). Only a request
+//! that has to wait clones the service, to call it once its permit comes.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,9 +23,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 
+use hyper::service::Service;
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
-use tower::{Layer, Service};
+use tower::{BoxError, Layer};
 
 /// The permits every connection's service takes from.
 #[derive(Debug)]
@@ -35,6 +42,11 @@ impl Permits {
         self.available
             .fetch_update(Ordering::SeqCst, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_ok()
+    }
+
+    /// A permit, if one is free now.
+    fn try_permit(self: &Arc<Self>) -> Option<InflightPermit> {
+        self.try_take().then(|| InflightPermit(Arc::clone(self)))
     }
 
     fn give_back(&self) {
@@ -88,33 +100,15 @@ impl<S> Layer<S> for InflightLimitLayer {
         InflightLimit {
             inner,
             permits: Arc::clone(&self.permits),
-            permit: None,
-            waiter: None,
         }
     }
 }
 
-/// A service that takes a permit in `poll_ready` and hands it to the call's future.
-#[derive(Debug)]
+/// A service whose calls each take a permit first, held by the call's future.
+#[derive(Debug, Clone)]
 pub struct InflightLimit<S> {
     inner: S,
     permits: Arc<Permits>,
-    /// Taken by `poll_ready`, spent by `call`.
-    permit: Option<InflightPermit>,
-    /// While waiting for a release; counted in `Permits::waiting`.
-    waiter: Option<Waiter>,
-}
-
-/// A clone is a new service: it holds no permit and waits for none.
-impl<S: Clone> Clone for InflightLimit<S> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            permits: Arc::clone(&self.permits),
-            permit: None,
-            waiter: None,
-        }
-    }
 }
 
 /// A registered wait for a release, uncounted when dropped.
@@ -146,53 +140,92 @@ impl Drop for Waiter {
 
 impl<S, Request> Service<Request> for InflightLimit<S>
 where
-    S: Service<Request>,
+    S: Service<Request> + Clone,
+    S::Error: Into<BoxError>,
 {
     type Response = S::Response;
-    type Error = S::Error;
-    type Future = Permitted<S::Future>;
+    type Error = BoxError;
+    type Future = Permitted<S::Future, S, Request>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        while self.permit.is_none() {
-            if self.permits.try_take() {
-                self.permit = Some(InflightPermit(Arc::clone(&self.permits)));
-                self.waiter = None;
-                break;
-            }
-            match &mut self.waiter {
-                None => self.waiter = Some(Waiter::new(&self.permits)),
-                Some(waiter) => {
-                    ready!(waiter.notified.as_mut().poll(cx));
-                    self.waiter = None;
-                }
-            }
-        }
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        Permitted {
-            inner: self.inner.call(request),
-            // `None` only when a caller skipped `poll_ready`; then nothing is held.
-            _permit: self.permit.take(),
+    /// Calls the service now when a permit is free (nearly always); otherwise the future
+    /// waits for one, then calls a clone of the service.
+    fn call(&self, request: Request) -> Self::Future {
+        match self.permits.try_permit() {
+            Some(permit) => Permitted::Admitted {
+                inner: self.inner.call(request),
+                _permit: permit,
+            },
+            None => Permitted::Waiting {
+                call: Some((self.inner.clone(), request)),
+                permits: Arc::clone(&self.permits),
+                waiter: None,
+            },
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The inner service's future, holding its request's permit until dropped.
-    pub struct Permitted<F> {
-        #[pin]
-        inner: F,
-        _permit: Option<InflightPermit>,
+    /// A request's call: waiting for a permit, then the service's future holding the
+    /// permit until dropped (answered, failed or cancelled).
+    #[project = PermittedState]
+    pub enum Permitted<F, S, Request> {
+        Admitted {
+            #[pin]
+            inner: F,
+            _permit: InflightPermit,
+        },
+        Waiting {
+            // `None` once called.
+            call: Option<(S, Request)>,
+            permits: Arc<Permits>,
+            // While waiting for a release; counted in `Permits::waiting`.
+            waiter: Option<Waiter>,
+        },
     }
 }
 
-impl<F: Future> Future for Permitted<F> {
-    type Output = F::Output;
+impl<F, S, Request, T, E> Future for Permitted<F, S, Request>
+where
+    S: Service<Request, Future = F>,
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<T, BoxError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let (permit, (service, request)) = match self.as_mut().project() {
+                PermittedState::Admitted { inner, .. } => {
+                    return inner.poll(cx).map_err(Into::into);
+                }
+                PermittedState::Waiting {
+                    call,
+                    permits,
+                    waiter,
+                } => match permits.try_permit() {
+                    Some(permit) => match call.take() {
+                        Some(call) => (permit, call),
+                        // Only after `call` panicked in an earlier poll.
+                        None => return Poll::Ready(Err("request already called".into())),
+                    },
+                    None => {
+                        match waiter {
+                            None => *waiter = Some(Waiter::new(permits)),
+                            Some(waiting) => {
+                                ready!(waiting.notified.as_mut().poll(cx));
+                                *waiter = None;
+                            }
+                        }
+                        continue;
+                    }
+                },
+            };
+            // The waiter (and its count) goes with the old state.
+            self.set(Permitted::Admitted {
+                inner: service.call(request),
+                _permit: permit,
+            });
+        }
     }
 }
 

@@ -3,8 +3,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use gcounter_engine::ManualClock;
 use gcounter_rls_integration::grpc::{descriptor, request};
 use http_body_util::BodyExt;
+use hyper::service::Service as _;
 use prost::Message;
-use tower::ServiceExt;
 
 const LIMITS: &str =
     "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
@@ -70,10 +70,7 @@ async fn should_rate_limit_answers_by_its_exact_path_and_other_methods_are_unimp
     let routes = routes();
     // Two calls: the first is OK, the second over the limit of 1 per minute.
     for want in [1, 2] {
-        let response = routes
-            .clone()
-            .oneshot(call(SHOULD_RATE_LIMIT, &message))
-            .await;
+        let response = routes.call(call(SHOULD_RATE_LIMIT, &message)).await;
         let (status, body) = match response {
             Ok(response) => answer(response).await,
             Err(never) => match never {},
@@ -87,7 +84,7 @@ async fn should_rate_limit_answers_by_its_exact_path_and_other_methods_are_unimp
         "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit/more",
         "/some.Other/Method",
     ] {
-        let response = routes.clone().oneshot(call(path, &message)).await;
+        let response = routes.call(call(path, &message)).await;
         let (status, _) = match response {
             Ok(response) => answer(response).await,
             Err(never) => match never {},
@@ -97,8 +94,7 @@ async fn should_rate_limit_answers_by_its_exact_path_and_other_methods_are_unimp
     // The health service is still routed.
     let check = tonic_health::pb::HealthCheckRequest::default().encode_to_vec();
     let response = routes
-        .clone()
-        .oneshot(call("/grpc.health.v1.Health/Check", &check))
+        .call(call("/grpc.health.v1.Health/Check", &check))
         .await;
     let (status, _) = match response {
         Ok(response) => answer(response).await,

@@ -15,8 +15,9 @@
 //! are tonic's, unchanged.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
@@ -45,30 +46,58 @@ pub(super) enum Read<B: HttpBody> {
 }
 
 /// The request's message when it is the common call (see the module's doc); otherwise the
-/// request, its body unchanged for tonic.
-pub(super) async fn read<B>(request: http::Request<B>, max_request_bytes: usize) -> Read<B>
+/// request, its body unchanged for tonic. A named future, so that the route's future is one
+/// too: it lives in hyper's stream task, with no allocation of its own.
+pub(super) fn read<B: HttpBody>(request: http::Request<B>, max_request_bytes: usize) -> Reading<B> {
+    Reading {
+        request: Some(request.into_parts()),
+        max_request_bytes,
+    }
+}
+
+/// [`read`]'s future.
+pub(super) struct Reading<B> {
+    /// `None` once read.
+    request: Option<(http::request::Parts, B)>,
+    max_request_bytes: usize,
+}
+
+impl<B> Future for Reading<B>
 where
     B: HttpBody<Data = Bytes> + Unpin,
 {
-    if request.headers().contains_key(&GRPC_ENCODING) {
-        return Read::Other(Box::new(request.map(Replay::new)));
+    type Output = Read<B>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Read<B>> {
+        let this = self.get_mut();
+        let Some((parts, body)) = &mut this.request else {
+            // Polled after it was read: a future may then wait forever.
+            return Poll::Pending;
+        };
+        let first = if parts.headers.contains_key(&GRPC_ENCODING) {
+            None
+        } else {
+            let first = ready!(Pin::new(&mut *body).poll_frame(cx));
+            if let Some(Ok(frame)) = &first
+                && let Some(data) = frame.data_ref()
+                && let Some(message) = whole_message(data, this.max_request_bytes)
+                && body.is_end_stream()
+            {
+                // The body goes now, and what its budget held.
+                this.request = None;
+                return Poll::Ready(Read::Whole(message));
+            }
+            Some(first)
+        };
+        // `Some`: it was matched above, and only a whole message took it.
+        let Some((parts, inner)) = this.request.take() else {
+            return Poll::Pending;
+        };
+        Poll::Ready(Read::Other(Box::new(http::Request::from_parts(
+            parts,
+            Replay { first, inner },
+        ))))
     }
-    let (parts, mut body) = request.into_parts();
-    let first = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
-    if let Some(Ok(frame)) = &first
-        && let Some(data) = frame.data_ref()
-        && let Some(message) = whole_message(data, max_request_bytes)
-        && body.is_end_stream()
-    {
-        return Read::Whole(message);
-    }
-    Read::Other(Box::new(http::Request::from_parts(
-        parts,
-        Replay {
-            first: Some(first),
-            inner: body,
-        },
-    )))
 }
 
 /// The message of an uncompressed gRPC frame of at most `max` bytes that fills `data`.
@@ -82,9 +111,9 @@ fn whole_message(data: &Bytes, max: usize) -> Option<Bytes> {
 }
 
 /// The handler's answer as tonic's `Grpc::unary` would send it.
-pub(super) fn respond(answer: Result<tonic::Response<Answer>, Status>) -> http::Response<Body> {
+pub(super) fn respond(answer: Result<Answer, Status>) -> http::Response<Body> {
     let framed = answer.and_then(|answer| {
-        framed(answer.get_ref())
+        framed(&answer)
             .map_err(|error| Status::internal(format!("cannot encode the response: {error}")))
     });
     match framed {

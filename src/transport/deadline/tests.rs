@@ -1,14 +1,14 @@
 use super::*;
+use crate::test_support::FnService;
 use std::convert::Infallible;
-use tower::ServiceExt;
 
 /// A request answered after `delay`, through `layer`.
 async fn answer_after(layer: RequestDeadlineLayer, delay: Duration) -> Result<(), BoxError> {
-    let service = tower::service_fn(move |_: http::Request<()>| async move {
+    let service = FnService(move |_: http::Request<()>| async move {
         tokio::time::sleep(delay).await;
         Ok::<_, Infallible>(())
     });
-    layer.layer(service).oneshot(http::Request::new(())).await
+    layer.layer(service).call(http::Request::new(())).await
 }
 
 fn expired(result: Result<(), BoxError>) -> bool {
@@ -29,7 +29,7 @@ async fn answer_with_timeout_after(
     header: &'static str,
     delay: Duration,
 ) -> Result<(), BoxError> {
-    let service = tower::service_fn(move |_: http::Request<()>| async move {
+    let service = FnService(move |_: http::Request<()>| async move {
         tokio::time::sleep(delay).await;
         Ok::<_, Infallible>(())
     });
@@ -37,7 +37,7 @@ async fn answer_with_timeout_after(
     request
         .headers_mut()
         .insert(GRPC_TIMEOUT, http::HeaderValue::from_static(header));
-    layer.layer(service).oneshot(request).await
+    layer.layer(service).call(request).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -99,7 +99,7 @@ async fn an_answer_ready_at_once_makes_no_timer() {
     let layer = RequestDeadlineLayer::new(Duration::from_secs(1));
     let mut future = Box::pin(
         layer
-            .layer(tower::service_fn(|_: http::Request<()>| {
+            .layer(FnService(|_: http::Request<()>| {
                 std::future::ready(Ok::<_, Infallible>(()))
             }))
             .call(http::Request::new(())),

@@ -10,7 +10,7 @@ fn routes() -> impl Service<
 > + Clone
 + Send
 + 'static {
-    tower::service_fn(|request: GrpcRequest| async move {
+    hyper::service::service_fn(|request: GrpcRequest| async move {
         if request.uri().path() == "/hang" {
             std::future::pending::<()>().await;
         }
@@ -175,4 +175,39 @@ async fn shutdown_lets_open_requests_finish_and_then_returns() {
         .expect("the server stops once its connections are closed")
         .expect("the server's task");
     let _ = connection.await;
+}
+
+/// Past the in-flight cap a request waits for a permit within its deadline: answered
+/// `CANCELLED` when the deadline runs out, not whenever a permit comes back.
+#[tokio::test]
+async fn a_request_waiting_past_the_cap_is_cut_at_its_deadline() {
+    let settings = TransportSettings {
+        max_inflight_requests: 1,
+        request_timeout: Duration::from_secs(30),
+        ..TransportSettings::default()
+    };
+    let stop = CancellationToken::new();
+    let (addr, _server) = start(settings, stop.clone()).await;
+    let (mut client, _connection) = connect(addr).await;
+    // Holds the one permit.
+    let _hanging = send(&mut client, "/hang").await;
+    let request = http::Request::post("http://test/ok")
+        .header("content-type", "application/grpc")
+        .header("grpc-timeout", "200m")
+        .body(())
+        .expect("a request");
+    let mut ready = client.clone().ready().await.expect("ready for a request");
+    let (waiting, _) = ready.send_request(request, true).expect("sent");
+    let started = Instant::now();
+    let answered = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("answered within 5 s, not when the permit comes back")
+        .expect("a response");
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    // `CANCELLED` ("Timeout expired"), as a trailers-only answer.
+    assert_eq!(
+        answered.headers().get("grpc-status"),
+        Some(&http::HeaderValue::from_static("1"))
+    );
+    stop.cancel();
 }

@@ -81,7 +81,7 @@ async fn the_answer_is_framed_with_its_status_in_the_trailers() {
         response_headers_to_add: Vec::new(),
         dynamic_metadata: None,
     };
-    let response = respond(Ok(tonic::Response::new(answer.clone())));
+    let response = respond(Ok(answer.clone()));
     assert_eq!(
         response.headers().get(http::header::CONTENT_TYPE),
         Some(&GRPC_CONTENT_TYPE)
