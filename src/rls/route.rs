@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
+use futures_util::TryFutureExt;
 use tonic::body::Body;
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Code, Request, Response, Status};
@@ -23,7 +24,7 @@ use tonic::{Code, Request, Response, Status};
 use super::{Answer, Now, RateLimiter};
 use crate::telemetry::{RequestMethod, RequestOutcome};
 use crate::trace::{self, DecisionTracer};
-use crate::transport::RawRequestCodec;
+use crate::transport::{GrpcBody, RawRequestCodec};
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 /// Built once: looked up by a `&str`, the name is parsed again on every response.
@@ -96,11 +97,14 @@ where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
 {
-    type Response = http::Response<Body>;
+    type Response = http::Response<GrpcBody>;
     type Error = Infallible;
     type Future = futures_util::future::Either<
         ShouldRateLimit<B>,
-        <tonic::service::Routes as tower::Service<http::Request<B>>>::Future,
+        futures_util::future::MapOk<
+            <tonic::service::Routes as tower::Service<http::Request<B>>>::Future,
+            fn(http::Response<Body>) -> http::Response<GrpcBody>,
+        >,
     >;
 
     fn call(&self, request: http::Request<B>) -> Self::Future {
@@ -109,9 +113,15 @@ where
             Either::Left(self.rate_limit.should_rate_limit(request))
         } else {
             // Always ready (axum's router).
-            Either::Right(tower::Service::call(&mut self.others.clone(), request))
+            let others = tower::Service::call(&mut self.others.clone(), request);
+            Either::Right(others.map_ok(tonic_answer as fn(_) -> _))
         }
     }
+}
+
+/// An answer of tonic's routes as the server sends it.
+fn tonic_answer(response: http::Response<Body>) -> http::Response<GrpcBody> {
+    response.map(GrpcBody::from)
 }
 
 impl NamedService for RateLimitRoute {
@@ -133,7 +143,10 @@ impl tower::Service<http::Request<Body>> for RateLimitRoute {
         if request.uri().path() != SHOULD_RATE_LIMIT {
             return Box::pin(async { Ok(Status::unimplemented("").into_http()) });
         }
-        Box::pin(self.should_rate_limit(request))
+        Box::pin(
+            self.should_rate_limit(request)
+                .map_ok(|response| response.map(Body::new)),
+        )
     }
 }
 
@@ -240,7 +253,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
 {
-    type Output = Result<http::Response<Body>, Infallible>;
+    type Output = Result<http::Response<GrpcBody>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -275,7 +288,9 @@ where
                 Answering::Deciding(deciding) => {
                     break unary::respond(ready!(deciding.as_mut().poll(cx)));
                 }
-                Answering::Tonic(tonic) => break ready!(tonic.as_mut().poll(cx)),
+                Answering::Tonic(tonic) => {
+                    break ready!(tonic.as_mut().poll(cx)).map(GrpcBody::from);
+                }
                 // Polled again after its answer: as a finished `async` block, it is a bug of
                 // the caller; answer rather than panic.
                 Answering::Answered => {

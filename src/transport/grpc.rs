@@ -23,10 +23,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::Status;
-use tonic::body::Body;
 use tower::layer::util::{Identity, Stack};
 use tower::{BoxError, ServiceBuilder};
 
+use super::body::GrpcBody;
 use super::budget::{BodyBudgetLayer, BudgetedBody, BufferedBytes};
 use super::deadline::RequestDeadlineLayer;
 use super::inflight::InflightLimitLayer;
@@ -119,7 +119,7 @@ impl GrpcServer {
     where
         I: Stream<Item = Result<C, Infallible>>,
         C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-        R: Service<GrpcRequest, Response = http::Response<Body>, Error = Infallible>
+        R: Service<GrpcRequest, Response = http::Response<GrpcBody>, Error = Infallible>
             + Clone
             + Send
             + 'static,
@@ -173,7 +173,7 @@ async fn serve_connection<C, S>(
     stop: CancellationToken,
 ) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: Service<http::Request<Incoming>, Response = http::Response<Body>>,
+    S: Service<http::Request<Incoming>, Response = http::Response<GrpcBody>>,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
@@ -219,10 +219,10 @@ struct Recovered<S>(S);
 
 impl<S> Service<http::Request<Incoming>> for Recovered<S>
 where
-    S: Service<http::Request<Incoming>, Response = http::Response<Body>>,
+    S: Service<http::Request<Incoming>, Response = http::Response<GrpcBody>>,
     S::Error: Into<BoxError>,
 {
-    type Response = http::Response<Body>;
+    type Response = http::Response<GrpcBody>;
     type Error = Infallible;
     type Future = RecoveredFuture<S::Future>;
 
@@ -242,10 +242,10 @@ pin_project_lite::pin_project! {
 
 impl<F, E> Future for RecoveredFuture<F>
 where
-    F: Future<Output = Result<http::Response<Body>, E>>,
+    F: Future<Output = Result<http::Response<GrpcBody>, E>>,
     E: Into<BoxError>,
 {
-    type Output = Result<http::Response<Body>, Infallible>;
+    type Output = Result<http::Response<GrpcBody>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Poll::Ready(Ok(match ready!(self.project().inner.poll(cx)) {

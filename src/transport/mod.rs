@@ -57,6 +57,7 @@ macro_rules! forward_async_write {
 
 mod admin;
 mod bind;
+mod body;
 mod budget;
 mod codec;
 mod connection;
@@ -72,6 +73,7 @@ mod tls;
 
 pub use admin::serve_http1;
 pub use bind::{BindError, Listeners, bind, bind_side, bounded, bounded_side};
+pub use body::GrpcBody;
 pub use budget::{BodyBudget, BodyBudgetLayer, BudgetedBody, BufferedBytes};
 pub use codec::RawRequestCodec;
 pub use connection::BoundedConn;

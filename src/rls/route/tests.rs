@@ -43,7 +43,7 @@ fn call(path: &str, message: &[u8]) -> http::Request<Body> {
 
 /// The response's gRPC status (from the headers of a trailers-only answer, else from the
 /// trailers) and its message, if any.
-async fn answer(response: http::Response<Body>) -> (Option<String>, Option<Bytes>) {
+async fn answer(response: http::Response<GrpcBody>) -> (Option<String>, Option<Bytes>) {
     let (parts, body) = response.into_parts();
     let status_of = |headers: &http::HeaderMap| {
         headers

@@ -14,17 +14,16 @@
 //! replayed in front of the rest of the body ([`Replay`]): its checks, refusals and counting
 //! are tonic's, unchanged.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use http_body_util::StreamBody;
 use prost::Message;
 use tonic::Status;
-use tonic::body::Body;
+
+use crate::transport::GrpcBody;
 
 use super::super::Answer;
 
@@ -33,7 +32,6 @@ const PREFIX: usize = 5;
 /// The largest answer framed on the stack before it is copied out (one descriptor: ~40 bytes).
 const STACK_ANSWER_BYTES: usize = 256;
 const GRPC_ENCODING: http::HeaderName = http::HeaderName::from_static("grpc-encoding");
-const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 const GRPC_CONTENT_TYPE: http::HeaderValue = http::HeaderValue::from_static("application/grpc");
 
 /// What [`read`] found.
@@ -111,16 +109,14 @@ fn whole_message(data: &Bytes, max: usize) -> Option<Bytes> {
 }
 
 /// The handler's answer as tonic's `Grpc::unary` would send it.
-pub(super) fn respond(answer: Result<Answer, Status>) -> http::Response<Body> {
+pub(super) fn respond(answer: Result<Answer, Status>) -> http::Response<GrpcBody> {
     let framed = answer.and_then(|answer| {
         framed(&answer)
             .map_err(|error| Status::internal(format!("cannot encode the response: {error}")))
     });
     match framed {
         Ok(message) => {
-            let mut trailers = http::HeaderMap::with_capacity(1);
-            trailers.insert(GRPC_STATUS, http::HeaderValue::from_static("0"));
-            let mut response = http::Response::new(Body::new(answered(message, trailers)));
+            let mut response = http::Response::new(GrpcBody::answer(message));
             response
                 .headers_mut()
                 .insert(http::header::CONTENT_TYPE, GRPC_CONTENT_TYPE);
@@ -154,19 +150,6 @@ fn framed(answer: &Answer) -> Result<Bytes, prost::EncodeError> {
 fn frame_prefix(length: usize) -> [u8; PREFIX] {
     let [a, b, c, d] = u32::try_from(length).unwrap_or(u32::MAX).to_be_bytes();
     [0, a, b, c, d]
-}
-
-/// The answer's body: its framed message, then the trailers with its status. A stream of
-/// frames has no exact `size_hint`, so hyper adds no `content-length` header, which tonic's
-/// answer does not have (and no response pays for encoding one).
-fn answered(
-    message: Bytes,
-    trailers: http::HeaderMap,
-) -> impl HttpBody<Data = Bytes, Error = Infallible> + Send + 'static {
-    StreamBody::new(futures_util::stream::iter([
-        Ok(Frame::data(message)),
-        Ok(Frame::trailers(trailers)),
-    ]))
 }
 
 /// What polling a body gave: a frame, its error or its end (`None`).

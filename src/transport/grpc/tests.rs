@@ -4,7 +4,7 @@ use std::time::Instant;
 /// Answers every path at once (an empty OK), except `/hang`, which never answers.
 fn routes() -> impl Service<
     GrpcRequest,
-    Response = http::Response<Body>,
+    Response = http::Response<GrpcBody>,
     Error = Infallible,
     Future = impl Send + 'static,
 > + Clone
@@ -14,7 +14,9 @@ fn routes() -> impl Service<
         if request.uri().path() == "/hang" {
             std::future::pending::<()>().await;
         }
-        Ok::<_, Infallible>(http::Response::new(Body::empty()))
+        Ok::<_, Infallible>(http::Response::new(GrpcBody::from(
+            tonic::body::Body::empty(),
+        )))
     })
 }
 

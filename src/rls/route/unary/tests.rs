@@ -1,5 +1,8 @@
 use super::*;
 use http_body_util::{BodyExt, StreamBody};
+use tonic::body::Body;
+
+const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 
 fn frame(flag: u8, message: &[u8]) -> Bytes {
     let mut framed = vec![flag];
