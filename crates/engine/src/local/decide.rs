@@ -269,6 +269,9 @@ impl Engine {
         // tells that the limit is shared. A peek (cost 0) is no demand: not counted.
         if hit.cost > 0 && (current.global() > 0 || previous_shared) {
             self.note_shared(decision.allowed, now_ms);
+            if !decision.allowed {
+                self.onset.note_contended(current, key);
+            }
         }
         if !decision.allowed && self.settings.freshness.is_some() {
             self.strict

@@ -6,8 +6,13 @@
 //! rate times that delay on top of the limit. The overload cadence shortens the delay only
 //! once a process sees denials, which at the onset it does not. This watch looks at the only
 //! thing a region knows then, its own count: an admission that takes a cell's unpublished
-//! count across a multiple of the onset threshold, soon after the last flush, queues the cell.
-//! One comparison per admission; a lock only for a queued cell (a few per surge).
+//! count across the onset threshold, soon after the last flush, queues the cell. One
+//! comparison per admission; a lock only for a queued cell (a few per surge).
+//!
+//! It also queues contended cells: a cell another region also counts, denied here, once per
+//! fast tick ([`OnsetWatch::note_contended`]), with its denials counted in the cell, so the
+//! global counters can hold the cells that are offered far over their limit at the fast
+//! cadence, each by its own overload.
 //!
 //! The queue holds at most [`MAX_QUEUED`] keys between two fast ticks: a flood of keys that
 //! each cross the threshold (many clients surging at once, or one client spreading over
@@ -37,6 +42,8 @@ pub struct OnsetWatch {
     /// Crossings count only before this instant (ms): the last flush plus the span.
     open_until_ms: AtomicU64,
     queued: Mutex<Vec<CellKey>>,
+    /// Shared cells denied since the last take (see [`OnsetWatch::note_contended`]).
+    contended: Mutex<Vec<CellKey>>,
 }
 
 impl OnsetWatch {
@@ -68,9 +75,10 @@ impl OnsetWatch {
     }
 
     /// After an admission of `cost` in `cell`: queue its key when the admission took the
-    /// unpublished count across a multiple of the threshold. A multiple, not only the first
-    /// crossing: a count merged from a sibling may jump over one, and two admissions racing
-    /// on the cell may both read the later count.
+    /// unpublished count across the threshold. Only across it, not across each multiple: a
+    /// count already over it (merged from a sibling, or left unpublished since long before
+    /// the flush) says nothing about the rate since the flush; once queued, the global
+    /// counters keep the cell held while it grows by the threshold in each hold.
     pub(super) fn note(
         &self,
         cell: &WindowCell,
@@ -86,12 +94,50 @@ impl OnsetWatch {
             return;
         };
         let unpublished = cell.unpublished();
-        if unpublished / threshold > unpublished.saturating_sub(cost) / threshold {
+        if unpublished >= threshold && unpublished.saturating_sub(cost) < threshold {
             let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
             if queued.len() < MAX_QUEUED {
                 queued.push(key.to_owned_key());
             }
         }
+    }
+
+    /// After a denial on `cell`, which another region also counts: queue its key once until
+    /// the global counters release it (see `WindowCell::hold`), so the fast cadence holds
+    /// the cell while its regions race for what the sliding window frees, and count the
+    /// denial in the cell (the per-cell overload). A relaxed add per such denial; a lock once
+    /// per cell per fast tick.
+    pub(super) fn note_contended(&self, cell: &WindowCell, key: &CellKeyRef<'_>) {
+        if !self.is_enabled() {
+            return;
+        }
+        cell.note_denied();
+        if !cell.hold() {
+            return;
+        }
+        let mut contended = self
+            .contended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if contended.len() < MAX_QUEUED {
+            contended.push(key.to_owned_key());
+        } else {
+            cell.release_hold();
+        }
+    }
+
+    /// The contended cells queued since the last call.
+    pub fn take_contended(&self) -> Vec<CellKey> {
+        std::mem::take(
+            &mut *self
+                .contended
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    fn is_enabled(&self) -> bool {
+        self.fraction.load(Ordering::Relaxed) != 0
     }
 
     /// The cells queued since the last call.
@@ -117,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn an_admission_across_a_multiple_of_the_threshold_queues_the_cell() {
+    fn an_admission_across_the_threshold_queues_the_cell() {
         let watch = OnsetWatch::default();
         let cell = WindowCell::default();
         let key = key();
@@ -133,10 +179,14 @@ mod tests {
         watch.note(&at(20), &key.borrowed(), 1, 600, 500);
         assert_eq!(watch.take(), vec![key.clone()]);
         watch.note(&at(21), &key.borrowed(), 1, 600, 500);
-        assert!(watch.take().is_empty(), "once per multiple");
+        assert!(watch.take().is_empty(), "once");
         watch.note(&at(40), &key.borrowed(), 1, 600, 500);
-        assert_eq!(watch.take().len(), 1, "again at twice the threshold");
-        watch.note(&at(60), &key.borrowed(), 1, 600, 1_000);
+        assert!(
+            watch.take().is_empty(),
+            "a count that was over the threshold before (merged from the region, or \
+             unpublished since long before the flush) is no onset"
+        );
+        watch.note(&at(20), &key.borrowed(), 1, 600, 1_000);
         assert!(watch.take().is_empty(), "the gate closed");
         let published = at(60);
         published.mark_published(PnCount::new(60, 0));

@@ -128,6 +128,22 @@ impl<'e> Publication<'e> {
             .collect()
     }
 
+    /// A contended cell's denials since the last call and this process's hits in it, and
+    /// the next contended decision on it may queue it again (see `WindowCell::hold`).
+    /// `None`: the cell left the table.
+    pub fn sample_contended(&self, key: &CellKey) -> Option<(u64, u64)> {
+        let cell = self.table.get(&key.borrowed())?;
+        cell.release_hold();
+        Some((cell.take_denied(), cell.own()))
+    }
+
+    /// A cell's regional hits, its limit and whether another region counts in it; `None`:
+    /// the cell left the table.
+    pub fn growth_of(&self, key: &CellKey) -> Option<(u64, u64, bool)> {
+        let cell = self.table.get(&key.borrowed())?;
+        Some((cell.regional_count().hits, cell.limit(), cell.global() > 0))
+    }
+
     /// Merge what the global sync read for one cell: the other regions' sum into `global`,
     /// and this region's own row as a lower bound of `regional` (it never makes the cell
     /// fresh: only the regional origin does). Creates the cell when missing; returns whether

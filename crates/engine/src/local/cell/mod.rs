@@ -37,15 +37,15 @@ pub struct WindowCell {
     /// Until when (ms since the epoch) `regional` may be trusted without reading the origin.
     /// 0 = stale. Only a successful read or replay moves it forward.
     fresh_until_ms: AtomicU64,
-    /// A synchronous origin read of this cell is in flight (single flight).
-    refreshing: AtomicBool,
     /// Where the cell's accepted work stands with the replay queue ([`ReplayState`]): queued
     /// once per cycle, not per request; or overflowed, waiting to be recovered.
     replay: AtomicU8,
-    /// Taken out of eviction (see `table::Protection`): at or near its limit, or holding work
-    /// the replay queue had no room for. Set once, by the table, and never cleared: the cell
-    /// leaves memory only when the reaper drops it at the end of its window.
-    protected: AtomicBool,
+    /// [`PROTECTED`], [`HELD`] and [`REFRESHING`], in one byte so the cell stays 80 bytes.
+    marks: AtomicU8,
+    /// Denials since the global counters last took them ([`WindowCell::take_denied`]),
+    /// saturating: counted only on cells another region also counts, for the per-cell
+    /// overload of the fast cadence.
+    denied: AtomicU8,
     /// A later window's cell remembers this cell's total ([`WindowCell::remember_previous`]):
     /// every change of its count from then on is counted in [`SealedChanges`], which makes
     /// every remembered total stale. Set once, never cleared.
@@ -121,6 +121,18 @@ pub enum ReplayNeed {
     Enqueue,
 }
 
+/// A bit of [`WindowCell::marks`]: taken out of eviction (see `table::Protection`): at or
+/// near its limit, or holding work the replay queue had no room for. Set once, by the table,
+/// and never cleared: the cell leaves memory only when the reaper drops it at the end of its
+/// window.
+const PROTECTED: u8 = 1;
+/// A bit of [`WindowCell::marks`]: queued for, or held at, the global counters' fast cadence
+/// of contended cells since its last fast tick (`OnsetWatch::note_contended`).
+const HELD: u8 = 2;
+/// A bit of [`WindowCell::marks`]: a synchronous origin read of this cell is in flight
+/// (single flight).
+const REFRESHING: u8 = 4;
+
 impl Default for WindowCell {
     fn default() -> Self {
         Self {
@@ -130,9 +142,9 @@ impl Default for WindowCell {
             own: AtomicU64::new(0),
             own_refunds: AtomicU64::new(0),
             fresh_until_ms: AtomicU64::new(0),
-            refreshing: AtomicBool::new(false),
             replay: AtomicU8::new(ReplayState::Idle as u8),
-            protected: AtomicBool::new(false),
+            marks: AtomicU8::new(0),
+            denied: AtomicU8::new(0),
             sealed: AtomicBool::new(false),
             limit: AtomicU32::new(0),
             published: AtomicU64::new(0),
@@ -360,11 +372,41 @@ impl WindowCell {
 
     /// Take the cell out of eviction for the rest of its life (see `table::Protection`).
     pub fn protect(&self) {
-        self.protected.store(true, Ordering::Release);
+        self.marks.fetch_or(PROTECTED, Ordering::Release);
     }
 
     pub fn is_protected(&self) -> bool {
-        self.protected.load(Ordering::Acquire)
+        self.marks.load(Ordering::Acquire) & PROTECTED != 0
+    }
+
+    /// Mark the cell as handed to the fast cadence of contended cells; true only for the
+    /// call that marked it, so a cell is queued once however many decisions race on it.
+    pub fn hold(&self) -> bool {
+        self.marks.load(Ordering::Relaxed) & HELD == 0
+            && self.marks.fetch_or(HELD, Ordering::AcqRel) & HELD == 0
+    }
+
+    /// The limit of the most recent decision (saturated at `u32::MAX`; 0 before any).
+    pub fn limit(&self) -> u64 {
+        u64::from(self.limit.load(Ordering::Relaxed))
+    }
+
+    /// Count a denial (saturating, about 240 until taken: a margin below `u8::MAX` for
+    /// the adds that race past the check).
+    pub fn note_denied(&self) {
+        if self.denied.load(Ordering::Relaxed) < 240 {
+            self.denied.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The denials counted since the last call.
+    pub fn take_denied(&self) -> u64 {
+        u64::from(self.denied.swap(0, Ordering::Relaxed))
+    }
+
+    /// Let the next decision that contends on the cell queue it again.
+    pub fn release_hold(&self) {
+        self.marks.fetch_and(!HELD, Ordering::AcqRel);
     }
 
     /// Merge a regional total read from the origin: `max` per half, never backwards.
@@ -446,15 +488,15 @@ impl WindowCell {
 
     /// Claim the right to read this cell from the origin; `false` if a read is in flight.
     pub fn begin_refresh(&self) -> bool {
-        !self.refreshing.swap(true, Ordering::AcqRel)
+        self.marks.fetch_or(REFRESHING, Ordering::AcqRel) & REFRESHING == 0
     }
 
     pub fn end_refresh(&self) {
-        self.refreshing.store(false, Ordering::Release);
+        self.marks.fetch_and(!REFRESHING, Ordering::Release);
     }
 
     pub fn is_refreshing(&self) -> bool {
-        self.refreshing.load(Ordering::Acquire)
+        self.marks.load(Ordering::Acquire) & REFRESHING != 0
     }
 }
 
