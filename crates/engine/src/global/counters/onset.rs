@@ -70,6 +70,11 @@ const OVERLOAD_DECAY_MS: f64 = 1_000.0;
 /// overload), and the statements of the fast cadence buy nothing.
 const MIN_DENIED: f64 = 4.0;
 
+/// The most cells watched at once (held, or measured for it): far more than are hot at once
+/// in practice, and a flood of distinct keys surging or denied together cannot make the
+/// process hold, or each fast tick walk, more. The cells left out keep the normal cadence.
+const MAX_HOT: usize = 10_000;
+
 /// The cells at their onset or contended, and what decides whether each is held.
 #[derive(Default)]
 pub(super) struct HotCells(Mutex<HashMap<CellKey, Hot>>);
@@ -138,13 +143,22 @@ impl HotCells {
         let onset = engine.onset().take();
         let contended = engine.onset().take_contended();
         let mut hot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let publication = engine.publication();
         for key in onset {
+            if hot.len() >= MAX_HOT && !hot.contains_key(&key) {
+                continue;
+            }
             let cell = hot.entry(key).or_default();
             cell.onset_at = Some(now_ms);
             cell.onset_hits = None;
             cell.onset_since.get_or_insert(now_ms);
         }
         for key in contended {
+            if hot.len() >= MAX_HOT && !hot.contains_key(&key) {
+                // Left to the normal cadence; its next denial may queue it again.
+                publication.sample_contended(&key);
+                continue;
+            }
             // A counter overloaded in its previous window is overloaded in this one from
             // its first denial: waiting for the new cell's own measure left each region's
             // first counts of every window unpublished (below the floor) in the race.
@@ -161,7 +175,6 @@ impl HotCells {
                 cell.overloaded_at = inherited.filter(|&at| Hot::recent(Some(at), now_ms));
             }
         }
-        let publication = engine.publication();
         hot.retain(|key, cell| {
             let ends = key
                 .sequence
@@ -396,5 +409,24 @@ mod tests {
         }
         clock.advance(100);
         assert_eq!(a.onset_tick().await, 0, "let go a second after its onset");
+    }
+
+    #[tokio::test]
+    async fn the_cells_watched_at_once_are_bounded() {
+        let store = Arc::new(MemoryStore::new());
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let a = region("a", &store, &clock);
+        let now = clock.now_ms();
+        {
+            let mut hot = a.hot.0.lock().unwrap_or_else(PoisonError::into_inner);
+            for i in 0..MAX_HOT {
+                let key = CellKey::new("d", "4:user/", &format!("flood-{i}"), 3_600_000, 100);
+                hot.entry(key).or_default().onset_at = Some(now);
+            }
+        }
+        admit(&a, "late", DEFAULT_ONSET_MIN_HITS).await;
+        let held = a.hot.update(&a.engine, 2.0, now);
+        assert_eq!(held.len(), MAX_HOT, "the flood's cells only");
+        assert!(held.iter().all(|key| key.identifier.starts_with("flood-")));
     }
 }
