@@ -44,23 +44,26 @@ pub struct GlobalArgs {
     ///
     /// Measured over the last ten of the longer of the two intervals (between five and ten
     /// of them). 2 means offered about 3× the limit. The speedup is that ratio rounded down,
-    /// up to --global-contended-speedup.
+    /// up to --global-contended-speedup. Per cell (over about a second, from four denials
+    /// on), the same ratio holds a contended cell at the fast cadence (--global-onset-*).
     #[arg(long, env = "RLS_GLOBAL_CONTENDED_OVERLOAD", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD)]
     pub global_contended_overload: f64,
     /// Publish and sync a cell fast once it grows by this share of its limit in 1 s [range: 0 to 1]
     ///
-    /// Fast: every --global-onset-interval. The growth must also reach --global-onset-min-hits. Bounds the window a surge starts in when it
-    /// starts in every region at once, before any region denies; costs syncs that read every
-    /// shared cell while such a cell is held. 0 (the default): never; 0.02 is the measured
-    /// setting (ACCURACY.md).
+    /// Fast: every --global-onset-interval, with no publish floor. The growth must also reach
+    /// --global-onset-min-hits. Bounds the window a surge starts in when it starts in every
+    /// region at once, before any region denies. The same fast cadence holds a cell another
+    /// region counts while this process denies it at least --global-contended-overload times
+    /// per admission. 0: neither (the normal and overload cadences only).
     #[arg(long, env = "RLS_GLOBAL_ONSET_FRACTION", default_value_t = gcounter_engine::global::DEFAULT_ONSET_FRACTION)]
     pub global_onset_fraction: f64,
     /// The fewest hits within a second that make a cell's onset, whatever its limit [range: 1 to 1000000]
     #[arg(long, env = "RLS_GLOBAL_ONSET_MIN_HITS", default_value_t = gcounter_engine::global::DEFAULT_ONSET_MIN_HITS, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub global_onset_min_hits: u64,
-    /// How often cells at their onset are published and synced [range: 10ms to 10s]
+    /// How often cells at their onset, and contended cells, are published and synced [range: 10ms to 10s]
     ///
-    /// While their count keeps growing so (two seconds after the last time it did).
+    /// While their count keeps growing so, or their overload lasts (two seconds after the
+    /// last time); a cell no other region counts leaves a second after its onset.
     #[arg(long, env = "RLS_GLOBAL_ONSET_INTERVAL", default_value = "100ms", value_parser = DurationRange::new(millis(10), millis(10_000)).parser())]
     pub global_onset_interval: Duration,
     /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
