@@ -17,21 +17,23 @@ fn the_design_load_model_costs_the_database_what_is_published() {
             window_min: 0.88,
             median: 1.01,
             window_max: 1.15,
-            worst: 1.38,
+            worst: 1.35,
             denied: 3.2,
-            upserts_per_s: 3.6,
-            rows_written_per_s: 2_143.0,
-            syncs_per_s: 3.4,
-            rows_read_per_s: 41_333.0,
+            upserts_per_s: 3.8,
+            rows_written_per_s: 2_144.0,
+            syncs_per_s: 4.8,
+            rows_read_per_s: 45_981.0,
         },
     );
     // The design's budget: at most 2 × 600–6,000 row writes/s and 3.3 statements/s of each
-    // kind (one upsert and one sync per process per 10 s). Upserts go a little over it: each
+    // kind (one upsert and one sync per process per 10 s). Statements go over it: each
     // process also publishes the closing count (the region's final total) of the cells that
-    // expire, and a flush past 1,000 rows takes a second statement (about one in ten).
+    // expire, a flush past 1,000 rows takes a second statement (about one in ten), and the
+    // fast cadence publishes and syncs the cells it holds every 100 ms (3.8 upserts/s and
+    // 4.8 syncs/s, against 3.6 and 3.4 with it off).
     assert!(report.rows_written_per_s <= 12_000.0, "{report:?}");
     assert!(
-        report.upserts_per_s <= 3.7 && report.syncs_per_s <= 3.5,
+        report.upserts_per_s <= 3.9 && report.syncs_per_s <= 4.9,
         "{report:?}"
     );
 }
@@ -43,14 +45,14 @@ fn a_hot_limit_among_many_light_ones_goes_over_as_published() {
         first(&reports),
         Row {
             window_min: 0.98,
-            median: 1.04,
-            window_max: 1.36,
-            worst: 1.71,
-            denied: 28.0,
-            upserts_per_s: 30.0,
-            rows_written_per_s: 405.0,
-            syncs_per_s: 30.1,
-            rows_read_per_s: 4_079.0,
+            median: 1.02,
+            window_max: 1.07,
+            worst: 1.23,
+            denied: 28.8,
+            upserts_per_s: 120.0,
+            rows_written_per_s: 511.0,
+            syncs_per_s: 325.5,
+            rows_read_per_s: 32_926.0,
         },
     );
 }

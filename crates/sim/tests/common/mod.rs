@@ -114,15 +114,20 @@ pub fn first(reports: &[Report]) -> &Report {
 /// The scenario as published: no change.
 pub fn as_published(_: &mut Scenario) {}
 
-/// `--contended-speedup 1`: the normal cadence.
-pub fn normal_cadence(scenario: &mut Scenario) {
-    scenario.fleet.contended_speedup = 1;
+/// `--onset-fraction 0`: the fast cadence off (`--global-onset-fraction 0`), cells at their
+/// onset and contended cells alike; every cell waits for the flush and sync intervals (or the
+/// overload cadence's).
+pub fn without_fast_cadence(scenario: &mut Scenario) {
+    scenario.fleet.onset_fraction = 0.0;
 }
 
-/// `--onset-fraction 0.02`: the onset cadence on (`--global-onset-fraction 0.02`), at its
-/// default minimum of hits and interval.
-pub fn with_onset_cadence(scenario: &mut Scenario) {
-    scenario.fleet.onset_fraction = 0.02;
+/// `--contended-speedup 1 --onset-fraction 0`: the normal cadence, every cell flushed and
+/// synced at the intervals and never faster. The fast cadence holds contended cells at
+/// 100 ms whatever the intervals and publishes them with no floor, so the trade-offs of the
+/// floor and the intervals show only without it.
+pub fn normal_cadence(scenario: &mut Scenario) {
+    scenario.fleet.contended_speedup = 1;
+    without_fast_cadence(scenario);
 }
 
 /// One row of the seed-1 tables (`gcounter-sim --scenario all --seed 1`), as published.
