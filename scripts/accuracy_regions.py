@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from harness import free_port, stop_all, wait_http
 
@@ -158,6 +159,10 @@ def run(args):
             wait_http(f"http://127.0.0.1:{http}/healthz", proc)
         # One window not counted by the per-window figure (no previous window to slide
         # over): the onset, which starts in every region at once. Then the measured ones.
+        # The load starts at a window boundary, as the simulator's does: started mid-window,
+        # the onset's length of load spans two windows, and the second admits what the sliding
+        # window frees on top of the first's limit (a figure of the phase, not of the regions).
+        time.sleep(window_s - time.time() % window_s)
         onset_reports = drive(args, ports, rates, window_s)
         onset = sum(r["ok"] for r in onset_reports if r) / args.limit
         reports = drive(args, ports, rates, window_s * args.windows)
