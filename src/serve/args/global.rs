@@ -45,7 +45,7 @@ pub struct GlobalArgs {
     /// Measured over the last ten of the longer of the two intervals (between five and ten
     /// of them). 2 means offered about 3× the limit. The speedup is that ratio rounded down,
     /// up to --global-contended-speedup. Per cell (over about a second, from four denials
-    /// on), the same ratio holds a contended cell at the fast cadence (--global-onset-*).
+    /// on), the same ratio holds a contended cell at the fast cadence (--global-onset-interval).
     #[arg(long, env = "RLS_GLOBAL_CONTENDED_OVERLOAD", default_value_t = gcounter_engine::global::DEFAULT_CONTENDED_OVERLOAD)]
     pub global_contended_overload: f64,
     /// Publish and sync a cell fast once it grows by this share of its limit in 1 s [range: 0 to 1]
