@@ -267,7 +267,7 @@ fn a_surge_starting_in_ten_regions_at_once_stays_within_the_published_bound() {
 }
 
 #[test]
-fn without_the_onset_cadence_a_surge_goes_over_as_published() {
+fn without_the_fast_cadence_a_surge_goes_over_as_published() {
     // `--onset-fraction 0`: each region admits alone until the normal cadence carries its
     // count (onset 1.86–2.20).
     check(
