@@ -75,13 +75,13 @@ pub struct GlobalSettings {
     pub contended_overload: f64,
     /// A cell whose unpublished count reaches this fraction of its limit (and
     /// `onset_min_hits`) within a second of a flush is a surge at its onset: it is published
-    /// and synced every `onset_interval` while it keeps growing so (0: never; see
-    /// `counters::onset`).
+    /// and synced every `onset_interval` while it keeps growing so. 0 turns the fast cadence
+    /// off, contended cells included (see `counters::onset`).
     pub onset_fraction: f64,
     /// The fewest unpublished hits that make an onset, whatever the limit: a low limit's
     /// fraction is a handful of hits that a quiet key's chance bunching reaches.
     pub onset_min_hits: u64,
-    /// The fast cadence of the cells at their onset.
+    /// The fast cadence of the cells at their onset and of contended cells.
     pub onset_interval: Duration,
     /// A sync reads everything at least this often, and only the cells another region
     /// changed since the previous read in between (see `counters::sync`): the longest a row

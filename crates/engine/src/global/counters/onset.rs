@@ -234,12 +234,12 @@ impl HotCells {
 }
 
 impl GlobalCounters {
-    /// Whether the fast cadence of cells at their onset is on.
+    /// Whether the fast cadence (cells at their onset, contended cells) is on.
     pub fn onset_enabled(&self) -> bool {
         self.settings.onset_fraction > 0.0
     }
 
-    /// One fast tick: publish the cells held at their onset that changed, then sync, while
+    /// One fast tick: publish the held cells that changed (no floor), then sync, while
     /// any is held. Returns the cells held (0: nothing ran).
     pub async fn onset_tick(&self) -> usize {
         let now_ms = self.engine.now_ms();
