@@ -144,6 +144,22 @@ impl<'e> Publication<'e> {
         Some((cell.regional_count().hits, cell.limit(), cell.global() > 0))
     }
 
+    /// Whether the counter's previous window's cell is in the table with this region's
+    /// count and no other region's: a counter of this region alone, as far as this process
+    /// knows.
+    pub fn counted_alone_before(&self, key: &CellKey) -> bool {
+        let Some(sequence) = key.sequence.checked_sub(1) else {
+            return false;
+        };
+        let previous = CellKey {
+            sequence,
+            ..key.clone()
+        };
+        self.table
+            .get(&previous.borrowed())
+            .is_some_and(|cell| cell.regional() > 0 && cell.global() == 0)
+    }
+
     /// Merge what the global sync read for one cell: the other regions' sum into `global`,
     /// and this region's own row as a lower bound of `regional` (it never makes the cell
     /// fresh: only the regional origin does). Creates the cell when missing; returns whether

@@ -9,7 +9,8 @@
 //! unpublished count across `max(onset_fraction × limit, onset_min_hits)` within [`SPAN_MS`]
 //! of a flush. The cell stays held while its region's count grows by that threshold within
 //! each [`HOLD_MS`]; one that no other region counts [`ONSET_GRACE_MS`] after its onset began
-//! is let go (most cells are used from one region, where fast ticks buy nothing).
+//! is let go (most cells are used from one region, where fast ticks buy nothing), and one of a
+//! counter that only its region counted in the previous window at once.
 //!
 //! **Contended.** Once regions hear of each other, each takes what the sliding window frees
 //! while the others' counts are on their way: `(ρ − 1) × d / D` over the limit for a counter
@@ -34,7 +35,7 @@ use crate::local::Engine;
 
 /// The default `onset_fraction`: 2 % of a limit (at least `onset_min_hits`). Ten regions
 /// surging at once at 2–20× then stay within 1.25× the limit over any window, and the
-/// design's load model runs 4.8 syncs/s instead of 3.4 while reading fewer rows than full
+/// design's load model runs 3.5 syncs/s instead of 3.4 while reading fewer rows than full
 /// syncs did (ACCURACY.md, "Onset and contended cadence"). 0 turns the fast cadence off,
 /// contended cells included.
 pub const DEFAULT_ONSET_FRACTION: f64 = 0.02;
@@ -191,13 +192,20 @@ impl HotCells {
             // open for every slow one).
             // One that no other region counts a grace after its onset began is let go:
             // another region surging at once publishes within the grace, and most cells are
-            // used from one region only, where the fast ticks buy nothing.
+            // used from one region only, where the fast ticks buy nothing. A counter only
+            // this region counted in its previous window gets no grace: its "onset" is most
+            // often this region's own traffic read back from its siblings in one jump.
             if Hot::recent(cell.onset_at, now_ms)
                 && let Some((hits, limit, shared)) = publication.growth_of(key)
             {
                 let base = *cell.onset_hits.get_or_insert(hits);
                 let since = cell.onset_since.unwrap_or(now_ms);
-                if !shared && now_ms >= since.saturating_add(ONSET_GRACE_MS) {
+                let grace = if publication.counted_alone_before(key) {
+                    0
+                } else {
+                    ONSET_GRACE_MS
+                };
+                if !shared && now_ms >= since.saturating_add(grace) {
                     cell.onset_at = None;
                 } else if engine
                     .onset()
@@ -409,6 +417,37 @@ mod tests {
         }
         clock.advance(100);
         assert_eq!(a.onset_tick().await, 0, "let go a second after its onset");
+    }
+
+    #[tokio::test]
+    async fn an_onset_of_a_counter_alone_in_its_previous_window_gets_no_grace() {
+        let store = Arc::new(MemoryStore::new());
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let (a, b) = (region("a", &store, &clock), region("b", &store, &clock));
+        let at = DEFAULT_ONSET_MIN_HITS;
+        // Counted in this hour by `a` alone, and by both (at the publish floor, 2 % of 600).
+        let floor = 12;
+        admit(&a, "mine", floor).await;
+        admit(&a, "ours", floor).await;
+        admit(&b, "ours", floor).await;
+        for region in [&a, &b] {
+            region.flush().await;
+        }
+        a.sync().await;
+        // The next hour: both surge in `a`, past the gate a flush opens.
+        clock.advance(3_600_000);
+        a.flush().await;
+        admit(&a, "mine", at).await;
+        admit(&a, "ours", at).await;
+        clock.advance(100);
+        assert_eq!(
+            a.onset_tick().await,
+            1,
+            "the shared counter is held for the grace, the other let go at once"
+        );
+        let held = a.hot.update(&a.engine, 2.0, clock.now_ms());
+        assert_eq!(held.len(), 1);
+        assert!(held.iter().all(|key| key.identifier == "ours"), "{held:?}");
     }
 
     #[tokio::test]
