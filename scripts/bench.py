@@ -52,7 +52,8 @@ and before the measurement `gcounter-loadtest --sequential` sends each key of a 
 (cells per key: the current window's and the previous one's). Both servers are then measured
 over that whole key space (a request finds its cell among the N), and the service's
 `rls_live_cells` (from /metrics) is checked before and after each rate: fewer than N fails
-the run.
+the run. Each --binary NAME=PATH is measured the same way, after the service (an A/B of two
+builds' latency in one run).
 Diagnostics of --open-loop (they add fields to the JSON lines, the table is unchanged):
 --cpu adds each server's CPU time (user + system, from /proc) per answered request over each
 rate, `cpu_us_per_request`: a figure the machine's other load changes far less than the
@@ -311,8 +312,8 @@ def main():
                     "--max-cell-bytes", f"{args.live_cells * 2}KiB"]
         if args.stall_probe:
             live += ["--stall-probe-interval", args.stall_probe]
-        open_loop(args, noop, lambda name, *extra, cores: service(name, *extra, *live,
-                                                                    cores=cores))
+        open_loop(args, noop, lambda name, *extra, cores, binary=SERVICE: service(
+            name, *extra, *live, cores=cores, binary=binary))
         return
 
     def servers_of(run):
@@ -397,9 +398,13 @@ def open_loop(args, noop, service):
             name += f", {args.live_cells:,} live cells"
         servers = [noop("hyper", "multi-thread", args.workers, cores=both),
                    service(name, "--workers", str(args.workers), cores=both)]
+        for other in args.binary:
+            label, _, path = other.partition("=")
+            servers.append(service(f"service, {label}", "--workers", str(args.workers),
+                                   cores=both, binary=path))
         if args.live_cells:
-            # The service first: its fill sizes the key space both are measured over.
-            servers.reverse()
+            # The services first: their fill sizes the key space all are measured over.
+            servers = servers[1:] + servers[:1]
         for server in servers:
             with server:
                 time.sleep(0.3)
