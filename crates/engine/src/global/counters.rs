@@ -59,7 +59,9 @@ pub struct GlobalSettings {
     pub jitter: f64,
     /// A cell is published once its count reaches this fraction of its limit. Counts below it
     /// stay in their region: with `R` regions a limit can be exceeded by up to `R × floor`
-    /// of it before any region hears of the others (ACCURACY.md).
+    /// of it before any region hears of the others (ACCURACY.md). With the fast cadence on
+    /// (`onset_fraction` > 0), a cell another region counts is published from its first hit
+    /// (`PublishableWalk::shared_from_first_hit`).
     pub publish_floor: f64,
     /// The most times as often flush and sync run while this process's counters that another
     /// region also counts are offered far over their limit (1: never faster; never below
@@ -251,6 +253,9 @@ impl GlobalCounters {
             .engine
             .publication()
             .publishable_walk(self.settings.publish_floor);
+        if self.onset_enabled() {
+            walk = walk.shared_from_first_hit();
+        }
         let mut flushed = Flushed::default();
         let (mut offered, mut failed_chunks) = (0, 0);
         loop {

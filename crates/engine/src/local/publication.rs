@@ -29,11 +29,25 @@ impl Publishable {
 pub struct PublishableWalk<'a> {
     cells: Box<dyn Iterator<Item = (CellKey, SharedCell)> + Send + 'a>,
     floor: f64,
+    /// Whether a cell another region counts is published from its first hit
+    /// ([`shared_from_first_hit`](Self::shared_from_first_hit)).
+    shared_from_first_hit: bool,
     /// Cells visited so far: the walk yields to the runtime every `table::WALK_SLICE`.
     visited: usize,
 }
 
 impl PublishableWalk<'_> {
+    /// A cell another region counts is published from its first hit, whatever the floor: in a
+    /// race near the limit the counts every region keeps below the floor are the excess (ten
+    /// regions × 2 % is 0.2× the limit), and a region racing alone against a few light ones
+    /// never hears their counts below it. Cells of one region, most of them, keep the floor.
+    pub fn shared_from_first_hit(self) -> Self {
+        Self {
+            shared_from_first_hit: true,
+            ..self
+        }
+    }
+
     /// The next publishable cells, at most `max` of them; empty once the table is walked.
     pub async fn next_chunk(&mut self, max: usize) -> Vec<Publishable> {
         let mut rows = Vec::with_capacity(max.min(table::WALK_SLICE));
@@ -45,7 +59,12 @@ impl PublishableWalk<'_> {
             if self.visited.is_multiple_of(table::WALK_SLICE) {
                 tokio::task::yield_now().await;
             }
-            if let Some(count) = cell.to_publish(self.floor) {
+            let floor = if self.shared_from_first_hit && cell.global() > 0 {
+                0.0
+            } else {
+                self.floor
+            };
+            if let Some(count) = cell.to_publish(floor) {
                 rows.push(Publishable { key, count, cell });
             }
         }
@@ -104,6 +123,7 @@ impl<'e> Publication<'e> {
         PublishableWalk {
             cells: Box::new(self.table.cells()),
             floor,
+            shared_from_first_hit: false,
             visited: 0,
         }
     }

@@ -657,6 +657,42 @@ async fn the_publishable_walk_meets_every_row_once_a_chunk_at_a_time() {
     );
 }
 
+/// With the fast cadence's walk, a cell another region counts is published below the floor;
+/// a cell of this region alone still waits for it.
+#[tokio::test]
+async fn a_shared_cell_is_published_from_its_first_hit() {
+    let (engine, _, _) = engine_at(10_000);
+    let names = Names::new();
+    engine.publication().merge_synced(
+        &names.cell_key("shared", 10),
+        PnCount::hits(2),
+        PnCount::default(),
+    );
+    for identifier in ["shared", "alone"] {
+        engine.check(names.hit(identifier, 1, 10)).await;
+    }
+    let walked = |shared_from_first_hit: bool| {
+        let walk = engine.publication().publishable_walk(0.5);
+        let mut walk = if shared_from_first_hit {
+            walk.shared_from_first_hit()
+        } else {
+            walk
+        };
+        async move {
+            let rows = walk.next_chunk(10).await;
+            rows.iter()
+                .map(|row| (row.key.identifier.to_string(), row.count))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(walked(false).await, [], "both below the floor");
+    assert_eq!(
+        walked(true).await,
+        [("shared".to_owned(), PnCount::hits(1))],
+        "the shared one from its first hit"
+    );
+}
+
 /// Cells the full queue refused reach the origin even if never accepted again (a one-shot key's
 /// cell never is: waiting for its next accept would lose its count).
 #[tokio::test]

@@ -40,11 +40,10 @@ use crate::local::Engine;
 /// contended cells included.
 pub const DEFAULT_ONSET_FRACTION: f64 = 0.02;
 
-/// The default `onset_min_hits`: with 1 s intervals, 12 (2 % of a limit of 600) also caught
-/// each new window's cell of a limit offered 2× over 10 regions (its count below the floor is
-/// unpublished since the cell began), which nearly doubled that scenario's syncs for no
-/// accuracy; 20 left ten regions at 5× at up to 1.26× their limit in the onset window
-/// (ACCURACY.md, "Onset cadence").
+/// The default `onset_min_hits`: with 1 s intervals (seeds 1–3), 12 (2 % of a limit of 600)
+/// left ten regions at 5× at up to 1.18× their limit over a window (1.11 at 15) for the same
+/// syncs; 20 left them at up to 1.16× in the onset window (1.04 at 15) (ACCURACY.md, "Onset
+/// cadence").
 pub const DEFAULT_ONSET_MIN_HITS: u64 = 15;
 
 /// The default `onset_interval`: the overload cadence's shortest interval.
