@@ -31,7 +31,8 @@ pub struct GlobalArgs {
     /// A cell is published once its count reaches this fraction of its limit [range: 0 to 1]
     ///
     /// With R regions a limit can be exceeded by up to R × this fraction of it before the
-    /// regions hear of each other.
+    /// regions hear of each other. With the fast cadence on (--global-onset-fraction above 0),
+    /// a cell another region counts is published from its first hit.
     #[arg(long, env = "RLS_PUBLISH_FLOOR", default_value_t = gcounter_engine::global::DEFAULT_PUBLISH_FLOOR)]
     pub publish_floor: f64,
     /// At most this many times as often flush and sync run on contended limits [range: 1 to 100]
@@ -63,7 +64,8 @@ pub struct GlobalArgs {
     /// How often cells at their onset, and contended cells, are published and synced [range: 10ms to 10s]
     ///
     /// While their count keeps growing so, or their overload lasts (two seconds after the
-    /// last time); a cell no other region counts leaves a second after its onset.
+    /// last time); a cell no other region counts leaves a second after its onset, at once if
+    /// only its region counted the previous window.
     #[arg(long, env = "RLS_GLOBAL_ONSET_INTERVAL", default_value = "100ms", value_parser = DurationRange::new(millis(10), millis(10_000)).parser())]
     pub global_onset_interval: Duration,
     /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
