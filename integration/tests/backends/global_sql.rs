@@ -102,8 +102,9 @@ fn accepted(sent: &[Sent]) -> u64 {
 /// 3. in b a cost of 41 is denied, a cost of 40 passes (remaining 0);
 /// 4. c then sees remaining 0 (a's 60 + b's 40 imported), and denies a cost of 1.
 ///
-/// With a floor of 0.5 in b, its 40 would never be published and c would go on seeing
-/// 40 remaining: the floor trades accuracy below half the limit for fewer writes.
+/// With a floor of 0.5 in b and the fast cadence off, its 40 would never be published and c
+/// would go on seeing 40 remaining: the floor trades accuracy below half the limit for fewer
+/// writes. (With the fast cadence on, b publishes a cell a counts from its first hit.)
 async fn region_b_admits_only_what_region_a_left(backend: Backend) {
     const LIMIT: u64 = 100;
     let db = TestDb::create(backend, "left");
