@@ -408,7 +408,8 @@ async fn database_outage_loses_nothing_marked_flushed() {
 // 4. SIGTERM
 // ---------------------------------------------------------------------------------------
 
-/// A region with `--global-flush-interval 1h` (no periodic flush during the test) accepts 60
+/// A region with `--global-flush-interval 1h` (no periodic flush during the test) and the
+/// fast cadence off (60 requests at once are an onset, published within 100 ms) accepts 60
 /// requests of a limit of 100 per hour (above the default floor of 50); on SIGTERM it exits 0
 /// within 15 s and the table (MariaDB) holds its 60.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,6 +430,8 @@ async fn sigterm_writes_a_final_flush() {
                 "1h",
                 "--global-sync-interval",
                 "1h",
+                "--global-onset-fraction",
+                "0",
             ],
         ),
     );
