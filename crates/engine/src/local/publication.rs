@@ -168,16 +168,11 @@ impl<'e> Publication<'e> {
     /// count and no other region's: a counter of this region alone, as far as this process
     /// knows.
     pub fn counted_alone_before(&self, key: &CellKey) -> bool {
-        let Some(sequence) = key.sequence.checked_sub(1) else {
-            return false;
-        };
-        let previous = CellKey {
-            sequence,
-            ..key.clone()
-        };
-        self.table
-            .get(&previous.borrowed())
-            .is_some_and(|cell| cell.regional() > 0 && cell.global() == 0)
+        key.sequence.checked_sub(1).is_some_and(|sequence| {
+            self.table
+                .get(&key.borrowed().with_sequence(sequence))
+                .is_some_and(|cell| cell.regional() > 0 && cell.global() == 0)
+        })
     }
 
     /// Merge what the global sync read for one cell: the other regions' sum into `global`,

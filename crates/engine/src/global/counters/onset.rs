@@ -199,12 +199,10 @@ impl HotCells {
             {
                 let base = *cell.onset_hits.get_or_insert(hits);
                 let since = cell.onset_since.unwrap_or(now_ms);
-                let grace = if publication.counted_alone_before(key) {
-                    0
-                } else {
-                    ONSET_GRACE_MS
-                };
-                if !shared && now_ms >= since.saturating_add(grace) {
+                if !shared
+                    && (now_ms >= since.saturating_add(ONSET_GRACE_MS)
+                        || publication.counted_alone_before(key))
+                {
                     cell.onset_at = None;
                 } else if engine
                     .onset()
