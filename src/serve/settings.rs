@@ -399,6 +399,7 @@ impl ServeSettings {
                     onset_fraction: args.global.global_onset_fraction,
                     onset_min_hits: args.global.global_onset_min_hits,
                     onset_interval: args.global.global_onset_interval,
+                    onset_urgent_divisor: args.global.global_onset_urgent_divisor,
                     timeout: args.global.global_timeout,
                     cleanup_interval: args.global.global_cleanup_interval,
                     ..GlobalSettings::default()

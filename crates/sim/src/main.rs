@@ -55,6 +55,9 @@ struct Args {
     /// The fast cadence of cells at their onset.
     #[arg(long)]
     onset_interval_ms: Option<u64>,
+    /// Tick this many times as often while a shared onset nears its limit (1: never).
+    #[arg(long)]
+    urgent_divisor: Option<u32>,
     #[arg(long)]
     write_latency_ms: Option<u64>,
     #[arg(long)]
@@ -123,6 +126,7 @@ fn main() -> std::process::ExitCode {
             *value = flag.unwrap_or(*value);
         }
         fleet.contended_speedup = args.contended_speedup.unwrap_or(fleet.contended_speedup);
+        fleet.urgent_divisor = args.urgent_divisor.unwrap_or(fleet.urgent_divisor);
         if let Some(n) = args.processes {
             fleet.processes.iter_mut().for_each(|p| *p = n);
         }

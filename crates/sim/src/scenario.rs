@@ -19,6 +19,7 @@ pub struct Fleet {
     pub onset_fraction: f64,
     pub onset_min_hits: u64,
     pub onset_interval_ms: u64,
+    pub urgent_divisor: u32,
     pub write_latency_ms: u64,
     pub read_latency_ms: u64,
     /// The engine's replay to the regional origin.
@@ -41,6 +42,7 @@ impl Default for Fleet {
             onset_fraction: gcounter_engine::global::DEFAULT_ONSET_FRACTION,
             onset_min_hits: gcounter_engine::global::DEFAULT_ONSET_MIN_HITS,
             onset_interval_ms: gcounter_engine::global::DEFAULT_ONSET_INTERVAL.as_millis() as u64,
+            urgent_divisor: gcounter_engine::global::DEFAULT_ONSET_URGENT_DIVISOR,
             write_latency_ms: 50,
             read_latency_ms: 50,
             replay_ms: 100,

@@ -230,6 +230,7 @@ async fn simulate(
         onset_fraction: fleet.onset_fraction,
         onset_min_hits: fleet.onset_min_hits,
         onset_interval: Duration::from_millis(fleet.onset_interval_ms),
+        onset_urgent_divisor: fleet.urgent_divisor,
         ..GlobalSettings::default()
     };
     let max_cells = 200_000;
@@ -438,7 +439,12 @@ async fn simulate(
             Event::Onset(p) => {
                 if let Some(process) = processes.get(p) {
                     process.counters.onset_tick().await;
-                    push(&mut events, at + onset_ms, Event::Onset(p));
+                    let wait = process.counters.onset_wait().as_millis();
+                    push(
+                        &mut events,
+                        at + u64::try_from(wait).unwrap_or(onset_ms).max(1),
+                        Event::Onset(p),
+                    );
                 }
             }
             Event::Reap(p) => {

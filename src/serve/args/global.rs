@@ -68,6 +68,13 @@ pub struct GlobalArgs {
     /// only its region counted the previous window.
     #[arg(long, env = "RLS_GLOBAL_ONSET_INTERVAL", default_value = "100ms", value_parser = DurationRange::new(millis(10), millis(10_000)).parser())]
     pub global_onset_interval: Duration,
+    /// Tick this many times as often while a shared cell at its onset nears its limit [range: 1 to 100]
+    ///
+    /// Urgent: at the rate its count grew since its onset, the cell would reach its limit
+    /// within a second. The ticks then come every --global-onset-interval ÷ this, never below
+    /// 10 ms. 1: never faster than --global-onset-interval.
+    #[arg(long, env = "RLS_GLOBAL_ONSET_URGENT_DIVISOR", default_value_t = gcounter_engine::global::DEFAULT_ONSET_URGENT_DIVISOR, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub global_onset_urgent_divisor: u32,
     /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
     #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub global_timeout: Duration,

@@ -49,7 +49,10 @@ pub const DEFAULT_CONTENDED_OVERLOAD: f64 = 2.0;
 /// design's windows (ACCURACY.md, "Incremental sync").
 pub const DEFAULT_FULL_SYNC_INTERVAL: Duration = Duration::from_secs(60);
 
-pub use onset::{DEFAULT_ONSET_FRACTION, DEFAULT_ONSET_INTERVAL, DEFAULT_ONSET_MIN_HITS};
+pub use onset::{
+    DEFAULT_ONSET_FRACTION, DEFAULT_ONSET_INTERVAL, DEFAULT_ONSET_MIN_HITS,
+    DEFAULT_ONSET_URGENT_DIVISOR,
+};
 
 #[derive(Debug, Clone)]
 pub struct GlobalSettings {
@@ -85,6 +88,10 @@ pub struct GlobalSettings {
     pub onset_min_hits: u64,
     /// The fast cadence of the cells at their onset and of contended cells.
     pub onset_interval: Duration,
+    /// While a shared cell at its onset closes in on its limit, the fast ticks come this
+    /// many times as often (never below 10 ms); 1 turns the urgent ticks off (see
+    /// `counters::onset`).
+    pub onset_urgent_divisor: u32,
     /// A sync reads everything at least this often, and only the cells another region
     /// changed since the previous read in between (see `counters::sync`): the longest a row
     /// that an incremental read missed (a commit slower than the store's overlap) stays
@@ -114,6 +121,7 @@ impl Default for GlobalSettings {
             onset_fraction: DEFAULT_ONSET_FRACTION,
             onset_min_hits: DEFAULT_ONSET_MIN_HITS,
             onset_interval: DEFAULT_ONSET_INTERVAL,
+            onset_urgent_divisor: DEFAULT_ONSET_URGENT_DIVISOR,
             full_sync_interval: DEFAULT_FULL_SYNC_INTERVAL,
             timeout: Duration::from_secs(5),
             cleanup_interval: None,
@@ -412,8 +420,7 @@ impl GlobalCounters {
             .min(self.settings.sync_interval)
             / speedup;
         let mut next_probe = tokio::time::Instant::now() + probe_every;
-        let onset_every = self.settings.onset_interval.max(Duration::from_millis(1));
-        let mut next_onset = tokio::time::Instant::now() + onset_every;
+        let mut next_onset = tokio::time::Instant::now() + self.onset_wait();
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next_flush) => {
@@ -450,7 +457,7 @@ impl GlobalCounters {
                     if self.ensure_schema().await {
                         self.onset_tick().await;
                     }
-                    next_onset = tokio::time::Instant::now() + onset_every;
+                    next_onset = tokio::time::Instant::now() + self.onset_wait();
                 }
                 // Without a cleanup interval the branch is disabled: its sleep is never polled.
                 () = tokio::time::sleep_until(next_cleanup.unwrap_or(now)), if next_cleanup.is_some() => {

@@ -67,7 +67,7 @@ pub use inspect::{
 };
 pub use onset::OnsetWatch;
 pub use penalty::Penalties;
-pub use publication::{Publication, Publishable, PublishableWalk};
+pub use publication::{CellGrowth, Publication, Publishable, PublishableWalk};
 pub use retry::until_pass_ms;
 pub use table::Reaped;
 pub use window::WindowPosition;

@@ -8,6 +8,18 @@ use super::table::{self, CellTable};
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
+/// A held cell as the fast cadence sees it at a tick.
+#[derive(Debug, Clone, Copy)]
+pub struct CellGrowth {
+    /// This region's hits (the regional count's hits half).
+    pub regional_hits: u64,
+    /// The count a decision sees: this region's and the others'.
+    pub total: u64,
+    pub limit: u64,
+    /// Whether another region counts in the cell.
+    pub shared: bool,
+}
+
 /// A cell's regional count on its way to the global counters.
 pub struct Publishable {
     pub key: CellKey,
@@ -157,11 +169,15 @@ impl<'e> Publication<'e> {
         Some((cell.take_denied(), cell.own()))
     }
 
-    /// A cell's regional hits, its limit and whether another region counts in it; `None`:
-    /// the cell left the table.
-    pub fn growth_of(&self, key: &CellKey) -> Option<(u64, u64, bool)> {
+    /// What the fast cadence watches of a held cell; `None`: the cell left the table.
+    pub fn growth_of(&self, key: &CellKey) -> Option<CellGrowth> {
         let cell = self.table.get(&key.borrowed())?;
-        Some((cell.regional_count().hits, cell.limit(), cell.global() > 0))
+        Some(CellGrowth {
+            regional_hits: cell.regional_count().hits,
+            total: cell.total(),
+            limit: cell.limit(),
+            shared: cell.global() > 0,
+        })
     }
 
     /// Whether the counter's previous window's cell is in the table with this region's

@@ -24,26 +24,35 @@
 //! the floor together are the excess (10 regions × 2 % is 0.2× the limit). Nothing changes on
 //! the request path but one comparison per admission and, on a contended cell, a relaxed add
 //! per denial; no fast tick walks the table.
+//!
+//! **Urgent.** A surge that consumes the whole limit within a second (a burst at a window
+//! boundary, 50× the limit's rate) is over within a few fast ticks: each region admits alone
+//! for most of it. While a shared cell at its onset would, at the rate its total grew since
+//! the onset began, reach its limit within [`URGENT_HORIZON_MS`], the ticks come
+//! `onset_urgent_divisor` times as often (5: every 20 ms). Only that approach to the limit
+//! pays for them: a cell one region uses, a slow one, and one already at its limit
+//! (contended) keep the interval.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{Flushed, GlobalCounters, GlobalSettings};
 use crate::cell_key::CellKey;
-use crate::local::Engine;
+use crate::local::{CellGrowth, Engine};
 
 /// The default `onset_fraction`: 2 % of a limit (at least `onset_min_hits`). Ten regions
 /// surging at once at 2–20× then stay within 1.25× the limit over any window, and the
 /// design's load model runs 3.5 syncs/s instead of 3.4 while reading fewer rows than full
-/// syncs did (ACCURACY.md, "Onset and contended cadence"). 0 turns the fast cadence off,
+/// syncs did (ACCURACY.md, "The fast cadence"). 0 turns the fast cadence off,
 /// contended cells included.
 pub const DEFAULT_ONSET_FRACTION: f64 = 0.02;
 
-/// The default `onset_min_hits`: with 1 s intervals (seeds 1–3), 12 (2 % of a limit of 600)
-/// left ten regions at 5× at up to 1.18× their limit over a window (1.11 at 15) for the same
-/// syncs; 20 left them at up to 1.16× in the onset window (1.04 at 15) (ACCURACY.md, "Onset
-/// cadence").
+/// The default `onset_min_hits`: with 1 s intervals (seeds 1–3), 20 left ten regions at 5×
+/// at up to 1.16× their limit in the onset window (1.02 at 15); 12 (2 % of a limit of 600)
+/// gives what 15 does there, and a lower minimum makes more of a quiet key's chance bunching
+/// an onset (ACCURACY.md, "The fast cadence").
 pub const DEFAULT_ONSET_MIN_HITS: u64 = 15;
 
 /// The default `onset_interval`: the overload cadence's shortest interval.
@@ -70,6 +79,20 @@ const OVERLOAD_DECAY_MS: f64 = 1_000.0;
 /// overload), and the statements of the fast cadence buy nothing.
 const MIN_DENIED: f64 = 4.0;
 
+/// A shared cell at its onset whose total, growing as it did since the onset began, would
+/// reach its limit within this long makes the fast ticks urgent: ten normal fast ticks, so a
+/// surge is seen well before its limit is gone, and a steady climb only near its end.
+const URGENT_HORIZON_MS: u64 = 1_000;
+
+/// The default `onset_urgent_divisor`: while urgent, the fast ticks come this many times as
+/// often (20 ms at the default interval). Ten regions bursting at 50× the limit's rate then
+/// stay within 1.20× it over any window with the database 1 ms away (1.47–1.56× without),
+/// 1.26–1.28× at 25 ms (ACCURACY.md, "Urgent ticks").
+pub const DEFAULT_ONSET_URGENT_DIVISOR: u32 = 5;
+
+/// The shortest urgent interval, whatever the divisor: the onset interval's own minimum.
+const MIN_URGENT_INTERVAL: Duration = Duration::from_millis(10);
+
 /// The most cells watched at once (held, or measured for it): far more than are hot at once
 /// in practice, and a flood of distinct keys surging or denied together cannot make the
 /// process hold, or each fast tick walk, more. The cells left out keep the normal cadence.
@@ -77,7 +100,12 @@ const MAX_HOT: usize = 10_000;
 
 /// The cells at their onset or contended, and what decides whether each is held.
 #[derive(Default)]
-pub(super) struct HotCells(Mutex<HashMap<CellKey, Hot>>);
+pub(super) struct HotCells {
+    cells: Mutex<HashMap<CellKey, Hot>>,
+    /// Whether the last update found a held cell closing in on its limit (see
+    /// [`URGENT_HORIZON_MS`]).
+    urgent: AtomicBool,
+}
 
 #[derive(Debug, Default)]
 struct Hot {
@@ -97,6 +125,8 @@ struct Hot {
     onset_hits: Option<u64>,
     /// When the onset began (the first crossing since the cell was last let go).
     onset_since: Option<u64>,
+    /// The cell's total (all regions) and the instant at the onset's first update.
+    onset_total: Option<(u64, u64)>,
 }
 
 impl Hot {
@@ -115,6 +145,22 @@ impl Hot {
             }
         }
         self.sampled = Some((own, now_ms));
+    }
+
+    /// Whether a shared cell at its onset, its total growing as it did since the onset's
+    /// first fast tick, reaches its limit within [`URGENT_HORIZON_MS`] (and still has room: one
+    /// at its limit is contended, where the race is for what the sliding window frees,
+    /// slowly). The rate is measured from the onset's start, not the last tick: between two
+    /// urgent ticks the other regions' counts have often not arrived yet.
+    fn closing_in(&mut self, growth: CellGrowth, now_ms: u64) -> bool {
+        let (total_before, at) = *self.onset_total.get_or_insert((growth.total, now_ms));
+        let room = growth.limit.saturating_sub(growth.total);
+        let grown = growth.total.saturating_sub(total_before);
+        let elapsed = now_ms.saturating_sub(at).max(1);
+        growth.shared
+            && room > 0
+            && u128::from(grown) * u128::from(URGENT_HORIZON_MS)
+                >= u128::from(room) * u128::from(elapsed)
     }
 
     /// Whether the cell is held: at its onset, or contended and, within the hold, denied at
@@ -142,7 +188,7 @@ impl HotCells {
     fn update(&self, engine: &Engine, overload: f64, now_ms: u64) -> Vec<CellKey> {
         let onset = engine.onset().take();
         let contended = engine.onset().take_contended();
-        let mut hot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut hot = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
         let publication = engine.publication();
         for key in onset {
             if hot.len() >= MAX_HOT && !hot.contains_key(&key) {
@@ -175,6 +221,7 @@ impl HotCells {
                 cell.overloaded_at = inherited.filter(|&at| Hot::recent(Some(at), now_ms));
             }
         }
+        let mut urgent = false;
         hot.retain(|key, cell| {
             let ends = key
                 .sequence
@@ -195,26 +242,31 @@ impl HotCells {
             // this region counted in its previous window gets no grace: its "onset" is most
             // often this region's own traffic read back from its siblings in one jump.
             if Hot::recent(cell.onset_at, now_ms)
-                && let Some((hits, limit, shared)) = publication.growth_of(key)
+                && let Some(growth) = publication.growth_of(key)
             {
+                let hits = growth.regional_hits;
                 let base = *cell.onset_hits.get_or_insert(hits);
                 let since = cell.onset_since.unwrap_or(now_ms);
-                if !shared
+                if !growth.shared
                     && (now_ms >= since.saturating_add(ONSET_GRACE_MS)
                         || publication.counted_alone_before(key))
                 {
                     cell.onset_at = None;
                 } else if engine
                     .onset()
-                    .threshold(limit)
+                    .threshold(growth.limit)
                     .is_some_and(|threshold| hits >= base.saturating_add(threshold))
                 {
                     cell.onset_at = Some(now_ms);
                     cell.onset_hits = Some(hits);
                 }
+                if Hot::recent(cell.onset_at, now_ms) {
+                    urgent |= cell.closing_in(growth, now_ms);
+                }
             }
             if !Hot::recent(cell.onset_at, now_ms) {
                 cell.onset_since = None;
+                cell.onset_total = None;
             }
             if cell.contended_at.is_some() {
                 match publication.sample_contended(key) {
@@ -224,6 +276,7 @@ impl HotCells {
             }
             Hot::recent(cell.onset_at, now_ms) || Hot::recent(cell.contended_at, now_ms)
         });
+        self.urgent.store(urgent, Ordering::Relaxed);
         hot.iter()
             .filter(|(key, cell)| {
                 now_ms
@@ -242,6 +295,19 @@ impl GlobalCounters {
     /// Whether the fast cadence (cells at their onset, contended cells) is on.
     pub fn onset_enabled(&self) -> bool {
         self.settings.onset_fraction > 0.0
+    }
+
+    /// How long until the next fast tick: the onset interval, or an `onset_urgent_divisor`th
+    /// of it (never below 10 ms) while a held cell closes in on its limit (see the module
+    /// docs).
+    pub fn onset_wait(&self) -> Duration {
+        let every = self.settings.onset_interval.max(Duration::from_millis(1));
+        let divisor = self.settings.onset_urgent_divisor.max(1);
+        if divisor > 1 && self.hot.urgent.load(Ordering::Relaxed) {
+            (every / divisor).max(MIN_URGENT_INTERVAL.min(every))
+        } else {
+            every
+        }
     }
 
     /// One fast tick: publish the held cells that changed (no floor), then sync, while
@@ -269,200 +335,4 @@ impl GlobalCounters {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::cell_key::CounterKeyRef;
-    use crate::global::counters::tests::counters;
-    use crate::global::{GlobalStore, MemoryStore};
-    use crate::local::{Clock, Hit, ManualClock};
-
-    /// An hour into an hourly window.
-    const START_MS: u64 = 3_600_000 * 100 + 1_000;
-
-    fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> GlobalCounters {
-        let settings = GlobalSettings {
-            onset_fraction: 0.02,
-            ..GlobalSettings::default()
-        };
-        counters(name, store, clock, settings)
-    }
-
-    /// `times` hits of 1 on `identifier` (limit 600 an hour); returns how many were admitted.
-    async fn decide(counters: &GlobalCounters, identifier: &str, times: u64) -> u64 {
-        let (workspace, namespace): (Arc<str>, Arc<str>) = ("d".into(), "4:user/".into());
-        let mut admitted = 0;
-        for _ in 0..times {
-            let hit = Hit {
-                counter: CounterKeyRef::new(&workspace, &namespace, identifier, 3_600_000),
-                limit: 600,
-                cost: 1,
-            };
-            admitted += u64::from(counters.engine.check(hit).await.allowed);
-        }
-        admitted
-    }
-
-    async fn admit(counters: &GlobalCounters, identifier: &str, times: u64) {
-        assert_eq!(decide(counters, identifier, times).await, times);
-    }
-
-    #[tokio::test]
-    async fn a_cell_at_its_onset_is_published_and_synced_at_the_fast_cadence() {
-        let store = Arc::new(MemoryStore::new());
-        let clock = Arc::new(ManualClock::new(START_MS));
-        let (a, b) = (region("a", &store, &clock), region("b", &store, &clock));
-        assert!(a.onset_enabled());
-        // Under the threshold (max(2 % of 600, the minimum)) on one counter, at it on another.
-        let at = DEFAULT_ONSET_MIN_HITS;
-        admit(&a, "quiet", at - 1).await;
-        admit(&a, "surge", at).await;
-        admit(&b, "surge", at).await;
-        clock.advance(100);
-        assert_eq!(a.onset_tick().await, 1, "only the surging cell is held");
-        let rows = store
-            .own_rows("a", clock.now_ms())
-            .await
-            .unwrap_or_default();
-        assert_eq!(
-            rows.len(),
-            1,
-            "the surging cell is published, the quiet one waits"
-        );
-        assert_eq!(b.onset_tick().await, 1);
-        // `b` synced after `a` published: it counts `a`'s hits.
-        let seen = b.engine.inspection().inspect(&CounterKeyRef::new(
-            &"d".into(),
-            &"4:user/".into(),
-            "surge",
-            3_600_000,
-        ));
-        assert_eq!(seen.current.map(|c| c.total()), Some(2 * at));
-        // No more growth: the cell leaves two seconds after its last crossing.
-        clock.advance(HOLD_MS);
-        assert_eq!(a.onset_tick().await, 0);
-    }
-
-    #[tokio::test]
-    async fn growth_long_after_a_flush_is_no_onset() {
-        let store = Arc::new(MemoryStore::new());
-        let clock = Arc::new(ManualClock::new(START_MS));
-        let a = region("a", &store, &clock);
-        clock.advance(SPAN_MS);
-        admit(&a, "slow", DEFAULT_ONSET_MIN_HITS).await;
-        assert_eq!(
-            a.onset_tick().await,
-            0,
-            "the gate closed a second after the start"
-        );
-        a.flush().await;
-        admit(&a, "slow", DEFAULT_ONSET_MIN_HITS).await;
-        assert_eq!(a.onset_tick().await, 1, "a flush opens it again");
-    }
-
-    #[tokio::test]
-    async fn a_contended_cell_is_held_while_its_overload_lasts() {
-        let store = Arc::new(MemoryStore::new());
-        let clock = Arc::new(ManualClock::new(START_MS));
-        let (a, b) = (region("a", &store, &clock), region("b", &store, &clock));
-        // Past the start's gate: these admissions are no onset.
-        clock.advance(SPAN_MS);
-        admit(&a, "hot", 300).await;
-        admit(&b, "hot", 300).await;
-        admit(&a, "calm", 300).await;
-        admit(&b, "calm", 300).await;
-        for region in [&a, &b] {
-            region.flush().await;
-        }
-        for region in [&a, &b] {
-            region.sync().await;
-        }
-        // Each region knows the other's 300: the limit is reached. Ten denials a tick on one
-        // cell, two on the other (under the fewest that make an overload).
-        let mut held = Vec::new();
-        for _ in 0..3 {
-            assert_eq!(decide(&a, "hot", 10).await, 0);
-            assert_eq!(decide(&a, "calm", 2).await, 0);
-            clock.advance(100);
-            held.push(a.onset_tick().await);
-        }
-        assert_eq!(
-            held,
-            [0, 1, 1],
-            "measured from the second tick on, then held; the calm cell never"
-        );
-        // No more denials: the cell leaves two seconds after the last.
-        clock.advance(HOLD_MS);
-        assert_eq!(a.onset_tick().await, 0);
-    }
-
-    #[tokio::test]
-    async fn an_onset_no_other_region_shares_is_let_go_after_the_grace() {
-        let store = Arc::new(MemoryStore::new());
-        let clock = Arc::new(ManualClock::new(START_MS));
-        let a = region("a", &store, &clock);
-        let at = DEFAULT_ONSET_MIN_HITS;
-        admit(&a, "alone", at).await;
-        clock.advance(100);
-        assert_eq!(a.onset_tick().await, 1);
-        // Still growing fast, but no other region counts the cell.
-        for _ in 0..9 {
-            admit(&a, "alone", 2).await;
-            clock.advance(100);
-            a.onset_tick().await;
-        }
-        clock.advance(100);
-        assert_eq!(a.onset_tick().await, 0, "let go a second after its onset");
-    }
-
-    #[tokio::test]
-    async fn an_onset_of_a_counter_alone_in_its_previous_window_gets_no_grace() {
-        let store = Arc::new(MemoryStore::new());
-        let clock = Arc::new(ManualClock::new(START_MS));
-        let (a, b) = (region("a", &store, &clock), region("b", &store, &clock));
-        let at = DEFAULT_ONSET_MIN_HITS;
-        // Counted in this hour by `a` alone, and by both (at the publish floor, 2 % of 600).
-        let floor = 12;
-        admit(&a, "mine", floor).await;
-        admit(&a, "ours", floor).await;
-        admit(&b, "ours", floor).await;
-        for region in [&a, &b] {
-            region.flush().await;
-        }
-        a.sync().await;
-        // The next hour: both surge in `a`, past the gate a flush opens.
-        clock.advance(3_600_000);
-        a.flush().await;
-        admit(&a, "mine", at).await;
-        admit(&a, "ours", at).await;
-        clock.advance(100);
-        assert_eq!(
-            a.onset_tick().await,
-            1,
-            "the shared counter is held for the grace, the other let go at once"
-        );
-        let held = a.hot.update(&a.engine, 2.0, clock.now_ms());
-        assert_eq!(held.len(), 1);
-        assert!(held.iter().all(|key| key.identifier == "ours"), "{held:?}");
-    }
-
-    #[tokio::test]
-    async fn the_cells_watched_at_once_are_bounded() {
-        let store = Arc::new(MemoryStore::new());
-        let clock = Arc::new(ManualClock::new(START_MS));
-        let a = region("a", &store, &clock);
-        let now = clock.now_ms();
-        {
-            let mut hot = a.hot.0.lock().unwrap_or_else(PoisonError::into_inner);
-            for i in 0..MAX_HOT {
-                let key = CellKey::new("d", "4:user/", &format!("flood-{i}"), 3_600_000, 100);
-                hot.entry(key).or_default().onset_at = Some(now);
-            }
-        }
-        admit(&a, "late", DEFAULT_ONSET_MIN_HITS).await;
-        let held = a.hot.update(&a.engine, 2.0, now);
-        assert_eq!(held.len(), MAX_HOT, "the flood's cells only");
-        assert!(held.iter().all(|key| key.identifier.starts_with("flood-")));
-    }
-}
+mod tests;
