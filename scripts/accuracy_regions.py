@@ -18,11 +18,15 @@ Scenarios (as the simulator's):
   concentrated  one region at 2× the limit, two at 0.1× (3 regions)
   onset         as even, and the first window's length of load (which starts in every
                 region at once) is measured too: the onset
+  bursts        5 × the limit per window over 10 regions, all of it within 1 s either side
+                of each window boundary
 
 Admitted ÷ limit is the OK answers of the measured windows ÷ (limit × windows); one window
 is sent first and not counted (the simulator leaves out its first window too). The onset is
 the OK answers of that first window's length ÷ limit, against the simulator's first window
-(`onset_window`). Needs MariaDB
+(`onset_window`). For bursts, each window's figure is the OK answers of the second half of
+the burst at its start and the first half of the one at its end; the first window is not
+counted either. Needs MariaDB
 (root, no password) at --mysql and the `mysql` client; it creates and drops its own database.
 """
 
@@ -53,6 +57,8 @@ def loads(args):
         share = args.load / args.regions
         name = f"{args.scenario}-{args.regions}x{args.load:g}"
         return [share] * args.regions, name
+    if args.scenario == "bursts":
+        return [args.load / args.regions] * args.regions, "bursts"
     return [2.0, 0.1, 0.1], "concentrated"
 
 
@@ -91,6 +97,28 @@ def drive(args, ports, rates, seconds):
     return out
 
 
+BURST_HALF_S = 1
+
+
+def drive_bursts(args, ports, rates, window_s):
+    """The bursts: the second half of one at the next boundary, then a whole one at each of
+    the windows' ends. Returns the OK answers of each window (the first one included)."""
+    def ok(reports):
+        return sum(r["ok"] for r in reports if r), sum(r["errors"] for r in reports if r)
+
+    time.sleep(window_s - time.time() % window_s)
+    windows, errors = [], 0
+    ok_after, e = ok(drive(args, ports, rates, BURST_HALF_S))
+    errors += e
+    for _ in range(args.windows + 1):
+        time.sleep(max(0.0, window_s - BURST_HALF_S - time.time() % window_s))
+        ok_before, e1 = ok(drive(args, ports, rates, BURST_HALF_S))
+        windows.append(ok_after + ok_before)
+        ok_after, e2 = ok(drive(args, ports, rates, BURST_HALF_S))
+        errors += e1 + e2
+    return windows, errors
+
+
 def simulate(args, name):
     cmd = [
         args.sim,
@@ -113,9 +141,11 @@ def simulate(args, name):
 def run(args):
     shares, name = loads(args)
     window_s = args.window_s
-    # Open-loop rates are whole requests per second.
-    rates = [max(1, round(share * args.limit / window_s)) for share in shares]
-    offered = sum(rates) * window_s / args.limit
+    # Open-loop rates are whole requests per second; a burst sends a window's share in
+    # 2 × BURST_HALF_S.
+    active_s = 2 * BURST_HALF_S if args.scenario == "bursts" else window_s
+    rates = [max(1, round(share * args.limit / active_s)) for share in shares]
+    offered = sum(rates) * active_s / args.limit
     db = f"accuracy_regions_{os.getpid()}"
     host, port = args.mysql.split(":")
     mysql(host, port, f"DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}")
@@ -162,13 +192,20 @@ def run(args):
         # The load starts at a window boundary, as the simulator's does: started mid-window,
         # the onset's length of load spans two windows, and the second admits what the sliding
         # window frees on top of the first's limit (a figure of the phase, not of the regions).
-        time.sleep(window_s - time.time() % window_s)
-        onset_reports = drive(args, ports, rates, window_s)
-        onset = sum(r["ok"] for r in onset_reports if r) / args.limit
-        reports = drive(args, ports, rates, window_s * args.windows)
-        ok = sum(r["ok"] for r in reports if r)
-        errors = sum(r["errors"] for r in reports + onset_reports if r)
-        real = ok / (args.limit * args.windows)
+        per_window = []
+        if args.scenario == "bursts":
+            counted, errors = drive_bursts(args, ports, rates, window_s)
+            per_window = [round(ok / args.limit, 3) for ok in counted[1:]]
+            onset = counted[0] / args.limit
+            real = sum(counted[1:]) / (args.limit * args.windows)
+        else:
+            time.sleep(window_s - time.time() % window_s)
+            onset_reports = drive(args, ports, rates, window_s)
+            onset = sum(r["ok"] for r in onset_reports if r) / args.limit
+            reports = drive(args, ports, rates, window_s * args.windows)
+            ok = sum(r["ok"] for r in reports if r)
+            errors = sum(r["errors"] for r in reports + onset_reports if r)
+            real = ok / (args.limit * args.windows)
     finally:
         stop_all(procs, grace_s=15)
         if not args.keep:
@@ -178,6 +215,11 @@ def run(args):
     sim = sum(medians) / len(medians)
     onsets = [s["onset_window"] for s in sims]
     extra = {}
+    if per_window:
+        extra = {
+            "real_per_window_x_limit": per_window,
+            "sim_per_window_max_seeds_1_3": [s["per_window"]["max"] for s in sims],
+        }
     if args.scenario == "onset":
         extra = {
             "real_onset_x_limit": round(onset, 3),
@@ -207,9 +249,9 @@ def run(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", choices=["even", "concentrated", "onset", "both"], default="both")
-    p.add_argument("--regions", type=int, default=5, help="regions of the even scenario")
-    p.add_argument("--load", type=float, default=5.0, help="offered load of the even scenario, × the limit")
+    p.add_argument("--scenario", choices=["even", "concentrated", "onset", "bursts", "both"], default="both")
+    p.add_argument("--regions", type=int, help="regions of the even and onset scenarios (5)")
+    p.add_argument("--load", type=float, default=5.0, help="offered load of the even and onset scenarios, × the limit")
     p.add_argument("--limit", type=int, default=600)
     p.add_argument("--unit", default="minute", choices=["second", "minute", "hour"])
     p.add_argument("--windows", type=int, default=4, help="measured windows")
@@ -223,6 +265,10 @@ def main():
     p.add_argument("--sim-arg", action="append", default=[], help="one more argument for `gcounter-sim` (the serve arguments' counterpart)")
     p.add_argument("--keep", action="store_true", help="keep the database")
     args = p.parse_args()
+    if args.regions is None:
+        args.regions = 10 if args.scenario == "bursts" else 5
+    if args.scenario == "bursts" and (args.regions, args.load) != (10, 5.0):
+        sys.exit("bursts is the simulator's scenario of the same name: 10 regions at 5×")
     args.window_s = {"second": 1, "minute": 60, "hour": 3600}[args.unit]
     for tool in (args.binary, args.loadtest, args.sim):
         if not os.access(tool, os.X_OK):
@@ -247,6 +293,15 @@ def main():
         for r in onsets:
             sim = ", ".join(f"{x:.2f}" for x in r["sim_onset_window_seeds_1_3"])
             print(f"| {r['scenario']} | {r['real_onset_x_limit']:.2f} | {sim} | {r['onset_difference']:+.2f} |")
+    bursts = [r for r in results if "real_per_window_x_limit" in r]
+    if bursts:
+        print()
+        print("| scenario | real per window ÷ limit | simulated per-window max (seeds 1–3) |")
+        print("|---|---|---|")
+        for r in bursts:
+            real = ", ".join(f"{x:.2f}" for x in r["real_per_window_x_limit"])
+            sim = ", ".join(f"{x:.2f}" for x in r["sim_per_window_max_seeds_1_3"])
+            print(f"| {r['scenario']} | {real} | {sim} |")
     if any(r["grpc_errors"] for r in results):
         sys.exit("gRPC errors during the run")
 

@@ -217,15 +217,20 @@ fn rfc(seed: u64) -> Scenario {
 
 impl Scenario {
     /// Another limit and window for a scenario of one limit: each source keeps its load as a
-    /// multiple of the limit per window.
+    /// multiple of the limit per window. A burst at the boundaries keeps its width, so only
+    /// the limit scales its rate.
     pub fn rescale(&mut self, limit: u64, window_ms: u64) {
         let (limit, window_ms) = (limit.max(1), window_ms.max(1));
-        let factor =
-            (limit as f64 / self.limit as f64) * (self.window_ms as f64 / window_ms as f64);
+        let by_limit = limit as f64 / self.limit as f64;
+        let by_window = self.window_ms as f64 / window_ms as f64;
         for source in &mut self.sources {
-            source.rate *= factor;
-            if let Shape::From(start) = &mut source.shape {
-                *start = *start * window_ms / self.window_ms;
+            match &mut source.shape {
+                Shape::Boundaries { .. } => source.rate *= by_limit,
+                Shape::From(start) => {
+                    source.rate *= by_limit * by_window;
+                    *start = *start * window_ms / self.window_ms;
+                }
+                Shape::Constant => source.rate *= by_limit * by_window,
             }
         }
         self.limit = limit;
@@ -333,4 +338,32 @@ pub fn named(name: &str, seed: u64) -> Option<Scenario> {
             build(name, regions, load)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests offered per window, whatever the shape.
+    fn offered_per_window(scenario: &Scenario) -> f64 {
+        scenario
+            .sources
+            .iter()
+            .map(|source| match source.shape {
+                Shape::Boundaries { width_ms } => source.rate * (2 * width_ms) as f64 / 1_000.0,
+                _ => source.rate * scenario.window_ms as f64 / 1_000.0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_rescaled_scenario_offers_the_same_multiple_of_its_limit() {
+        for name in ["bursts", "even-10x5"] {
+            let mut scenario = named(name, 1).expect("a scenario");
+            let before = offered_per_window(&scenario) / scenario.limit as f64;
+            scenario.rescale(600, 60_000);
+            let after = offered_per_window(&scenario) / 600.0;
+            assert!((after - before).abs() < 1e-9, "{name}: {before} → {after}");
+        }
+    }
 }
