@@ -247,6 +247,21 @@ def run(args):
     }
 
 
+def figures(values):
+    return ", ".join(f"{x:.2f}" for x in values)
+
+
+def table(header, rows):
+    """A markdown table, printed after a blank line; nothing without rows."""
+    if not rows:
+        return
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", choices=["even", "concentrated", "onset", "bursts", "both"], default="both")
@@ -280,28 +295,23 @@ def main():
         result = run(args)
         print(json.dumps(result), flush=True)
         results.append(result)
-    print()
-    print("| scenario | regions | offered × limit | windows of " + f"{args.window_s} s" + " | real admitted ÷ limit | simulated (median, seeds 1–3) | difference |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['scenario']} | {r['regions']} | {r['offered_x_limit']} | {r['windows']} | {r['real_admitted_x_limit']:.2f} | {r['sim_median_x_limit']:.2f} | {r['difference']:+.2f} |")
-    onsets = [r for r in results if "real_onset_x_limit" in r]
-    if onsets:
-        print()
-        print("| scenario | real onset ÷ limit | simulated onset window (seeds 1–3) | difference |")
-        print("|---|---|---|---|")
-        for r in onsets:
-            sim = ", ".join(f"{x:.2f}" for x in r["sim_onset_window_seeds_1_3"])
-            print(f"| {r['scenario']} | {r['real_onset_x_limit']:.2f} | {sim} | {r['onset_difference']:+.2f} |")
-    bursts = [r for r in results if "real_per_window_x_limit" in r]
-    if bursts:
-        print()
-        print("| scenario | real per window ÷ limit | simulated per-window max (seeds 1–3) |")
-        print("|---|---|---|")
-        for r in bursts:
-            real = ", ".join(f"{x:.2f}" for x in r["real_per_window_x_limit"])
-            sim = ", ".join(f"{x:.2f}" for x in r["sim_per_window_max_seeds_1_3"])
-            print(f"| {r['scenario']} | {real} | {sim} |")
+    table(
+        ["scenario", "regions", "offered × limit", f"windows of {args.window_s} s",
+         "real admitted ÷ limit", "simulated (median, seeds 1–3)", "difference"],
+        [[r["scenario"], r["regions"], r["offered_x_limit"], r["windows"],
+          f"{r['real_admitted_x_limit']:.2f}", f"{r['sim_median_x_limit']:.2f}",
+          f"{r['difference']:+.2f}"] for r in results],
+    )
+    table(
+        ["scenario", "real onset ÷ limit", "simulated onset window (seeds 1–3)", "difference"],
+        [[r["scenario"], f"{r['real_onset_x_limit']:.2f}", figures(r["sim_onset_window_seeds_1_3"]),
+          f"{r['onset_difference']:+.2f}"] for r in results if "real_onset_x_limit" in r],
+    )
+    table(
+        ["scenario", "real per window ÷ limit", "simulated per-window max (seeds 1–3)"],
+        [[r["scenario"], figures(r["real_per_window_x_limit"]), figures(r["sim_per_window_max_seeds_1_3"])]
+         for r in results if "real_per_window_x_limit" in r],
+    )
     if any(r["grpc_errors"] for r in results):
         sys.exit("gRPC errors during the run")
 
