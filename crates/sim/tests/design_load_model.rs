@@ -21,8 +21,8 @@ fn the_design_load_model_costs_the_database_what_is_published() {
             denied: 3.2,
             upserts_per_s: 3.6,
             rows_written_per_s: 2_188.0,
-            syncs_per_s: 3.5,
-            rows_read_per_s: 42_019.0,
+            syncs_per_s: 3.4,
+            rows_read_per_s: 41_754.0,
         },
     );
     // The design's budget: at most 2 × 600–6,000 row writes/s and 3.3 statements/s of each
@@ -30,10 +30,12 @@ fn the_design_load_model_costs_the_database_what_is_published() {
     // process also publishes the closing count (the region's final total) of the cells that
     // expire, a flush past 1,000 rows takes a second statement (about one in ten), and the
     // fast cadence publishes and syncs the cells it holds every 100 ms (3.6 upserts/s and
-    // 3.5 syncs/s, against 3.6 and 3.4 with it off).
+    // 3.4 syncs/s, as with it off: its onsets publish once and sync no more).
     assert!(report.rows_written_per_s <= 12_000.0, "{report:?}");
+    // The fast cadence's own target: no more sync statements than the normal cadence's
+    // (3.41/s with `--onset-fraction 0`; 1,022 statements, where the default runs 1,027).
     assert!(
-        report.upserts_per_s <= 3.7 && report.syncs_per_s <= 3.6,
+        report.upserts_per_s <= 3.7 && report.syncs_per_s <= 3.43,
         "{report:?}"
     );
 }

@@ -145,6 +145,41 @@ async fn an_onset_no_other_region_shares_is_let_go_after_the_grace() {
 }
 
 #[tokio::test]
+async fn a_fast_tick_with_nothing_to_publish_or_share_does_not_sync() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let (a, b) = (region("a", &store, &clock), region("b", &store, &clock));
+    let at = DEFAULT_ONSET_MIN_HITS;
+    admit(&a, "alone", at).await;
+    clock.advance(100);
+    assert_eq!(a.onset_tick().await, 1, "held, published and synced");
+    // Another region counts another counter; `a` admits nothing more in the held one.
+    // Over the publish floor (2 % of 600).
+    admit(&b, "elsewhere", 13).await;
+    b.flush().await;
+    let seen = |counters: &GlobalCounters| {
+        counters
+            .engine
+            .inspection()
+            .inspect(&CounterKeyRef::new(
+                &"d".into(),
+                &"4:user/".into(),
+                "elsewhere",
+                3_600_000,
+            ))
+            .current
+            .map(|cell| cell.total())
+    };
+    clock.advance(100);
+    assert_eq!(a.onset_tick().await, 1, "still held, for its grace");
+    assert_eq!(seen(&a), None, "nothing published, nothing shared: no sync");
+    admit(&a, "alone", 2).await;
+    clock.advance(100);
+    assert_eq!(a.onset_tick().await, 1);
+    assert_eq!(seen(&a), Some(13), "a tick that publishes syncs");
+}
+
+#[tokio::test]
 async fn an_onset_of_a_counter_alone_in_its_previous_window_gets_no_grace() {
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::new(START_MS));
