@@ -4,6 +4,8 @@
 
     python3 scripts/abuse.py [--binary target/release/gcounter-rls] [--seconds 30]
 
+The binaries default to $CARGO_TARGET_DIR/release when it is set, target/release otherwise.
+
 Starts the binary (`serve --config config/example.yaml` on free loopback ports; add server
 flags after `--`), then runs, one after the other, each for --seconds:
   * baseline: legitimate load only;
@@ -33,6 +35,8 @@ import urllib.request
 from harness import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where `cargo build --release` put the binaries (a shared CARGO_TARGET_DIR too).
+RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release")
 
 
 def rss_mib(pid):
@@ -141,7 +145,7 @@ def phase(name, args, server, attack_argv):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "gcounter-rls"))
+    parser.add_argument("--binary", default=os.path.join(RELEASE, "gcounter-rls"))
     parser.add_argument("--abuse-binary", help="default: rls-abuse next to --binary")
     parser.add_argument("--loadtest-binary", help="default: gcounter-loadtest next to --binary")
     parser.add_argument("--config", default=os.path.join(ROOT, "config", "example.yaml"))

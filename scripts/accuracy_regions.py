@@ -42,6 +42,8 @@ import time
 from harness import free_port, stop_all, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where `cargo build --release` put the binaries (a shared CARGO_TARGET_DIR too).
+RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release")
 
 
 def mysql(host, port, sql):
@@ -273,9 +275,9 @@ def main():
     p.add_argument("--interval-ms", type=int, default=1000, help="global flush and sync interval")
     p.add_argument("--db-lag-ms", type=int, default=1, help="the simulator's database lag")
     p.add_argument("--mysql", default="127.0.0.1:3306")
-    p.add_argument("--binary", default=os.path.join(ROOT, "target/release/gcounter-rls"))
-    p.add_argument("--loadtest", default=os.path.join(ROOT, "target/release/gcounter-loadtest"))
-    p.add_argument("--sim", default=os.path.join(ROOT, "target/release/gcounter-sim"))
+    p.add_argument("--binary", default=os.path.join(RELEASE, "gcounter-rls"))
+    p.add_argument("--loadtest", default=os.path.join(RELEASE, "gcounter-loadtest"))
+    p.add_argument("--sim", default=os.path.join(RELEASE, "gcounter-sim"))
     p.add_argument("--serve-arg", action="append", default=[], help="one more argument for every `serve`")
     p.add_argument("--sim-arg", action="append", default=[], help="one more argument for `gcounter-sim` (the serve arguments' counterpart)")
     p.add_argument("--keep", action="store_true", help="keep the database")
