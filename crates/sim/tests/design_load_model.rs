@@ -1,6 +1,6 @@
 //! The figures ACCURACY.md and docs/multi-region.md publish for the two many-key scenarios,
 //! seed 1, in full: `rfc` (the design's load model: 33 processes in 10 regions, 24,000 keys,
-//! 10 s intervals; what the database is asked) and `zipf`. Each takes a minute or more in a
+//! 10 s intervals; what the database is asked) and `zipf`. Each takes minutes in a
 //! debug build: they run in the `sim-heavy` test group, one at a time (.config/nextest.toml).
 
 mod common;
