@@ -5,7 +5,7 @@
 use super::Engine;
 use super::cell::SharedCell;
 use super::table::{self, CellTable};
-use crate::cell_key::{CellKey, CellKeyRef};
+use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
 /// A held cell as the fast cadence sees it at a tick.
@@ -184,24 +184,23 @@ impl<'e> Publication<'e> {
     /// count and no other region's: a counter of this region alone, as far as this process
     /// knows.
     pub fn counted_alone_before(&self, key: &CellKey) -> bool {
-        key.sequence.checked_sub(1).is_some_and(|sequence| {
-            self.table
-                .get(&key.borrowed().with_sequence(sequence))
-                .is_some_and(|cell| cell.regional() > 0 && cell.global() == 0)
-        })
+        self.previous(key)
+            .is_some_and(|cell| cell.regional() > 0 && cell.global() == 0)
     }
 
     /// Whether another region counts in the cell, or did in the counter's previous window
     /// (early in a window, before a sync brought the others' counts, the previous cell's tell
     /// that the limit is shared, as they do for a decision).
     pub fn shared_now_or_before(&self, key: &CellKey) -> bool {
-        let shared =
-            |key: CellKeyRef<'_>| self.table.get(&key).is_some_and(|cell| cell.global() > 0);
-        shared(key.borrowed())
-            || key
-                .sequence
-                .checked_sub(1)
-                .is_some_and(|sequence| shared(key.borrowed().with_sequence(sequence)))
+        let shared = |cell: SharedCell| cell.global() > 0;
+        self.table.get(&key.borrowed()).is_some_and(shared)
+            || self.previous(key).is_some_and(shared)
+    }
+
+    /// The counter's previous window's cell, when the table holds it.
+    fn previous(&self, key: &CellKey) -> Option<SharedCell> {
+        let sequence = key.sequence.checked_sub(1)?;
+        self.table.get(&key.borrowed().with_sequence(sequence))
     }
 
     /// Merge what the global sync read for one cell: the other regions' sum into `global`,

@@ -32,6 +32,14 @@ async fn decide(counters: &GlobalCounters, identifier: &str, times: u64) -> u64 
     admitted
 }
 
+/// The total (all regions) `counters` holds of `identifier`'s current cell; `None`: no cell.
+fn total_seen(counters: &GlobalCounters, identifier: &str) -> Option<u64> {
+    let (workspace, namespace): (Arc<str>, Arc<str>) = ("d".into(), "4:user/".into());
+    let counter = CounterKeyRef::new(&workspace, &namespace, identifier, 3_600_000);
+    let seen = counters.engine.inspection().inspect(&counter);
+    seen.current.map(|cell| cell.total())
+}
+
 async fn admit(counters: &GlobalCounters, identifier: &str, times: u64) {
     assert_eq!(decide(counters, identifier, times).await, times);
 }
@@ -60,13 +68,7 @@ async fn a_cell_at_its_onset_is_published_and_synced_at_the_fast_cadence() {
     );
     assert_eq!(b.onset_tick().await, 1);
     // `b` synced after `a` published: it counts `a`'s hits.
-    let seen = b.engine.inspection().inspect(&CounterKeyRef::new(
-        &"d".into(),
-        &"4:user/".into(),
-        "surge",
-        3_600_000,
-    ));
-    assert_eq!(seen.current.map(|c| c.total()), Some(2 * at));
+    assert_eq!(total_seen(&b, "surge"), Some(2 * at));
     // No more growth: the cell leaves two seconds after its last crossing.
     clock.advance(HOLD_MS);
     assert_eq!(a.onset_tick().await, 0);
@@ -157,26 +159,21 @@ async fn a_fast_tick_with_nothing_to_publish_or_share_does_not_sync() {
     // Over the publish floor (2 % of 600).
     admit(&b, "elsewhere", 13).await;
     b.flush().await;
-    let seen = |counters: &GlobalCounters| {
-        counters
-            .engine
-            .inspection()
-            .inspect(&CounterKeyRef::new(
-                &"d".into(),
-                &"4:user/".into(),
-                "elsewhere",
-                3_600_000,
-            ))
-            .current
-            .map(|cell| cell.total())
-    };
     clock.advance(100);
     assert_eq!(a.onset_tick().await, 1, "still held, for its grace");
-    assert_eq!(seen(&a), None, "nothing published, nothing shared: no sync");
+    assert_eq!(
+        total_seen(&a, "elsewhere"),
+        None,
+        "nothing published, nothing shared: no sync"
+    );
     admit(&a, "alone", 2).await;
     clock.advance(100);
     assert_eq!(a.onset_tick().await, 1);
-    assert_eq!(seen(&a), Some(13), "a tick that publishes syncs");
+    assert_eq!(
+        total_seen(&a, "elsewhere"),
+        Some(13),
+        "a tick that publishes syncs"
+    );
 }
 
 #[tokio::test]
