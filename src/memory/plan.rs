@@ -197,7 +197,7 @@ impl MemoryPlan {
     pub fn pools(&self) -> Vec<(&'static str, u64)> {
         let mut pools = vec![
             // All of --max-cell-bytes: the cell table (`cells`) and its shares sampled at
-            // scrape time (`replay_queue`, `strict_mode`, `penalty_box`).
+            // scrape time (`replay_queue`, `strict_mode`, `penalty_box`, `foreign_components`).
             ("cell_bytes", self.cells.value),
             ("request_bytes", self.request_bytes.value),
             ("transport", self.transport_bytes()),

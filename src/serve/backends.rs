@@ -12,7 +12,7 @@ use gcounter_engine::global::{GlobalCounters, GlobalStore};
 use gcounter_engine::recorder::Recorder;
 use gcounter_engine::regional::{GuardedOrigin, InProcessOrigin, RegionalOrigin};
 use gcounter_redis::{RedisOrigin, install_tls_provider};
-use gcounter_sql::SqlStore;
+use gcounter_sql::{SqlSettings, SqlStore};
 
 use super::settings::{GlobalGroup, Region, Regional};
 
@@ -54,7 +54,11 @@ pub(super) async fn global_counters(
     };
     // Only a URL that cannot be used fails here: the pool connects lazily, and the loops
     // (and the migration, with --migrate) retry until the database answers.
-    let store = SqlStore::connect(&global.database_url)
+    let sql = SqlSettings {
+        sync_overlap: global.sync_overlap,
+        ..SqlSettings::default()
+    };
+    let store = SqlStore::connect_with(&global.database_url, sql)
         .await
         .context("invalid --database-url")?;
     tracing::info!(

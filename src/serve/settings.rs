@@ -151,6 +151,8 @@ impl fmt::Debug for Regional {
 pub struct GlobalGroup {
     pub database_url: String,
     pub settings: GlobalSettings,
+    /// `--global-sync-overlap` (`SqlSettings::sync_overlap`).
+    pub sync_overlap: Duration,
 }
 
 impl fmt::Debug for GlobalGroup {
@@ -158,6 +160,7 @@ impl fmt::Debug for GlobalGroup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GlobalGroup")
             .field("settings", &self.settings)
+            .field("sync_overlap", &self.sync_overlap)
             .finish_non_exhaustive()
     }
 }
@@ -388,6 +391,7 @@ impl ServeSettings {
             .clone()
             .map(|database_url| GlobalGroup {
                 database_url,
+                sync_overlap: args.global.global_sync_overlap,
                 settings: GlobalSettings {
                     migrate: args.global.migrate,
                     repeated_warning_interval: args.telemetry.repeated_warning_interval,

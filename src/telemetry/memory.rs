@@ -19,7 +19,8 @@ struct SourceLabels {
 pub struct PoolLabels {
     /// The plan's pools: `cell_bytes`, `request_bytes`, `transport`, `metric_series`,
     /// `reserve`; and the shares of `cell_bytes` sampled at scrape time with what they hold
-    /// (`rls_memory_bytes`): `cells`, `replay_queue`, `strict_mode`, `penalty_box`.
+    /// (`rls_memory_bytes`): `cells`, `replay_queue`, `strict_mode`, `penalty_box`,
+    /// `foreign_components`.
     pub pool: &'static str,
 }
 

@@ -79,7 +79,7 @@ struct SwitchLabels {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryPool {
     /// The `pool` label: `cells`, `replay_queue`, `strict_mode`, `penalty_box`,
-    /// `request_bytes`.
+    /// `foreign_components`, `request_bytes`.
     pub pool: &'static str,
     pub bytes: u64,
     pub budget: u64,

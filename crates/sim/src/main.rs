@@ -58,6 +58,12 @@ struct Args {
     /// Tick this many times as often while a shared onset nears its limit (1: never).
     #[arg(long)]
     urgent_divisor: Option<u32>,
+    /// A full sync at least this often (0: every sync is full).
+    #[arg(long)]
+    full_sync_ms: Option<u64>,
+    /// How far before its previous read an incremental sync starts reading.
+    #[arg(long)]
+    sync_overlap_ms: Option<u64>,
     #[arg(long)]
     write_latency_ms: Option<u64>,
     #[arg(long)]
@@ -112,6 +118,8 @@ fn main() -> std::process::ExitCode {
             (args.sync_ms, &mut fleet.sync_ms),
             (args.write_latency_ms, &mut fleet.write_latency_ms),
             (args.read_latency_ms, &mut fleet.read_latency_ms),
+            (args.full_sync_ms, &mut fleet.full_sync_ms),
+            (args.sync_overlap_ms, &mut fleet.sync_overlap_ms),
             (args.onset_min_hits, &mut fleet.onset_min_hits),
             (args.onset_interval_ms, &mut fleet.onset_interval_ms),
         ] {

@@ -20,6 +20,10 @@ pub struct Fleet {
     pub onset_min_hits: u64,
     pub onset_interval_ms: u64,
     pub urgent_divisor: u32,
+    pub full_sync_ms: u64,
+    /// How far before its previous read's mark an incremental sync starts
+    /// (`SqlSettings::sync_overlap`).
+    pub sync_overlap_ms: u64,
     pub write_latency_ms: u64,
     pub read_latency_ms: u64,
     /// The engine's replay to the regional origin.
@@ -43,6 +47,8 @@ impl Default for Fleet {
             onset_min_hits: gcounter_engine::global::DEFAULT_ONSET_MIN_HITS,
             onset_interval_ms: gcounter_engine::global::DEFAULT_ONSET_INTERVAL.as_millis() as u64,
             urgent_divisor: gcounter_engine::global::DEFAULT_ONSET_URGENT_DIVISOR,
+            full_sync_ms: gcounter_engine::global::DEFAULT_FULL_SYNC_INTERVAL.as_millis() as u64,
+            sync_overlap_ms: gcounter_engine::global::DEFAULT_SYNC_OVERLAP.as_millis() as u64,
             write_latency_ms: 50,
             read_latency_ms: 50,
             replay_ms: 100,

@@ -218,6 +218,7 @@ async fn simulate(
     let store = Arc::new(LaggedStore::new(
         fleet.write_latency_ms,
         fleet.read_latency_ms,
+        Duration::from_millis(fleet.sync_overlap_ms),
     ));
     let metrics: Arc<dyn Recorder> = Arc::new(NoRecorder);
     let settings = GlobalSettings {
@@ -231,6 +232,7 @@ async fn simulate(
         onset_min_hits: fleet.onset_min_hits,
         onset_interval: Duration::from_millis(fleet.onset_interval_ms),
         onset_urgent_divisor: fleet.urgent_divisor,
+        full_sync_interval: Duration::from_millis(fleet.full_sync_ms),
         ..GlobalSettings::default()
     };
     let max_cells = 200_000;

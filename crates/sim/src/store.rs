@@ -3,20 +3,21 @@
 //! A publish becomes visible to syncs `write_latency_ms` after it was issued; a sync sees the
 //! store as it was `read_latency_ms` ago (a replica behind the primary). Every call is counted
 //! as the SQL store would run it: one upsert statement per chunk of distinct rows, one
-//! `SELECT … GROUP BY` per sync, one row read per cell it returns.
+//! `SELECT` per sync, one row read per row it returns (each a region's component of a cell).
 //!
 //! The store's clock, which stamps rows and marks incremental syncs, is virtual time: a write
 //! is stamped when it becomes visible, a read is marked at the instant it sees. Incremental
-//! reads start [`DEFAULT_SYNC_OVERLAP`] before the previous read, as the SQL store's do, so
-//! they read again what changed in that overlap, as the SQL store does.
+//! reads start an overlap (the fleet's; the SQL store's default is
+//! [`DEFAULT_SYNC_OVERLAP`](gcounter_engine::global::DEFAULT_SYNC_OVERLAP))
+//! before the previous read, so they read again what changed in it, as the SQL store does.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use gcounter_engine::cell_key::CellKey;
 use gcounter_engine::global::{
-    Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, MemoryStore, StoreError, StoreFuture, SyncQuery,
-    SyncRead, SyncedCell,
+    Chunk, GlobalStore, MemoryStore, StoreError, StoreFuture, SyncQuery, SyncRead, SyncedRow,
 };
 use gcounter_engine::pn::PnCount;
 use serde::Serialize;
@@ -47,9 +48,9 @@ pub struct LaggedStore {
 }
 
 impl LaggedStore {
-    pub fn new(write_latency_ms: u64, read_latency_ms: u64) -> Self {
+    pub fn new(write_latency_ms: u64, read_latency_ms: u64, sync_overlap: Duration) -> Self {
         Self {
-            inner: MemoryStore::new().with_overlap(DEFAULT_SYNC_OVERLAP),
+            inner: MemoryStore::new().with_overlap(sync_overlap),
             write_latency_ms,
             read_latency_ms,
             pending: Mutex::new(VecDeque::new()),
@@ -85,8 +86,8 @@ impl LaggedStore {
 }
 
 impl LaggedStore {
-    /// A read of the store as it was `read_latency_ms` ago, counted as one statement and one
-    /// row per cell it returns.
+    /// A read of the store as it was `read_latency_ms` ago, counted as one statement and the
+    /// rows it returns.
     async fn counted_read<'a, T>(
         &'a self,
         now_ms: u64,
@@ -147,11 +148,11 @@ impl GlobalStore for LaggedStore {
         Box::pin(self.counted_read(
             query.now_ms,
             move || self.inner.sync(query),
-            |read| read.cells.len(),
+            |read| read.rows.len(),
         ))
     }
 
-    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedRow>> {
         Box::pin(self.counted_read(
             now_ms,
             move || self.inner.own_rows(region, now_ms),

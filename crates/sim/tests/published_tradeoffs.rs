@@ -120,3 +120,45 @@ fn flush_every_100_ms_and_sync_every_500_ms_hold_every_hot_key_target() {
         worst_at_most(name, intervals, published);
     }
 }
+
+#[test]
+fn at_one_hot_key_a_sync_reads_a_fifth_of_the_rows_of_a_full_one_or_less() {
+    // Rows read per sync, seed 1: as published, and with every sync full (`--full-sync-ms 0
+    // --onset-fraction 0`, the previous releases' syncs at their cadence). Published: (name,
+    // full, as published, the cut asserted).
+    for (name, full, now, cut) in [
+        ("even-10x2", 17.61, 2.79, 6.3),
+        ("even-10x5", 17.32, 2.59, 6.6),
+        ("even-10x10", 18.43, 1.97, 9.3),
+        ("onset-10x20", 18.79, 1.67, 11.2),
+    ] {
+        let per_sync = |report: &gcounter_sim::Report| {
+            report.load.rows_read as f64 / report.load.sync_statements.max(1) as f64
+        };
+        let every_sync_full = |s: &mut Scenario| {
+            s.fleet.onset_fraction = 0.0;
+            s.fleet.full_sync_ms = 0;
+        };
+        let full_read = per_sync(first(&check(
+            name,
+            &[1],
+            every_sync_full,
+            Bounds::default(),
+        )));
+        let read = per_sync(first(&check(name, &[1], |_| {}, Bounds::default())));
+        println!("{name}: {full_read:.2} rows per full sync, {read:.2} per sync");
+        assert!(
+            (full_read - full).abs() <= 0.05,
+            "{name}: {full_read:.2} per full sync, published {full}"
+        );
+        assert!(
+            read <= now + 0.05,
+            "{name}: {read:.2} per sync, published {now}"
+        );
+        assert!(
+            full_read / read >= cut,
+            "{name}: cut {:.1}, published {cut}",
+            full_read / read
+        );
+    }
+}

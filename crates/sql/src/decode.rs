@@ -1,5 +1,5 @@
-//! Decoding the rows of a sync into cells: a row this code could not have written (not UTF-8,
-//! a negative number) is no cell and is skipped.
+//! Decoding the rows of a sync: a row this code could not have written (not UTF-8, a negative
+//! number) is skipped.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sea_orm::{DbErr, QueryResult};
 
 use gcounter_engine::cell_key::CellKey;
-use gcounter_engine::global::SyncedCell;
+use gcounter_engine::global::SyncedRow;
 use gcounter_engine::pn::PnCount;
 
 /// Shares one `Arc<str>` per distinct workspace and namespace within a sync: many cells
@@ -26,31 +26,42 @@ impl Interner {
     }
 }
 
-/// One grouped row; `Ok(None)` when it is not a cell this code could have written.
+/// One row of a sync; `Ok(None)` when it is not a row this code could have written.
 pub(crate) fn decode_synced(
     row: &QueryResult,
     interned: &mut Interner,
-) -> Result<Option<SyncedCell>, DbErr> {
+) -> Result<Option<SyncedRow>, DbErr> {
     let workspace: Vec<u8> = row.try_get_by_index(0)?;
     let namespace: Vec<u8> = row.try_get_by_index(1)?;
     let identifier: Vec<u8> = row.try_get_by_index(2)?;
     let duration_ms: i64 = row.try_get_by_index(3)?;
     let sequence: i64 = row.try_get_by_index(4)?;
-    let foreign: i64 = row.try_get_by_index(5)?;
-    let own: i64 = row.try_get_by_index(6)?;
-    let foreign_refunds: i64 = row.try_get_by_index(7)?;
-    let own_refunds: i64 = row.try_get_by_index(8)?;
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    let (Some(workspace), Some(namespace), Ok(identifier), Ok(duration_ms), Ok(sequence)) = (
+    let region: Vec<u8> = row.try_get_by_index(5)?;
+    let count: i64 = row.try_get_by_index(6)?;
+    let refunds: i64 = row.try_get_by_index(7)?;
+    let (
+        Some(workspace),
+        Some(namespace),
+        Some(region),
+        Ok(identifier),
+        Ok(duration_ms),
+        Ok(sequence),
+        Ok(count),
+        Ok(refunds),
+    ) = (
         interned.get(workspace),
         interned.get(namespace),
+        interned.get(region),
         String::from_utf8(identifier),
         u64::try_from(duration_ms),
         u64::try_from(sequence),
-    ) else {
+        u64::try_from(count),
+        u64::try_from(refunds),
+    )
+    else {
         return Ok(None);
     };
-    Ok(Some(SyncedCell {
+    Ok(Some(SyncedRow {
         key: CellKey {
             workspace,
             namespace,
@@ -58,7 +69,7 @@ pub(crate) fn decode_synced(
             duration_ms,
             sequence,
         },
-        foreign: PnCount::new(count(foreign), count(foreign_refunds)),
-        own: PnCount::new(count(own), count(own_refunds)).capped(),
+        region,
+        count: PnCount::new(count, refunds).capped(),
     }))
 }

@@ -1,5 +1,6 @@
 //! The statements of each backend's SQL dialect (MySQL/MariaDB, PostgreSQL, SQLite): the
-//! upsert of own components, the sync of foreign sums, the bounded delete of expired rows.
+//! upsert of own components, the sync of foreign components, the bounded delete of expired
+//! rows.
 //! Building them only; [`crate::SqlStore`] runs them.
 
 use std::fmt::Write as _;
@@ -165,14 +166,28 @@ impl Dialect {
         }
     }
 
-    /// The sync; `changed` restricts it to the cells with a foreign row stamped at or after
-    /// a mark (a join on those cells' keys, found through the `changed_at` index). The last
+    /// A row as sync and `own_rows` read it: the key, the region, hits, and refunds at most
+    /// hits (the refund rule, whoever wrote the row); `t` the table's alias.
+    fn row_columns(self) -> String {
+        let t = |c: &str| format!("t.{}", self.quote(c));
+        let (count, refunds) = (t("count"), t("refunds"));
+        format!(
+            "{}, {}, {count}, {}({refunds}, {count})",
+            CELL_KEY_COLUMNS.map(t).join(", "),
+            t("region"),
+            self.least(),
+        )
+    }
+
+    /// The sync: live rows, a region's component each, in two parts. The foreign rows
+    /// (`changed`: only those stamped at or after a mark, found through the `changed_at`
+    /// index), and this region's own row of each cell one of them belongs to (a join on
+    /// those cells' distinct keys, each own row looked up by key): so the database reads the
+    /// rows it returns, not every row of a changed cell (ACCURACY.md has the plans). The last
     /// column is the database's clock, the next read's mark before its overlap.
     fn sync_sql(self, changed: bool) -> String {
         let q = |c: &str| self.quote(c);
         let t = |c: &str| format!("t.{}", self.quote(c));
-        let (region, count, refunds) = (t("region"), t("count"), t("refunds"));
-        let key = CELL_KEY_COLUMNS.map(t).join(", ");
         let mut n = 0;
         let mut placeholder = || {
             let mut p = String::new();
@@ -180,92 +195,69 @@ impl Dialect {
             self.placeholder(&mut p, n);
             p
         };
-        let [p1, p2, p3, p4] = [(); 4].map(|()| placeholder());
-        let join = if changed {
-            let [since, foreign, live] = [(); 3].map(|()| placeholder());
-            let on = CELL_KEY_COLUMNS
-                .map(|c| format!("{} = c.{}", t(c), q(c)))
-                .join(" AND ");
+        let table = q(TABLE);
+        let (expires_at, changed_at, region) = (q("expires_at"), q("changed_at"), q("region"));
+        let mut foreign_rows = |alias: &str| {
+            let live = placeholder();
+            let since = if changed {
+                format!(" AND {alias}{changed_at} >= {}", placeholder())
+            } else {
+                String::new()
+            };
             format!(
-                "JOIN (SELECT DISTINCT {} FROM {} WHERE {} >= {since} AND {} <> {foreign} \
-                 AND {} > {live}) c ON {on} ",
-                CELL_KEY_COLUMNS.map(q).join(", "),
-                q(TABLE),
-                q("changed_at"),
-                q("region"),
-                q("expires_at"),
+                "{alias}{expires_at} > {live}{since} AND {alias}{region} <> {}",
+                placeholder()
             )
-        } else {
-            String::new()
         };
-        let [p5, p6] = [(); 2].map(|()| placeholder());
-        let least = self.least();
-        // A row's refunds count at most up to its hits (the refund rule), whoever wrote it.
-        let row_refunds = format!("{least}({refunds}, {count})");
-        let foreign = format!("COALESCE(SUM(CASE WHEN {region} <> {p1} THEN {count} END), 0)");
-        let own = format!("COALESCE(MAX(CASE WHEN {region} = {p2} THEN {count} END), 0)");
-        let foreign_refunds =
-            format!("COALESCE(SUM(CASE WHEN {region} <> {p3} THEN {row_refunds} END), 0)");
-        let own_refunds =
-            format!("COALESCE(MAX(CASE WHEN {region} = {p4} THEN {row_refunds} END), 0)");
-        // SUM of BIGINT is DECIMAL/NUMERIC on MySQL and PostgreSQL: cap it, back to BIGINT.
-        // SQLite's SUM is already an integer (and errors rather than overflow).
-        let cast = |sum: String, max: bool| match (self.0, max) {
-            (DbBackend::MySql, false) => format!("CAST(LEAST({sum}, {}) AS SIGNED)", i64::MAX),
-            (DbBackend::MySql, true) => format!("CAST({sum} AS SIGNED)"),
-            (DbBackend::Postgres, false) => format!("CAST(LEAST({sum}, {}) AS BIGINT)", i64::MAX),
-            (DbBackend::Postgres, true) => format!("CAST({sum} AS BIGINT)"),
-            _ => sum,
-        };
+        let foreign = foreign_rows("t.");
+        let foreign_cells = foreign_rows("");
+        let (own_region, own_live) = (placeholder(), placeholder());
+        let on = CELL_KEY_COLUMNS
+            .map(|c| format!("{} = c.{}", t(c), q(c)))
+            .join(" AND ");
+        let select = format!(
+            "SELECT {}, {} FROM {table} t",
+            self.row_columns(),
+            self.clock_ms()
+        );
         // Only cells another region wrote: a cell only this region wrote has nothing to
         // import (its own row is a copy of what the regional origin holds), and returning it
         // made every process read back every row its region published.
-        let has_foreign = format!("HAVING COUNT(CASE WHEN {region} <> {p6} THEN 1 END) > 0");
         format!(
-            "SELECT {key}, {}, {}, {}, {}, {} FROM {} t {join}WHERE {} > {p5} GROUP BY {key} \
-             {has_foreign}",
-            cast(foreign, false),
-            cast(own, true),
-            cast(foreign_refunds, false),
-            cast(own_refunds, true),
-            self.clock_ms(),
-            q(TABLE),
+            "{select} WHERE {foreign} UNION ALL {select} JOIN (SELECT DISTINCT {} FROM {table} \
+             WHERE {foreign_cells}) c ON {on} WHERE {} = {own_region} AND {} > {own_live}",
+            CELL_KEY_COLUMNS.map(q).join(", "),
+            t("region"),
             t("expires_at"),
         )
     }
 
-    /// This region's view: per cell that another region wrote (with `since`, one that
-    /// another region changed at or after it), the sum of the other regions' components and
-    /// this region's own, hits and refunds, and the database's clock.
+    /// This region's view: the live rows of the cells another region wrote (with `since`,
+    /// only the foreign rows stamped at or after it and this region's rows of their cells),
+    /// and the database's clock.
     pub(crate) fn sync(self, region: &str, now_ms: u64, since: Option<i64>) -> Statement {
         let region = || Value::from(region.as_bytes().to_vec());
         let now = || Value::from(clamp(now_ms));
-        let mut values = vec![region(), region(), region(), region()];
-        if let Some(since) = since {
-            values.extend([Value::from(since), region(), now()]);
-        }
-        values.extend([now(), region()]);
+        let foreign = || match since {
+            Some(since) => vec![now(), Value::from(since), region()],
+            None => vec![now(), region()],
+        };
+        let mut values = foreign();
+        values.extend(foreign());
+        values.extend([region(), now()]);
         Statement::from_sql_and_values(self.0, self.sync_sql(since.is_some()), values)
     }
 
-    /// This region's own live rows, shaped like a sync's (`foreign` 0), so one decoder reads
-    /// both: read once at start (see `GlobalStore::own_rows`).
+    /// This region's own live rows, shaped like a sync's (without the clock), so one decoder
+    /// reads both: read once at start (see `GlobalStore::own_rows`).
     pub(crate) fn own_rows(self, region: &str, now_ms: u64) -> Statement {
         let q = |c: &str| self.quote(c);
-        let key = CELL_KEY_COLUMNS.map(q).join(", ");
-        let (count, refunds) = (q("count"), q("refunds"));
-        let least = self.least();
-        let zero = match self.0 {
-            DbBackend::MySql => "CAST(0 AS SIGNED)",
-            DbBackend::Postgres => "CAST(0 AS BIGINT)",
-            _ => "0",
-        };
         let (mut p1, mut p2) = (String::new(), String::new());
         self.placeholder(&mut p1, 1);
         self.placeholder(&mut p2, 2);
         let sql = format!(
-            "SELECT {key}, {zero}, {count}, {zero}, {least}({refunds}, {count}) FROM {} \
-             WHERE {} = {p1} AND {} > {p2}",
+            "SELECT {} FROM {} t WHERE t.{} = {p1} AND t.{} > {p2}",
+            self.row_columns(),
             q(TABLE),
             q("region"),
             q("expires_at"),

@@ -5,8 +5,8 @@
 //! them (timeouts, retries, chunks, decoding); sea-orm provides the pool, binding, decoding and
 //! the migrations.
 //!
-//! `dialect` holds the upsert, the sync (cells with a foreign row only), a process's own rows
-//! and the bounded delete; `examples/sync_rows.rs` shows what one sync reads on a real
+//! `dialect` holds the upsert, the sync (rows of cells with a foreign row only), a process's
+//! own rows and the bounded delete; `examples/sync_rows.rs` shows what one sync reads on a real
 //! database; `tests` runs the one store contract against `MemoryStore`, SQLite, MariaDB and
 //! PostgreSQL.
 
@@ -24,7 +24,7 @@ use dialect::{Dialect, PARAMS_PER_ROW};
 use gcounter_engine::aside;
 use gcounter_engine::global::{
     ChangeMark, Chunk, DEFAULT_CHUNK_ROWS, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError,
-    StoreFuture, SyncQuery, SyncRead, SyncedCell, check_region, clamp,
+    StoreFuture, SyncQuery, SyncRead, SyncedRow, check_region, clamp,
 };
 use gcounter_engine::redact::{redact_in, redact_url};
 
@@ -275,23 +275,23 @@ impl SqlStore {
         } = query;
         check_region(region)?;
         let stmt = self.dialect().sync(region, now_ms, since.map(|m| m.0));
-        let (cells, clock) = self.synced(stmt, true).await?;
+        let (rows, clock) = self.synced(stmt, true).await?;
         let next = match clock {
             Some(clock) => Some(ChangeMark(clock.saturating_sub(self.overlap_ms))),
             None => since,
         };
-        Ok(SyncRead { cells, next })
+        Ok(SyncRead { rows, next })
     }
 
-    async fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+    async fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedRow>, StoreError> {
         check_region(region)?;
         let stmt = self.dialect().own_rows(region, now_ms);
         Ok(self.synced(stmt, false).await?.0)
     }
 
-    /// Run a statement whose rows are cells as sync returns them, and decode them.
+    /// Run a statement whose rows are rows as sync returns them, and decode them.
     ///
-    /// A sync reads up to a row per live cell (a million): the decode yields to the runtime
+    /// A full sync reads up to a row per live row (millions): the decode yields to the runtime
     /// every [`DECODE_SLICE`] rows and drops each row once decoded, and the emptied buffer
     /// of rows is freed on the blocking pool, so that with one worker no decision waits for
     /// the whole read to be decoded or freed.
@@ -300,14 +300,14 @@ impl SqlStore {
         &self,
         stmt: Statement,
         clock: bool,
-    ) -> Result<(Vec<SyncedCell>, Option<i64>), StoreError> {
+    ) -> Result<(Vec<SyncedRow>, Option<i64>), StoreError> {
         let rows = self.run(|| self.db.query_all_raw(stmt.clone())).await?;
         let clock = match rows.first() {
-            Some(row) if clock => Some(row.try_get_by_index::<i64>(9).map_err(db_error)?),
+            Some(row) if clock => Some(row.try_get_by_index::<i64>(8).map_err(db_error)?),
             _ => None,
         };
         let mut interned = Interner::default();
-        let mut cells = Vec::with_capacity(rows.len());
+        let mut synced = Vec::with_capacity(rows.len());
         let mut invalid = 0usize;
         let bytes = aside::buffer_bytes(&rows);
         let mut rows = rows.into_iter();
@@ -316,7 +316,7 @@ impl SqlStore {
                 tokio::task::yield_now().await;
             }
             match decode_synced(&row, &mut interned) {
-                Ok(Some(cell)) => cells.push(cell),
+                Ok(Some(row)) => synced.push(row),
                 Ok(None) => invalid += 1,
                 Err(e) => return Err(db_error(e)),
             }
@@ -324,9 +324,12 @@ impl SqlStore {
         aside::drop_aside(rows, bytes);
         if invalid > 0 {
             // Rows this code never writes (not UTF-8, negative numbers): someone else's.
-            tracing::warn!(invalid, "global sync ignored rows that are not valid cells");
+            tracing::warn!(
+                invalid,
+                "global sync ignored rows this service could not have written"
+            );
         }
-        Ok((cells, clock))
+        Ok((synced, clock))
     }
 
     /// One bounded `DELETE` of expired rows; returns the rows deleted.
@@ -386,7 +389,7 @@ impl GlobalStore for SqlStore {
         Box::pin(self.sync_now(query))
     }
 
-    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedRow>> {
         Box::pin(self.own_rows_now(region, now_ms))
     }
 

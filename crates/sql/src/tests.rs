@@ -25,6 +25,7 @@ use migration::TABLE;
 mod incremental;
 use incremental::{
     a_late_commit_is_read_within_the_overlap_and_by_a_full_sync_after,
+    an_incremental_sync_reads_a_cells_changed_rows_not_all_of_them,
     an_incremental_sync_reads_only_cells_changed_since_its_mark,
     rows_from_before_change_stamps_are_read_as_changed,
 };
@@ -302,14 +303,19 @@ async fn sync_pn(
     now_ms: u64,
 ) -> BTreeMap<CellKey, (PnCount, PnCount)> {
     match store.sync(SyncQuery::full(region, now_ms)).await {
-        Ok(SyncRead { cells, .. }) => {
-            let n = cells.len();
-            let map: BTreeMap<_, _> = cells
+        Ok(read) => {
+            let mut seen = std::collections::BTreeSet::new();
+            for row in &read.rows {
+                let component = (&row.key, &*row.region);
+                assert!(
+                    seen.insert(component),
+                    "one row per component: {component:?}"
+                );
+            }
+            read.cells(region)
                 .into_iter()
                 .map(|c| (c.key, (c.foreign, c.own)))
-                .collect();
-            assert_eq!(map.len(), n, "one row per cell");
-            map
+                .collect()
         }
         Err(e) => panic!("{} sync: {e}", store.name()),
     }
@@ -433,10 +439,9 @@ async fn sync_returns_only_cells_another_region_wrote(store: &dyn GlobalStore) {
     assert!(!us.contains_key(&theirs));
 
     // What a restarted process reads back once instead: its own live rows, and only those.
-    let own = |cells: Vec<SyncedCell>| -> BTreeMap<CellKey, (u64, u64)> {
-        cells
-            .into_iter()
-            .map(|c| (c.key, (c.foreign.hits, c.own.hits)))
+    let own = |rows: Vec<SyncedRow>| -> BTreeMap<CellKey, (u64, u64)> {
+        rows.into_iter()
+            .map(|row| (row.key, (0, row.count.hits)))
             .collect()
     };
     let eu_own = match store.own_rows("eu", 0).await {
@@ -865,6 +870,7 @@ macro_rules! store_tests {
             sql chunks_stay_below_the_placeholder_limit,
             sql the_database_clock_is_this_hosts,
             sql an_incremental_sync_reads_only_cells_changed_since_its_mark,
+            sql an_incremental_sync_reads_a_cells_changed_rows_not_all_of_them,
             sql a_late_commit_is_read_within_the_overlap_and_by_a_full_sync_after,
             sql rows_from_before_change_stamps_are_read_as_changed,
         );

@@ -75,6 +75,14 @@ pub struct GlobalArgs {
     /// 10 ms. 1: never faster than --global-onset-interval.
     #[arg(long, env = "RLS_GLOBAL_ONSET_URGENT_DIVISOR", default_value_t = gcounter_engine::global::DEFAULT_ONSET_URGENT_DIVISOR, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub global_onset_urgent_divisor: u32,
+    /// How far before the previous sync an incremental sync starts reading [range: 1ms to 10s]
+    ///
+    /// A row whose upsert commits later than this after its statement began is read when it
+    /// changes again or by the next full sync (one a minute); every row changed within it is
+    /// read again by the next sync. Longer: fewer rows missed on a slow database, more rows
+    /// read at a hot key.
+    #[arg(long, env = "RLS_GLOBAL_SYNC_OVERLAP", default_value = "50ms", value_parser = DurationRange::new(millis(1), millis(10_000)).parser())]
+    pub global_sync_overlap: Duration,
     /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
     #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub global_timeout: Duration,

@@ -105,7 +105,8 @@ impl Metrics {
         registry.register(
             "memory_bytes",
             "Bytes held against each bounded pool: cells (the cell table, evictable and \
-             protected), replay_queue, strict_mode, penalty_box (shares of --max-cell-bytes) \
+             protected), replay_queue, strict_mode, penalty_box, foreign_components (the other \
+             regions' components of the cells sync read) (shares of --max-cell-bytes) \
              and request_bytes (request bytes being buffered, --max-buffered-request-bytes); \
              their budgets are in rls_memory_budget_bytes",
             memory_bytes.clone(),
@@ -178,7 +179,7 @@ impl Metrics {
         );
         registry.register(
             "global_sync_last_rows",
-            "Cells returned by the last global sync",
+            "Rows (a region's component of a cell each) returned by the last global sync",
             global_sync_last_rows.clone(),
         );
         registry.register(

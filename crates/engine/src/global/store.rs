@@ -9,8 +9,8 @@
 //! # Incremental sync
 //!
 //! Every write stamps its rows with the *store's* clock (`changed_at`: the database's clock in
-//! the upsert, never the writer's, which may be skewed), and a sync may ask only for the cells
-//! with a foreign row stamped at or after a [`ChangeMark`] ([`GlobalStore::sync`]).
+//! the upsert, never the writer's, which may be skewed), and a sync may ask only for the
+//! foreign rows stamped at or after a [`ChangeMark`] ([`GlobalStore::sync`]).
 //! A write's stamp is taken before it commits, so a reader can miss a row committed after its
 //! read with a stamp before it; each read therefore returns the next mark as the store's clock
 //! when the read began minus an overlap ([`DEFAULT_SYNC_OVERLAP`]), and reads again what
@@ -21,14 +21,15 @@
 //! > stepped back, a row a writer without stamps updated) by the next full read.
 //!
 //! A full read (no mark) happens at start and at least every `full_sync_interval`
-//! (`GlobalSettings`), so those are seen within it. A cell's returned counts are always its
-//! whole sums, so a row missed once is also read whenever any other foreign row of its cell
-//! changes.
+//! (`GlobalSettings`), so those are seen within it; a row missed once is also read when it
+//! changes again. A read returns rows, one region's component each, not a cell's sum: the
+//! engine keeps the other regions' components to sum them (`Publication::merge_synced_rows`).
 
 mod memory;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use memory::{MemoryStore, StoredRow};
@@ -73,25 +74,36 @@ pub enum StoreError {
     InvalidRegion(String),
 }
 
-/// One cell as sync sees it, each count a PN-counter pair (hits, refunds).
+/// One row of the table as sync reads it: a region's component of a cell, both halves (hits,
+/// refunds capped at hits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncedRow {
+    pub key: CellKey,
+    pub region: Arc<str>,
+    pub count: PnCount,
+}
+
+/// One cell's counts as a region sees them, each a PN-counter pair (hits, refunds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncedCell {
     pub key: CellKey,
     /// The sum of the other regions' components: what merges into `cell.global`.
     pub foreign: PnCount,
     /// This region's own component (0s when it has none): may only raise the regional count.
-    /// Only there for cells another region wrote too (see [`GlobalStore::sync`]).
     pub own: PnCount,
 }
 
 /// How far before the store's clock at the start of a read the next incremental read starts:
 /// the longest a write may take to commit after it took its stamp and still be seen without a
 /// full read. An upsert commits within milliseconds; one that takes longer than this is a sick
-/// database, whose rows the periodic full read catches.
-pub const DEFAULT_SYNC_OVERLAP: Duration = Duration::from_secs(2);
+/// database, whose rows the periodic full read catches, or the next read after the row
+/// changes again (a hot cell's rows change every flush). Every row read again in the overlap
+/// is a row read for nothing: at one hot key, 2 s read every region's row on every sync
+/// (ACCURACY.md, "Incremental sync").
+pub const DEFAULT_SYNC_OVERLAP: Duration = Duration::from_millis(50);
 
-/// What one sync reads (see [`GlobalStore::sync`]): the live cells another region than
-/// `region` wrote, all of them (`since` `None`) or those changed since a mark.
+/// What one sync reads (see [`GlobalStore::sync`]): the live rows of the cells another region
+/// than `region` wrote, all of them (`since` `None`) or those changed since a mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncQuery<'a> {
     pub region: &'a str,
@@ -100,12 +112,12 @@ pub struct SyncQuery<'a> {
 }
 
 impl<'a> SyncQuery<'a> {
-    /// Every live cell another region wrote.
+    /// Every live row of the cells another region wrote.
     pub fn full(region: &'a str, now_ms: u64) -> Self {
         Self::since(region, now_ms, None)
     }
 
-    /// The cells changed since `since` (every one when `None`).
+    /// The rows changed since `since` (every one when `None`).
     pub fn since(region: &'a str, now_ms: u64, since: Option<ChangeMark>) -> Self {
         Self {
             region,
@@ -120,12 +132,38 @@ impl<'a> SyncQuery<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ChangeMark(pub i64);
 
-/// What one sync read: its cells, and where the next incremental read starts.
+/// What one sync read: its rows, and where the next incremental read starts.
 #[derive(Debug, Default)]
 pub struct SyncRead {
-    pub cells: Vec<SyncedCell>,
+    pub rows: Vec<SyncedRow>,
     /// `None`: this store cannot tell (or saw no clock); the next read must be a full one.
     pub next: Option<ChangeMark>,
+}
+
+impl SyncRead {
+    /// The rows summed per cell as `region` sees them: each cell's foreign rows of this read
+    /// and its own. The whole sums for a full read; for an incremental one, only of the rows
+    /// it returned (the engine adds those to the components it already knows).
+    pub fn cells(&self, region: &str) -> Vec<SyncedCell> {
+        let mut cells: std::collections::BTreeMap<&CellKey, (PnCount, PnCount)> =
+            std::collections::BTreeMap::new();
+        for row in &self.rows {
+            let (foreign, own) = cells.entry(&row.key).or_default();
+            if &*row.region == region {
+                *own = row.count;
+            } else {
+                *foreign = foreign.plus(row.count);
+            }
+        }
+        cells
+            .into_iter()
+            .map(|(key, (foreign, own))| SyncedCell {
+                key: key.clone(),
+                foreign,
+                own,
+            })
+            .collect()
+    }
 }
 
 /// What happened to one row of a publish.
@@ -220,25 +258,26 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// Upsert one chunk of a publish (see [`Self::publish`]); it commits on its own.
     fn write_chunk<'a>(&'a self, chunk: Chunk<'a>) -> StoreFuture<'a, ()>;
 
-    /// Every cell with `expires_at > now_ms` that another region wrote (a live row with
-    /// `region != region`): the sum of the other regions' components (`foreign`) and this
-    /// region's own (`own`), per half, grouped by the store in one query. A cell only this
-    /// region wrote is not returned: it has nothing to import, and the region's count of it
-    /// is held by the regional origin (returning it made every process read back every row
-    /// its region published; ACCURACY.md).
+    /// The live rows (`expires_at > now_ms`) of the cells another region wrote, one region's
+    /// component each: every foreign row (`region != region`), and this region's own row of
+    /// each cell one of them belongs to (it may only raise the regional count: a sibling
+    /// process's publish, read back). The rows of a cell only this region wrote are not
+    /// returned: it has nothing to import, and the region's count of it is held by the
+    /// regional origin (returning it made every process read back every row its region
+    /// published; ACCURACY.md).
     ///
     /// `query.since` `None` is a full read. With a [`ChangeMark`] a previous read returned, only
-    /// the cells with a foreign live row stamped at or after it are returned (each with its
-    /// whole sums). Either read returns the mark the next one starts from (see the module's
-    /// "Incremental sync"); a store without change stamps reads everything and returns no
-    /// mark.
+    /// the foreign rows stamped at or after it are returned, with this region's own row of
+    /// their cells: a row per changed component, not the cell's every row.
+    /// Either read returns the mark the next one starts from (see the module's "Incremental
+    /// sync"); a store without change stamps reads everything and returns no mark.
     fn sync<'a>(&'a self, query: SyncQuery<'a>) -> StoreFuture<'a, SyncRead>;
 
-    /// This region's own components of the cells with `expires_at > now_ms` (as cells with
-    /// `foreign` 0). Read once when a process starts: sync leaves out cells only this region
-    /// wrote, and a restarted process whose regional origin is its own memory (or is down)
-    /// gets its region's counts back from here, as it used to from sync.
-    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>>;
+    /// This region's own rows of the cells with `expires_at > now_ms`. Read once when a
+    /// process starts: sync leaves out cells only this region wrote, and a restarted process
+    /// whose regional origin is its own memory (or is down) gets its region's counts back from
+    /// here, as it used to from sync.
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedRow>>;
 
     /// Delete rows with `expires_at <= now_ms`, at most `batch` per statement, until none are
     /// left (short statements, so a big cleanup never holds locks for long). Returns the

@@ -23,6 +23,15 @@ pub const CELL_OVERHEAD_BYTES: u64 = 208;
 pub const QUEUE_ENTRY_BYTES: u64 =
     (size_of::<CellKey>() + size_of::<super::cell::SharedCell>()) as u64;
 
+/// Bytes of one entry of [`super::components::ForeignComponents`] besides its key's strings
+/// and its components (the key, the components' allocation and quick_cache's bookkeeping).
+pub const COMPONENTS_ENTRY_BYTES: u64 = size_of::<CellKey>() as u64 + 16 + 40;
+
+/// Bytes of one region's component in a [`super::components::ForeignComponents`] entry (the
+/// region's name is shared by every entry, and weighed there by its length).
+pub const COMPONENT_BYTES: u64 =
+    (size_of::<std::sync::Arc<str>>() + size_of::<crate::pn::PnCount>()) as u64;
+
 /// Bytes of one entry of [`super::deadlines::CounterDeadlines`] (strict mode, the penalty
 /// box) besides its key's strings (the key, the moment and quick_cache's bookkeeping).
 pub const DEADLINE_ENTRY_BYTES: u64 = size_of::<CellKey>() as u64 + 8 + 40;
@@ -33,8 +42,8 @@ pub fn cell_bytes(key: &CellKey) -> u64 {
 }
 
 /// `--max-cell-bytes` shared out. The shares are fixed so the sum never exceeds the budget:
-/// evictable cells 5/8, protected cells 1/4, the replay queue 1/16, strict mode 1/32, the
-/// penalty box 1/32.
+/// evictable cells 5/8, protected cells 3/16, the replay queue 1/16, the other regions'
+/// components sync read 1/16, strict mode 1/32, the penalty box 1/32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CellBudget {
     /// Weight capacity of the evictable cells of the table.
@@ -44,13 +53,16 @@ pub struct CellBudget {
     pub protected_bytes: u64,
     /// Bytes of replay-queue entries (beside its cap in entries).
     pub replay_bytes: u64,
+    /// Bytes of the other regions' components of the cells sync read
+    /// (`local::components`).
+    pub components_bytes: u64,
     /// Bytes of strict-mode entries.
     pub strict_bytes: u64,
     /// Bytes of penalty-box entries.
     pub penalty_bytes: u64,
     /// The least a cell weighs: the evictable share / `max_cells`, so `--max-cells` caps the
     /// evictable cells too. Protected cells come on top, at most `protected_bytes / min
-    /// weight` of them (0.4 × `max_cells`).
+    /// weight` of them (0.3 × `max_cells`).
     pub min_cell_weight: u64,
 }
 
@@ -61,8 +73,9 @@ impl CellBudget {
         let table_bytes = max_bytes / 8 * 5;
         Self {
             table_bytes,
-            protected_bytes: max_bytes / 4,
+            protected_bytes: max_bytes / 16 * 3,
             replay_bytes: max_bytes / 16,
+            components_bytes: max_bytes / 16,
             strict_bytes: max_bytes / 32,
             penalty_bytes: max_bytes / 32,
             min_cell_weight: table_bytes.div_ceil(max_cells).max(1),
@@ -85,13 +98,14 @@ mod tests {
         let sum = budget.table_bytes
             + budget.protected_bytes
             + budget.replay_bytes
+            + budget.components_bytes
             + budget.strict_bytes
             + budget.penalty_bytes;
         assert!(sum <= 1 << 20);
         let evictable = budget.table_bytes / budget.min_cell_weight;
         assert!(evictable <= 1_000, "{evictable} evictable cells fit");
         let protected = budget.protected_bytes / budget.min_cell_weight;
-        assert!(protected <= 400, "{protected} protected cells fit");
+        assert!(protected <= 300, "{protected} protected cells fit");
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod budget;
 mod cell;
 mod check;
 mod clock;
+mod components;
 mod convergence;
 mod deadlines;
 mod decide;
@@ -80,6 +81,7 @@ use crate::regional::RegionalOrigin;
 use crate::sharded::ShardedCount;
 use crate::throttle::Throttle;
 use cell::SharedCell;
+use components::ForeignComponents;
 use inspect::HeavyHitters;
 use penalty::PenaltyBox;
 use refresh::RefreshGate;
@@ -171,6 +173,8 @@ pub struct Engine {
     replay: ReplayQueue,
     strict: StrictMode,
     penalties: PenaltyBox,
+    /// The other regions' components of the cells sync read (`components`).
+    components: ForeignComponents,
     hitters: HeavyHitters,
     refresh_gate: RefreshGate,
     origin: Arc<dyn RegionalOrigin>,
@@ -199,7 +203,7 @@ pub struct Engine {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolBytes {
     /// `cells` (the cell table: evictable and protected cells), `replay_queue`,
-    /// `strict_mode` or `penalty_box`.
+    /// `strict_mode`, `penalty_box` or `foreign_components`.
     pub pool: &'static str,
     pub bytes: u64,
     pub budget: u64,
@@ -229,6 +233,7 @@ impl Engine {
             ),
             strict: StrictMode::new(budget.strict_bytes),
             penalties: PenaltyBox::new(budget.penalty_bytes),
+            components: ForeignComponents::new(budget.components_bytes),
             hitters: HeavyHitters::default(),
             refresh_gate: RefreshGate::default(),
             replay_warnings: Throttle::new(settings.repeated_warning_interval),
@@ -304,7 +309,7 @@ impl Engine {
 
     /// What each structure keyed by a cell holds against its share of `max_cell_bytes`
     /// (see [`CellBudget`]), as the structures weigh their entries: for a metrics scrape.
-    pub fn memory(&self) -> [PoolBytes; 4] {
+    pub fn memory(&self) -> [PoolBytes; 5] {
         let budget = CellBudget::new(self.settings.max_cells, self.settings.max_cell_bytes);
         let pool = |pool, (bytes, budget)| PoolBytes {
             pool,
@@ -324,6 +329,10 @@ impl Engine {
             pool("replay_queue", self.replay.bytes()),
             pool("strict_mode", self.strict.bytes()),
             pool("penalty_box", self.penalties.bytes()),
+            pool(
+                "foreign_components",
+                (self.components.bytes(), self.components.max_bytes()),
+            ),
         ]
     }
 

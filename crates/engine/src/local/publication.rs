@@ -2,8 +2,12 @@
 //! store (the flush walks them a chunk at a time) and the merge of what the global sync read.
 //! The engine's side of `GlobalCounters`; the store itself lives in `global`.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use super::Engine;
 use super::cell::SharedCell;
+use super::components::{ForeignComponents, ReadComponents};
 use super::table::{self, CellTable};
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
@@ -89,12 +93,16 @@ impl PublishableWalk<'_> {
 #[derive(Clone, Copy)]
 pub struct Publication<'e> {
     table: &'e CellTable,
+    components: &'e ForeignComponents,
 }
 
 impl Engine {
     /// Publishing to the global counters and merging what they sync.
     pub fn publication(&self) -> Publication<'_> {
-        Publication { table: &self.table }
+        Publication {
+            table: &self.table,
+            components: &self.components,
+        }
     }
 }
 
@@ -219,6 +227,59 @@ impl<'e> Publication<'e> {
     fn merge_into(&self, cell: &SharedCell, foreign: PnCount, own: PnCount) {
         cell.merge_global(foreign, self.table.changes());
         cell.merge_regional(own, self.table.changes());
+    }
+
+    /// Merge the rows one sync read (`row` gives each one's cell, region and component):
+    /// each cell's foreign rows into the other regions' components this process holds
+    /// (`local::components`), whose sum merges into `global`, and the row of `region` (this
+    /// one) as a lower bound of `regional`, as [`merge_synced_all`](Self::merge_synced_all)
+    /// does. Returns the cells the rows belong to and the cells created.
+    pub async fn merge_synced_rows<S: Send + Sync + 'static>(
+        &self,
+        rows: Vec<S>,
+        region: &str,
+        row: for<'s> fn(&'s S) -> (&'s CellKey, &'s Arc<str>, PnCount),
+    ) -> (usize, u64) {
+        // Per cell: its foreign rows of this read, and this region's own row.
+        let mut cells: HashMap<CellKey, (ReadComponents, PnCount)> = HashMap::new();
+        for (grouped, read) in rows.iter().enumerate() {
+            if grouped % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            let (key, row_region, count) = row(read);
+            if !cells.contains_key(key) {
+                cells.insert(key.clone(), Default::default());
+            }
+            let Some((foreign, own)) = cells.get_mut(key) else {
+                continue;
+            };
+            if &**row_region == region {
+                *own = own.merge(count);
+            } else {
+                foreign.push((Arc::clone(row_region), count));
+            }
+        }
+        let bytes = crate::aside::buffer_bytes(&rows);
+        crate::aside::drop_aside(rows, bytes);
+        let mut summed = Vec::with_capacity(cells.len());
+        for (merged, (key, (foreign, own))) in cells.into_iter().enumerate() {
+            if merged % table::WALK_SLICE == table::WALK_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            let foreign = self.components.merge(&key, &foreign);
+            summed.push((key, foreign, own));
+        }
+        let cells = summed.len();
+        let created = self
+            .merge_synced_all(summed, |(key, foreign, own)| (key, *foreign, *own))
+            .await;
+        (cells, created)
+    }
+
+    /// Forget the other regions' components of cells whose window has passed (see
+    /// [`merge_synced_rows`](Self::merge_synced_rows)): after each full sync.
+    pub fn forget_expired_components(&self, now_ms: u64) {
+        self.components.forget_expired(now_ms);
     }
 
     /// [`merge_synced`](Self::merge_synced) for every cell one sync read, yielding to the

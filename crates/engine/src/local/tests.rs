@@ -343,7 +343,13 @@ async fn memory_reports_each_pool_against_its_share_of_the_budget() {
     let names: Vec<&str> = pools.iter().map(|p| p.pool).collect();
     assert_eq!(
         names,
-        ["cells", "replay_queue", "strict_mode", "penalty_box"]
+        [
+            "cells",
+            "replay_queue",
+            "strict_mode",
+            "penalty_box",
+            "foreign_components"
+        ]
     );
     assert!(pools.iter().map(|p| p.budget).sum::<u64>() <= 1 << 20);
     assert!(pools.iter().all(|p| p.bytes == 0), "{pools:?}");

@@ -1,5 +1,5 @@
 use super::*;
-use gcounter_engine::global::ChangeMark;
+use gcounter_engine::global::{ChangeMark, DEFAULT_SYNC_OVERLAP};
 
 fn key() -> CellKey {
     CellKey {
@@ -13,7 +13,7 @@ fn key() -> CellKey {
 
 #[tokio::test]
 async fn a_write_is_seen_only_after_both_lags() {
-    let store = LaggedStore::new(100, 50);
+    let store = LaggedStore::new(100, 50, DEFAULT_SYNC_OVERLAP);
     let report = store
         .publish("a", &[(key(), PnCount::hits(7))], 5_000)
         .await;
@@ -23,7 +23,7 @@ async fn a_write_is_seen_only_after_both_lags() {
         async move {
             read.await
                 .ok()
-                .map(|read| read.cells.first().map_or(0, |c| c.foreign.value()))
+                .map(|read| read.cells("b").first().map_or(0, |c| c.foreign.value()))
         }
     };
     assert_eq!(foreign_at(5_149).await, Some(0));
@@ -41,8 +41,10 @@ async fn a_write_is_seen_only_after_both_lags() {
 
 #[tokio::test]
 async fn an_incremental_read_is_marked_at_what_it_sees_less_the_overlap() {
-    let store = LaggedStore::new(100, 50);
-    let overlap = DEFAULT_SYNC_OVERLAP.as_millis() as u64;
+    // Longer than the read's lag and the write's, so that a read within it is later than the
+    // first one.
+    let overlap = 2_000;
+    let store = LaggedStore::new(100, 50, Duration::from_millis(overlap));
     let publish = |hits: u64, at: u64| {
         let store = &store;
         async move {
@@ -54,20 +56,20 @@ async fn an_incremental_read_is_marked_at_what_it_sees_less_the_overlap() {
         let store = &store;
         async move {
             match store.sync(SyncQuery::since("b", at, since)).await {
-                Ok(read) => (read.cells.len(), read.next),
+                Ok(read) => (read.rows.len(), read.next),
                 Err(e) => panic!("{e}"),
             }
         }
     };
     publish(7, 1_000).await;
     // Visible at 1,100 (stamped then), seen from 1,150; the read sees the store at 1,950.
-    let (cells, mark) = read(2_000, None).await;
-    assert_eq!((cells, mark), (1, Some(ChangeMark(1_950 - overlap as i64))));
+    let (rows, mark) = read(2_000, None).await;
+    assert_eq!((rows, mark), (1, Some(ChangeMark(1_950 - overlap as i64))));
     // Read again while the mark is within the overlap of its stamp; not once it is past.
-    let (cells, mark) = read(1_150 + overlap, mark).await;
-    assert_eq!((cells, mark), (1, Some(ChangeMark(1_100))));
-    let (cells, mark) = read(1_250 + overlap, mark).await;
-    assert_eq!((cells, mark), (1, Some(ChangeMark(1_200))));
+    let (rows, mark) = read(1_150 + overlap, mark).await;
+    assert_eq!((rows, mark), (1, Some(ChangeMark(1_100))));
+    let (rows, mark) = read(1_250 + overlap, mark).await;
+    assert_eq!((rows, mark), (1, Some(ChangeMark(1_200))));
     assert_eq!(read(1_350 + overlap, mark).await.0, 0);
     assert_eq!(store.load().rows_read, 3);
 }

@@ -17,7 +17,7 @@ async fn read(
 ) -> (BTreeMap<String, u64>, Option<ChangeMark>) {
     match store.sync(SyncQuery::since(region, 0, since)).await {
         Ok(read) => (
-            read.cells
+            read.cells(region)
                 .into_iter()
                 .map(|c| (c.key.identifier.to_string(), c.foreign.hits))
                 .collect(),
@@ -148,5 +148,48 @@ pub(super) async fn rows_from_before_change_stamps_are_read_as_changed(kind: Kin
         Some(&(false, vec!["changed_at".to_string()])),
         "{indexes:?}"
     );
+    fixture.finish().await;
+}
+
+pub(super) async fn an_incremental_sync_reads_a_cells_changed_rows_not_all_of_them(kind: Kind) {
+    let settings = SqlSettings {
+        sync_overlap: Duration::ZERO,
+        ..SqlSettings::default()
+    };
+    let fixture = Fixture::with_settings(kind, settings).await;
+    let store = fixture.store();
+    for (region, hits) in [("us", 1), ("ap", 2), ("eu", 4)] {
+        publish(store, region, &[(key("a"), hits)], 1).await;
+    }
+    tick().await;
+    let rows = |read: &SyncRead| -> Vec<(String, u64)> {
+        let mut rows: Vec<_> = read
+            .rows
+            .iter()
+            .map(|row| (row.region.to_string(), row.count.hits))
+            .collect();
+        rows.sort();
+        rows
+    };
+    let full = match store.sync(SyncQuery::full("eu", 0)).await {
+        Ok(read) => read,
+        Err(e) => panic!("{} sync: {e}", store.name()),
+    };
+    assert_eq!(
+        rows(&full),
+        [("ap".into(), 2), ("eu".into(), 4), ("us".into(), 1)],
+        "a full read: every row of the cell, this region's too"
+    );
+    tick().await;
+    publish(store, "us", &[(key("a"), 5)], 2).await;
+    publish(store, "eu", &[(key("a"), 9)], 2).await;
+    match store.sync(SyncQuery::since("eu", 0, full.next)).await {
+        Ok(read) => assert_eq!(
+            rows(&read),
+            [("eu".into(), 9), ("us".into(), 5)],
+            "an incremental read: the changed foreign row and this region's row of its cell"
+        ),
+        Err(e) => panic!("{} sync: {e}", store.name()),
+    }
     fixture.finish().await;
 }

@@ -1,18 +1,19 @@
 //! Sync: reading the other regions' components into the engine, and what it reads first (this
 //! region's own rows, once) and after (the clock offset).
 //!
-//! A sync reads incrementally (the store's "Incremental sync": only the cells with a foreign
-//! row stamped since the previous read's mark, which the store sets an overlap before its
-//! clock at that read) except the first one of a process, which reads everything, and one at
-//! least every `full_sync_interval`, which catches whatever an incremental read could miss
-//! (a commit slower than the overlap, the store's clock stepping back, rows of a writer that
-//! does not stamp them). Every cell read carries its whole sums and the merge is `max`, so
-//! reading a cell again is harmless.
+//! A sync reads incrementally (the store's "Incremental sync": only the foreign rows stamped
+//! since the previous read's mark, which the store sets an overlap before its clock at that
+//! read) except the first one of a process, which reads everything, and one at least every
+//! `full_sync_interval`, which catches whatever an incremental read could miss (a commit
+//! slower than the overlap, the store's clock stepping back, rows of a writer that does not
+//! stamp them). A read returns rows, one region's component each; the engine keeps the
+//! other regions' components of each cell and sums them (`Publication::merge_synced_rows`),
+//! every merge a `max`, so reading a row again is harmless.
 //!
-//! A cell this process evicted (its table full) and then needed again starts without the
-//! other regions' counts, which the next full sync, or the next foreign change of the cell,
-//! brings back: within `full_sync_interval`, not within one sync interval as when every sync
-//! was full.
+//! A cell this process evicted (its table full) and then needed again gets the other
+//! regions' counts back from the components held, at the next read of any of its rows, or
+//! from the next full sync: within `full_sync_interval`, not within one sync interval as when
+//! every sync was full.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -63,11 +64,11 @@ impl SyncPosition {
 }
 
 impl GlobalCounters {
-    /// Import the other regions' sums (and, for those cells, this region's own row as a
-    /// lower bound). Cells only this region wrote are not read back (see `GlobalStore::sync`);
-    /// after the first full read, only cells another region changed since the last read are
-    /// (see [`SyncPosition`]). On failure the counts already held stay. Returns the cells
-    /// merged.
+    /// Import the other regions' components (and, for those cells, this region's own row as
+    /// a lower bound). Cells only this region wrote are not read back (see
+    /// `GlobalStore::sync`); after the first full read, only the rows another region changed
+    /// since the last read are (see [`SyncPosition`]). On failure the counts already held
+    /// stay. Returns the cells merged.
     pub async fn sync(&self) -> Option<usize> {
         let span = tracing::info_span!(
             target: crate::SPAN_TARGET,
@@ -98,7 +99,7 @@ impl GlobalCounters {
         let sync = self
             .store
             .sync(SyncQuery::since(&self.region, now_ms, since));
-        let SyncRead { cells, next } = match self.within(sync).await {
+        let SyncRead { rows, next } = match self.within(sync).await {
             Ok(read) => read,
             Err(error) => {
                 self.sync_failed(&error, "global sync failed; keeping imported counts");
@@ -106,16 +107,19 @@ impl GlobalCounters {
             }
         };
         self.sync_position.read(now_ms, since.is_none(), next);
-        let read = cells.len();
-        let created = self
+        if since.is_none() {
+            self.engine.publication().forget_expired_components(now_ms);
+        }
+        let read = rows.len();
+        let (cells, created) = self
             .engine
             .publication()
-            .merge_synced_all(cells, |cell| (&cell.key, cell.foreign, cell.own))
+            .merge_synced_rows(rows, &self.region, |row| (&row.key, &row.region, row.count))
             .await;
         self.metrics
             .global_sync(read as u64, created, started.elapsed());
         self.check_clock().await;
-        Some(read)
+        Some(cells)
     }
 
     /// Measures this process's clock against the database's, at most once per
@@ -160,7 +164,7 @@ impl GlobalCounters {
         let read = own.len();
         self.engine
             .publication()
-            .merge_synced_all(own, |cell| (&cell.key, PnCount::default(), cell.own))
+            .merge_synced_all(own, |row| (&row.key, PnCount::default(), row.count))
             .await;
         tracing::debug!(cells = read, "own global rows read back");
         self.own_read

@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::{
     ChangeMark, Chunk, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError, StoreFuture, SyncQuery,
-    SyncRead, SyncedCell, check_region, clamp, prepare_rows,
+    SyncRead, SyncedRow, check_region, clamp, prepare_rows,
 };
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
@@ -197,52 +197,43 @@ impl MemoryStore {
         let now = clamp(now_ms);
         let state = self.state();
         let next = Some(ChangeMark(state.clock.saturating_sub(self.overlap_ms)));
-        let mut cells: Vec<SyncedCell> = Vec::new();
-        // Whether the last cell has a foreign row (one stamped at or after `since`, when
-        // given); a cell without one is dropped (like the SQL store's HAVING and join), so
-        // only cells another region wrote (lately) are returned.
-        let (mut has_foreign, mut changed) = (false, false);
-        let kept = |has_foreign: bool, changed: bool| has_foreign && (since.is_none() || changed);
-        for ((key, row_region), c) in &state.rows {
-            if c.expires_at <= now {
+        let changed = |c: &Component| since.is_none_or(|since| c.changed_at >= since.0);
+        let mut rows: Vec<SyncedRow> = Vec::new();
+        // The rows of one cell are adjacent (the map is ordered by key first): each cell's
+        // live rows are gathered, then kept as the SQL store's statement keeps them.
+        let mut cell: Vec<(&CellKey, &str, &Component)> = Vec::new();
+        let mut live = state
+            .rows
+            .iter()
+            .filter(|(_, c)| c.expires_at > now)
+            .peekable();
+        while let Some(((key, row_region), c)) = live.next() {
+            cell.push((key, row_region, c));
+            if live.peek().is_some_and(|((next, _), _)| next == key) {
                 continue;
             }
-            // Rows of one cell are adjacent: the map is ordered by key first.
-            if cells.last().is_none_or(|last| last.key != *key) {
-                if !kept(has_foreign, changed) {
-                    cells.pop();
+            // This region's own row only of a cell with a foreign row read: the SQL store's
+            // join on those cells' keys.
+            let shared = cell.iter().any(|(_, r, c)| *r != region && changed(c));
+            for (key, row_region, c) in cell.drain(..) {
+                let keep = if row_region == region {
+                    shared
+                } else {
+                    changed(c)
+                };
+                if keep {
+                    rows.push(SyncedRow {
+                        key: key.clone(),
+                        region: row_region.into(),
+                        count: stored(c),
+                    });
                 }
-                (has_foreign, changed) = (false, false);
-                cells.push(SyncedCell {
-                    key: key.clone(),
-                    foreign: PnCount::default(),
-                    own: PnCount::default(),
-                });
-            }
-            let Some(cell) = cells.last_mut() else {
-                continue;
-            };
-            let count = PnCount::new(c.count.unsigned_abs(), c.refunds.unsigned_abs()).capped();
-            if &**row_region == region {
-                cell.own = count;
-            } else {
-                has_foreign = true;
-                changed |= since.is_some_and(|since| c.changed_at >= since.0);
-                // Capped like the SQL store's LEAST(SUM(...), i64::MAX).
-                let sum = cell.foreign.plus(count);
-                cell.foreign = PnCount::new(
-                    sum.hits.min(i64::MAX as u64),
-                    sum.refunds.min(i64::MAX as u64),
-                );
             }
         }
-        if !kept(has_foreign, changed) {
-            cells.pop();
-        }
-        Ok(SyncRead { cells, next })
+        Ok(SyncRead { rows, next })
     }
 
-    fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedCell>, StoreError> {
+    fn own_rows_now(&self, region: &str, now_ms: u64) -> Result<Vec<SyncedRow>, StoreError> {
         self.down()?;
         check_region(region)?;
         let now = clamp(now_ms);
@@ -251,10 +242,10 @@ impl MemoryStore {
             .rows
             .iter()
             .filter(|((_, r), c)| &**r == region && c.expires_at > now)
-            .map(|((key, _), c)| SyncedCell {
+            .map(|((key, r), c)| SyncedRow {
                 key: key.clone(),
-                foreign: PnCount::default(),
-                own: PnCount::new(c.count.unsigned_abs(), c.refunds.unsigned_abs()).capped(),
+                region: (**r).into(),
+                count: stored(c),
             })
             .collect())
     }
@@ -284,6 +275,11 @@ impl MemoryStore {
     }
 }
 
+/// A row's component as a read returns it: refunds capped at hits, like the SQL store's.
+fn stored(c: &Component) -> PnCount {
+    PnCount::new(c.count.unsigned_abs(), c.refunds.unsigned_abs()).capped()
+}
+
 impl GlobalStore for MemoryStore {
     fn name(&self) -> &'static str {
         "memory"
@@ -301,7 +297,7 @@ impl GlobalStore for MemoryStore {
         Box::pin(std::future::ready(self.sync_now(query)))
     }
 
-    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedCell>> {
+    fn own_rows<'a>(&'a self, region: &'a str, now_ms: u64) -> StoreFuture<'a, Vec<SyncedRow>> {
         Box::pin(std::future::ready(self.own_rows_now(region, now_ms)))
     }
 

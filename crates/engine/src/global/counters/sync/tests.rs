@@ -93,6 +93,28 @@ async fn an_incremental_sync_reads_only_the_cells_changed_since_the_last_one() {
 }
 
 #[tokio::test]
+async fn a_read_of_one_changed_row_counts_the_rows_read_before() {
+    let (store, _, b) = setup_with_one().await;
+    publish(&store, "c", "one", 7).await;
+    store.set_clock(20_000);
+    assert_eq!(b.sync().await, Some(1));
+    assert_eq!(seen(&b, "one"), 17);
+    store.set_clock(30_000);
+    publish(&store, "a", "one", 12).await;
+    // A read from the previous one's mark (18 s) returns a's row alone: c's was stamped at
+    // 10 s. c's 7 still counts.
+    let read = store
+        .sync(SyncQuery::since("b", START_MS, Some(ChangeMark(18_000))))
+        .await;
+    let regions: Vec<String> = read
+        .map(|read| read.rows.iter().map(|row| row.region.to_string()).collect())
+        .unwrap_or_default();
+    assert_eq!(regions, ["a"]);
+    assert_eq!(b.sync().await, Some(1));
+    assert_eq!(seen(&b, "one"), 19);
+}
+
+#[tokio::test]
 async fn a_row_committed_late_with_an_old_stamp_is_still_read() {
     let (store, _, b) = setup_with_one().await;
     assert_eq!(b.sync().await, Some(1), "read at 10 s");
