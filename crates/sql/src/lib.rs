@@ -24,13 +24,15 @@ use dialect::{Dialect, PARAMS_PER_ROW};
 use gcounter_engine::aside;
 use gcounter_engine::global::{
     ChangeMark, Chunk, DEFAULT_CHUNK_ROWS, DEFAULT_SYNC_OVERLAP, GlobalStore, StoreError,
-    StoreFuture, SyncQuery, SyncRead, SyncedRow, check_region, clamp,
+    StoreFuture, SyncQuery, SyncRead, SyncedRow, check_region,
 };
 use gcounter_engine::redact::{redact_in, redact_url};
+use overlap::{ReadOverlap, UpsertTimer};
 
 mod decode;
 mod dialect;
 pub mod entity;
+mod overlap;
 #[cfg(test)]
 mod tests;
 
@@ -71,7 +73,8 @@ pub struct SqlSettings {
     pub chunk_rows: usize,
     /// How far before the database's clock at a sync the next incremental sync starts: the
     /// longest an upsert may take to commit after its statement began and still be read
-    /// without a full sync (see `gcounter_engine::global`, "Incremental sync").
+    /// without a full sync (see `gcounter_engine::global`, "Incremental sync"). At least
+    /// this; twice this store's slowest upsert of the last minute or two when that is more.
     pub sync_overlap: Duration,
 }
 
@@ -93,8 +96,8 @@ pub struct SqlStore {
     backend: DbBackend,
     statement_timeout: Duration,
     chunk_rows: usize,
-    /// [`SqlSettings::sync_overlap`] in ms.
-    overlap_ms: i64,
+    /// [`SqlSettings::sync_overlap`], widened while this store's upserts are slow.
+    overlap: ReadOverlap,
 }
 
 /// Checks that `url` names a database this store can use (its scheme), without connecting:
@@ -168,7 +171,7 @@ impl SqlStore {
             backend,
             statement_timeout: settings.statement_timeout,
             chunk_rows: 1,
-            overlap_ms: clamp(u64::try_from(settings.sync_overlap.as_millis()).unwrap_or(u64::MAX)),
+            overlap: ReadOverlap::new(settings.sync_overlap),
         };
         let max_params = match backend {
             DbBackend::Sqlite => store.sqlite_max_params().await?,
@@ -264,6 +267,12 @@ impl SqlStore {
         Ok(u64::try_from(us).ok())
     }
 
+    /// The overlap the next sync's mark takes, in ms (see `overlap`).
+    #[cfg(test)]
+    pub(crate) fn overlap_ms(&self) -> i64 {
+        self.overlap.ms()
+    }
+
     /// A sync, full or from `since`. The next mark is the database's clock at this read
     /// (its last column) less the overlap; a read that returned nothing has no clock, and
     /// the next one starts where this one did.
@@ -277,7 +286,7 @@ impl SqlStore {
         let stmt = self.dialect().sync(region, now_ms, since.map(|m| m.0));
         let (rows, clock) = self.synced(stmt, true).await?;
         let next = match clock {
-            Some(clock) => Some(ChangeMark(clock.saturating_sub(self.overlap_ms))),
+            Some(clock) => Some(ChangeMark(clock.saturating_sub(self.overlap.ms()))),
             None => since,
         };
         Ok(SyncRead { rows, next })
@@ -380,7 +389,13 @@ impl GlobalStore for SqlStore {
             .dialect()
             .upsert(chunk.region, chunk.rows, chunk.now_ms);
         Box::pin(async move {
-            self.run(|| self.db.execute_raw(stmt.clone())).await?;
+            self.run(|| async {
+                // Timed on every attempt, a timed-out one too (the guard records on drop): a
+                // statement still running may commit later with its early stamp.
+                let _timed = UpsertTimer::start(&self.overlap);
+                self.db.execute_raw(stmt.clone()).await
+            })
+            .await?;
             Ok(())
         })
     }

@@ -77,10 +77,11 @@ pub struct GlobalArgs {
     pub global_onset_urgent_divisor: u32,
     /// How far before the previous sync an incremental sync starts reading [range: 1ms to 10s]
     ///
-    /// A row whose upsert commits later than this after its statement began is read when it
-    /// changes again or by the next full sync (one a minute); every row changed within it is
-    /// read again by the next sync. Longer: fewer rows missed on a slow database, more rows
-    /// read at a hot key.
+    /// At least this; twice this process's slowest upsert of the last minute or two when
+    /// that is more. A row whose upsert commits later than the overlap after its statement
+    /// began is read when it changes again or by the next full sync (one a minute); every row
+    /// changed within it is read again by the next sync. Longer: fewer rows missed on a slow
+    /// database, more rows read at a hot key.
     #[arg(long, env = "RLS_GLOBAL_SYNC_OVERLAP", default_value = "50ms", value_parser = DurationRange::new(millis(1), millis(10_000)).parser())]
     pub global_sync_overlap: Duration,
     /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
