@@ -12,12 +12,14 @@
 //! into the cell with `max` like every foreign count, and whole again after the next full
 //! read.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
 use super::budget::{COMPONENT_BYTES, COMPONENTS_ENTRY_BYTES};
+use super::table::expires_at_ms;
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
 
@@ -66,22 +68,25 @@ impl ForeignComponents {
     /// held.
     pub fn merge(&self, key: &CellKey, read: &[(Arc<str>, PnCount)]) -> PnCount {
         let _merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut components: Vec<(Arc<str>, PnCount)> = self
+        // Keyed by region: a read of many rows of one cell (whatever the table holds) costs
+        // n log n, not n².
+        let mut components: BTreeMap<Arc<str>, PnCount> = self
             .cells
             .get(key)
-            .map(|held| held.to_vec())
+            .map(|held| held.iter().cloned().collect())
             .unwrap_or_default();
         for (region, count) in read {
-            match components.iter_mut().find(|(r, _)| r == region) {
-                Some((_, held)) => *held = held.merge(*count),
-                None => components.push((Arc::clone(region), *count)),
-            }
+            components
+                .entry(Arc::clone(region))
+                .and_modify(|held| *held = held.merge(*count))
+                .or_insert(*count);
         }
         let sum = components
             .iter()
             .fold(PnCount::default(), |sum, (_, count)| sum.plus(*count));
         if !components.is_empty() {
-            self.cells.insert(key.clone(), components.into());
+            self.cells
+                .insert(key.clone(), components.into_iter().collect());
         }
         sum
     }
@@ -89,12 +94,7 @@ impl ForeignComponents {
     /// Drop the cells whose window no longer counts at `now_ms` (the store's rows of them have
     /// expired too), so that the share holds live cells rather than waiting for eviction.
     pub fn forget_expired(&self, now_ms: u64) {
-        self.cells.retain(|key, _| {
-            key.sequence
-                .saturating_add(2)
-                .saturating_mul(key.duration_ms)
-                > now_ms
-        });
+        self.cells.retain(|key, _| expires_at_ms(key) > now_ms);
     }
 
     /// Bytes the entries weigh (their keys' strings included).

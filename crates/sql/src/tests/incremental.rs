@@ -51,6 +51,15 @@ async fn tick() {
     tokio::time::sleep(Duration::from_millis(20)).await;
 }
 
+/// A store whose overlap is 0 unless its own upserts widen it.
+async fn without_overlap(kind: Kind) -> Fixture {
+    let settings = SqlSettings {
+        sync_overlap: Duration::ZERO,
+        ..SqlSettings::default()
+    };
+    Fixture::with_settings(kind, settings).await
+}
+
 /// Until the rows written so far are older than the overlap the next read takes: 0 in these
 /// tests, widened by the store to twice its slowest upsert, which a loaded machine makes
 /// tens of milliseconds.
@@ -60,11 +69,7 @@ async fn past_the_overlap(fixture: &Fixture) {
 }
 
 pub(super) async fn an_incremental_sync_reads_only_cells_changed_since_its_mark(kind: Kind) {
-    let settings = SqlSettings {
-        sync_overlap: Duration::ZERO,
-        ..SqlSettings::default()
-    };
-    let fixture = Fixture::with_settings(kind, settings).await;
+    let fixture = without_overlap(kind).await;
     let store = fixture.store();
     publish(store, "us", &[(key("a"), 1), (key("b"), 2)], 1).await;
     past_the_overlap(&fixture).await;
@@ -160,11 +165,7 @@ pub(super) async fn rows_from_before_change_stamps_are_read_as_changed(kind: Kin
 }
 
 pub(super) async fn an_incremental_sync_reads_a_cells_changed_rows_not_all_of_them(kind: Kind) {
-    let settings = SqlSettings {
-        sync_overlap: Duration::ZERO,
-        ..SqlSettings::default()
-    };
-    let fixture = Fixture::with_settings(kind, settings).await;
+    let fixture = without_overlap(kind).await;
     let store = fixture.store();
     for (region, hits) in [("us", 1), ("ap", 2), ("eu", 4)] {
         publish(store, region, &[(key("a"), hits)], 1).await;

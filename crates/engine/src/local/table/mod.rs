@@ -450,7 +450,7 @@ impl Drop for ExpiryMark<'_> {
 
 /// When a cell becomes older than the previous window of its own duration (no decision reads
 /// it any more): the start of the window two after its own.
-fn expires_at_ms(key: &CellKey) -> u64 {
+pub(super) fn expires_at_ms(key: &CellKey) -> u64 {
     key.sequence
         .saturating_add(2)
         .saturating_mul(key.duration_ms.max(1))
