@@ -10,6 +10,8 @@ pub mod cli;
 pub mod config;
 pub mod duration_arg;
 pub mod environment;
+pub mod envoy_config;
+pub mod explain;
 pub mod memory;
 pub mod rlqs;
 pub mod rls;

@@ -1,5 +1,5 @@
 //! The HTTP admin port: `/healthz`, `/healthcheck` (envoyproxy/ratelimit's), `/rlconfig` (the
-//! loaded limits), `/metrics` (Prometheus), `POST /json` (upstream's JSON form of a decision);
+//! loaded limits, one line per rule or `?format=yaml`), `/metrics` (Prometheus), `POST /json` (upstream's JSON form of a decision);
 //! and the debug listener: `/rlconfig`, `/counters` and `/counters/top` (counter inspection,
 //! `counters`, with request values hashed unless shown, `values`).
 
@@ -211,11 +211,30 @@ async fn json_answer(state: &AdminState, request: axum::extract::Request) -> Res
     (status, [(header::CONTENT_TYPE, content_type)], answer.body).into_response()
 }
 
-async fn rlconfig(State(state): State<AdminState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        state.limits.load().dump(),
-    )
+/// The loaded limits: upstream's one line per rule, or with `?format=yaml` the limits in the
+/// config's own format, one document per domain (what `explain --service` walks).
+async fn rlconfig(
+    State(state): State<AdminState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let limits = state.limits.load();
+    match query.as_deref() {
+        None | Some("") => (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            limits.dump(),
+        )
+            .into_response(),
+        Some("format=yaml") => (
+            [(header::CONTENT_TYPE, "application/yaml; charset=utf-8")],
+            limits.dump_yaml(),
+        )
+            .into_response(),
+        Some(_) => (
+            StatusCode::BAD_REQUEST,
+            "unknown query: /rlconfig takes none, or `format=yaml`\n",
+        )
+            .into_response(),
+    }
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {

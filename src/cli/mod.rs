@@ -67,8 +67,10 @@ pub struct Cli {
 pub enum Command {
     /// Serve RateLimitService on --grpc-addr and the admin endpoints on --http-addr
     Serve(Box<ServeArgs>),
-    /// Validate a limits config (file or directory); exit 1 listing every error
+    /// Validate a limits config (file or directory), with --envoy against an Envoy config
     CheckConfig(CheckConfigArgs),
+    /// Explain a request's decision: descriptors, the rule, its counter, the service's answer
+    Explain(Box<crate::explain::ExplainArgs>),
     /// Create or upgrade the global counters table (`ratelimit_window_counts`)
     Migrate(DatabaseArgs),
     /// Delete expired global counter rows, in bounded batches
@@ -79,6 +81,14 @@ pub enum Command {
 pub struct CheckConfigArgs {
     /// A YAML file, or a directory whose every file (subdirectories too) is one
     pub path: PathBuf,
+    /// Also check the limits against this Envoy config: its domains and `rate_limits`
+    ///
+    /// A bootstrap, a listener, a route configuration or an admin `/config_dump`. Errors
+    /// (exit 1): a descriptor Envoy sends that matches no rule, a domain the limits lack.
+    /// Warnings: a rule no descriptor reaches, `rate_limits` never used, `failure_mode_deny`,
+    /// a missing or short `timeout`, what is not evaluated. Each with both files and lines.
+    #[arg(long, value_name = "FILE")]
+    pub envoy: Option<PathBuf>,
     #[command(flatten)]
     pub read: ConfigReadArgs,
 }

@@ -26,6 +26,9 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
     if let Command::CheckConfig(args) = &cli.command {
         return check_config(args, &origins, env);
     }
+    if let Command::Explain(args) = &cli.command {
+        return explain(args, &origins, env);
+    }
     let workers = match &cli.command {
         Command::Serve(args) => args
             .engine
@@ -48,7 +51,7 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
             Ok(()) => Work::Cleanup(args.database.database_url, args.batch),
             Err(code) => return code,
         },
-        Command::CheckConfig(_) => return ExitCode::SUCCESS,
+        Command::CheckConfig(_) | Command::Explain(_) => return ExitCode::SUCCESS,
     };
     // The exporter is built from the settings (and the SDK's `OTEL_*` variables): one it
     // refuses is an invalid setting too.
@@ -147,9 +150,41 @@ async fn cleanup(database_url: &str, batch: u64) -> anyhow::Result<()> {
 }
 
 /// `check-config`: 0 when the config is valid, 1 listing its errors, 2 for an invalid setting
-/// (upstream's `RUNTIME_IGNOREDOTFILES` or `MERGE_DOMAIN_CONFIG` not a boolean). Its switches
-/// follow `serve`'s precedence: ours, else upstream's, else off.
+/// (upstream's `RUNTIME_IGNOREDOTFILES` or `MERGE_DOMAIN_CONFIG` not a boolean).
 fn check_config(args: &CheckConfigArgs, origins: &Origins, env: &Environment) -> ExitCode {
+    match load_options(&args.read, origins, env) {
+        Ok(options) => check_path(&args.path, args.envoy.as_deref(), &options),
+        Err(code) => code,
+    }
+}
+
+/// `explain`: 0 with the explanation on stdout, 1 when something cannot be read or reached,
+/// 2 for an invalid setting.
+fn explain(args: &crate::explain::ExplainArgs, origins: &Origins, env: &Environment) -> ExitCode {
+    let options = match load_options(&args.read, origins, env) {
+        Ok(options) => options,
+        Err(code) => return code,
+    };
+    match crate::explain::run(args, &options) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(crate::explain::ExplainError::Usage(message)) => invalid_setting(&message),
+        Err(crate::explain::ExplainError::Failed(message)) => {
+            eprintln!("{message}");
+            ExitCode::from(EXIT_RUNTIME_FAILURE)
+        }
+    }
+}
+
+/// How the limits config is read, as `serve` reads it: its switches follow `serve`'s
+/// precedence (ours, else upstream's, else off); an invalid upstream variable is exit 2.
+fn load_options(
+    read: &crate::serve::args::ConfigReadArgs,
+    origins: &Origins,
+    env: &Environment,
+) -> Result<LoadOptions, ExitCode> {
     let switch = |id: &str, ours: bool| {
         let Some(switch) = serve::SWITCHES.iter().find(|s| s.id == id) else {
             return Ok(ours);
@@ -160,41 +195,64 @@ fn check_config(args: &CheckConfigArgs, origins: &Origins, env: &Environment) ->
         }
         Ok::<_, crate::upstream_env::UpstreamEnvError>(resolved.value)
     };
-    let switches = switch("ignore_dot_files", args.read.ignore_dot_files).and_then(|dots| {
+    let switches = switch("ignore_dot_files", read.ignore_dot_files).and_then(|dots| {
         Ok((
             dots,
-            switch("merge_domain_config", args.read.merge_domain_config)?,
+            switch("merge_domain_config", read.merge_domain_config)?,
         ))
     });
-    let (ignore_dot_files, merge_domains) = match switches {
-        Ok(switches) => switches,
-        Err(error) => return invalid_setting(&error),
-    };
-    let options = LoadOptions {
+    let (ignore_dot_files, merge_domains) = switches.map_err(|error| invalid_setting(&error))?;
+    Ok(LoadOptions {
         limits: ReadLimits {
-            max_bytes: args.read.max_config_bytes,
+            max_bytes: read.max_config_bytes,
             ..ReadLimits::default()
         },
         ignore_dot_files,
         merge_domains,
-    };
-    check_path(&args.path, &options)
+    })
 }
 
-fn check_path(path: &Path, options: &LoadOptions) -> ExitCode {
-    match crate::config::load_path(path, options) {
-        Ok(config) => {
-            let domains = config.domains().count();
-            println!(
-                "{}: OK ({domains} domain(s), {} rule(s))",
-                path.display(),
-                config.rule_count()
-            );
-            ExitCode::SUCCESS
-        }
+fn check_path(path: &Path, envoy: Option<&Path>, options: &LoadOptions) -> ExitCode {
+    let config = match crate::config::load_path(path, options) {
+        Ok(config) => config,
         Err(errors) => {
             eprintln!("{errors}");
-            ExitCode::from(EXIT_RUNTIME_FAILURE)
+            return ExitCode::from(EXIT_RUNTIME_FAILURE);
         }
+    };
+    let domains = config.domains().count();
+    println!(
+        "{}: OK ({domains} domain(s), {} rule(s))",
+        path.display(),
+        config.rule_count()
+    );
+    let Some(envoy) = envoy else {
+        return ExitCode::SUCCESS;
+    };
+    let envoy_config = match crate::envoy_config::load(envoy) {
+        Ok(envoy_config) => envoy_config,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(EXIT_RUNTIME_FAILURE);
+        }
+    };
+    let findings = crate::explain::lint::lint(&envoy_config, &config);
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == crate::explain::lint::Severity::Error)
+        .count();
+    for finding in &findings {
+        println!("{finding}");
+    }
+    println!(
+        "{}: {errors} error(s), {} warning(s) against {}",
+        envoy.display(),
+        findings.len() - errors,
+        path.display()
+    );
+    if errors > 0 {
+        ExitCode::from(EXIT_RUNTIME_FAILURE)
+    } else {
+        ExitCode::SUCCESS
     }
 }

@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 use super::error::ConfigError;
 use super::glob::Glob;
 use super::limits::{DomainLimits, Level, Node, ValueMatch};
+use super::place::Place;
 use super::raw::{RawDescriptor, RawFile, RawRateLimit};
 use super::rule::{Rule, RuleLimit, push_namespace_segment, window_ms};
 use super::unit::Unit;
@@ -61,6 +62,7 @@ pub(crate) fn compile_file(
     };
     let mut compiler = Compiler {
         file,
+        shared_file: Arc::from(file),
         errors,
         rules: Vec::new(),
     };
@@ -70,12 +72,18 @@ pub(crate) fn compile_file(
         None => Level::default(),
     };
     let rules = compiler.rules;
+    let shared_file = compiler.shared_file;
     // Checks run field by field; report in the order of the file.
     if let Some(new_errors) = errors.get_mut(first_error..) {
         new_errors.sort_by_key(|e| e.line);
     }
     domain.map(|d| CompiledDomain {
-        limits: DomainLimits::new(d.value.as_str().into(), root, rules),
+        limits: DomainLimits::new(
+            d.value.as_str().into(),
+            root,
+            rules,
+            Place::new(shared_file, line_of(d)),
+        ),
         line: line_of(d),
     })
 }
@@ -84,6 +92,8 @@ pub(crate) fn compile_file(
 /// descriptor on its path has `value_to_metric`.
 struct RulePlace<'a> {
     descriptor_place: &'a str,
+    /// The descriptor's line.
+    line: Option<usize>,
     namespace: &'a str,
     path: &'a str,
     value_to_metric: bool,
@@ -101,6 +111,8 @@ struct RuleLimits {
 
 struct Compiler<'a> {
     file: &'a str,
+    /// `file`, shared by the place of every node and rule.
+    shared_file: Arc<str>,
     errors: &'a mut Vec<ConfigError>,
     /// Rules in config order (pre-order).
     rules: Vec<Arc<Rule>>,
@@ -196,6 +208,7 @@ impl Compiler<'_> {
             let value_to_metric_path = value_to_metric_above || value_to_metric;
             let at = RulePlace {
                 descriptor_place: &place,
+                line,
                 namespace: &node_namespace,
                 path: &node_path,
                 value_to_metric: value_to_metric_path,
@@ -252,6 +265,7 @@ impl Compiler<'_> {
                         children,
                         shared,
                         value_to_metric,
+                        place: Place::new(Arc::clone(&self.shared_file), line),
                     },
                 );
             }

@@ -8,6 +8,7 @@ type LookupMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
 use super::glob::Glob;
+use super::place::Place;
 use super::rule::Rule;
 pub use bucket::BucketOrderError;
 
@@ -71,11 +72,23 @@ pub struct DomainLimits {
     root: Level,
     /// In config order.
     rules: Vec<Arc<Rule>>,
+    /// Where `domain:` is declared: one place per file of a merged domain.
+    places: Vec<Place>,
 }
 
 impl DomainLimits {
-    pub(crate) fn new(name: Arc<str>, root: Level, rules: Vec<Arc<Rule>>) -> Self {
-        DomainLimits { name, root, rules }
+    pub(crate) fn new(name: Arc<str>, root: Level, rules: Vec<Arc<Rule>>, place: Place) -> Self {
+        DomainLimits {
+            name,
+            root,
+            rules,
+            places: vec![place],
+        }
+    }
+
+    /// Where the domain is declared (several files when merged), in load order.
+    pub fn places(&self) -> &[Place] {
+        &self.places
     }
 
     pub fn name(&self) -> &Arc<str> {
@@ -88,6 +101,7 @@ impl DomainLimits {
     pub(crate) fn merge(&mut self, other: DomainLimits) {
         self.root.absorb(other.root);
         self.rules.extend(other.rules);
+        self.places.extend(other.places);
     }
 
     /// Every rule of the domain, in config order.
@@ -242,6 +256,8 @@ pub(crate) struct Node {
     pub shared: bool,
     /// `value_to_metric: true`: metric names carry the request's value at this level.
     pub value_to_metric: bool,
+    /// Where the descriptor is declared.
+    pub place: Place,
 }
 
 /// What a descriptor's `value` compiles to.
@@ -310,3 +326,5 @@ impl Level {
 mod bucket;
 #[cfg(test)]
 mod tests;
+pub(crate) mod tree;
+pub(crate) mod yaml;

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use super::place::Place;
 use super::unit::Unit;
 use crate::telemetry::RuleSeries;
 
@@ -58,6 +59,8 @@ pub struct Rule {
     /// The rule's metric series under `path`, resolved on its first decision (no label
     /// lookup per decision).
     pub series: RuleSeries,
+    /// Where its descriptor is declared.
+    pub place: Place,
 }
 
 impl Rule {
@@ -71,6 +74,11 @@ impl Rule {
                 ..
             } => window_ms(unit, unit_multiplier).or(Some(u64::MAX)),
         }
+    }
+
+    /// What operators see the rule as: its `name`, or its path when it has none.
+    pub fn label(&self) -> &Arc<str> {
+        self.name.as_ref().unwrap_or(&self.path)
     }
 
     pub fn is_unlimited(&self) -> bool {

@@ -22,12 +22,15 @@
 //! - `in_process`: a limiter on the in-process origin and a caller's clock, for the
 //!   in-process tests and the fuzz targets. `units`: unit enum mapping. `json`: upstream's
 //!   JSON form of a request and response for `POST /json`. `traced`: a request's span.
+//! - `limited_by`: the rule that refused a request, named in the answer (metadata, header),
+//!   the span and the debug log; the request as received, logged at debug.
 
 mod answer;
 mod decide;
 mod in_process;
 mod inspect;
 mod json;
+pub mod limited_by;
 mod metadata;
 mod overall;
 pub(crate) mod plan;
@@ -37,7 +40,7 @@ mod structured;
 #[cfg(test)]
 mod tests;
 mod traced;
-mod units;
+pub(crate) mod units;
 mod validate;
 
 use std::sync::Arc;
@@ -52,6 +55,7 @@ use tonic::{Request, Response, Status};
 pub use answer::Answer;
 pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 pub use inspect::NotCounted;
+pub(crate) use json::parse_request;
 pub use json::{JsonReply, should_rate_limit_json};
 pub use response::HeaderNames;
 pub use route::{GrpcRoutes, RateLimitRoute};
@@ -85,6 +89,8 @@ pub struct RlsSettings {
     pub all_or_nothing: bool,
     /// Which of the IETF draft's forms those headers take.
     pub header_style: HeaderStyle,
+    /// `Some`: an OVER_LIMIT answer adds this response header naming the refusing rule.
+    pub rule_header: Option<String>,
     pub request_limits: RequestLimits,
     /// `Some`: every decision is a span (the tracing pipeline is running).
     pub tracing: Option<SpanOptions>,
@@ -189,6 +195,7 @@ impl RateLimiter {
             self.metrics.request(RequestOutcome::InvalidArgument);
             return Now::Answered(Err(Status::invalid_argument(invalid.to_string())));
         }
+        tracing::debug!(domain = %request.domain, descriptors = %limited_by::Received(&request.descriptors), hits_addend = request.hits_addend, "request received");
         // One snapshot for the whole request: a reload mid-request cannot mix two configs.
         let limits = self.limits.load();
         let Some(domain) = limits.domain(&request.domain) else {
@@ -431,8 +438,18 @@ impl RateLimiter {
         };
         self.metrics
             .limited_decision(workspace, label, outcome, usage);
-        if outcome == DecisionOutcome::ShadowOverLimit {
-            tracing::debug!(domain = %workspace, rule = %rule_label, "over limit in shadow mode; answered OK");
+        match outcome {
+            DecisionOutcome::ShadowOverLimit => {
+                tracing::debug!(domain = %workspace, rule = %rule_label, "over limit in shadow mode; answered OK");
+            }
+            DecisionOutcome::OverLimit => {
+                let rule = limited
+                    .rule
+                    .as_ref()
+                    .map_or(&self.override_label, |r| r.label());
+                tracing::debug!(domain = %workspace, rule = %rule, identifier = %limited.identifier, remaining = verdict.remaining, "over limit");
+            }
+            DecisionOutcome::WithinLimit | DecisionOutcome::Unlimited => {}
         }
     }
 
@@ -444,7 +461,8 @@ impl RateLimiter {
             over_limit,
             ..
         } = judged;
-        let response_headers_to_add =
+        let refusing_rule = limited_by::refusing_rule(plans, &statuses, &roles, over_limit);
+        let mut response_headers_to_add =
             match (&self.settings.response_headers, self.settings.header_style) {
                 (Some(names), HeaderStyle::Draft03) => {
                     let policies = response::policies(plans);
@@ -472,7 +490,7 @@ impl RateLimiter {
         } else {
             RequestOutcome::Ok
         });
-        let dynamic_metadata = self.settings.response_dynamic_metadata.then(|| {
+        let mut dynamic_metadata = self.settings.response_dynamic_metadata.then(|| {
             // As upstream: the descriptors that passed (not over, not unlimited) whose rule
             // carries `metadata`.
             let passed = plans
@@ -485,6 +503,12 @@ impl RateLimiter {
                 });
             Box::new(metadata::dynamic_metadata(request, passed))
         });
+        if let Some(rule) = refusing_rule {
+            limited_by::add_to_metadata(&mut dynamic_metadata, &rule);
+            if let Some(name) = &self.settings.rule_header {
+                response_headers_to_add.push(response::header(name, rule.to_string()));
+            }
+        }
         Answer {
             overall_code: overall,
             statuses,

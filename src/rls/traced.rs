@@ -38,7 +38,13 @@ impl RateLimiter {
 /// Ends `span` with what the request got.
 pub(super) fn end(span: DecisionSpan, path: Path, answer: &Result<Answer, Status>) {
     match answer {
-        Ok(answer) => span.end(path, Ok(answer.overall_code)),
+        Ok(answer) => {
+            let metadata = answer.dynamic_metadata.as_deref();
+            if let Some(rule) = super::limited_by::in_metadata(metadata) {
+                span.limited_by(rule);
+            }
+            span.end(path, Ok(answer.overall_code));
+        }
         Err(status) => span.end(path, Err((status.code(), status.message()))),
     }
 }

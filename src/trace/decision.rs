@@ -143,6 +143,14 @@ impl DecisionSpan {
         }
     }
 
+    /// The rule that refused the request (`rls.limited_by`).
+    pub fn limited_by(&self, rule: &str) {
+        let span = self.cx.span();
+        if span.is_recording() {
+            span.set_attribute(KeyValue::new("rls.limited_by", rule.to_owned()));
+        }
+    }
+
     /// Ends the span with the answer: the overall code and how it was decided, or the
     /// refusal's gRPC status.
     pub fn end(self, path: Path, answer: Result<Code, (tonic::Code, &str)>) {

@@ -6,5 +6,6 @@ mod cli_exit_codes;
 mod config_parity;
 mod config_reload;
 mod config_xds;
+mod envoy_lint;
 mod setting_precedence;
 mod upstream_env;

@@ -247,6 +247,7 @@ impl Compiler<'_> {
             penalty_ms: limits.penalty_ms,
             path: at.path.into(),
             series: RuleSeries::default(),
+            place: Place::new(Arc::clone(&self.shared_file), at.line),
         });
         self.rules.push(Arc::clone(&rule));
         rule

@@ -23,6 +23,7 @@ fn rule(limit: RuleLimit) -> Rule {
         penalty_ms: 0,
         path: "d.k".into(),
         series: RuleSeries::default(),
+        place: Place::default(),
     }
 }
 

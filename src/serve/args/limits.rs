@@ -103,4 +103,17 @@ pub struct LimitsArgs {
     /// With no arguments, set from upstream's `LIMIT_RESET_HEADER`.
     #[arg(long, env = "RLS_RESET_HEADER", default_value = "RateLimit-Reset")]
     pub reset_header: String,
+    /// On an OVER_LIMIT answer, add this response header naming the rule that refused
+    ///
+    /// The rule's `name`, or its path when it has none; Envoy adds the header to its 429.
+    /// Every OVER_LIMIT answer also names the rule in its dynamic metadata (`limitedBy`).
+    #[arg(long, env = "RLS_RULE_HEADER", value_name = "NAME", value_parser = header_name)]
+    pub rule_header: Option<String>,
+}
+
+/// `--rule-header`: a valid HTTP header name.
+fn header_name(text: &str) -> Result<String, String> {
+    http::HeaderName::from_bytes(text.as_bytes())
+        .map(|_| text.to_owned())
+        .map_err(|_| format!("`{text}` is not an HTTP header name"))
 }

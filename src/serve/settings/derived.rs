@@ -78,6 +78,7 @@ pub(super) fn rls_settings(args: &ServeArgs) -> RlsSettings {
             remaining: args.limits.remaining_header.clone(),
             reset: args.limits.reset_header.clone(),
         }),
+        rule_header: args.limits.rule_header.clone(),
         header_style: match args.limits.response_header_style {
             HeaderStyleArg::Draft03 => HeaderStyle::Draft03,
             HeaderStyleArg::Structured => HeaderStyle::Structured,
