@@ -44,7 +44,7 @@ pub mod xds;
 
 pub use envoy::{Envoy, envoy_binary};
 pub use example::Example;
-pub use http::{HttpResponse, http_get, http_post, http_post_with};
+pub use http::{HttpResponse, http_get, http_post, http_post_with, http_request};
 pub use service::{Launch, Service};
 pub use upstream::UpstreamRuntime;
 

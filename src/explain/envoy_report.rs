@@ -38,6 +38,8 @@ pub struct PolicyReport {
     pub outcome: &'static str,
     /// The entries (`key=value`), when sent.
     pub entries: Vec<(String, String)>,
+    /// The action that made each entry, in order.
+    pub actions: Vec<String>,
     pub hits_addend: Option<u64>,
     /// `is_negative_hits`: the hits are given back.
     pub refund: bool,
@@ -93,6 +95,7 @@ fn policy_report(evaluated: &Evaluated<'_>) -> PolicyReport {
         on_stream_done: evaluated.policy.apply_on_stream_done,
         outcome: "sent",
         entries: Vec::new(),
+        actions: Vec::new(),
         hits_addend: None,
         refund: false,
         notes: Vec::new(),
@@ -103,6 +106,11 @@ fn policy_report(evaluated: &Evaluated<'_>) -> PolicyReport {
                 .entries
                 .iter()
                 .map(|e| (e.key.clone(), e.value.clone()))
+                .collect();
+            report.actions = descriptor
+                .entries
+                .iter()
+                .map(|e| e.action.clone())
                 .collect();
             report.hits_addend = descriptor.hits_addend;
             report.refund = descriptor.refund;

@@ -3,4 +3,6 @@
 
 mod envoy_examples;
 mod envoy_scenarios;
+mod explain_differential;
+mod rule_names;
 mod upstream_integration;
