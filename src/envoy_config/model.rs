@@ -122,8 +122,8 @@ pub struct PerRoute {
     /// Non-empty: used instead of every other `rate_limits`.
     pub rate_limits: Vec<RateLimitPolicy>,
     pub vh_rate_limits: VhRateLimits,
-    /// Replaces the filter's `domain`.
-    pub domain: Option<String>,
+    /// Replaces the filter's `domain`; with where it is set.
+    pub domain: Option<(String, Place)>,
 }
 
 /// `RateLimitPerRoute.vh_rate_limits`.

@@ -61,7 +61,11 @@ pub fn parse(document: &Document) -> EnvoyConfig {
     }
     if let Some(table) = found.lone_routes {
         config.managers.push(HttpManager {
-            listener: table.name.clone(),
+            listener: if table.name.is_empty() {
+                "(a route configuration)".to_owned()
+            } else {
+                table.name.clone()
+            },
             place: table.place.clone().unwrap_or_default(),
             use_remote_address: false,
             xff_num_trusted_hops: 0,

@@ -149,7 +149,7 @@ fn one<'c>(
     };
     let name = filter.map_or(super::parse::RATE_LIMIT_FILTER, |f| f.name.as_str());
     let per_route = most_specific(name, route, vh);
-    if let Some(domain) = per_route.and_then(|p| p.domain.as_ref()) {
+    if let Some((domain, _)) = per_route.and_then(|p| p.domain.as_ref()) {
         prediction.domain.clone_from(domain);
     }
     let stage = filter.map_or(0, |f| f.stage);

@@ -63,6 +63,17 @@ pub fn lint(envoy: &EnvoyConfig, limits: &LimitsConfig) -> Vec<Finding> {
         ));
     }
     for manager in &envoy.managers {
+        if let (true, Some(place)) = (manager.filters.is_empty(), first_policy(manager)) {
+            findings.push(warning(
+                format!(
+                    "`rate_limits` on the routes of `{}`, but no rate limit filter runs them \
+                     in this file: their domain is not known, not checked",
+                    manager.listener
+                ),
+                Some(place),
+                None,
+            ));
+        }
         for filter in &manager.filters {
             filter_settings(filter, limits, &mut findings);
             shapes.of_filter(manager, filter, &envoy.local_cluster);
@@ -153,6 +164,21 @@ fn error(message: String, envoy: Option<Place>, limits: Option<Place>) -> Findin
         envoy,
         limits,
     }
+}
+
+/// The first `rate_limits` policy of a manager's routes, if any.
+fn first_policy(manager: &crate::envoy_config::model::HttpManager) -> Option<Place> {
+    let hosts = manager.routes.iter().flat_map(|t| &t.virtual_hosts);
+    hosts
+        .flat_map(|vh| {
+            let routes = vh.routes.iter().flat_map(|r| {
+                let own = r.action.iter().flat_map(|a| &a.rate_limits);
+                own.chain(r.per_filter.iter().flat_map(|(_, p)| &p.rate_limits))
+            });
+            vh.rate_limits.iter().chain(routes)
+        })
+        .map(|policy| policy.place.clone())
+        .next()
 }
 
 /// `failure_mode_deny` and `timeout` worth a word.

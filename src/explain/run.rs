@@ -255,6 +255,16 @@ async fn explain_envoy(
     for line in &report.not_evaluated {
         out.push_str(&format!("not evaluated: {line}\n"));
     }
+    let alone = config
+        .managers
+        .iter()
+        .any(|m| m.filters.is_empty() && m.quota_filters.is_empty() && m.routes.is_some());
+    if report.filters.is_empty() && alone && args.domain.is_none() {
+        return Err(ExplainError::Usage(format!(
+            "{}: routes without a rate limit filter: give --domain, the filter's domain",
+            report.envoy
+        )));
+    }
     if report.filters.is_empty() {
         out.push_str(&format!(
             "{}: no rate limit filter{}: Envoy calls no rate limit service for this request\n",

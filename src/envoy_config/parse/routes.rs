@@ -154,9 +154,8 @@ impl Parser<'_> {
             } else {
                 (kind, config)
             };
-            let is_rate_limit = name == RATE_LIMIT_FILTER
-                || kind.ends_with("envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute");
-            if !is_rate_limit && !kind.ends_with("RateLimitPerRoute") {
+            // Looked up by the filter's name, as Envoy does; the type says it is ours.
+            if name != RATE_LIMIT_FILTER && !kind.ends_with(".ratelimit.v3.RateLimitPerRoute") {
                 continue;
             }
             let vh_rate_limits = match config.str("vh_rate_limits") {
@@ -175,9 +174,10 @@ impl Parser<'_> {
                     rate_limits: self.policies(config.get("rate_limits")),
                     vh_rate_limits,
                     domain: config
-                        .str("domain")
-                        .filter(|d| !d.is_empty())
-                        .map(str::to_owned),
+                        .get("domain")
+                        .and_then(|node| Some((node.text()?, node)))
+                        .filter(|(d, _)| !d.is_empty())
+                        .map(|(d, node)| (d.to_owned(), self.place(node))),
                 },
             ));
         }

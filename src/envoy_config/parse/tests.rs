@@ -122,7 +122,11 @@ fn a_bootstrap_is_read_with_its_places() {
     let (name, per_route) = &b.per_filter[0];
     assert_eq!(name, "envoy.filters.http.ratelimit");
     assert_eq!(per_route.vh_rate_limits, VhRateLimits::Include);
-    assert_eq!(per_route.domain.as_deref(), Some("other"));
+    let (domain, place) = per_route.domain.as_ref().expect("a domain");
+    assert_eq!(
+        (domain.as_str(), place.to_string().as_str()),
+        ("other", "envoy.yaml:41")
+    );
     assert!(vh.routes[2].action.is_none(), "a direct response");
 
     // Not evaluated, and said: the extension action and the grpc route condition.

@@ -77,13 +77,10 @@ impl Shapes {
             };
             let per_route = most_specific(&filter.name, route, vh);
             if let Some(per_route) = per_route.filter(|p| !p.rate_limits.is_empty()) {
-                let domain = per_route.domain.clone().unwrap_or(filter.domain.clone());
-                let place = per_route.place.clone().unwrap_or(domain_place.clone());
-                let place = if per_route.domain.is_some() {
-                    place
-                } else {
-                    domain_place.clone()
-                };
+                let (domain, place) = per_route
+                    .domain
+                    .clone()
+                    .unwrap_or_else(|| (filter.domain.clone(), domain_place.clone()));
                 for policy in &per_route.rate_limits {
                     self.add(policy, Some(&action.cluster), route, local, &domain, &place);
                 }

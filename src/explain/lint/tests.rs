@@ -220,3 +220,54 @@ fn distances() {
     assert_eq!(edit_distance("path", "pth"), 1);
     assert_eq!(edit_distance("", "abc"), 3);
 }
+
+#[test]
+fn rlqs_buckets_and_routes_without_a_filter() {
+    let quota = |key: &str| {
+        format!(
+            "static_resources:
+  listeners:
+    - name: l
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                route_config: {{virtual_hosts: [{{name: v, domains: ['*'], routes: [{{match: {{prefix: /}}, route: {{cluster: c}}}}]}}]}}
+                http_filters:
+                  - name: envoy.filters.http.rate_limit_quota
+                    typed_config:
+                      domain: shop
+                      bucket_matchers:
+                        matcher_list:
+                          matchers:
+                            - on_match:
+                                action:
+                                  typed_config:
+                                    bucket_id_builder:
+                                      bucket_id_builder:
+                                        {key}: {{custom_value: {{name: x}}}}
+"
+        )
+    };
+    let fine = findings(&quota("api_key"));
+    assert!(
+        fine.iter().all(|f| f.severity == Severity::Warning),
+        "an RLQS bucket {{api_key}} reaches per_key: {fine:#?}"
+    );
+    let typo = findings(&quota("apikey"));
+    assert!(
+        typo.iter()
+            .any(|f| f.severity == Severity::Error && f.message.contains("did you mean `api_key`")),
+        "{typo:#?}"
+    );
+    // Routes with rate_limits and no filter: said, not checked.
+    let alone = findings(
+        "virtual_hosts: [{name: v, domains: ['*'], rate_limits: [{actions: [{remote_address: {}}]}], routes: []}]\n",
+    );
+    assert_eq!(alone.len(), 1, "{alone:#?}");
+    assert!(
+        alone[0].message.contains("no rate limit filter runs them"),
+        "{}",
+        alone[0]
+    );
+}
