@@ -21,6 +21,8 @@ domain: traced
 descriptors:
   - key: user
     rate_limit: { unit: hour, requests_per_unit: 100 }
+  - key: strict
+    rate_limit: { unit: hour, requests_per_unit: 1, name: strict_rule }
 ";
 
 fn limits() -> tempfile::NamedTempFile {
@@ -120,6 +122,46 @@ async fn b3_and_w3c_headers_make_the_decision_a_child_of_the_callers_trace() {
         );
         assert_eq!(span.via, "grpc");
     }
+}
+
+/// An OVER_LIMIT decision's span names the rule that refused it; an OK one names none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_s_span_names_the_rule() {
+    let collector = Collector::start();
+    let limits = limits();
+    let endpoint = collector.http_endpoint();
+    let service = Service::start(
+        limits.path(),
+        &["--tracing", "--tracing-endpoint", &endpoint],
+    );
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    let strict = || request("traced", vec![descriptor(&[("strict", "s")])]);
+    let codes = [
+        grpc::should_rate_limit(&mut client, strict()).await,
+        grpc::should_rate_limit(&mut client, strict()).await,
+    ]
+    .map(|r| grpc::overall(&r));
+    assert_eq!(codes, [Code::Ok, Code::OverLimit]);
+    let spans = collector.wait_for(EXPORTED, "two decision spans", |spans| {
+        decisions(spans).len() >= 2
+    });
+    let named: Vec<(Option<&str>, Option<&str>)> = decisions(&spans)
+        .iter()
+        .map(|s| {
+            (
+                s.attribute("rls.overall_code"),
+                s.attribute("rls.limited_by"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (Some("OK"), None),
+            (Some("OVER_LIMIT"), Some("strict_rule"))
+        ],
+        "{spans:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
