@@ -5,7 +5,9 @@
 //! denial's debug log line; and the request as received, logged at debug.
 //!
 //! A rule is named by its `name`, or its path when it has none. Only an OVER_LIMIT answer
-//! names one: the descriptor that denies it, as `response::constrained` picks it.
+//! names one: the descriptor that denies it, as `response::constrained` picks it. Its metadata
+//! is a `Struct` built per denied request (a few small allocations): the one thing an answer
+//! allocates on the warm path, and only when it denies.
 
 use std::fmt;
 use std::sync::Arc;
