@@ -5,7 +5,8 @@
 //! something failed after the settings were valid (a listener cannot bind, the limits config
 //! is refused at start, a database cannot be reached), [`EXIT_INVALID_SETTING`] (2, clap's
 //! usage-error code) for a flag or variable that is wrong, out of range or contradicts
-//! another. `check-config` exits 1 when the config it checks has errors.
+//! another. `check-config` exits 1 when the config it checks has errors (with `--envoy`, when
+//! the pair has errors).
 
 mod reference;
 mod run;

@@ -32,8 +32,8 @@ upstream variable each flag is then set from.
 
 | Code | Meaning |
 |------|---------|
-| 0 | Done (`serve`: stopped by SIGTERM or SIGINT; `check-config`: the config is valid). |
-| 1 | A failure after the settings were valid: a listener cannot bind, the limits config is refused at start, the database cannot be reached (`migrate`, `cleanup`). `check-config`: the config has errors, each listed on stderr. |
+| 0 | Done (`serve`: stopped by SIGTERM or SIGINT; `check-config`: the config is valid, and with `--envoy` the pair has no error, warnings aside; `explain`: the explanation is printed). |
+| 1 | A failure after the settings were valid: a listener cannot bind, the limits config is refused at start, the database cannot be reached (`migrate`, `cleanup`), a file or the service cannot be read (`explain`). `check-config`: the config has errors, each listed on stderr, or with `--envoy` the pair has errors, listed on stdout with the warnings. |
 | 2 | An invalid setting: a flag or variable (ours or upstream's) that is malformed, out of range or contradicts another. One line on stderr starting with `error:` names it. |
 ";
 
