@@ -13,18 +13,32 @@ flags after `--`), then runs, one after the other, each for --seconds:
     sending 3.9 MB, then a byte every 5 s) and again announcing just under
     --max-request-bytes (the budget's worst case);
   * idle flood: `rls-abuse idle` (20,000 TCP connections that never send a byte);
-  * unique-key flood: `gcounter-loadtest --key-space 100000000` at --flood-rate.
+  * unique-key flood: `gcounter-loadtest --key-space 100000000` at --flood-rate;
+  * RLQS announcements: `rls-abuse slow-loris --path .../StreamRateLimitQuotas` (10
+    connections x 86 streams, each sending only a 5-byte prefix announcing
+    --max-request-bytes) and 2 x 86 such ShouldRateLimit streams;
+  * RLQS group: `rls-abuse rlqs-flood` (2 streams x 20,000 buckets on one share_threshold
+    wildcard, then 10 reports of 5,000 usages each);
+  * RLQS hot key: 900 streams, each its own connection, reporting one hot bucket;
+  * RLQS largest ids: 10 streams x 1,046 buckets of 16 KB ids;
+  * RLQS silent: 100 streams x 100 buckets of 16 KB ids that never read a response;
+  * all at once: every attack above together.
 During each phase a legitimate client (`gcounter-loadtest`, 200 requests/s, connected
-before the attack starts) measures gRPC latency, /healthz is fetched every 200 ms on a new
-connection, and the server's RSS is read from /proc every 200 ms. Prints one JSON line per
-phase, then a Markdown table: RSS peak, gRPC p99 and errors, /healthz p99 and failures.
-Loopback only; every phase is bounded in time. Exit status 1 if the server died, gRPC or
-/healthz stopped answering, or RSS passed --rss-bound-mib.
+before the attack starts) measures gRPC latency, a well-behaved RLQS client
+(`rls-abuse rlqs-probe`: one long-lived stream reporting every second, a new stream every
+2 s) counts the assignments it gets, /healthz is fetched every 200 ms on a new connection,
+and the server's RSS is read from /proc every 200 ms. The server runs on config/example.yaml
+plus a domain for the RLQS attacks, with --rlqs-abandon-after 10s so the silent streams are
+let go within a phase. Prints one JSON line per phase, then a Markdown table: RSS peak, gRPC
+p99 and errors, the probe's answered reports, /healthz p99 and failures. Loopback only;
+every phase is bounded in time. Exit status 1 if the server died, gRPC or /healthz stopped
+answering, the probe went unanswered, or RSS passed --rss-bound-mib.
 """
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,29 +108,54 @@ def legit_load(loadtest, grpc_port, seconds):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def phase(name, args, server, attack_argv):
+# The RLQS attacks' limits, beside config/example.yaml: one share_threshold wildcard (every
+# /api/ bucket counts on one counter), and a key per bucket.
+RLQS_LIMITS = """\
+domain: abuse
+descriptors:
+  - key: path
+    value: /api/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 1000000}
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 1000000}
+"""
+
+
+def probe(abuse, grpc_port, seconds):
+    return subprocess.Popen(
+        [abuse, "rlqs-probe", "--target", f"127.0.0.1:{grpc_port}", "--domain", "abuse",
+         "--key", "k", "--value", "probe", "--duration", f"{seconds}s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def last_json(process, timeout, what):
+    try:
+        out, err = process.communicate(timeout=timeout)
+        lines = out.strip().splitlines()
+        return json.loads(lines[-1]) if lines else {"stderr": err[-500:]}
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return {"error": f"{what} did not stop"}
+    except json.JSONDecodeError:
+        return {"error": f"{what} printed no JSON"}
+
+
+def phase(name, args, server, attack_argvs):
     sampler = Sampler(server.pid, args.http_port)
     sampler.start()
     legit = legit_load(args.loadtest_binary, args.grpc_port, args.seconds + 1)
-    time.sleep(1.5)  # the legitimate client is connected before the attack starts
-    attack = None
-    if attack_argv:
-        attack = subprocess.Popen(attack_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True)
+    quota = probe(args.abuse_binary, args.grpc_port, args.seconds)
+    time.sleep(1.5)  # the legitimate clients are connected before the attack starts
+    attacks = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for argv in attack_argvs]
     try:
         legit_out, legit_err = legit.communicate(timeout=args.seconds + 30)
     except subprocess.TimeoutExpired:
         legit.kill()
         legit_out, legit_err = "", "legitimate client hung"
-    attack_report = None
-    if attack:
-        try:
-            out, err = attack.communicate(timeout=args.seconds + 30)
-            lines = out.strip().splitlines()
-            attack_report = json.loads(lines[-1]) if lines else {"stderr": err[-500:]}
-        except subprocess.TimeoutExpired:
-            attack.kill()
-            attack_report = {"error": "attack did not stop"}
+    probe_report = last_json(quota, args.seconds + 30, "the RLQS probe")
+    attack_report = [last_json(a, args.seconds + 30, "the attack") for a in attacks] or None
     time.sleep(1)
     sampler.stop.set()
     sampler.join()
@@ -132,6 +171,11 @@ def phase(name, args, server, attack_argv):
         "grpc_p99_ms": None if report.get("p99_us") is None else report["p99_us"] / 1000,
         "grpc_answered": answered,
         "grpc_errors": report.get("errors"),
+        "rlqs_reports": probe_report.get("long_lived_reports", 0)
+        + probe_report.get("short_streams", 0),
+        "rlqs_answered": probe_report.get("long_lived_answered", 0)
+        + probe_report.get("short_answered", 0),
+        "rlqs_first_max_ms": probe_report.get("first_assignment_max_ms"),
         "healthz_p99_ms": percentile(sampler.health_ms, 0.99),
         "healthz_failures": sampler.health_failures,
         "server_alive": server.poll() is None,
@@ -156,10 +200,13 @@ def main():
     parser.add_argument("--flood-rate", type=int, default=20_000)
     parser.add_argument("--max-request-bytes", type=int, default=256 << 10,
                         help="the server's --max-request-bytes (for the second slow-loris)")
-    parser.add_argument("--rss-bound-mib", type=float, default=512)
+    parser.add_argument("--rss-bound-mib", type=float, default=768)
+    parser.add_argument("--only", action="append",
+                        help="run only this phase (and the baseline); repeatable")
     parser.add_argument("server_args", nargs="*", help="extra `serve` flags, after --")
     args = parser.parse_args()
     abuse = args.abuse_binary or os.path.join(os.path.dirname(args.binary), "rls-abuse")
+    args.abuse_binary = abuse
     args.loadtest_binary = args.loadtest_binary or os.path.join(
         os.path.dirname(args.binary), "gcounter-loadtest")
     for binary in (args.binary, abuse, args.loadtest_binary):
@@ -168,8 +215,12 @@ def main():
     args.grpc_port, args.http_port = free_port(), free_port()
     target = f"127.0.0.1:{args.grpc_port}"
     log = tempfile.NamedTemporaryFile(prefix="abuse-server-", suffix=".log", delete=False)
+    limits = tempfile.mkdtemp(prefix="abuse-limits-")
+    shutil.copy(args.config, os.path.join(limits, "example.yaml"))
+    with open(os.path.join(limits, "rlqs-abuse.yaml"), "w") as f:
+        f.write(RLQS_LIMITS)
     server = subprocess.Popen(
-        [args.binary, "serve", "--config", args.config,
+        [args.binary, "serve", "--config", limits, "--rlqs-abandon-after", "10s",
          "--grpc-addr", target, "--http-addr", f"127.0.0.1:{args.http_port}",
          "--debug-addr", f"127.0.0.1:{free_port()}"]
         + args.server_args, stdout=log, stderr=log)
@@ -188,22 +239,49 @@ def main():
                  "--connections", str(args.loris_connections),
                  "--streams", str(args.loris_streams), "--trickle-every", "5s", "--duration", s]
         under = args.max_request_bytes - 64
+        rlqs_path = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas"
+        announce = [abuse, "slow-loris", "--target", target, "--streams", "86",
+                    "--announce-bytes", str(args.max_request_bytes), "--send-bytes", "0",
+                    "--trickle-every", "3600s", "--duration", s]
+        flood = [abuse, "rlqs-flood", "--target", target, "--domain", "abuse",
+                 "--duration", s]
+        rlqs = {
+            "RLQS announcements": [
+                announce + ["--path", rlqs_path, "--connections", "10"],
+                announce + ["--connections", "2"],
+            ],
+            "RLQS group": [flood + ["--streams", "2", "--buckets", "20000",
+                                    "--usages-per-report", "5000", "--reports", "10"]],
+            "RLQS hot key": [flood + ["--streams", "900", "--buckets", "1", "--key", "k",
+                                      "--value-prefix", "hot", "--reports", "30",
+                                      "--usages-per-report", "1"]],
+            "RLQS largest ids": [flood + ["--streams", "10", "--buckets", "1046", "--key", "k",
+                                          "--id-bytes", "16000", "--usages-per-report", "100",
+                                          "--reports", "0"]],
+            "RLQS silent": [flood + ["--streams", "100", "--buckets", "100", "--key", "k",
+                                     "--id-bytes", "16000", "--usages-per-report", "100",
+                                     "--reports", "0", "--no-read"]],
+        }
         phases = [
-            ("baseline", None),
-            ("slow-loris 4 MB", loris + ["--announce-bytes", "4000000",
-                                         "--send-bytes", "3900000"]),
-            ("slow-loris max-request", loris + ["--announce-bytes", str(under),
-                                                "--send-bytes", str(under - 1024)]),
-            ("idle flood", [abuse, "idle", "--target", target,
-                            "--connections", str(args.idle_connections), "--duration", s]),
-            ("unique-key flood", [args.loadtest_binary, "--target", target,
-                                  "--domain", "example", "--descriptor",
-                                  "remote_address={key}", "--key-space", "100000000",
-                                  "--connections", "4", "--concurrency", "64",
-                                  "--rate", str(args.flood_rate), "--warmup", "0s",
-                                  "--duration", s]),
+            ("baseline", []),
+            ("slow-loris 4 MB", [loris + ["--announce-bytes", "4000000",
+                                          "--send-bytes", "3900000"]]),
+            ("slow-loris max-request", [loris + ["--announce-bytes", str(under),
+                                                 "--send-bytes", str(under - 1024)]]),
+            ("idle flood", [[abuse, "idle", "--target", target,
+                             "--connections", str(args.idle_connections), "--duration", s]]),
+            ("unique-key flood", [[args.loadtest_binary, "--target", target,
+                                   "--domain", "example", "--descriptor",
+                                   "remote_address={key}", "--key-space", "100000000",
+                                   "--connections", "4", "--concurrency", "64",
+                                   "--rate", str(args.flood_rate), "--warmup", "0s",
+                                   "--duration", s]]),
+            *rlqs.items(),
+            ("RLQS all at once", [argv for argvs in rlqs.values() for argv in argvs]),
         ]
-        rows = [phase(name, args, server, argv) for name, argv in phases]
+        if args.only:
+            phases = [p for p in phases if p[0] in args.only or p[0] == "baseline"]
+        rows = [phase(name, args, server, argvs) for name, argvs in phases]
     finally:
         server.terminate()
         try:
@@ -212,15 +290,20 @@ def main():
             server.kill()
     print()
     print("| phase | RSS peak (MiB) | gRPC p99 (ms) | gRPC answered / errors "
+          "| RLQS probe answered (slowest first assignment, ms) "
           "| /healthz p99 (ms) | /healthz failures |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     failed = False
     for r in rows:
+        first = r["rlqs_first_max_ms"]
+        first = "—" if first is None else f"{first:.1f}"
         print(f"| {r['phase']} | {r['rss_peak_mib']} | {r['grpc_p99_ms']} | "
-              f"{r['grpc_answered']} / {r['grpc_errors']} | {r['healthz_p99_ms']} | "
-              f"{r['healthz_failures']} |")
+              f"{r['grpc_answered']} / {r['grpc_errors']} | "
+              f"{r['rlqs_answered']} of {r['rlqs_reports']} ({first}) | "
+              f"{r['healthz_p99_ms']} | {r['healthz_failures']} |")
         failed |= (not r["server_alive"] or not r["grpc_answered"] or r["grpc_errors"]
-                   or r["healthz_failures"] or (r["rss_peak_mib"] or 0) > args.rss_bound_mib)
+                   or r["healthz_failures"] or r["rlqs_answered"] < r["rlqs_reports"]
+                   or (r["rss_peak_mib"] or 0) > args.rss_bound_mib)
     print(f"\nserver log: {log.name}")
     sys.exit(1 if failed else 0)
 

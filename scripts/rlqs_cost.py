@@ -8,7 +8,12 @@ the embedded default) and, in turn:
 - RLQS: `rlqs-load` with --streams streams (Envoys) reporting the same --buckets buckets each
   second, as many requests per bucket as makes the same --rate in all;
 - RLQS at scale: --scale-streams × --scale-buckets buckets reporting one request each second;
-- one stream reporting one new bucket: how soon its first assignment comes back.
+- one stream reporting one new bucket: how soon its first assignment comes back;
+- memory per bucket (`--memory-only` runs just this): --memory-buckets buckets held by 4
+  streams (`rls-abuse rlqs-flood`), with ids of the largest size the server allows (about
+  16 KB) and with short ones; the resident memory they add per bucket, against what
+  `rls_memory_bytes{pool="rlqs_buckets"}` counts per bucket (the `--rlqs-max-bucket-bytes`
+  budget).
 
 For each it prints the server's CPU time per million requests decided (user + system, from
 /proc), its peak resident memory, and for RLQS the report handling p50/p99
@@ -16,7 +21,7 @@ For each it prints the server's CPU time per million requests decided (user + sy
 all its buckets' first assignments.
 
     cargo build --release -p gcounter-rls -p gcounter-loadtest
-    python3 scripts/rlqs_cost.py
+    python3 scripts/rlqs_cost.py [--memory-only]
 """
 
 import argparse
@@ -44,6 +49,72 @@ def peak_rss_mib(pid):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def sample(metrics, name, labels=""):
+    m = re.search(rf"^{name}{re.escape(labels)} (\S+)$", metrics, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+# Every bucket of the memory runs is counted: a short id on `api_key`'s rule, the largest
+# ids (api_key and four 4 KB entries that `rls-abuse rlqs-flood --id-bytes` adds) on the
+# nested rule, whose counter's identifier holds those values again.
+MEMORY_LIMITS = """\
+domain: quota
+descriptors:
+  - key: api_key
+    rate_limit: {unit: second, requests_per_unit: 1000000000}
+    descriptors:
+      - key: pad0
+        descriptors:
+          - key: pad1
+            descriptors:
+              - key: pad2
+                descriptors:
+                  - key: pad3
+                    rate_limit: {unit: second, requests_per_unit: 1000000000}
+"""
+
+
+def memory_per_bucket(binary, abuse, limits, buckets, id_bytes):
+    """Holds `buckets` buckets of `id_bytes`-byte ids; RSS and counted bytes per bucket."""
+    service = Service(binary, limits, ["--rlqs-max-bucket-bytes", "4GiB",
+                                       "--rlqs-max-buckets", "10000000",
+                                       "--rlqs-max-buckets-per-stream", "10000000"])
+    baseline = rss_mib(service.proc.pid)
+    streams = 4
+    flood = subprocess.Popen(
+        [abuse, "rlqs-flood", "--target", f"127.0.0.1:{service.grpc}", "--domain", "quota",
+         "--key", "api_key", "--value-prefix", "k-", "--streams", str(streams),
+         "--buckets", str(buckets // streams), "--id-bytes", str(id_bytes),
+         "--usages-per-report", "1000", "--reports", "0", "--duration", "600s"],
+        stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    held = 0.0
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        text = service.metrics()
+        now = sample(text, "rls_rlqs_buckets")
+        if now >= buckets or (now == held and now > 0):
+            held = now
+            break
+        held = now
+    text = service.metrics()
+    counted = sample(text, "rls_memory_bytes", '{pool="rlqs_buckets"}')
+    rss = rss_mib(service.proc.pid)
+    flood.kill()
+    service.stop()
+    return {"buckets": held, "id_bytes": id_bytes,
+            "rss_per_bucket": (rss - baseline) * (1 << 20) / max(held, 1),
+            "counted_per_bucket": counted / max(held, 1),
+            "rss_mib": rss, "baseline_mib": baseline}
 
 
 def histogram_quantiles(metrics, name, quantiles):
@@ -105,7 +176,10 @@ def main():
     p.add_argument("--buckets", type=int, default=1_000)
     p.add_argument("--scale-streams", type=int, default=10)
     p.add_argument("--scale-buckets", type=int, default=10_000)
-    p.add_argument("--release", default=os.path.join(ROOT, "target", "release"))
+    p.add_argument("--memory-buckets", type=int, default=10_000)
+    p.add_argument("--memory-only", action="store_true")
+    p.add_argument("--release", default=os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release"))
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="rlqs-cost-")
     limits = os.path.join(tmp, "limits.yaml")
@@ -114,6 +188,18 @@ def main():
         f.write("domain: quota\ndescriptors:\n  - key: api_key\n"
                 "    rate_limit: {unit: second, requests_per_unit: 1000000000}\n")
     binary = os.path.join(args.release, "gcounter-rls")
+    abuse = os.path.join(args.release, "rls-abuse")
+    memory_limits = os.path.join(tmp, "memory.yaml")
+    with open(memory_limits, "w") as f:
+        f.write(MEMORY_LIMITS)
+    print("RLQS memory | buckets held | id bytes | RSS per bucket | counted per bucket | RSS / counted")
+    for id_bytes in (16_000, 0):
+        m = memory_per_bucket(binary, abuse, memory_limits, args.memory_buckets, id_bytes)
+        print(f"RLQS memory | {m['buckets']:.0f} | {id_bytes or 'short'} | "
+              f"{m['rss_per_bucket']:.0f} B | {m['counted_per_bucket']:.0f} B | "
+              f"{m['rss_per_bucket'] / max(m['counted_per_bucket'], 1):.2f}", flush=True)
+    if args.memory_only:
+        return
     rows = []
 
     service = Service(binary, limits, [])

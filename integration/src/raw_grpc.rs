@@ -11,6 +11,16 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The gRPC status code and message the server answered to one unary call on `path` whose
 /// body is exactly `body` (length prefix included).
 pub async fn call(addr: SocketAddr, path: &str, body: Vec<u8>) -> (i32, String) {
+    call_with(addr, path, body, true).await
+}
+
+/// As [`call`], but the request's body is left open after `body`: a client that stopped
+/// sending in the middle of a message.
+pub async fn call_unfinished(addr: SocketAddr, path: &str, body: Vec<u8>) -> (i32, String) {
+    call_with(addr, path, body, false).await
+}
+
+async fn call_with(addr: SocketAddr, path: &str, body: Vec<u8>, end: bool) -> (i32, String) {
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
@@ -30,7 +40,7 @@ pub async fn call(addr: SocketAddr, path: &str, body: Vec<u8>) -> (i32, String) 
         .send_request(request, false)
         .expect("open an HTTP/2 stream");
     // The server may answer before reading it all; a refused send is fine then.
-    let _ = send.send_data(Bytes::from(body), true);
+    let _ = send.send_data(Bytes::from(body), end);
     let response = tokio::time::timeout(TIMEOUT, response)
         .await
         .expect("an answer within 10 s")

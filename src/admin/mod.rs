@@ -44,10 +44,27 @@ pub struct AdminState {
     pub counters: Option<Arc<dyn CounterLookup>>,
     /// The RLQS shares of a counter, for `/counters`; `None`: not shown.
     pub quota_shares: Option<Arc<dyn QuotaShares>>,
-    /// The gRPC server's request-bytes budget, sampled by `/metrics`; `None`: no gRPC server.
-    pub request_buffers: Option<BufferedBytes>,
+    /// Pools held outside the engine (the gRPC server's request bytes, the RLQS buckets),
+    /// sampled by `/metrics` under their pool's name.
+    pub memory_pools: Vec<(&'static str, Arc<dyn HeldBytes>)>,
     /// How counter inspection shows request values.
     pub values: ValueDisplay,
+}
+
+/// Bytes a pool holds now, against its budget, for `rls_memory_bytes{pool}`.
+pub trait HeldBytes: Send + Sync {
+    fn held(&self) -> u64;
+    fn budget(&self) -> u64;
+}
+
+impl HeldBytes for BufferedBytes {
+    fn held(&self) -> u64 {
+        BufferedBytes::held(self)
+    }
+
+    fn budget(&self) -> u64 {
+        BufferedBytes::budget(self)
+    }
 }
 
 /// What answers `POST /json`: the decision lives in `rls`, which the admin port does not know.
@@ -259,13 +276,11 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
             budget: pool.budget,
         })
         .collect();
-    if let Some(buffers) = &state.request_buffers {
-        pools.push(MemoryPool {
-            pool: "request_bytes",
-            bytes: buffers.held(),
-            budget: buffers.budget(),
-        });
-    }
+    pools.extend(state.memory_pools.iter().map(|(pool, held)| MemoryPool {
+        pool,
+        bytes: held.held(),
+        budget: held.budget(),
+    }));
     state.metrics.set_memory(&pools);
     (
         [(

@@ -3,8 +3,9 @@
 //! | pool | bounded by | weight |
 //! |---|---|---|
 //! | reserve | code, threads, runtime, the limits config: 32 MiB + `--max-config-bytes` | fixed |
-//! | cells | `--max-cell-bytes` (replay queue, strict and penalty state included) | 9 |
+//! | cells | `--max-cell-bytes` (replay queue, strict and penalty state included) | 8 |
 //! | request bytes | `--max-buffered-request-bytes` | 2 |
+//! | RLQS buckets | `--rlqs-max-bucket-bytes` (their ids, state and groups) | 1 |
 //! | connections | `--max-connections` × (`--http2-connection-window` + 32 KiB) | 3 |
 //! | requests in flight | `--max-inflight-requests` × 12 KiB | 1 |
 //! | metric series | detailed series × 16 KiB, process-wide | 1 |
@@ -37,9 +38,14 @@ pub const INFLIGHT_BYTES: u64 = 12 << 10;
 /// (10 KiB) and a label value (up to 4 KiB).
 pub const SERIES_BYTES: u64 = 16 << 10;
 
+/// What RLQS buckets may hold without a memory limit: about 200,000 buckets
+/// (`--rlqs-max-buckets`) of short ids.
+pub const DEFAULT_RLQS_BUCKET_BYTES: u64 = 256 << 20;
+
 /// The weights of the derived pools, in sixteenths.
-const CELLS: u64 = 9;
+const CELLS: u64 = 8;
 const REQUEST_BYTES: u64 = 2;
+const RLQS_BUCKETS: u64 = 1;
 const CONNECTIONS: u64 = 3;
 const INFLIGHT: u64 = 1;
 const METRICS: u64 = 1;
@@ -161,6 +167,7 @@ pub struct PlanInputs {
     pub min_cell_bytes: u64,
     pub max_buffered_request_bytes: Option<u64>,
     pub max_request_bytes: u64,
+    pub max_rlqs_bucket_bytes: Option<u64>,
     pub max_connections: Option<u64>,
     pub http2_connection_window: u64,
     pub max_inflight_requests: Option<u64>,
@@ -175,6 +182,7 @@ pub struct MemoryPlan {
     pub reserve: u64,
     pub cells: Budget,
     pub request_bytes: Budget,
+    pub rlqs_buckets: Budget,
     pub connections: Budget,
     pub inflight: Budget,
     /// Bytes one connection may hold: its window and [`CONNECTION_OVERHEAD`].
@@ -200,6 +208,7 @@ impl MemoryPlan {
             // scrape time (`replay_queue`, `strict_mode`, `penalty_box`, `foreign_components`).
             ("cell_bytes", self.cells.value),
             ("request_bytes", self.request_bytes.value),
+            ("rlqs_buckets", self.rlqs_buckets.value),
             ("transport", self.transport_bytes()),
         ];
         if let Some(series) = self.detailed_series {
@@ -235,6 +244,7 @@ pub fn plan(inputs: &PlanInputs) -> anyhow::Result<MemoryPlan> {
                 inputs.max_buffered_request_bytes,
                 defaults.max_buffered_request_bytes as u64,
             ),
+            rlqs_buckets: or_default(inputs.max_rlqs_bucket_bytes, DEFAULT_RLQS_BUCKET_BYTES),
             connections: or_default(inputs.max_connections, defaults.max_connections as u64),
             inflight: or_default(
                 inputs.max_inflight_requests,
@@ -252,6 +262,11 @@ pub fn plan(inputs: &PlanInputs) -> anyhow::Result<MemoryPlan> {
             "--max-buffered-request-bytes",
             inputs.max_buffered_request_bytes,
             REQUEST_BYTES,
+        ),
+        (
+            "--rlqs-max-bucket-bytes",
+            inputs.max_rlqs_bucket_bytes,
+            RLQS_BUCKETS,
         ),
         (
             "--max-connections",
@@ -339,6 +354,10 @@ pub fn plan(inputs: &PlanInputs) -> anyhow::Result<MemoryPlan> {
             derived(bytes)
         }
     };
+    let rlqs_buckets = match inputs.max_rlqs_bucket_bytes {
+        Some(bytes) => flag(bytes),
+        None => derived(whole_mib(share(RLQS_BUCKETS)).min(DEFAULT_RLQS_BUCKET_BYTES)),
+    };
     let count =
         |set: Option<u64>, weight: u64, each: u64, default: usize, flag_name: &str| match set {
             Some(n) => Ok(flag(n)),
@@ -375,6 +394,7 @@ pub fn plan(inputs: &PlanInputs) -> anyhow::Result<MemoryPlan> {
         reserve,
         cells,
         request_bytes,
+        rlqs_buckets,
         connections,
         inflight,
         connection_bytes,

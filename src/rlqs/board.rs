@@ -3,6 +3,9 @@
 //! this process that share it (several buckets can share a counter: `share_threshold`).
 //!
 //! Lock order: the board's map, then a group's state; nothing is awaited under either.
+//!
+//! A group has at most `--rlqs-max-group-members` members; a bucket past it is counted and
+//! not assigned, as past the bucket caps.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,11 +17,17 @@ use gcounter_engine::cell_key::CounterKey;
 use gcounter_engine::local::WindowPosition;
 
 use super::bucket::BucketCounter;
-use super::share::{convergence, counter_rate, split};
+use super::memory::{BucketBytes, Charge};
+use super::share::{Level, convergence, counter_rate};
 
 /// A split younger than this is reused: every stream of a group asks for its share on each
 /// report and tick, and one computation serves them all.
 const SPLIT_REUSE: Duration = Duration::from_millis(200);
+/// A group's split is computed again sooner once its members made this fraction of its
+/// size in changes (reports, joins, leaves): a small group's shares follow every report, a
+/// large one's cost O(log n) a change, amortized, not O(n) (a report of k usages on a group
+/// of n members cost O(k × n) when every usage computed the split again).
+const CHANGES_PER_SPLIT: usize = 16;
 /// Each new demand sample weighs this much against the history: a shift of demand between
 /// Envoys shows in their shares at the next report and is mostly done at the second.
 const DEMAND_WEIGHT: f64 = 0.8;
@@ -26,23 +35,31 @@ const DEMAND_WEIGHT: f64 = 0.8;
 const FIRST_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 /// The rate of the counter's other traffic is measured over at least this long.
 const MIN_SAMPLE: Duration = Duration::from_millis(200);
+/// What a group holds beside its counters' strings: the board's entry, the group, its state
+/// and one track.
+const GROUP_OVERHEAD: usize = 640;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Every group, by its first counter.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct QuotaBoard {
     groups: Mutex<HashMap<CounterKey, Arc<Group>>>,
     next_member: AtomicU64,
+    /// Members one group may have (`--rlqs-max-group-members`).
+    max_members: usize,
+    /// Where groups charge their bytes (the buckets' budget).
+    memory: Arc<BucketBytes>,
 }
 
 /// The Envoys (streams and buckets) counting on one counter.
 #[derive(Debug)]
 pub struct Group {
-    counters: Vec<BucketCounter>,
+    counters: Arc<[BucketCounter]>,
     state: Mutex<GroupState>,
+    _charge: Charge,
 }
 
 #[derive(Debug, Default)]
@@ -50,10 +67,21 @@ struct GroupState {
     /// Each member's stream and demand (hits per second), by member.
     demands: HashMap<u64, (u64, f64)>,
     tracks: Vec<Track>,
-    /// The last split and when it was made.
-    split: Option<(Instant, HashMap<u64, f64>)>,
+    /// The last split; `None` until the first share is asked for.
+    split: Option<Split>,
+    /// Reports, joins and leaves since the split was computed.
+    changes: usize,
     /// The members' time between reports, smoothed; `None` until a second report.
     report_interval: Option<Duration>,
+}
+
+/// How the group's rate was last shared, and when.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    at: Instant,
+    level: Level,
+    /// The counter is in a penalty box (an RLS v3 denial started it).
+    penalized: bool,
 }
 
 /// What the counter's other traffic (not this process's RLQS reports) adds per second.
@@ -84,26 +112,61 @@ pub struct Share {
     pub penalized: bool,
 }
 
+/// Why a bucket did not join its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinRefused {
+    /// The group has `--rlqs-max-group-members` members.
+    GroupFull,
+    /// No counter to group by.
+    NoCounter,
+}
+
 impl QuotaBoard {
-    /// Adds a member for a bucket of stream `stream` counting on `counters` (not empty).
-    pub fn join(self: &Arc<Self>, counters: &[BucketCounter], stream: u64) -> Option<Member> {
-        let first = counters.first()?;
+    pub fn new(max_members: usize, memory: Arc<BucketBytes>) -> Self {
+        Self {
+            groups: Mutex::new(HashMap::new()),
+            next_member: AtomicU64::new(1),
+            max_members,
+            memory,
+        }
+    }
+
+    /// Adds a member for a bucket of stream `stream` counting on `counters`; the member's
+    /// group holds the counters once ([`Member::counters`]).
+    pub fn join(
+        self: &Arc<Self>,
+        counters: &Arc<[BucketCounter]>,
+        stream: u64,
+    ) -> Result<Member, JoinRefused> {
+        let first = counters.first().ok_or(JoinRefused::NoCounter)?;
         let id = self.next_member.fetch_add(1, Ordering::Relaxed);
         let mut groups = lock(&self.groups);
         let group = groups
             .entry(first.counter.clone())
             .or_insert_with(|| {
+                let bytes = GROUP_OVERHEAD
+                    + counters
+                        .iter()
+                        .map(|c| c.counter.heap_bytes() + size_of::<BucketCounter>())
+                        .sum::<usize>();
                 Arc::new(Group {
-                    counters: counters.to_vec(),
+                    counters: Arc::clone(counters),
                     state: Mutex::new(GroupState {
                         tracks: vec![Track::default(); counters.len()],
                         ..GroupState::default()
                     }),
+                    _charge: self.memory.charge(bytes),
                 })
             })
             .clone();
-        lock(&group.state).demands.insert(id, (stream, 0.0));
-        Some(Member {
+        let mut state = lock(&group.state);
+        if state.demands.len() >= self.max_members {
+            return Err(JoinRefused::GroupFull);
+        }
+        state.demands.insert(id, (stream, 0.0));
+        state.changes += 1;
+        drop(state);
+        Ok(Member {
             board: Arc::clone(self),
             group,
             id,
@@ -121,15 +184,11 @@ impl crate::admin::QuotaShares for QuotaBoard {
         let state = lock(&group.state);
         let mut shares: Vec<crate::admin::EnvoyShare> = state
             .demands
-            .iter()
-            .map(|(member, (stream, demand))| crate::admin::EnvoyShare {
+            .values()
+            .map(|(stream, demand)| crate::admin::EnvoyShare {
                 stream: *stream,
                 demand: *demand,
-                share: state
-                    .split
-                    .as_ref()
-                    .and_then(|(_, split)| split.get(member).copied())
-                    .unwrap_or(0.0),
+                share: state.split.map_or(0.0, |split| split.level.share(*demand)),
             })
             .collect();
         shares.sort_by_key(|share| share.stream);
@@ -143,10 +202,15 @@ impl Drop for Member {
         let empty = {
             let mut state = lock(&self.group.state);
             state.demands.remove(&self.id);
-            state.split = None;
+            state.changes += 1;
             state.demands.is_empty()
         };
-        if empty && let Some(first) = self.group.counters.first() {
+        if empty
+            && let Some(first) = self.group.counters.first()
+            && groups
+                .get(&first.counter)
+                .is_some_and(|group| Arc::ptr_eq(group, &self.group))
+        {
             groups.remove(&first.counter);
         }
     }
@@ -154,13 +218,14 @@ impl Drop for Member {
 
 impl Member {
     /// The counters of the member's group.
-    pub fn counters(&self) -> &[BucketCounter] {
+    pub fn counters(&self) -> &Arc<[BucketCounter]> {
         &self.group.counters
     }
 
     /// A report: `demand` hits per second wanted (allowed and denied), `counted` hits of it
     /// counted on each counter's current cell (in counter order), `interval` since the
-    /// member's previous report (`None` for its first).
+    /// member's previous report (`None` for its first). Constant time: the split is not
+    /// computed here.
     pub fn report(&self, demand: f64, counted: &[u64], interval: Option<Duration>) {
         let mut state = lock(&self.group.state);
         if let Some(interval) = interval {
@@ -179,42 +244,62 @@ impl Member {
         for (track, counted) in state.tracks.iter_mut().zip(counted) {
             track.ours = track.ours.saturating_add(*counted);
         }
-        // The demands changed: the next share is computed afresh.
-        state.split = None;
+        state.changes += 1;
     }
 
-    /// This member's share now.
+    /// This member's share now: its demand against the group's split, which is computed
+    /// again when it is old or enough changed since (see [`CHANGES_PER_SPLIT`]).
     pub fn share(&self, engine: &Engine, now: Instant) -> Share {
         let mut state = lock(&self.group.state);
-        let mut penalized = false;
-        let reusable = state
-            .split
-            .as_ref()
-            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < SPLIT_REUSE);
-        if !reusable {
-            let mut rate = f64::INFINITY;
-            let horizon = convergence(state.report_interval.unwrap_or(FIRST_REPORT_INTERVAL));
-            for (track, counter) in state.tracks.iter_mut().zip(&self.group.counters) {
-                let counter_state = engine.inspection().inspect(&counter.counter.borrowed());
-                penalized |= counter_state
-                    .penalty_until_ms
-                    .is_some_and(|until| until > counter_state.now_ms);
-                track.observe(&counter_state, now);
-                let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
-                rate = rate.min(free.max(0.0));
+        let members = state.demands.len();
+        let current = state.split.filter(|split| {
+            now.saturating_duration_since(split.at) < SPLIT_REUSE
+                && state.changes.saturating_mul(CHANGES_PER_SPLIT) < members.max(1)
+        });
+        let split = match current {
+            Some(split) => split,
+            None => {
+                let split = state.compute_split(&self.group.counters, engine, now);
+                state.split = Some(split);
+                state.changes = 0;
+                split
             }
-            let (ids, demands): (Vec<u64>, Vec<f64>) =
-                state.demands.iter().map(|(id, (_, d))| (*id, *d)).unzip();
-            let shares = split(rate, &demands);
-            state.split = Some((now, ids.into_iter().zip(shares).collect()));
-        }
-        let rate = state
-            .split
-            .as_ref()
-            .and_then(|(_, split)| split.get(&self.id).copied())
-            .unwrap_or(0.0);
+        };
+        let demand = state.demands.get(&self.id).map_or(0.0, |(_, d)| *d);
         Share {
-            rate: if penalized { 0.0 } else { rate },
+            rate: if split.penalized {
+                0.0
+            } else {
+                split.level.share(demand)
+            },
+            penalized: split.penalized,
+        }
+    }
+}
+
+impl GroupState {
+    /// The counters' rate now and its split between the members' demands: O(n log n).
+    fn compute_split(
+        &mut self,
+        counters: &[BucketCounter],
+        engine: &Engine,
+        now: Instant,
+    ) -> Split {
+        let mut penalized = false;
+        let mut rate = f64::INFINITY;
+        let horizon = convergence(self.report_interval.unwrap_or(FIRST_REPORT_INTERVAL));
+        for (track, counter) in self.tracks.iter_mut().zip(counters) {
+            let counter_state = engine.inspection().inspect(&counter.counter.borrowed());
+            penalized |= counter_state
+                .penalty_until_ms
+                .is_some_and(|until| until > counter_state.now_ms);
+            track.observe(&counter_state, now);
+            let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
+            rate = rate.min(free.max(0.0));
+        }
+        Split {
+            at: now,
+            level: Level::of(rate, self.demands.values().map(|(_, demand)| *demand)),
             penalized,
         }
     }

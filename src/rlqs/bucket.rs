@@ -2,7 +2,6 @@
 //! and the same limits as RLS v3 gives the descriptor with those entries, so one limit holds
 //! whichever protocol its traffic comes through.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use gcounter_engine::cell_key::CounterKey;
@@ -24,7 +23,8 @@ pub enum Resolution {
     /// Counted on every counter of the matched rule (several for `rate_limits`), the first
     /// one naming the bucket's group.
     Counted {
-        counters: Vec<BucketCounter>,
+        /// Shared with the bucket's group on the board, which stores them once.
+        counters: Arc<[BucketCounter]>,
         /// The rule's `shadow_mode` (or the service's): counted, always allowed.
         shadow: bool,
         /// The rule's label (its path) for logs and `/counters`.
@@ -47,19 +47,16 @@ pub enum Unmatched {
     NoRule,
 }
 
-/// The bucket's resolution in `limits` for `domain`.
-pub fn resolve(
+/// The resolution in `limits` for `domain` of the bucket with these entries.
+pub fn resolve<'a>(
     limits: &LimitsConfig,
     domain: &str,
-    bucket: &HashMap<String, String>,
+    entries: impl Iterator<Item = (&'a str, &'a str)>,
     service_shadow: bool,
 ) -> Resolution {
     let Some(domain_limits) = limits.domain(domain) else {
         return Resolution::Unmatched(Unmatched::UnknownDomain(domain.to_owned()));
     };
-    let entries = bucket
-        .iter()
-        .map(|(key, value)| (key.as_str(), value.as_str()));
     let ordered = match domain_limits.order_bucket(entries) {
         Ok(ordered) => ordered,
         Err(error) => return Resolution::Unmatched(error.into()),

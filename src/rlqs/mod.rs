@@ -4,7 +4,10 @@
 //! requests on the same counters RLS v3 decides on and answers with each Envoy's share.
 //!
 //! Where each step lives:
+//! - `wire`: the stream on the wire: reports decoded from whole messages, responses framed,
+//!   the status that ends the stream in its trailers (served here, not by tonic's router).
 //! - `validate`: what ends a stream (`INVALID_ARGUMENT`) and what sets one usage aside.
+//! - `bucket_key`: a bucket's id, stored once.
 //! - `bucket`: a bucket id to the counters of the rule its entries match, as RLS v3 plans
 //!   the descriptor with those entries (their order comes from the domain's tree).
 //! - `board`: every reported bucket grouped by counter, with each Envoy's demand, and the
@@ -13,43 +16,52 @@
 //!   max-min fair split, and the token bucket that states a rate to Envoy.
 //! - `stream`: one stream's buckets, reports, assignments, renewals, abandons and the
 //!   expiring assignments sent on shutdown. `action`: the protobuf of a bucket action.
+//! - `outbox`: actions sent in bounded responses; an Envoy that stops reading is let go.
+//! - `memory`: the bytes buckets and groups hold, against `--rlqs-max-bucket-bytes`.
 //! - `settings`: the `--rlqs-*` flags, typed.
 
 mod action;
 mod board;
 mod bucket;
+mod bucket_key;
+mod memory;
+mod outbox;
 mod settings;
 mod share;
 mod stream;
 mod validate;
+mod wire;
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
 use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::RateLimitQuotaService;
-use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
-    RateLimitQuotaResponse, RateLimitQuotaUsageReports,
-};
 use gcounter_engine::Engine;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::Status;
 
 pub use board::QuotaBoard;
-pub use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::RateLimitQuotaServiceServer;
+pub use memory::BucketBytes;
 pub use settings::QuotaSettings;
 pub use share::Strategy;
+pub use stream::BUCKET_OVERHEAD;
 
 use crate::config::LimitsConfig;
-use crate::rls::RequestLimits;
+use crate::rls::{DirectService, RequestLimits};
 use crate::telemetry::{Metrics, StreamError};
+use crate::transport::GrpcBody;
 use stream::QuotaStream;
 
-/// Responses a stream may have waiting for its client before its task waits too.
-const OUTBOUND_RESPONSES: usize = 4;
+/// Every method of the service starts with this path.
+pub const SERVICE_PATH: &str = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/";
+/// Its one method.
+const STREAM_PATH: &str =
+    "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas";
+/// Responses a stream may have waiting for its client before its task waits too: one, of
+/// at most about `outbox::RESPONSE_BYTES`.
+const OUTBOUND_RESPONSES: usize = 1;
+const GRPC_ENCODING: http::HeaderName = http::HeaderName::from_static("grpc-encoding");
+const GRPC_CONTENT_TYPE: http::HeaderValue = http::HeaderValue::from_static("application/grpc");
 
 /// What every stream of the service shares.
 pub struct Shared {
@@ -61,6 +73,8 @@ pub struct Shared {
     /// The service-wide shadow mode: every bucket is counted and allowed.
     service_shadow: bool,
     board: Arc<QuotaBoard>,
+    /// Bytes of every bucket and group, against `--rlqs-max-bucket-bytes`.
+    memory: Arc<BucketBytes>,
     /// Streams open now, against `--rlqs-max-streams`.
     streams: AtomicUsize,
     /// Buckets of all open streams, against `--rlqs-max-buckets`.
@@ -101,6 +115,8 @@ impl QuotaService {
         rls: &crate::rls::RlsSettings,
         shutdown: CancellationToken,
     ) -> Self {
+        let memory = Arc::new(BucketBytes::new(settings.max_bucket_bytes));
+        let board = QuotaBoard::new(settings.max_group_members, Arc::clone(&memory));
         Self {
             shared: Arc::new(Shared {
                 limits,
@@ -109,7 +125,8 @@ impl QuotaService {
                 settings,
                 request_limits: rls.request_limits,
                 service_shadow: rls.shadow_mode,
-                board: Arc::new(QuotaBoard::default()),
+                board: Arc::new(board),
+                memory,
                 streams: AtomicUsize::new(0),
                 buckets: AtomicUsize::new(0),
                 next_stream: AtomicU64::new(1),
@@ -122,16 +139,44 @@ impl QuotaService {
     pub fn board(&self) -> &Arc<QuotaBoard> {
         &self.shared.board
     }
+
+    /// The bytes RLQS buckets hold (`rls_memory_bytes{pool="rlqs_buckets"}`).
+    pub fn bucket_bytes(&self) -> Arc<BucketBytes> {
+        Arc::clone(&self.shared.memory)
+    }
 }
 
-#[tonic::async_trait]
-impl RateLimitQuotaService for QuotaService {
-    type StreamRateLimitQuotasStream = ResponseStream;
+impl DirectService for QuotaService {
+    fn prefix(&self) -> &'static str {
+        SERVICE_PATH
+    }
 
-    async fn stream_rate_limit_quotas(
+    /// Opens a stream: checks the call, spawns the stream's task and answers with the body
+    /// its responses go out through.
+    fn call(&self, request: http::Request<tonic::body::Body>) -> http::Response<GrpcBody> {
+        match self.open(request) {
+            Ok(response) => response,
+            Err(status) => status.into_http(),
+        }
+    }
+}
+
+impl QuotaService {
+    fn open(
         &self,
-        request: Request<Streaming<RateLimitQuotaUsageReports>>,
-    ) -> Result<Response<ResponseStream>, Status> {
+        request: http::Request<tonic::body::Body>,
+    ) -> Result<http::Response<GrpcBody>, Status> {
+        if request.uri().path() != STREAM_PATH {
+            return Err(Status::unimplemented(""));
+        }
+        if let Some(encoding) = request.headers().get(&GRPC_ENCODING)
+            && encoding.as_bytes() != b"identity"
+        {
+            return Err(Status::unimplemented(format!(
+                "Content is compressed with `{}` which isn't supported",
+                String::from_utf8_lossy(encoding.as_bytes())
+            )));
+        }
         let shared = &self.shared;
         if shared.shutdown.is_cancelled() {
             return Err(Status::unavailable("the service is shutting down"));
@@ -152,20 +197,14 @@ impl RateLimitQuotaService for QuotaService {
                 "{max} RLQS streams are open (--rlqs-max-streams)"
             )));
         }
-        let (out, responses) = mpsc::channel(OUTBOUND_RESPONSES);
+        let (out, responses) = wire::stream(OUTBOUND_RESPONSES);
         let stream = QuotaStream::new(Arc::clone(shared));
-        tokio::spawn(stream.run(request.into_inner(), out));
-        Ok(Response::new(ResponseStream(responses)))
-    }
-}
-
-/// The responses of one stream, as its task sends them; the stream ends when the task does.
-pub struct ResponseStream(mpsc::Receiver<Result<RateLimitQuotaResponse, Status>>);
-
-impl futures_util::Stream for ResponseStream {
-    type Item = Result<RateLimitQuotaResponse, Status>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
+        let reports = wire::Reports::new(request.into_body());
+        tokio::spawn(stream.run(reports, out));
+        let mut response = http::Response::new(GrpcBody::from(tonic::body::Body::new(responses)));
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, GRPC_CONTENT_TYPE);
+        Ok(response)
     }
 }

@@ -18,6 +18,10 @@ pub struct QuotaSettings {
     pub max_streams: usize,
     pub max_buckets: usize,
     pub max_buckets_per_stream: usize,
+    /// Bytes of all buckets and their groups.
+    pub max_bucket_bytes: usize,
+    /// Buckets counting on one counter.
+    pub max_group_members: usize,
     pub max_reports_per_second: u32,
 }
 
@@ -31,14 +35,17 @@ impl Default for QuotaSettings {
             max_streams: 10_000,
             max_buckets: 200_000,
             max_buckets_per_stream: 20_000,
+            max_bucket_bytes: 256 << 20,
+            max_group_members: 10_000,
             max_reports_per_second: 1_000,
         }
     }
 }
 
 impl QuotaSettings {
-    /// From the flags (clap has checked their ranges).
-    pub fn from_args(args: &crate::serve::args::QuotaArgs) -> Self {
+    /// From the flags (clap has checked their ranges) and the bucket bytes of the memory
+    /// plan.
+    pub fn from_args(args: &crate::serve::args::QuotaArgs, max_bucket_bytes: u64) -> Self {
         use crate::serve::args::UnmatchedArg;
         Self {
             unmatched: match args.rlqs_unmatched {
@@ -52,6 +59,8 @@ impl QuotaSettings {
             max_streams: args.rlqs_max_streams as usize,
             max_buckets: args.rlqs_max_buckets as usize,
             max_buckets_per_stream: args.rlqs_max_buckets_per_stream as usize,
+            max_bucket_bytes: usize::try_from(max_bucket_bytes).unwrap_or(usize::MAX),
+            max_group_members: args.rlqs_max_group_members as usize,
             max_reports_per_second: args.rlqs_max_reports_per_second,
         }
     }

@@ -40,39 +40,61 @@ pub fn counter_rate(limit: u64, state: &CounterState, convergence: Duration) -> 
     (freeing + room / convergence).max(0.0)
 }
 
-/// Splits `total` (hits per second) between consumers with these demands (hits per
+/// How `total` (hits per second) is split between consumers with given demands (hits per
 /// second): max-min fair when they want more than there is (no one gets more than it asks
 /// while another gets less than its equal share); otherwise each gets its demand and an
 /// equal part of what is left over, so demand that grows is not refused until the next
-/// assignment.
-pub fn split(total: f64, demands: &[f64]) -> Vec<f64> {
-    let total = total.max(0.0);
-    let n = demands.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let wanted: f64 = demands.iter().map(|d| d.max(0.0)).sum();
-    if wanted <= total {
-        let spare = (total - wanted) / n as f64;
-        return demands.iter().map(|d| d.max(0.0) + spare).collect();
-    }
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| demand_at(demands, a).total_cmp(&demand_at(demands, b)));
-    let mut shares = vec![0.0; n];
-    let mut left = total;
-    for (served, &i) in order.iter().enumerate() {
-        let fair = left / (n - served) as f64;
-        let give = demand_at(demands, i).min(fair);
-        if let Some(share) = shares.get_mut(i) {
-            *share = give;
-        }
-        left -= give;
-    }
-    shares
+/// assignment. One number says it all, so a member's share is its own demand against it:
+/// computed once for a group, read by every member in constant time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Level {
+    /// Everyone gets its demand and this much more.
+    Spare(f64),
+    /// No one gets more than this (the water level).
+    Capped(f64),
 }
 
-fn demand_at(demands: &[f64], i: usize) -> f64 {
-    demands.get(i).copied().unwrap_or(0.0).max(0.0)
+impl Level {
+    /// The level that splits `total` between `demands` (sorted here: O(n log n)).
+    pub fn of(total: f64, demands: impl Iterator<Item = f64>) -> Self {
+        let total = total.max(0.0);
+        let mut demands: Vec<f64> = demands.map(|d| d.max(0.0)).collect();
+        let n = demands.len();
+        if n == 0 {
+            return Self::Spare(total);
+        }
+        let wanted: f64 = demands.iter().sum();
+        if wanted <= total {
+            return Self::Spare((total - wanted) / n as f64);
+        }
+        demands.sort_unstable_by(f64::total_cmp);
+        let mut left = total;
+        for (served, demand) in demands.iter().enumerate() {
+            let fair = left / (n - served) as f64;
+            if *demand > fair {
+                return Self::Capped(fair);
+            }
+            left -= demand;
+        }
+        // Only by rounding: every demand fit.
+        Self::Spare(left.max(0.0) / n as f64)
+    }
+
+    /// The share of a consumer that demands `demand`.
+    pub fn share(&self, demand: f64) -> f64 {
+        let demand = demand.max(0.0);
+        match *self {
+            Self::Spare(spare) => demand + spare,
+            Self::Capped(level) => demand.min(level),
+        }
+    }
+}
+
+/// Each consumer's share of `total` (see [`Level`]).
+#[cfg(test)]
+pub fn split(total: f64, demands: &[f64]) -> Vec<f64> {
+    let level = Level::of(total, demands.iter().copied());
+    demands.iter().map(|d| level.share(*d)).collect()
 }
 
 /// What an Envoy is told to do with a bucket.

@@ -1,25 +1,32 @@
 //! One `StreamRateLimitQuotas` stream: one Envoy's buckets, their reports counted on the
 //! engine, their assignments sent when they change, renewed before they expire, abandoned
 //! when idle, and expired at once when the service shuts down.
+//!
+//! What one stream costs is bounded by what it sends, not by how many others share its
+//! counters: a usage is counted and its share read in constant time (the split is the
+//! board's, amortized), a bucket's bytes are charged against `--rlqs-max-bucket-bytes`,
+//! responses go out in bounded pieces, and an Envoy that stops reading them is let go.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
-use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
-    BucketId, RateLimitQuotaResponse, RateLimitQuotaUsageReports,
-};
+use futures_util::{Stream, StreamExt};
 use gcounter_engine::Hit;
 use gcounter_engine::local::WindowPosition;
-use tokio::sync::mpsc;
-use tonic::Status;
+use tonic::{Code, Status};
 
 use super::board::Member;
 use super::bucket::{Resolution, resolve};
+use super::bucket_key::BucketKey;
+use super::memory::Charge;
+use super::outbox::{Outbox, Unsent};
 use super::share::Strategy;
-use super::validate::{BucketKey, StreamFault, bucket_key, usage_counts};
+use super::validate::{StreamFault, bucket_key, usage_counts};
+use super::wire::Outbound;
 use super::{Shared, action};
 use crate::config::LimitsConfig;
 use crate::telemetry::{AssignmentKind, StreamError, UsageOutcome};
@@ -30,24 +37,27 @@ const FIRST_INTERVAL: Duration = Duration::from_secs(1);
 /// Demand is measured over at least this long, so two reports in quick succession do not
 /// make a burst look like a flood.
 const SHORTEST_INTERVAL: Duration = Duration::from_millis(250);
-
 /// How long the expiring assignments sent on shutdown may wait for a slow client.
 const SHUTDOWN_SEND: Duration = Duration::from_secs(1);
-
-/// What the stream's task sends back: a response, or the status that ends the stream.
-pub type Outbound = mpsc::Sender<Result<RateLimitQuotaResponse, Status>>;
+/// A report's work yields to the runtime after this many usages, so a report of thousands
+/// never holds a worker (and the RLS v3 calls queued on it) for long.
+const REPORT_SLICE: usize = 256;
+/// What one bucket holds beside its key: its entry in the stream's map, its state, its place
+/// in its group (measured: docs/rlqs.md, "Bounds").
+pub const BUCKET_OVERHEAD: usize = 320;
 
 /// One bucket of the stream.
 struct StreamBucket {
-    id: BucketId,
     resolution: Resolution,
     /// On the board (its demand weighs in its counter's split); `None` for a bucket that is
-    /// not counted, or past a bucket cap.
+    /// not counted, or whose group was full after a config change.
     member: Option<Member>,
     last_report: Instant,
     /// The last report with a request in it.
     last_active: Instant,
     sent: Option<(Strategy, Instant)>,
+    /// Its bytes against `--rlqs-max-bucket-bytes`.
+    _charge: Charge,
 }
 
 /// The state of one stream; its bucket counts leave the service's totals when dropped.
@@ -72,10 +82,20 @@ impl Drop for QuotaStream {
     }
 }
 
-/// Why the stream's loop ended with an error.
+/// Why the stream ended before its client ended it.
 enum Ended {
     Fault(StreamFault),
     TooManyReports,
+    /// The request body's error: a bound of the transport, bytes that do not decode, the
+    /// client's reset.
+    Inbound(Status),
+    Unsent(Unsent),
+}
+
+impl From<Unsent> for Ended {
+    fn from(unsent: Unsent) -> Self {
+        Self::Unsent(unsent)
+    }
 }
 
 impl QuotaStream {
@@ -96,75 +116,92 @@ impl QuotaStream {
         }
     }
 
-    /// Serves the stream until the client ends it, breaks a rule, or the service shuts down.
-    pub async fn run(
-        mut self,
-        mut inbound: tonic::Streaming<RateLimitQuotaUsageReports>,
-        out: Outbound,
-    ) {
+    /// Serves the stream until the client ends it, breaks a rule, stops reading, or the
+    /// service shuts down.
+    pub async fn run<S>(mut self, mut inbound: S, out: Outbound)
+    where
+        S: Stream<Item = Result<RateLimitQuotaUsageReports, Status>> + Unpin,
+    {
         let shutdown = self.shared.shutdown.clone();
         let period = self.shared.settings.reassign_interval;
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let actions = tokio::select! {
+        let wait = self.shared.settings.abandon_after;
+        let mut outbox = Outbox::new(&out.responses, wait, Some(&shutdown));
+        let ended = loop {
+            let step = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => {
-                    let actions = self.expire_all();
-                    let expire = out.send(Ok(RateLimitQuotaResponse { bucket_action: actions }));
-                    // The service is going: a client that does not read gets a moment, not
-                    // the whole drain.
-                    let _ = tokio::time::timeout(SHUTDOWN_SEND, expire).await;
+                    self.expire_all(&out).await;
                     return;
                 }
-                message = inbound.message() => { let received = Instant::now(); match message {
-                    Ok(Some(reports)) => match self.on_report(reports).await {
-                        Ok(actions) => {
+                message = inbound.next() => match message {
+                    Some(Ok(reports)) => {
+                        let received = Instant::now();
+                        let handled = self.on_report(reports, &mut outbox).await;
+                        let flushed = match handled {
+                            Ok(()) => outbox.flush().await.map_err(Ended::from),
+                            Err(ended) => Err(ended),
+                        };
+                        if flushed.is_ok() {
                             self.shared.metrics.quota.report_handled(received.elapsed());
-                            actions
                         }
-                        Err(ended) => {
-                            let status = self.ended(ended);
-                            let _ = out.try_send(Err(status));
-                            return;
-                        }
-                    },
-                    Ok(None) => return,
-                    Err(status) => {
-                        tracing::debug!(%status, "RLQS stream ended by the transport");
-                        self.shared.metrics.quota.stream_error(StreamError::transport);
-                        return;
+                        flushed
                     }
-                }},
-                _ = tick.tick() => self.on_tick(Instant::now()),
+                    Some(Err(status)) => Err(Ended::Inbound(status)),
+                    None => return,
+                },
+                _ = tick.tick() => match self.on_tick(Instant::now(), &mut outbox).await {
+                    Ok(()) => outbox.flush().await.map_err(Ended::from),
+                    Err(ended) => Err(ended),
+                },
             };
-            if actions.is_empty() {
-                continue;
+            if let Err(ended) = step {
+                break ended;
             }
-            let response = Ok(RateLimitQuotaResponse {
-                bucket_action: actions,
-            });
-            tokio::select! {
-                sent = out.send(response) => if sent.is_err() { return },
-                () = shutdown.cancelled() => {}
-            }
+        };
+        drop(outbox);
+        if let Some(status) = self.ended(ended) {
+            out.end_with(status);
         }
     }
 
-    fn ended(&self, ended: Ended) -> Status {
+    /// Counts why the stream ended; the status to end it with, if the client can still
+    /// read one.
+    fn ended(&self, ended: Ended) -> Option<Status> {
         let metrics = &self.shared.metrics.quota;
         match ended {
             Ended::Fault(fault) => {
                 metrics.stream_error(StreamError::invalid_argument);
-                Status::invalid_argument(fault.to_string())
+                Some(Status::invalid_argument(fault.to_string()))
             }
             Ended::TooManyReports => {
                 metrics.stream_error(StreamError::too_many_reports);
-                Status::resource_exhausted(format!(
+                Some(Status::resource_exhausted(format!(
                     "more than {} reports per second on one stream (--rlqs-max-reports-per-second)",
                     self.shared.settings.max_reports_per_second
-                ))
+                )))
             }
+            Ended::Inbound(status) => {
+                let reason = match status.code() {
+                    Code::InvalidArgument => StreamError::invalid_argument,
+                    Code::ResourceExhausted => StreamError::request_bytes,
+                    Code::DeadlineExceeded => StreamError::message_deadline,
+                    _ => StreamError::transport,
+                };
+                tracing::debug!(%status, "RLQS stream ended by its request");
+                metrics.stream_error(reason);
+                Some(status)
+            }
+            Ended::Unsent(Unsent::Stalled) => {
+                metrics.stream_error(StreamError::stalled);
+                tracing::debug!(
+                    stream = self.id,
+                    "RLQS stream ended: its client read no response for --rlqs-abandon-after"
+                );
+                None
+            }
+            Ended::Unsent(Unsent::Gone) => None,
         }
     }
 
@@ -181,27 +218,34 @@ impl QuotaStream {
         true
     }
 
+    /// The report's domain against the stream's.
+    fn check_domain(&mut self, sent: String) -> Result<(), Ended> {
+        match &self.domain {
+            None if sent.is_empty() => Err(Ended::Fault(StreamFault::MissingDomain)),
+            None => {
+                self.domain = Some(sent);
+                Ok(())
+            }
+            Some(fixed) if !sent.is_empty() && *fixed != sent => {
+                Err(Ended::Fault(StreamFault::DomainChanged {
+                    fixed: fixed.clone(),
+                    sent,
+                }))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
     async fn on_report(
         &mut self,
         reports: RateLimitQuotaUsageReports,
-    ) -> Result<Vec<BucketAction>, Ended> {
+        outbox: &mut Outbox<'_>,
+    ) -> Result<(), Ended> {
         let now = Instant::now();
         if !self.take_report(now) {
             return Err(Ended::TooManyReports);
         }
-        match &self.domain {
-            None if reports.domain.is_empty() => {
-                return Err(Ended::Fault(StreamFault::MissingDomain));
-            }
-            None => self.domain = Some(reports.domain.clone()),
-            Some(fixed) if !reports.domain.is_empty() && *fixed != reports.domain => {
-                return Err(Ended::Fault(StreamFault::DomainChanged {
-                    fixed: fixed.clone(),
-                    sent: reports.domain,
-                }));
-            }
-            Some(_) => {}
-        }
+        self.check_domain(reports.domain)?;
         let max = self.shared.settings.max_buckets_per_stream;
         if reports.bucket_quota_usages.len() > max {
             return Err(Ended::Fault(StreamFault::TooManyUsages {
@@ -209,26 +253,24 @@ impl QuotaStream {
                 max,
             }));
         }
-        let mut actions = Vec::new();
-        for usage in &reports.bucket_quota_usages {
-            let key = bucket_key(usage.bucket_id.as_ref(), &self.shared.request_limits)
+        let shared = Arc::clone(&self.shared);
+        for (n, usage) in reports.bucket_quota_usages.iter().enumerate() {
+            if n % REPORT_SLICE == REPORT_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
+            let key = bucket_key(usage.bucket_id.as_ref(), &shared.request_limits)
                 .map_err(Ended::Fault)?;
             let Ok((allowed, denied, _)) = usage_counts(usage) else {
-                self.shared.metrics.quota.usage(UsageOutcome::ignored);
+                shared.metrics.quota.usage(UsageOutcome::ignored);
                 continue;
             };
             let new = !self.buckets.contains_key(&key);
-            if new {
-                let bucket = self.new_bucket(usage.bucket_id.clone().unwrap_or_default(), now);
-                if !self.has_room() {
-                    // Past a cap the bucket is not held: what Envoy let through still counts,
-                    // and Envoy keeps its no-assignment behaviour for it.
-                    let _ = count(&self.shared, &bucket, allowed, denied, None).await;
-                    self.shared.metrics.quota.usage(UsageOutcome::over_capacity);
-                    continue;
-                }
-                self.shared.bucket_held();
-                self.buckets.insert(key.clone(), bucket);
+            if new && let Err(resolution) = self.admit(&key, now) {
+                // Past a cap the bucket is not held: what Envoy let through still counts,
+                // and Envoy keeps its no-assignment behaviour for it.
+                count(&shared, &resolution, None, allowed, denied, None).await;
+                shared.metrics.quota.usage(UsageOutcome::over_capacity);
+                continue;
             }
             let Some(bucket) = self.buckets.get_mut(&key) else {
                 continue;
@@ -241,92 +283,73 @@ impl QuotaStream {
             if allowed + denied > 0 {
                 bucket.last_active = now;
             }
-            let outcome = count(&self.shared, bucket, allowed, denied, interval).await;
-            self.shared.metrics.quota.usage(outcome);
-            if let Some(action) = self.assign(&key, now) {
-                actions.push(action);
+            let member = bucket.member.as_ref();
+            let outcome = count(
+                &shared,
+                &bucket.resolution,
+                member,
+                allowed,
+                denied,
+                interval,
+            )
+            .await;
+            shared.metrics.quota.usage(outcome);
+            if let Some(action) = assign(&shared, &key, bucket, now) {
+                outbox.push(action).await?;
             }
         }
-        Ok(actions)
+        Ok(())
     }
 
-    /// A bucket seen for the first time, resolved, on the board if it is counted.
-    fn new_bucket(&self, id: BucketId, now: Instant) -> StreamBucket {
-        let resolution = resolve(
+    /// Holds a bucket seen for the first time, if every cap leaves room for it: the
+    /// stream's and the service's counts, the bucket bytes, its group's members. Otherwise
+    /// its resolution, to count it without holding it.
+    fn admit(&mut self, key: &BucketKey, now: Instant) -> Result<(), Resolution> {
+        let shared = &self.shared;
+        let mut resolution = resolve(
             &self.limits,
             self.domain.as_deref().unwrap_or_default(),
-            &id.bucket,
-            self.shared.service_shadow,
+            key.entries(),
+            shared.service_shadow,
         );
-        let member = if self.has_room() {
-            self.member_for(&resolution)
-        } else {
-            None
-        };
-        StreamBucket {
-            id,
-            resolution,
-            member,
-            last_report: now,
-            last_active: now,
-            sent: None,
+        let settings = &shared.settings;
+        if self.buckets.len() >= settings.max_buckets_per_stream
+            || shared.buckets.load(Ordering::Relaxed) >= settings.max_buckets
+        {
+            return Err(resolution);
         }
-    }
-
-    /// Whether one more bucket fits under `--rlqs-max-buckets-per-stream` and
-    /// `--rlqs-max-buckets`.
-    fn has_room(&self) -> bool {
-        let settings = &self.shared.settings;
-        self.buckets.len() < settings.max_buckets_per_stream
-            && self.shared.buckets.load(Ordering::Relaxed) < settings.max_buckets
-    }
-
-    /// A place on the board for a counted bucket.
-    fn member_for(&self, resolution: &Resolution) -> Option<Member> {
-        let Resolution::Counted { counters, .. } = resolution else {
-            return None;
+        let Some(charge) = shared.memory.try_charge(key.heap_bytes() + BUCKET_OVERHEAD) else {
+            return Err(resolution);
         };
-        self.shared.board.join(counters, self.id)
-    }
-
-    /// The action for the bucket now, if one is due: a new strategy, or the current one
-    /// renewed when half its time to live has passed.
-    fn assign(&mut self, key: &BucketKey, now: Instant) -> Option<BucketAction> {
-        let shared = Arc::clone(&self.shared);
-        let bucket = self.buckets.get_mut(key)?;
-        let current = bucket.sent.map(|(strategy, _)| strategy);
-        let wanted = match &bucket.resolution {
-            Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => Strategy::AllowAll,
-            Resolution::Counted { .. } => {
-                // Every counted bucket the stream holds is on the board.
-                let member = bucket.member.as_ref()?;
-                let share = member.share(&shared.engine, now);
-                if share.penalized {
-                    Strategy::DenyAll
-                } else {
-                    Strategy::next(current, share.rate)
+        let member = match &mut resolution {
+            Resolution::Counted { counters, .. } => match shared.board.join(counters, self.id) {
+                Ok(member) => {
+                    // The group's copy: the bucket's own goes now.
+                    *counters = Arc::clone(member.counters());
+                    Some(member)
                 }
-            }
-            Resolution::Unmatched(_) => shared.settings.unmatched,
+                Err(_) => return Err(resolution),
+            },
+            Resolution::Unlimited | Resolution::Unmatched(_) => None,
         };
-        let ttl = shared.settings.assignment_ttl;
-        let due = match bucket.sent {
-            None => true,
-            Some((strategy, at)) => {
-                strategy != wanted || now.saturating_duration_since(at) >= ttl / 2
-            }
-        };
-        if !due {
-            return None;
-        }
-        bucket.sent = Some((wanted, now));
-        shared.metrics.quota.assignment(kind_of(wanted));
-        Some(action::assignment(bucket.id.clone(), wanted, ttl))
+        shared.bucket_held();
+        self.buckets.insert(
+            key.clone(),
+            StreamBucket {
+                resolution,
+                member,
+                last_report: now,
+                last_active: now,
+                sent: None,
+                _charge: charge,
+            },
+        );
+        Ok(())
     }
 
     /// The periodic pass: a changed config resolved again, idle buckets abandoned, changed
     /// shares and renewals sent.
-    fn on_tick(&mut self, now: Instant) -> Vec<BucketAction> {
+    async fn on_tick(&mut self, now: Instant, outbox: &mut Outbox<'_>) -> Result<(), Ended> {
         let limits = self.shared.limits.load_full();
         if !Arc::ptr_eq(&limits, &self.limits) {
             self.limits = limits;
@@ -339,73 +362,110 @@ impl QuotaStream {
             .filter(|(_, b)| now.saturating_duration_since(b.last_active) >= abandon_after)
             .map(|(key, _)| key.clone())
             .collect();
-        let mut actions = Vec::new();
+        let shared = Arc::clone(&self.shared);
         for key in idle {
-            if let Some(bucket) = self.buckets.remove(&key) {
-                self.shared.buckets_left(1);
-                self.shared
-                    .metrics
-                    .quota
-                    .assignment(AssignmentKind::abandon);
-                actions.push(action::abandon(bucket.id));
+            if self.buckets.remove(&key).is_some() {
+                shared.buckets_left(1);
+                shared.metrics.quota.assignment(AssignmentKind::abandon);
+                outbox.push(action::abandon(key.id())).await?;
             }
         }
-        let keys: Vec<BucketKey> = self.buckets.keys().cloned().collect();
-        actions.extend(keys.iter().filter_map(|key| self.assign(key, now)));
-        actions
+        for (key, bucket) in &mut self.buckets {
+            if let Some(action) = assign(&shared, key, bucket, now) {
+                outbox.push(action).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Every bucket resolved against the current config; those whose counters changed move
     /// to their new group.
     fn resolve_again(&mut self) {
         let domain = self.domain.clone().unwrap_or_default();
-        let keys: Vec<BucketKey> = self.buckets.keys().cloned().collect();
-        for key in keys {
-            let Some(bucket) = self.buckets.get(&key) else {
-                continue;
-            };
-            let resolution = resolve(
-                &self.limits,
-                &domain,
-                &bucket.id.bucket,
-                self.shared.service_shadow,
-            );
+        let shared = Arc::clone(&self.shared);
+        for (key, bucket) in &mut self.buckets {
+            let mut resolution =
+                resolve(&self.limits, &domain, key.entries(), shared.service_shadow);
             if resolution == bucket.resolution {
                 continue;
             }
-            let member = self.member_for(&resolution);
-            if let Some(bucket) = self.buckets.get_mut(&key) {
-                bucket.resolution = resolution;
-                bucket.member = member;
-            }
+            bucket.member = match &mut resolution {
+                Resolution::Counted { counters, .. } => {
+                    shared.board.join(counters, self.id).ok().inspect(|member| {
+                        *counters = Arc::clone(member.counters());
+                    })
+                }
+                Resolution::Unlimited | Resolution::Unmatched(_) => None,
+            };
+            bucket.resolution = resolution;
         }
     }
 
     /// On shutdown: every bucket's assignment, expiring at once, so Envoy falls back to its
     /// `expired_assignment_behavior` now rather than when the assignment would have ended.
-    fn expire_all(&mut self) -> Vec<BucketAction> {
+    /// A client that does not read gets a moment, not the whole drain.
+    async fn expire_all(&mut self, out: &Outbound) {
         let metrics = &self.shared.metrics.quota;
-        self.buckets
-            .values()
-            .map(|bucket| {
+        let expire = async {
+            let mut outbox = Outbox::new(&out.responses, SHUTDOWN_SEND, None);
+            for (key, bucket) in &self.buckets {
                 metrics.assignment(AssignmentKind::expire);
                 let strategy = bucket.sent.map_or(Strategy::AllowAll, |(s, _)| s);
-                action::assignment(bucket.id.clone(), strategy, Duration::ZERO)
-            })
-            .collect()
+                let action = action::assignment(key.id(), strategy, Duration::ZERO);
+                outbox.push(action).await?;
+            }
+            outbox.flush().await
+        };
+        let _ = tokio::time::timeout(SHUTDOWN_SEND, expire).await;
     }
+}
+
+/// The action for `bucket` now, if one is due: a new strategy, or the current one renewed
+/// when half its time to live has passed.
+fn assign(
+    shared: &Shared,
+    key: &BucketKey,
+    bucket: &mut StreamBucket,
+    now: Instant,
+) -> Option<BucketAction> {
+    let current = bucket.sent.map(|(strategy, _)| strategy);
+    let wanted = match &bucket.resolution {
+        Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => Strategy::AllowAll,
+        Resolution::Counted { .. } => {
+            let member = bucket.member.as_ref()?;
+            let share = member.share(&shared.engine, now);
+            if share.penalized {
+                Strategy::DenyAll
+            } else {
+                Strategy::next(current, share.rate)
+            }
+        }
+        Resolution::Unmatched(_) => shared.settings.unmatched,
+    };
+    let ttl = shared.settings.assignment_ttl;
+    let due = match bucket.sent {
+        None => true,
+        Some((strategy, at)) => strategy != wanted || now.saturating_duration_since(at) >= ttl / 2,
+    };
+    if !due {
+        return None;
+    }
+    bucket.sent = Some((wanted, now));
+    shared.metrics.quota.assignment(kind_of(wanted));
+    Some(action::assignment(key.id(), wanted, ttl))
 }
 
 /// Counts a usage's allowed requests on the bucket's counters (the part that happened before
 /// the current window began on the previous window's cell) and its demand on the board.
 async fn count(
     shared: &Shared,
-    bucket: &StreamBucket,
+    resolution: &Resolution,
+    member: Option<&Member>,
     allowed: u64,
     denied: u64,
     interval: Option<Duration>,
 ) -> UsageOutcome {
-    let Resolution::Counted { counters, .. } = &bucket.resolution else {
+    let Resolution::Counted { counters, .. } = resolution else {
         return UsageOutcome::not_counted;
     };
     let now_ms = shared.engine.now_ms();
@@ -414,7 +474,7 @@ async fn count(
         .unwrap_or(u64::MAX)
         .max(1);
     let mut in_current = Vec::with_capacity(counters.len());
-    for counter in counters {
+    for counter in counters.iter() {
         let position = WindowPosition::at(now_ms, counter.counter.duration_ms);
         let before = interval_ms.saturating_sub(position.elapsed_ms);
         // Requests spread evenly over the interval: the share before the boundary.
@@ -428,7 +488,7 @@ async fn count(
         shared.engine.count_admitted(hit, in_previous).await;
         in_current.push(allowed - in_previous.min(allowed));
     }
-    let Some(member) = &bucket.member else {
+    let Some(member) = member else {
         return UsageOutcome::over_capacity;
     };
     let demand = (allowed + denied) as f64 / measured.as_secs_f64();

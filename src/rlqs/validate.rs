@@ -7,6 +7,7 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::BucketId;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_usage_reports::BucketQuotaUsage;
 
+use super::bucket_key::BucketKey;
 use crate::rls::RequestLimits;
 
 /// More requests than this in one usage (allowed or denied) is no real Envoy's count: a
@@ -43,10 +44,7 @@ pub enum UsageFault {
     AbsurdElapsed,
 }
 
-/// A bucket's entries, sorted: the same map always makes the same key.
-pub type BucketKey = Vec<(String, String)>;
-
-/// The bucket's entries within the request bounds RLS v3 applies to one descriptor.
+/// The bucket's key, its entries within the request bounds RLS v3 applies to one descriptor.
 pub fn bucket_key(id: Option<&BucketId>, limits: &RequestLimits) -> Result<BucketKey, StreamFault> {
     let bucket: &HashMap<String, String> = match id {
         Some(id) if !id.bucket.is_empty() => &id.bucket,
@@ -75,9 +73,10 @@ pub fn bucket_key(id: Option<&BucketId>, limits: &RequestLimits) -> Result<Bucke
             max: limits.max_descriptor_bytes,
         });
     }
-    let mut key: BucketKey = bucket.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    key.sort_unstable();
-    Ok(key)
+    BucketKey::new(bucket).ok_or(StreamFault::BucketTooLong {
+        bytes: total,
+        max: limits.max_descriptor_bytes,
+    })
 }
 
 /// The usage's counts and interval, if believable.

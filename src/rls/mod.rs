@@ -58,7 +58,7 @@ pub use inspect::NotCounted;
 pub(crate) use json::parse_request;
 pub use json::{JsonReply, should_rate_limit_json};
 pub use response::HeaderNames;
-pub use route::{GrpcRoutes, RateLimitRoute};
+pub use route::{DirectService, GrpcRoutes, RateLimitRoute};
 pub use structured::HeaderStyle;
 pub use validate::RequestLimits;
 

@@ -49,15 +49,27 @@ impl RateLimitRoute {
         }
     }
 
-    /// The gRPC routes: `ShouldRateLimit` by its exact path, straight to this route; every
-    /// other path to tonic's routes of this service (its other methods: `UNIMPLEMENTED`) and
-    /// of those [`GrpcRoutes::add_service`] adds (health, RLQS).
+    /// The gRPC routes: `ShouldRateLimit` by its exact path, straight to this route; the
+    /// services [`GrpcRoutes::add_direct`] adds by their path prefix (RLQS); every other
+    /// path to tonic's routes of this service (its other methods: `UNIMPLEMENTED`) and of
+    /// those [`GrpcRoutes::add_service`] adds (health).
     pub fn routes(self) -> GrpcRoutes {
         GrpcRoutes {
             others: tonic::service::Routes::new(self.clone()),
             rate_limit: self,
+            direct: Vec::new(),
         }
     }
+}
+
+/// A gRPC service the routes call directly rather than through tonic's router: it reads and
+/// answers the wire itself (the RLQS service, so that every way a stream ends has its
+/// status). Its request's body is the transport's, boxed: whole messages only.
+pub trait DirectService: Send + Sync + 'static {
+    /// Every path of the service starts with this (`/package.Service/`).
+    fn prefix(&self) -> &'static str;
+    /// Answers one call; the answer's body may go on long after (a stream).
+    fn call(&self, request: http::Request<Body>) -> http::Response<GrpcBody>;
 }
 
 /// Every gRPC route of the server (see [`RateLimitRoute::routes`]).
@@ -69,11 +81,18 @@ impl RateLimitRoute {
 #[derive(Clone)]
 pub struct GrpcRoutes {
     rate_limit: RateLimitRoute,
+    direct: Vec<Arc<dyn DirectService>>,
     others: tonic::service::Routes,
 }
 
 impl GrpcRoutes {
-    /// Serves one more gRPC service behind the routes (health, the RLQS service).
+    /// Serves one more gRPC service directly, by its path prefix (the RLQS service).
+    pub fn add_direct(mut self, service: Arc<dyn DirectService>) -> Self {
+        self.direct.push(service);
+        self
+    }
+
+    /// Serves one more gRPC service behind the routes, through tonic (health).
     pub fn add_service<S>(mut self, service: S) -> Self
     where
         S: tower::Service<http::Request<Body>, Error = Infallible>
@@ -101,21 +120,28 @@ where
     type Error = Infallible;
     type Future = futures_util::future::Either<
         ShouldRateLimit<B>,
-        futures_util::future::MapOk<
-            <tonic::service::Routes as tower::Service<http::Request<B>>>::Future,
-            fn(http::Response<Body>) -> http::Response<GrpcBody>,
+        futures_util::future::Either<
+            std::future::Ready<Result<http::Response<GrpcBody>, Infallible>>,
+            futures_util::future::MapOk<
+                <tonic::service::Routes as tower::Service<http::Request<B>>>::Future,
+                fn(http::Response<Body>) -> http::Response<GrpcBody>,
+            >,
         >,
     >;
 
     fn call(&self, request: http::Request<B>) -> Self::Future {
         use futures_util::future::Either;
-        if request.uri().path() == SHOULD_RATE_LIMIT {
-            Either::Left(self.rate_limit.should_rate_limit(request))
-        } else {
-            // Always ready (axum's router).
-            let others = tower::Service::call(&mut self.others.clone(), request);
-            Either::Right(others.map_ok(tonic_answer as fn(_) -> _))
+        let path = request.uri().path();
+        if path == SHOULD_RATE_LIMIT {
+            return Either::Left(self.rate_limit.should_rate_limit(request));
         }
+        if let Some(direct) = self.direct.iter().find(|d| path.starts_with(d.prefix())) {
+            let answer = direct.call(request.map(Body::new));
+            return Either::Right(Either::Left(std::future::ready(Ok(answer))));
+        }
+        // Always ready (axum's router).
+        let others = tower::Service::call(&mut self.others.clone(), request);
+        Either::Right(Either::Right(others.map_ok(tonic_answer as fn(_) -> _)))
     }
 }
 

@@ -23,6 +23,7 @@ pub(super) fn memory_plan(
         min_cell_bytes,
         max_buffered_request_bytes: args.transport.max_buffered_request_bytes.map(|n| n as u64),
         max_request_bytes: args.transport.max_request_bytes as u64,
+        max_rlqs_bucket_bytes: args.quota.rlqs_max_bucket_bytes,
         max_connections: args.transport.max_connections.map(|n| n as u64),
         http2_connection_window: u64::from(args.transport.http2_connection_window),
         max_inflight_requests: args.transport.max_inflight_requests.map(|n| n as u64),
@@ -49,6 +50,11 @@ pub(super) fn log_memory_plan(plan: &MemoryPlan) {
         Bytes(plan.request_bytes.value),
         origin(plan.request_bytes.origin)
     );
+    let rlqs_buckets = format!(
+        "{} ({})",
+        Bytes(plan.rlqs_buckets.value),
+        origin(plan.rlqs_buckets.origin)
+    );
     let connections = format!(
         "{} ({})",
         plan.connections.value,
@@ -67,6 +73,7 @@ pub(super) fn log_memory_plan(plan: &MemoryPlan) {
             reserve = %Bytes(plan.reserve),
             max_cell_bytes = %cells,
             max_buffered_request_bytes = %request_bytes,
+            rlqs_max_bucket_bytes = %rlqs_buckets,
             max_connections = %connections,
             max_inflight_requests = %inflight,
             transport = %transport,
@@ -78,6 +85,7 @@ pub(super) fn log_memory_plan(plan: &MemoryPlan) {
             container_limit = if unknown.is_some() { "unknown" } else { "no memory limit" },
             max_cell_bytes = %cells,
             max_buffered_request_bytes = %request_bytes,
+            rlqs_max_bucket_bytes = %rlqs_buckets,
             max_connections = %connections,
             max_inflight_requests = %inflight,
             transport = %transport,

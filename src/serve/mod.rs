@@ -35,7 +35,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
-use crate::rlqs::{QuotaService, RateLimitQuotaServiceServer};
+use crate::rlqs::{self, QuotaService};
 use crate::rls::{RateLimitRoute, RateLimitServiceServer, RateLimiter};
 use crate::supervisor::{Stage, Supervisor};
 use crate::telemetry::Metrics;
@@ -205,7 +205,7 @@ pub async fn run(
             settings.rls.response_dynamic_metadata,
         ),
     ]);
-    let grpc_server = transport::GrpcServer::new(transport);
+    let grpc_server = transport::GrpcServer::new(transport).stream_paths(&[rlqs::SERVICE_PATH]);
     let limiter = Arc::new(RateLimiter::new(
         Arc::clone(&limits),
         Arc::clone(&engine),
@@ -234,7 +234,10 @@ pub async fn run(
         },
         counters: Some(Arc::new(json_route::CounterRoute(Arc::clone(&limiter)))),
         quota_shares: Some(Arc::clone(quota.board()) as Arc<dyn admin::QuotaShares>),
-        request_buffers: Some(grpc_server.buffered_bytes()),
+        memory_pools: vec![
+            ("request_bytes", Arc::new(grpc_server.buffered_bytes())),
+            ("rlqs_buckets", quota.bucket_bytes()),
+        ],
         values: if settings.addresses.inspection_show_values {
             admin::ValueDisplay::Shown
         } else {
@@ -297,10 +300,7 @@ pub async fn run(
     let routes = RateLimitRoute::new(limiter, transport.max_request_bytes)
         .routes()
         .add_service(health_service)
-        .add_service(
-            RateLimitQuotaServiceServer::new(quota)
-                .max_decoding_message_size(transport.max_request_bytes),
-        );
+        .add_direct(Arc::new(quota));
     let grpc = grpc_server.serve(incoming, routes, stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {
         grpc.await;

@@ -409,7 +409,7 @@ impl ServeSettings {
                     ..GlobalSettings::default()
                 },
             });
-        let quota = QuotaSettings::from_args(&args.quota);
+        let quota = QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value);
         Ok(Self {
             quota,
             addresses: Addresses {

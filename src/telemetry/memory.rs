@@ -33,8 +33,9 @@ series_set! {
              cgroup_v1 (a share of the container's limit), none";
         budget: Family<PoolLabels, Gauge> => "memory_budget_bytes",
             "The most each pool may hold: cells (--max-cell-bytes), request_bytes \
-             (--max-buffered-request-bytes), transport (connections and requests in flight), \
-             metric_series, reserve (the rest of the process)";
+             (--max-buffered-request-bytes), rlqs_buckets (--rlqs-max-bucket-bytes), transport \
+             (connections and requests in flight), metric_series, reserve (the rest of the \
+             process)";
     }
 }
 

@@ -51,9 +51,17 @@ pub enum AssignmentKind {
     reason = "Prometheus label values are snake_case"
 )]
 pub enum StreamError {
+    /// A report broke a rule, or its bytes are not a report.
     invalid_argument,
     too_many_streams,
     too_many_reports,
+    /// A report over `--max-request-bytes`, or the request-bytes budget spent.
+    request_bytes,
+    /// A report not whole within `--request-timeout` of its first bytes.
+    message_deadline,
+    /// The client read no response for `--rlqs-abandon-after`.
+    stalled,
+    /// The connection or the stream failed (a reset, a closed connection).
     transport,
 }
 

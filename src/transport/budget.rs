@@ -1,39 +1,48 @@
-//! A global budget of request bytes being buffered, shared by every connection and stream.
+//! The budget of request bytes the server buffers, shared by every connection and stream,
+//! so that no client can pin it.
 //!
 //! Per stream, `--max-request-bytes` bounds one message; per connection,
 //! `--max-concurrent-streams` bounds the streams; but connections × streams × bytes is no
 //! bound at all (1,024 × 100 × 256 KiB = 25 GiB): an HTTP/2 slow-loris held 2 GB this way.
-//! Worse, tonic reserves a message's announced length as soon as its 5-byte prefix arrives
-//! (`codec/decode.rs`), so a stream costs the server what it *announces*, not what it sends.
 //!
-//! So each request body reads the gRPC length prefixes as they pass and takes the announced
-//! length from one process-wide budget before tonic sees the prefix; it gives the bytes
-//! back when the body is dropped (message decoded, stream reset or timed out). A message that
-//! finds the budget spent is refused at once with `RESOURCE_EXHAUSTED` rather than queued:
-//! waiting would let a few slow streams hold every legitimate request behind them. A
-//! sixteenth of the budget is kept for small messages (≤ 8 KiB, every real Envoy request),
-//! so a flood of large announcements cannot refuse them before it also fills that reserve.
+//! What the budget charges is what the server really holds: the bytes of a message that has
+//! begun to arrive and is not whole yet, as they arrive ([`super::BudgetedBody`] assembles
+//! them). A message's announced length costs nothing: a 5-byte prefix announcing 256 KiB
+//! holds a few bytes, not 256 KiB (charging announcements let ~800 streams that sent only
+//! prefixes hold the whole budget, at a cost of 4 KB to the client). A message that arrives
+//! whole in one DATA frame, every real Envoy request, is handed on at once and never asks
+//! the budget: no state of the budget can refuse it.
 //!
-//! Nothing ever waits for bytes, so a pool is one atomic count, not a semaphore: taking is a
-//! compare-and-swap, giving back an add (a tokio semaphore also locked its waiter list on
-//! every release and cloned an `Arc` per permit: BENCHMARKS.md, "The cost of a request").
+//! Three bounds keep one client from taking what the others need:
+//! - a deadline on completing a message once its first bytes arrived (`--request-timeout`),
+//!   on every stream kind: holding bytes costs a client the bandwidth to send them again;
+//! - a connection's share: one connection holds at most [`CONNECTION_SHARE`] of its pool
+//!   (and always room for one message of `--max-request-bytes`);
+//! - two pools: long-lived streams ([`BodyBudgetLayer::with_stream_paths`], the RLQS service)
+//!   take from half the budget, every other call from the other half, so a flood of one
+//!   cannot refuse the other.
+//!
+//! Nothing ever waits for bytes: a message that finds its pool or its connection's share
+//! spent is refused at once with `RESOURCE_EXHAUSTED` (waiting would let a few slow streams
+//! hold every legitimate request behind them). A pool is one atomic count, not a semaphore:
+//! taking is a compare-and-swap, giving back an add, and only a message split over frames
+//! does either.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
-use bytes::{Buf, Bytes};
-use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::service::Service;
-use smallvec::SmallVec;
 use tonic::Status;
-use tower::{BoxError, Layer};
+use tower::Layer;
 
-/// Messages up to this size may use the reserve.
-const SMALL_MESSAGE: usize = 8 << 10;
+use super::messages::BudgetedBody;
+
+/// One connection holds at most this fraction of its pool: it takes eight connections to
+/// spend a pool, each sending its share again within every `--request-timeout`.
+pub const CONNECTION_SHARE: usize = 8;
 /// The gRPC length prefix: a compression flag and a big-endian u32 length.
-const PREFIX: usize = 5;
+pub(super) const PREFIX: usize = 5;
 
 /// Bytes left to hand out.
 #[derive(Debug)]
@@ -52,66 +61,175 @@ impl Pool {
         self.0.fetch_add(bytes, Ordering::AcqRel);
     }
 
-    #[cfg(test)]
     fn left(&self) -> usize {
         self.0.load(Ordering::Acquire)
     }
 }
 
-/// Which pool a held announcement came from.
-#[derive(Debug, Clone, Copy)]
-enum Which {
-    Main,
-    Reserve,
+/// Which pool a request's bytes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Class {
+    /// Every call but the long-lived streams.
+    Calls,
+    /// The long-lived streams ([`BodyBudgetLayer::with_stream_paths`]).
+    Streams,
 }
 
 #[derive(Debug)]
 struct Pools {
-    main: Pool,
-    reserve: Pool,
+    calls: Pool,
+    streams: Pool,
     /// Both pools when nothing is held.
     total: usize,
-    /// Announcements over this are left to tonic, which refuses them before reserving.
+    /// What one connection may hold of one pool.
+    connection_share: usize,
+    /// Announcements over this are refused on their prefix.
     max_message: usize,
+    /// A message must be whole this long after its first bytes arrived.
+    completion: Duration,
+    /// Path prefixes whose calls are long-lived streams.
+    stream_paths: Vec<&'static str>,
 }
 
 impl Pools {
-    fn take(&self, bytes: usize) -> Option<Which> {
-        if self.main.try_take(bytes) {
-            Some(Which::Main)
-        } else if bytes <= SMALL_MESSAGE && self.reserve.try_take(bytes) {
-            Some(Which::Reserve)
-        } else {
-            None
+    fn pool(&self, class: Class) -> &Pool {
+        match class {
+            Class::Calls => &self.calls,
+            Class::Streams => &self.streams,
         }
     }
 
-    fn give_back(&self, (from, bytes): (Which, usize)) {
-        match from {
-            Which::Main => self.main.give_back(bytes),
-            Which::Reserve => self.reserve.give_back(bytes),
+    fn class_of(&self, path: &str) -> Class {
+        if self
+            .stream_paths
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
+        {
+            Class::Streams
+        } else {
+            Class::Calls
         }
     }
 }
 
-/// Wraps every request body of the gRPC server in a [`BudgetedBody`].
+/// One connection's view of the budget: what its streams hold, against its share.
+#[derive(Debug)]
+pub(super) struct ConnectionBudget {
+    pools: Arc<Pools>,
+    calls: AtomicUsize,
+    streams: AtomicUsize,
+}
+
+impl ConnectionBudget {
+    fn new(pools: &Arc<Pools>) -> Arc<Self> {
+        Arc::new(Self {
+            pools: Arc::clone(pools),
+            calls: AtomicUsize::new(0),
+            streams: AtomicUsize::new(0),
+        })
+    }
+
+    fn held(&self, class: Class) -> &AtomicUsize {
+        match class {
+            Class::Calls => &self.calls,
+            Class::Streams => &self.streams,
+        }
+    }
+
+    /// Takes `bytes` for a message of `class`: from the connection's share, then from the
+    /// pool; the refusal says which was spent.
+    pub(super) fn take(&self, class: Class, bytes: usize) -> Result<(), Status> {
+        let share = self.pools.connection_share;
+        let held = self.held(class);
+        let within_share = held
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |now| {
+                now.checked_add(bytes).filter(|after| *after <= share)
+            })
+            .is_ok();
+        if !within_share {
+            return Err(Status::resource_exhausted(
+                "this connection is buffering its share of the request-bytes budget \
+                 (1/8 of --max-buffered-request-bytes); retry later",
+            ));
+        }
+        if !self.pools.pool(class).try_take(bytes) {
+            held.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(Status::resource_exhausted(
+                "the server is buffering too many request bytes \
+                 (--max-buffered-request-bytes); retry later",
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn give_back(&self, class: Class, bytes: usize) {
+        self.held(class).fetch_sub(bytes, Ordering::AcqRel);
+        self.pools.pool(class).give_back(bytes);
+    }
+
+    pub(super) fn max_message(&self) -> usize {
+        self.pools.max_message
+    }
+
+    pub(super) fn completion(&self) -> Duration {
+        self.pools.completion
+    }
+}
+
+/// Wraps every request body of the gRPC server in a [`BudgetedBody`]; one layer per
+/// connection ([`Self::for_connection`]), all taking from the same pools.
 #[derive(Debug, Clone)]
 pub struct BodyBudgetLayer {
     pools: Arc<Pools>,
+    connection: Option<Arc<ConnectionBudget>>,
 }
 
 impl BodyBudgetLayer {
-    /// A budget of `max_bytes` in all; `max_message` is the server's per-message limit.
-    pub fn new(max_bytes: usize, max_message: usize) -> Self {
-        let reserve = max_bytes / 16;
+    /// A budget of `max_bytes` in all; `max_message` is the server's per-message limit,
+    /// `completion` the time a message may take to arrive once begun.
+    pub fn new(max_bytes: usize, max_message: usize, completion: Duration) -> Self {
+        let streams = max_bytes / 2;
+        let calls = max_bytes - streams;
+        let one_message = max_message.saturating_add(PREFIX);
         Self {
             pools: Arc::new(Pools {
-                main: Pool(AtomicUsize::new(max_bytes - reserve)),
-                reserve: Pool(AtomicUsize::new(reserve)),
+                calls: Pool(AtomicUsize::new(calls)),
+                streams: Pool(AtomicUsize::new(streams)),
                 total: max_bytes,
+                connection_share: (calls / CONNECTION_SHARE).max(one_message),
                 max_message,
+                completion,
+                stream_paths: Vec::new(),
             }),
+            connection: None,
         }
+    }
+
+    /// Calls whose path starts with one of `prefixes` are long-lived streams: they take from
+    /// the streams' pool. Set before the first connection.
+    pub fn with_stream_paths(mut self, prefixes: &[&'static str]) -> Self {
+        if let Some(pools) = Arc::get_mut(&mut self.pools) {
+            pools.stream_paths.extend_from_slice(prefixes);
+        }
+        self
+    }
+
+    /// The layer for one new connection: its own share of the pools.
+    pub fn for_connection(&self) -> Self {
+        Self {
+            pools: Arc::clone(&self.pools),
+            connection: Some(ConnectionBudget::new(&self.pools)),
+        }
+    }
+
+    /// `inner` under this layer's connection budget, as `class` (a test's body).
+    #[cfg(test)]
+    pub(super) fn wrap<B>(&self, inner: B, class: Class) -> BudgetedBody<B> {
+        let connection = self
+            .connection
+            .clone()
+            .unwrap_or_else(|| ConnectionBudget::new(&self.pools));
+        BudgetedBody::new(inner, connection, class)
     }
 
     /// A reader of what the budget holds, for a metrics scrape.
@@ -122,18 +240,17 @@ impl BodyBudgetLayer {
     }
 }
 
-/// What a [`BodyBudgetLayer`]'s budget holds now: request bytes announced and not yet given
-/// back, against the budget.
+/// What a [`BodyBudgetLayer`]'s budget holds now: bytes of messages not yet whole, against
+/// the budget.
 #[derive(Debug, Clone)]
 pub struct BufferedBytes {
     pools: Arc<Pools>,
 }
 
 impl BufferedBytes {
-    /// Bytes held by request bodies (announced lengths, as the budget charges them).
+    /// Bytes held by request bodies assembling their messages.
     pub fn held(&self) -> u64 {
-        let left = self.pools.main.0.load(Ordering::Relaxed)
-            + self.pools.reserve.0.load(Ordering::Relaxed);
+        let left = self.pools.calls.left() + self.pools.streams.left();
         self.pools.total.saturating_sub(left) as u64
     }
 
@@ -147,17 +264,20 @@ impl<S> Layer<S> for BodyBudgetLayer {
     type Service = BodyBudget<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        BodyBudget {
-            inner,
-            pools: Arc::clone(&self.pools),
-        }
+        // A layer made without `for_connection` (a test, an embedder serving one
+        // connection) gives its service a share of its own.
+        let connection = self
+            .connection
+            .clone()
+            .unwrap_or_else(|| ConnectionBudget::new(&self.pools));
+        BodyBudget { inner, connection }
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct BodyBudget<S> {
     inner: S,
-    pools: Arc<Pools>,
+    connection: Arc<ConnectionBudget>,
 }
 
 impl<S, B> Service<http::Request<B>> for BodyBudget<S>
@@ -169,137 +289,10 @@ where
     type Future = S::Future;
 
     fn call(&self, request: http::Request<B>) -> Self::Future {
-        let pools = Arc::clone(&self.pools);
-        self.inner.call(request.map(|inner| BudgetedBody {
-            inner,
-            pools,
-            framing: Framing::default(),
-            held: SmallVec::new(),
-        }))
-    }
-}
-
-/// Where the body is in gRPC's length-prefixed framing.
-#[derive(Debug, Default)]
-struct Framing {
-    prefix: [u8; PREFIX],
-    prefix_len: usize,
-    /// Message bytes still to pass before the next prefix.
-    body_left: usize,
-}
-
-impl Framing {
-    /// Walks `data`; returns the announced length of each prefix completed in it.
-    fn announcements(&mut self, mut data: &[u8], mut on_prefix: impl FnMut(usize) -> bool) -> bool {
-        while !data.is_empty() {
-            if self.body_left > 0 {
-                let skip = self.body_left.min(data.len());
-                self.body_left -= skip;
-                data.advance(skip);
-                continue;
-            }
-            let take = (PREFIX - self.prefix_len).min(data.len());
-            let end = self.prefix_len + take;
-            if let (Some(to), Some(from)) =
-                (self.prefix.get_mut(self.prefix_len..end), data.get(..take))
-            {
-                to.copy_from_slice(from);
-            }
-            self.prefix_len += take;
-            data.advance(take);
-            if self.prefix_len == PREFIX {
-                self.prefix_len = 0;
-                let len = u32::from_be_bytes([
-                    self.prefix[1],
-                    self.prefix[2],
-                    self.prefix[3],
-                    self.prefix[4],
-                ]) as usize;
-                if !on_prefix(len) {
-                    return false;
-                }
-                self.body_left = len;
-            }
-        }
-        true
-    }
-}
-
-/// A request body that holds budget for every message it announced. Generic over the body
-/// it wraps (hyper's, on the server), so no request body is boxed on the way to the codec.
-pub struct BudgetedBody<B> {
-    inner: B,
-    pools: Arc<Pools>,
-    framing: Framing,
-    /// What it took, and from where; inline for the one message of a unary request: no
-    /// allocation per request.
-    held: SmallVec<[(Which, usize); 1]>,
-}
-
-impl<B> Drop for BudgetedBody<B> {
-    fn drop(&mut self) {
-        for held in self.held.drain(..) {
-            self.pools.give_back(held);
-        }
-    }
-}
-
-impl<B> HttpBody for BudgetedBody<B>
-where
-    B: HttpBody<Data = Bytes> + Unpin,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx))
-            .map(|frame| frame.map_err(|error| Status::from_error(error.into())));
-        if let Some(Ok(frame)) = &frame
-            && let Some(data) = frame.data_ref()
-        {
-            let this = &mut *self;
-            let pools = &this.pools;
-            let held = &mut this.held;
-            let within = this.framing.announcements(data, |len| {
-                if len > pools.max_message {
-                    // tonic refuses it on the prefix, before reserving anything.
-                    return true;
-                }
-                // A new prefix follows a message received whole: tonic holds it decoded or
-                // about to be, so a long-lived stream gives the earlier one's bytes back
-                // rather than holding every message it ever sent.
-                for earlier in held.drain(..) {
-                    pools.give_back(earlier);
-                }
-                let bytes = len + PREFIX;
-                match pools.take(bytes) {
-                    Some(from) => {
-                        held.push((from, bytes));
-                        true
-                    }
-                    None => false,
-                }
-            });
-            if !within {
-                return Poll::Ready(Some(Err(Status::resource_exhausted(
-                    "the server is buffering too many request bytes \
-                     (--max-buffered-request-bytes); retry later",
-                ))));
-            }
-        }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let class = self.connection.pools.class_of(request.uri().path());
+        let connection = Arc::clone(&self.connection);
+        self.inner
+            .call(request.map(|inner| BudgetedBody::new(inner, connection, class)))
     }
 }
 

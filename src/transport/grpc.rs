@@ -24,12 +24,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::Status;
 use tower::layer::util::{Identity, Stack};
-use tower::{BoxError, ServiceBuilder};
+use tower::{BoxError, Layer, ServiceBuilder};
 
 use super::body::GrpcBody;
-use super::budget::{BodyBudgetLayer, BudgetedBody, BufferedBytes};
+use super::budget::{BodyBudgetLayer, BufferedBytes};
 use super::deadline::RequestDeadlineLayer;
 use super::inflight::InflightLimitLayer;
+use super::messages::BudgetedBody;
 use super::settings::TransportSettings;
 
 /// The layers around every request, outermost first: the deadline, the in-flight cap, the
@@ -39,6 +40,11 @@ type GrpcLayers =
 
 /// Streams a connection may make the server reset for the peer's errors before it is closed.
 const MAX_LOCAL_ERROR_RESETS: usize = 1_024;
+
+/// Response bytes one stream may have queued for a peer that does not read them (hyper's
+/// default was 400 KB): a unary answer is far smaller, and a long-lived stream (RLQS) waits
+/// for its peer rather than piling its responses up here.
+const MAX_SEND_BUFFER: usize = 64 << 10;
 
 /// What the routes are called with: hyper's request body inside the body budget.
 pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
@@ -53,7 +59,8 @@ pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 /// - [`RequestDeadlineLayer`]: one deadline per request from its headers to its answer
 ///   (the server's or the client's `grpc-timeout`, the shorter), so the body read is
 ///   covered: a stream that trickles its body is cut (`CANCELLED`) and frees what it held.
-/// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes.
+/// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes, a
+///   share of it per connection, and a deadline on each message once begun.
 /// - A global cap on requests in flight ([`InflightLimitLayer`]): each holds a task, an
 ///   HTTP/2 stream and tonic's 8 KiB decode buffer whatever it announces; past the cap,
 ///   requests wait without reading their body, within the request deadline.
@@ -63,6 +70,8 @@ pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 /// - A bound on the streams a peer makes the server reset for its errors (1,024 per
 ///   connection, hyper's default: the defence against RUSTSEC-2024-0003's reset floods),
 ///   which tonic's builder turned off.
+/// - At most [`MAX_SEND_BUFFER`] of response bytes queued per stream for a peer that does
+///   not read them.
 /// - No `date` header: gRPC clients do not read it (grpc-go sends none), and hyper would
 ///   write it into every response.
 ///
@@ -70,9 +79,10 @@ pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 /// (`max_decoding_message_size`), where tonic checks the announced length before buffering.
 pub struct GrpcServer {
     http2: hyper::server::conn::http2::Builder<TokioExecutor>,
-    layers: ServiceBuilder<GrpcLayers>,
+    deadline: RequestDeadlineLayer,
+    inflight: InflightLimitLayer,
+    budget: BodyBudgetLayer,
     age: ConnectionAge,
-    buffered: BufferedBytes,
 }
 
 impl GrpcServer {
@@ -86,20 +96,17 @@ impl GrpcServer {
             .keep_alive_interval(settings.http2_keepalive_interval)
             .keep_alive_timeout(settings.http2_keepalive_timeout)
             .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS)
+            .max_send_buf_size(MAX_SEND_BUFFER)
             .auto_date_header(false);
-        let budget = BodyBudgetLayer::new(
-            settings.max_buffered_request_bytes,
-            settings.max_request_bytes,
-        );
-        let buffered = budget.buffered();
-        let layers = ServiceBuilder::new()
-            .layer(RequestDeadlineLayer::new(settings.request_timeout))
-            .layer(InflightLimitLayer::new(settings.max_inflight_requests))
-            .layer(budget);
         Self {
             http2,
-            layers,
-            buffered,
+            deadline: RequestDeadlineLayer::new(settings.request_timeout),
+            inflight: InflightLimitLayer::new(settings.max_inflight_requests),
+            budget: BodyBudgetLayer::new(
+                settings.max_buffered_request_bytes,
+                settings.max_request_bytes,
+                settings.request_timeout,
+            ),
             age: ConnectionAge {
                 max: settings.max_connection_age,
                 grace: settings.max_connection_age_grace,
@@ -107,9 +114,27 @@ impl GrpcServer {
         }
     }
 
+    /// Calls whose path starts with one of `prefixes` are long-lived streams: their bytes
+    /// come from a pool of their own (see [`BodyBudgetLayer::with_stream_paths`]).
+    pub fn stream_paths(mut self, prefixes: &[&'static str]) -> Self {
+        self.budget = self.budget.with_stream_paths(prefixes);
+        self
+    }
+
     /// What the body budget holds (`rls_memory_bytes{pool="request_bytes"}`).
     pub fn buffered_bytes(&self) -> BufferedBytes {
-        self.buffered.clone()
+        self.budget.buffered()
+    }
+
+    /// The layered routes for one new connection: its own share of the body budget.
+    fn connection_service<R>(&self, routes: R) -> Recovered<<GrpcLayers as Layer<R>>::Service> {
+        Recovered(
+            ServiceBuilder::new()
+                .layer(self.deadline)
+                .layer(self.inflight.clone())
+                .layer(self.budget.for_connection())
+                .service(routes),
+        )
     }
 
     /// Serves `routes` on every connection of `incoming` until `shutdown`; then stops
@@ -125,7 +150,6 @@ impl GrpcServer {
             + 'static,
         R::Future: Send + 'static,
     {
-        let service = Recovered(self.layers.service(routes));
         let connections = TaskTracker::new();
         let stop = CancellationToken::new();
         {
@@ -137,9 +161,8 @@ impl GrpcServer {
                     () = &mut shutdown => break,
                 };
                 let Some(Ok(conn)) = conn else { break };
-                let connection = self
-                    .http2
-                    .serve_connection(TokioIo::new(conn), service.clone());
+                let service = self.connection_service(routes.clone());
+                let connection = self.http2.serve_connection(TokioIo::new(conn), service);
                 connections.spawn(serve_connection(connection, self.age, stop.clone()));
             }
         }

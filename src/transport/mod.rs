@@ -6,7 +6,7 @@
 //! off on errors such as EMFILE, the gRPC server on hyper's HTTP/2 with its stream and window
 //! limits and maximum connection age (`grpc`), a per-request deadline (`deadline`), a cap on
 //! requests in flight (`inflight`), a global budget of request bytes being buffered
-//! (`budget`), the raw-bytes codec that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
+//! (`budget`) charged by request bodies that hand on whole messages only (`messages`), the raw-bytes codec that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
 //! its header read timeout (`admin`), the open-files limit (`fd_limit`), binding both
 //! listeners with their caps (`bind`), the first-bytes deadline on any stream (`preface`),
 //! TLS and mTLS with certificates re-read on change (`tls`), and the gRPC server's
@@ -67,6 +67,7 @@ mod grpc;
 mod incoming;
 mod inflight;
 mod listener;
+mod messages;
 mod preface;
 mod settings;
 mod tls;
@@ -74,12 +75,13 @@ mod tls;
 pub use admin::serve_http1;
 pub use bind::{BindError, Listeners, bind, bind_side, bounded, bounded_side};
 pub use body::GrpcBody;
-pub use budget::{BodyBudget, BodyBudgetLayer, BudgetedBody, BufferedBytes};
+pub use budget::{BodyBudget, BodyBudgetLayer, BufferedBytes, CONNECTION_SHARE};
 pub use codec::RawRequestCodec;
 pub use connection::BoundedConn;
 pub use fd_limit::raise_nofile_limit;
 pub use grpc::{GrpcRequest, GrpcServer};
 pub use incoming::{GrpcConn, grpc_incoming};
 pub use listener::{BoundedListener, ListenerSettings};
+pub use messages::BudgetedBody;
 pub use settings::{InvalidTransportSetting, TransportSettings};
 pub use tls::{MAX_PEM_BYTES, TlsError, TlsFiles, TlsReloader, TlsSetting};

@@ -20,8 +20,8 @@ use serde::Serialize;
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
-/// `POST` path of every slow-loris stream.
-const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+/// `POST` path of every slow-loris stream, unless told another.
+pub const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 const CHUNK: usize = 16 << 10;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -30,6 +30,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct SlowLoris {
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub target: SocketAddr,
+    /// The gRPC method every stream calls (RLQS's `StreamRateLimitQuotas` makes long-lived
+    /// streams).
+    #[arg(long, default_value = SHOULD_RATE_LIMIT)]
+    pub path: String,
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
     #[arg(long = "streams", default_value_t = 250)]
@@ -37,7 +41,7 @@ pub struct SlowLoris {
     /// The gRPC message length each stream announces in its 5-byte prefix.
     #[arg(long, default_value_t = 4_000_000)]
     pub announce_bytes: u32,
-    /// How much of it is sent at once (the rest trickles).
+    /// How much of it is sent at once (the rest trickles; 0: the prefix alone).
     #[arg(long, default_value_t = 3_900_000)]
     pub send_bytes: usize,
     /// One byte per this long after the first `send_bytes`.
@@ -131,7 +135,7 @@ async fn loris_connection(config: Arc<SlowLoris>, counters: Arc<LorisCounters>, 
     }
 }
 
-async fn connect_h2(target: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, ()> {
+pub(crate) async fn connect_h2(target: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, ()> {
     let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target))
         .await
         .map_err(drop)?
@@ -160,7 +164,7 @@ async fn loris_stream(
             return;
         };
         client = ready;
-        let request = http::Request::post(format!("http://{}{SHOULD_RATE_LIMIT}", config.target))
+        let request = http::Request::post(format!("http://{}{}", config.target, config.path))
             .header("content-type", "application/grpc")
             .header("te", "trailers")
             .body(());
@@ -172,23 +176,34 @@ async fn loris_stream(
         let push = async {
             let mut prefix = vec![0u8];
             prefix.extend_from_slice(&config.announce_bytes.to_be_bytes());
-            send_all(&mut send, Bytes::from(prefix), &counters).await?;
+            send_all(&mut send, Bytes::from(prefix), &counters.bytes_sent).await?;
             let mut left = config.send_bytes;
             while left > 0 {
                 let n = left.min(CHUNK);
-                send_all(&mut send, Bytes::from(vec![b'x'; n]), &counters).await?;
+                send_all(&mut send, Bytes::from(vec![b'x'; n]), &counters.bytes_sent).await?;
                 left -= n;
             }
             loop {
                 tokio::time::sleep(config.trickle_every).await;
-                send_all(&mut send, Bytes::from_static(b"x"), &counters).await?;
+                send_all(&mut send, Bytes::from_static(b"x"), &counters.bytes_sent).await?;
             }
             #[allow(unreachable_code)]
             Ok::<(), ()>(())
         };
+        // The server ends the stream: a trailers-only answer, or the end of a streaming
+        // answer's body (its head comes at once), or a reset.
+        let ended = async {
+            let Ok(response) = response.await else { return };
+            if response.headers().contains_key("grpc-status") {
+                return;
+            }
+            let mut body = response.into_body();
+            while let Some(Ok(chunk)) = body.data().await {
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+        };
         tokio::select! {
-            // The server answered (an error, since the message never completes) or reset.
-            _ = response => {
+            () = ended => {
                 counters.streams_ended_by_server.fetch_add(1, Ordering::Relaxed);
             }
             Err(()) = push => {
@@ -200,10 +215,10 @@ async fn loris_stream(
 }
 
 /// Sends `data` as flow control allows.
-async fn send_all(
+pub(crate) async fn send_all(
     send: &mut h2::SendStream<Bytes>,
     mut data: Bytes,
-    counters: &LorisCounters,
+    sent: &AtomicU64,
 ) -> Result<(), ()> {
     while !data.is_empty() {
         send.reserve_capacity(data.len());
@@ -214,7 +229,7 @@ async fn send_all(
         let chunk = data.split_to(granted.min(data.len()));
         let n = chunk.len() as u64;
         send.send_data(chunk, false).map_err(drop)?;
-        counters.bytes_sent.fetch_add(n, Ordering::Relaxed);
+        sent.fetch_add(n, Ordering::Relaxed);
     }
     Ok(())
 }

@@ -17,6 +17,7 @@
 
 pub mod abuse;
 pub mod quota;
+pub mod quota_abuse;
 mod report;
 mod template;
 

@@ -8,6 +8,7 @@ mod explain_service;
 mod multi_limits;
 mod one_worker;
 mod penalty_box;
+mod quota_errors;
 mod quota_service;
 mod refunds;
 mod retry_after;

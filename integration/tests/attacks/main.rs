@@ -2,4 +2,5 @@
 //! container): the nextest config runs each alone, so no timing-sensitive test runs beside them.
 
 mod memory_limit;
+mod rlqs_abuse;
 mod transport_abuse;

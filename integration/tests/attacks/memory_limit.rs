@@ -44,9 +44,10 @@ descriptors:
 /// 48 MiB reserve (32 MiB + the default --max-config-bytes) leaves 144 MiB, in sixteenths:
 /// cells 9 (81 MiB), request bytes 2 (18 MiB), connections 3 (172 of 128 KiB + 32 KiB),
 /// requests in flight 1 (768 of 12 KiB), metric series 1 (576 of 16 KiB).
-const BUDGETS: [(&str, u64); 5] = [
-    ("cell_bytes", 81 * MIB),
+const BUDGETS: [(&str, u64); 6] = [
+    ("cell_bytes", 72 * MIB),
     ("request_bytes", 18 * MIB),
+    ("rlqs_buckets", 9 * MIB),
     ("transport", (172 * 160 + 768 * 12) << 10),
     ("metric_series", (576 * 16) << 10),
     ("reserve", 48 * MIB),
@@ -206,6 +207,7 @@ async fn a_256mib_container_survives_a_flood_and_a_slow_loris() {
         while Instant::now() + Duration::from_secs(1) < until {
             let round = abuse::slow_loris(SlowLoris {
                 target,
+                path: abuse::SHOULD_RATE_LIMIT.into(),
                 connections: 4,
                 streams_per_connection: STREAMS,
                 announce_bytes: 1_000_000,

@@ -72,6 +72,7 @@ async fn slow_loris_keeps_memory_bounded_and_calls_answered() {
         while total.bytes_sent <= 100 << 20 && Instant::now() < until {
             let round = abuse::slow_loris(SlowLoris {
                 target,
+                path: abuse::SHOULD_RATE_LIMIT.into(),
                 connections: 4,
                 streams_per_connection: 50,
                 announce_bytes: 1_000_000,

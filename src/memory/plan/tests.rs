@@ -11,6 +11,7 @@ pub(crate) fn inputs(limit: Option<MemoryLimit>) -> PlanInputs {
         min_cell_bytes: 18 * MIB,
         max_buffered_request_bytes: None,
         max_request_bytes: 256 << 10,
+        max_rlqs_bucket_bytes: None,
         max_connections: None,
         http2_connection_window: 128 << 10,
         max_inflight_requests: None,
@@ -39,11 +40,15 @@ fn no_limit_keeps_the_defaults() {
     assert_eq!(plan.cells.value, 256 * MIB);
     assert_eq!(plan.cells.origin, Origin::Default);
     assert_eq!(plan.request_bytes.value, 64 * MIB);
+    assert_eq!(plan.rlqs_buckets.value, 256 * MIB);
     assert_eq!(plan.connections.value, 1_024);
     assert_eq!(plan.inflight.value, 4_096);
     assert_eq!(plan.detailed_series, None);
     let pools: Vec<&str> = plan.pools().iter().map(|p| p.0).collect();
-    assert_eq!(pools, ["cell_bytes", "request_bytes", "transport"]);
+    assert_eq!(
+        pools,
+        ["cell_bytes", "request_bytes", "rlqs_buckets", "transport"]
+    );
 }
 
 #[test]
@@ -53,8 +58,9 @@ fn a_256mib_container_is_split_by_the_weights() {
     let plan = plan(&inputs(limit)).expect("valid");
     // 192 MiB - 48 MiB reserve = 144 MiB, in sixteenths.
     assert_eq!(plan.reserve, 48 * MIB);
-    assert_eq!(plan.cells, Budget::new(81 * MIB, Origin::Derived));
+    assert_eq!(plan.cells, Budget::new(72 * MIB, Origin::Derived));
     assert_eq!(plan.request_bytes.value, 18 * MIB);
+    assert_eq!(plan.rlqs_buckets, Budget::new(9 * MIB, Origin::Derived));
     assert_eq!(plan.connections.value, 27 * MIB / (160 << 10));
     assert_eq!(plan.inflight.value, 9 * MIB / (12 << 10));
     assert_eq!(plan.detailed_series, Some(9 * MIB / (16 << 10)));
@@ -65,8 +71,9 @@ fn a_256mib_container_is_split_by_the_weights() {
 #[test]
 fn the_shipped_512mi_limit() {
     let plan = plan(&inputs(cgroup(512 * MIB))).expect("valid");
-    assert_eq!(plan.cells.value, 189 * MIB);
+    assert_eq!(plan.cells.value, 168 * MIB);
     assert_eq!(plan.request_bytes.value, 42 * MIB);
+    assert_eq!(plan.rlqs_buckets.value, 21 * MIB);
     assert_eq!(plan.connections.value, 403);
     assert_eq!(plan.inflight.value, 1_792);
     assert_eq!(plan.detailed_series, Some(1_344));
@@ -76,9 +83,10 @@ fn the_shipped_512mi_limit() {
 fn derived_pools_stop_at_the_defaults_but_cells_grow() {
     let plan = plan(&inputs(flag(8 << 30))).expect("valid");
     assert_eq!(plan.request_bytes.value, 64 * MIB);
+    assert_eq!(plan.rlqs_buckets.value, 256 * MIB);
     assert_eq!(plan.connections.value, 1_024);
     assert_eq!(plan.inflight.value, 4_096);
-    assert!(plan.cells.value > 4 << 30, "{:?}", plan.cells);
+    assert!(plan.cells.value > 4_000 * MIB, "{:?}", plan.cells);
 }
 
 #[test]
@@ -87,10 +95,11 @@ fn a_flag_wins_and_the_others_share_the_rest() {
     set.max_cell_bytes = Some(32 * MIB);
     let plan = plan(&set).expect("valid");
     assert_eq!(plan.cells, Budget::new(32 * MIB, Origin::Flag));
-    // 192 - 48 - 32 = 112 MiB over the weights 2 + 3 + 1 + 1.
-    assert_eq!(plan.request_bytes.value, 32 * MIB);
-    assert_eq!(plan.inflight.value, 16 * MIB / (12 << 10));
-    assert_eq!(plan.detailed_series, Some(16 * MIB / (16 << 10)));
+    // 192 - 48 - 32 = 112 MiB over the weights 2 + 1 + 3 + 1 + 1.
+    assert_eq!(plan.request_bytes.value, 28 * MIB);
+    assert_eq!(plan.rlqs_buckets.value, 14 * MIB);
+    assert_eq!(plan.inflight.value, 14 * MIB / (12 << 10));
+    assert_eq!(plan.detailed_series, Some(14 * MIB / (16 << 10)));
 }
 
 #[test]

@@ -1,3 +1,4 @@
+use super::super::memory::BucketBytes;
 use super::*;
 use crate::admin::QuotaShares;
 use gcounter_engine::recorder::NoRecorder;
@@ -13,8 +14,15 @@ fn engine() -> Engine {
     )
 }
 
-fn counters(limit: u64) -> Vec<BucketCounter> {
-    vec![BucketCounter {
+fn board(max_members: usize) -> Arc<QuotaBoard> {
+    Arc::new(QuotaBoard::new(
+        max_members,
+        Arc::new(BucketBytes::new(1 << 20)),
+    ))
+}
+
+fn counters(limit: u64) -> Arc<[BucketCounter]> {
+    Arc::from(vec![BucketCounter {
         counter: CounterKey {
             workspace: "quota".into(),
             namespace: "7:api_key/".into(),
@@ -22,15 +30,15 @@ fn counters(limit: u64) -> Vec<BucketCounter> {
             duration_ms: 60_000,
         },
         limit,
-    }]
+    }])
 }
 
 #[tokio::test]
 async fn members_of_one_counter_split_its_rate_by_demand() {
     let engine = engine();
-    let board = Arc::new(QuotaBoard::default());
+    let board = board(100);
     let counters = counters(600);
-    let (Some(big), Some(small)) = (board.join(&counters, 1), board.join(&counters, 2)) else {
+    let (Ok(big), Ok(small)) = (board.join(&counters, 1), board.join(&counters, 2)) else {
         panic!("both join")
     };
     big.report(24.0, &[0], None);
@@ -54,8 +62,9 @@ async fn members_of_one_counter_split_its_rate_by_demand() {
     };
     engine.count_admitted(hit, 0).await;
     big.report(24.0, &[600], Some(Duration::from_secs(5)));
-    assert_eq!(big.share(&engine, now).rate, 0.0);
-    assert_eq!(small.share(&engine, now).rate, 0.0);
+    let later = now + SPLIT_REUSE;
+    assert_eq!(big.share(&engine, later).rate, 0.0);
+    assert_eq!(small.share(&engine, later).rate, 0.0);
 
     drop(big);
     assert_eq!(board.shares(&counters[0].counter).len(), 1);
@@ -69,14 +78,61 @@ async fn members_of_one_counter_split_its_rate_by_demand() {
 #[test]
 fn a_split_over_demand_is_max_min_fair() {
     let engine = engine();
-    let board = Arc::new(QuotaBoard::default());
+    let board = board(100);
     // 60 a second free, demands 100, 10 and 10: 40, 10, 10
     let counters = counters(600);
-    let members: Vec<Member> = (0..3).filter_map(|s| board.join(&counters, s)).collect();
+    let members: Vec<Member> = (0..3)
+        .filter_map(|s| board.join(&counters, s).ok())
+        .collect();
     for (member, demand) in members.iter().zip([100.0, 10.0, 10.0]) {
         member.report(demand, &[0], None);
     }
     let now = Instant::now();
     let shares: Vec<f64> = members.iter().map(|m| m.share(&engine, now).rate).collect();
     assert_eq!(shares, vec![40.0, 10.0, 10.0]);
+}
+
+#[test]
+fn a_full_group_refuses_members_and_charges_its_counters_once() {
+    let engine = engine();
+    let memory = Arc::new(BucketBytes::new(1 << 20));
+    let board = Arc::new(QuotaBoard::new(2, Arc::clone(&memory)));
+    let counters = counters(600);
+    let first = board.join(&counters, 1).expect("room");
+    let charged = memory.used();
+    assert!(charged > 0, "the group's counters are charged");
+    let second = board.join(&counters, 2).expect("room");
+    assert_eq!(memory.used(), charged, "one group, charged once");
+    assert_eq!(board.join(&counters, 3).err(), Some(JoinRefused::GroupFull));
+    assert!(Arc::ptr_eq(first.counters(), second.counters()));
+    let _ = first.share(&engine, Instant::now());
+    drop((first, second));
+    assert_eq!(memory.used(), 0, "the group left with its last member");
+}
+
+/// A report of k usages on a group of n members used to compute the split k times, each
+/// O(n): the splits computed for a report of every member must stay near one per
+/// n / CHANGES_PER_SPLIT changes, not one per usage.
+#[test]
+fn a_large_group_computes_its_split_a_bounded_number_of_times() {
+    let engine = engine();
+    let board = board(20_000);
+    let counters = counters(600_000);
+    let members: Vec<Member> = (0..4_000)
+        .map(|s| board.join(&counters, s).expect("room"))
+        .collect();
+    let now = Instant::now();
+    let mut computed = 0;
+    for member in &members {
+        member.report(1.0, &[1], Some(Duration::from_secs(5)));
+        let _ = member.share(&engine, now);
+        // A share that computed the split starts its count of changes again.
+        if lock(&member.group.state).changes == 0 {
+            computed += 1;
+        }
+    }
+    // 4,000 reports, a split every 4,000 / 16 = 250 changes: about 16 splits (plus the joins'
+    // changes), never one per report.
+    assert!(computed <= 40, "{computed} splits for 4,000 reports");
+    assert!(computed >= 2, "the split follows the reports: {computed}");
 }

@@ -8,11 +8,8 @@ fn limits(yaml: &str) -> LimitsConfig {
     }
 }
 
-fn bucket(entries: &[(&str, &str)]) -> HashMap<String, String> {
-    entries
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+fn bucket<'a>(entries: &'a [(&'a str, &'a str)]) -> impl Iterator<Item = (&'a str, &'a str)> {
+    entries.iter().copied()
 }
 
 const CONFIG: &str = "domain: d
@@ -46,7 +43,7 @@ fn counted(resolution: Resolution) -> (Vec<BucketCounter>, bool) {
     match resolution {
         Resolution::Counted {
             counters, shadow, ..
-        } => (counters, shadow),
+        } => (counters.to_vec(), shadow),
         other => panic!("not counted: {other:?}"),
     }
 }
@@ -54,7 +51,7 @@ fn counted(resolution: Resolution) -> (Vec<BucketCounter>, bool) {
 #[test]
 fn a_bucket_counts_on_the_counter_rls_gives_its_descriptor() {
     let limits = limits(CONFIG);
-    let (counters, shadow) = counted(resolve(&limits, "d", &bucket(&[("user", "alice")]), false));
+    let (counters, shadow) = counted(resolve(&limits, "d", bucket(&[("user", "alice")]), false));
     assert!(!shadow);
     let [counter] = counters.as_slice() else {
         panic!("one limit: {counters:?}")
@@ -78,7 +75,7 @@ fn several_entries_take_the_tree_order_and_every_limit_of_the_rule() {
     let (counters, _) = counted(resolve(
         &limits,
         "d",
-        &bucket(&[("user", "alice"), ("tenant", "acme")]),
+        bucket(&[("user", "alice"), ("tenant", "acme")]),
         false,
     ));
     let windows: Vec<(u64, u64)> = counters
@@ -91,31 +88,31 @@ fn several_entries_take_the_tree_order_and_every_limit_of_the_rule() {
 #[test]
 fn shadow_sharing_unlimited_and_unmatched_buckets() {
     let limits = limits(CONFIG);
-    let (a, shadow) = counted(resolve(&limits, "d", &bucket(&[("path", "/api/a")]), false));
-    let (b, _) = counted(resolve(&limits, "d", &bucket(&[("path", "/api/b")]), false));
+    let (a, shadow) = counted(resolve(&limits, "d", bucket(&[("path", "/api/a")]), false));
+    let (b, _) = counted(resolve(&limits, "d", bucket(&[("path", "/api/b")]), false));
     assert!(shadow);
     assert_eq!(
         a, b,
         "a share_threshold wildcard gives every value one counter"
     );
-    let (_, shadow) = counted(resolve(&limits, "d", &bucket(&[("user", "x")]), true));
+    let (_, shadow) = counted(resolve(&limits, "d", bucket(&[("user", "x")]), true));
     assert!(shadow, "the service's shadow mode");
     assert_eq!(
-        resolve(&limits, "d", &bucket(&[("free", "x")]), false),
+        resolve(&limits, "d", bucket(&[("free", "x")]), false),
         Resolution::Unlimited
     );
     assert_eq!(
-        resolve(&limits, "other", &bucket(&[("user", "x")]), false),
+        resolve(&limits, "other", bucket(&[("user", "x")]), false),
         Resolution::Unmatched(Unmatched::UnknownDomain("other".into()))
     );
     assert_eq!(
-        resolve(&limits, "d", &bucket(&[("tenant", "acme")]), false),
+        resolve(&limits, "d", bucket(&[("tenant", "acme")]), false),
         Resolution::Unmatched(Unmatched::Order(BucketOrderError::NoMatch {
             keys: vec!["tenant".into()]
         }))
     );
     assert!(matches!(
-        resolve(&limits, "d", &bucket(&[("x", "1"), ("y", "2")]), false),
+        resolve(&limits, "d", bucket(&[("x", "1"), ("y", "2")]), false),
         Resolution::Unmatched(Unmatched::Order(BucketOrderError::Ambiguous { .. }))
     ));
 }

@@ -18,14 +18,15 @@ pub struct EngineArgs {
     ///
     /// Default: 75% of the container's memory limit (cgroup v2 or v1); without one, no limit
     /// and each budget keeps its own default. What is left after a reserve (32MiB +
-    /// --max-config-bytes) goes 9/16 to cells, 2/16 to --max-buffered-request-bytes, 3/16 to
-    /// --max-connections, 1/16 to --max-inflight-requests, 1/16 to metric series. A budget
-    /// flag that is set wins; set ones that do not fit are refused.
+    /// --max-config-bytes) goes 8/16 to cells, 2/16 to --max-buffered-request-bytes, 1/16 to
+    /// --rlqs-max-bucket-bytes, 3/16 to --max-connections, 1/16 to --max-inflight-requests,
+    /// 1/16 to metric series. A budget flag that is set wins; set ones that do not fit are
+    /// refused.
     #[arg(long, env = "RLS_MAX_MEMORY", value_parser = ByteSizeRange::new(mib(128), 1 << 50).parser::<u64>())]
     pub max_memory: Option<u64>,
     /// Cap on the bytes of window cells and what is keyed by them (replay queue, strict mode)
     ///
-    /// Default: 256MiB, or 9/16 of what --max-memory leaves. Counters at or near their limit
+    /// Default: 256MiB, or 8/16 of what --max-memory leaves. Counters at or near their limit
     /// are evicted last. It must hold at least 1024 cells of the largest descriptor: about
     /// 18MiB with the default --max-descriptor-bytes.
     #[arg(long, env = "RLS_MAX_CELL_BYTES", value_parser = ByteSizeRange::new(kib(1), u64::MAX).parser::<u64>())]

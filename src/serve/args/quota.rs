@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::byte_size_arg::{ByteSizeRange, gib, kib};
 use crate::duration_arg::{DurationRange, hours, millis};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -34,9 +35,23 @@ pub struct QuotaArgs {
     /// Cap on buckets all open streams report together [range: 1 to 100000000]
     ///
     /// A bucket past a cap is counted but gets no assignment (Envoy keeps its
-    /// no_assignment_behavior); each costs up to about 2KiB, outside the --max-memory plan.
+    /// no_assignment_behavior). Their bytes are capped by --rlqs-max-bucket-bytes too.
     #[arg(long, env = "RLS_RLQS_MAX_BUCKETS", default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
     pub rlqs_max_buckets: u32,
+    /// Bytes all RLQS buckets may hold: their ids, their state, their groups' counters [range: 1KiB to 1TiB]
+    ///
+    /// A bucket holds its id's bytes and about 1KiB besides (docs/rlqs.md, "Bounds"). Past
+    /// it a new bucket is counted but gets no assignment. Default: 256MiB, or 1/16 of what
+    /// --max-memory leaves, at most 256MiB.
+    #[arg(long, env = "RLS_RLQS_MAX_BUCKET_BYTES", value_parser = ByteSizeRange::new(kib(1), gib(1024)).parser::<u64>())]
+    pub rlqs_max_bucket_bytes: Option<u64>,
+    /// Cap on the buckets of all streams that count on one counter [range: 1 to 1000000]
+    ///
+    /// Their Envoys share the counter's rate by demand; the split costs O(n log n) for n
+    /// members, amortized over their reports. A bucket past it is counted but gets no
+    /// assignment, as past the other caps.
+    #[arg(long, env = "RLS_RLQS_MAX_GROUP_MEMBERS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rlqs_max_group_members: u32,
     /// Cap on buckets one stream reports [range: 1 to 100000000]
     #[arg(long, env = "RLS_RLQS_MAX_BUCKETS_PER_STREAM", default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
     pub rlqs_max_buckets_per_stream: u32,

@@ -29,8 +29,9 @@ fn in_container(extra: &[&str], bytes: u64) -> anyhow::Result<ServeSettings> {
 #[test]
 fn a_container_limit_sets_every_budget() {
     let settings = in_container(&[], 256 * MIB).expect("valid");
-    assert_eq!(settings.engine.max_cell_bytes, 81 * MIB);
+    assert_eq!(settings.engine.max_cell_bytes, 72 * MIB);
     assert_eq!(settings.transport.max_buffered_request_bytes, 18 << 20);
+    assert_eq!(settings.quota.max_bucket_bytes, 9 << 20);
     assert_eq!(settings.transport.max_connections, 172);
     assert_eq!(settings.transport.max_inflight_requests, 768);
     assert_eq!(settings.limits.metrics.max_detailed_series, Some(576));

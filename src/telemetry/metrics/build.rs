@@ -106,8 +106,9 @@ impl Metrics {
             "memory_bytes",
             "Bytes held against each bounded pool: cells (the cell table, evictable and \
              protected), replay_queue, strict_mode, penalty_box, foreign_components (the other \
-             regions' components of the cells sync read) (shares of --max-cell-bytes) \
-             and request_bytes (request bytes being buffered, --max-buffered-request-bytes); \
+             regions' components of the cells sync read) (shares of --max-cell-bytes), \
+             request_bytes (request bytes being buffered, --max-buffered-request-bytes) \
+             and rlqs_buckets (RLQS buckets' ids, state and groups, --rlqs-max-bucket-bytes); \
              their budgets are in rls_memory_budget_bytes",
             memory_bytes.clone(),
         );

@@ -2,81 +2,100 @@ use super::*;
 use http_body_util::BodyExt;
 use tonic::body::Body;
 
-fn prefix(len: u32) -> Vec<u8> {
-    let mut p = vec![0u8];
-    p.extend_from_slice(&len.to_be_bytes());
-    p
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A body that sent `sent` bytes of a message announcing 256 KiB and waits for the rest.
+fn begun(sent: usize) -> Body {
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(256u32 << 10).to_be_bytes());
+    frame.extend(vec![1u8; sent]);
+    let first = futures_util::stream::iter([Ok::<_, Status>(http_body::Frame::data(
+        bytes::Bytes::from(frame),
+    ))]);
+    Body::new(http_body_util::StreamBody::new(
+        first.chain(futures_util::stream::pending()),
+    ))
 }
 
-fn budgeted(layer: &BodyBudgetLayer, chunks: Vec<Vec<u8>>) -> BudgetedBody<Body> {
-    let frames: Vec<Result<Frame<Bytes>, Status>> = chunks
-        .into_iter()
-        .map(|c| Ok(Frame::data(Bytes::from(c))))
-        .collect();
-    BudgetedBody {
-        inner: Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
-            frames,
-        ))),
-        pools: Arc::clone(&layer.pools),
-        framing: Framing::default(),
-        held: SmallVec::new(),
+/// Polls `body` until it asks for more (`Ok`) or is refused (`Err`).
+async fn feed(body: &mut BudgetedBody<Body>) -> Result<(), Status> {
+    match tokio::time::timeout(std::time::Duration::from_millis(20), body.frame()).await {
+        Err(_) => Ok(()),
+        Ok(Some(Err(status))) => Err(status),
+        Ok(other) => panic!("a partial message was handed on: {other:?}"),
     }
 }
 
-fn available(layer: &BodyBudgetLayer) -> usize {
-    layer.pools.main.left() + layer.pools.reserve.left()
+use futures_util::StreamExt;
+
+#[tokio::test]
+async fn one_connection_holds_at_most_its_share() {
+    // 16 MiB: 8 for calls, a connection's share 1 MiB.
+    let server = BodyBudgetLayer::new(16 << 20, 256 << 10, TIMEOUT);
+    let greedy = server.for_connection();
+    let mut held = Vec::new();
+    let refusal = loop {
+        let mut body = greedy.wrap(begun(200 << 10), Class::Calls);
+        match feed(&mut body).await {
+            Ok(()) => held.push(body),
+            Err(status) => break status,
+        }
+        assert!(held.len() < 100, "no share stopped the connection");
+    };
+    assert_eq!(refusal.code(), tonic::Code::ResourceExhausted);
+    assert!(refusal.message().contains("share"), "{refusal:?}");
+    let share = (8usize << 20) / CONNECTION_SHARE;
+    assert!(server.buffered().held() <= share as u64);
+
+    // Another connection still gets its own.
+    let other = server.for_connection();
+    let mut body = other.wrap(begun(200 << 10), Class::Calls);
+    feed(&mut body).await.expect("another connection's share");
+    drop(held);
+    drop(body);
+    assert_eq!(server.buffered().held(), 0);
 }
 
 #[tokio::test]
-async fn announced_lengths_are_held_until_the_body_is_dropped() {
-    // 160 KiB: 150 in the main pool, 10 in the reserve.
-    let layer = BodyBudgetLayer::new(160 << 10, 1 << 20);
-    // A prefix split across two frames, announcing 100 KiB; only 3 body bytes sent.
-    let mut first = budgeted(
-        &layer,
-        vec![prefix(100 << 10)[..2].to_vec(), {
-            let mut rest = prefix(100 << 10)[2..].to_vec();
-            rest.extend_from_slice(b"abc");
-            rest
-        }],
-    );
-    assert!(first.frame().await.is_some_and(|f| f.is_ok()));
+async fn long_lived_streams_cannot_spend_what_calls_need() {
+    let server =
+        BodyBudgetLayer::new(4 << 20, 256 << 10, TIMEOUT).with_stream_paths(&["/streams.Service/"]);
+    // Many connections of streams, each within its share, spend the streams' pool.
+    let mut held = Vec::new();
+    let refusal = loop {
+        let connection = server.for_connection();
+        let mut body = connection.wrap(begun(200 << 10), Class::Streams);
+        match feed(&mut body).await {
+            Ok(()) => held.push(body),
+            Err(status) => break status,
+        }
+        assert!(held.len() < 100, "no pool stopped the streams");
+    };
+    assert!(refusal.message().contains("--max-buffered-request-bytes"));
+    // Calls take from their own half.
+    let mut call = server.for_connection().wrap(begun(200 << 10), Class::Calls);
+    feed(&mut call).await.expect("the calls' pool is untouched");
+}
+
+#[test]
+fn calls_are_classed_by_their_path() {
+    let server =
+        BodyBudgetLayer::new(4 << 20, 256 << 10, TIMEOUT).with_stream_paths(&["/streams.Service/"]);
     assert_eq!(
-        available(&layer),
-        160 << 10,
-        "nothing is taken before the prefix is whole"
+        server.pools.class_of("/streams.Service/Stream"),
+        Class::Streams
     );
-    assert!(first.frame().await.is_some_and(|f| f.is_ok()));
-    assert_eq!(available(&layer), (60 << 10) - PREFIX);
-    // What a metrics scrape reads.
-    let buffered = layer.buffered();
-    assert_eq!(buffered.budget(), 160 << 10);
-    assert_eq!(buffered.held(), (100 << 10) + PREFIX as u64);
-
-    // A second large announcement does not fit.
-    let mut second = budgeted(&layer, vec![prefix(80 << 10)]);
-    let status = second
-        .frame()
-        .await
-        .and_then(Result::err)
-        .expect("over the budget");
-    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
-
-    // Small messages still pass, from the reserve once the main pool is spent.
-    let mut third = budgeted(&layer, vec![prefix(48 << 10)]);
-    assert!(third.frame().await.is_some_and(|f| f.is_ok()));
-    let mut small = budgeted(&layer, vec![prefix(4 << 10)]);
-    assert!(small.frame().await.is_some_and(|f| f.is_ok()));
-
-    drop((first, second, third, small));
-    assert_eq!(available(&layer), 160 << 10);
-    assert_eq!(buffered.held(), 0);
+    assert_eq!(server.pools.class_of("/calls.Service/Call"), Class::Calls);
 }
 
 #[tokio::test]
-async fn oversized_announcements_are_left_to_tonic() {
-    let layer = BodyBudgetLayer::new(64 << 10, 16 << 10);
-    let mut body = budgeted(&layer, vec![prefix(1 << 30)]);
-    assert!(body.frame().await.is_some_and(|f| f.is_ok()));
-    assert_eq!(available(&layer), 64 << 10);
+async fn the_metric_reads_what_bodies_hold() {
+    let server = BodyBudgetLayer::new(1 << 20, 256 << 10, TIMEOUT);
+    let buffered = server.buffered();
+    assert_eq!(buffered.budget(), 1 << 20);
+    let mut body = server.for_connection().wrap(begun(1_000), Class::Calls);
+    feed(&mut body).await.expect("within the budget");
+    assert!(buffered.held() >= 1_005);
+    drop(body);
+    assert_eq!(buffered.held(), 0);
 }
