@@ -80,7 +80,7 @@ pub enum Origin {
     Ours(String),
     /// Upstream's variable(s), e.g. `SHADOW_MODE` or `HOST and PORT`; `set: false` when
     /// they were unset and the no-argument start applied upstream's default.
-    Upstream { variables: &'static str, set: bool },
+    Upstream { variables: String, set: bool },
     /// The flag's default.
     Default,
 }
@@ -136,7 +136,7 @@ impl Origins {
     pub fn from_matches(
         command: &clap::Command,
         matches: &ArgMatches,
-        upstream: &[(String, &'static str, bool)],
+        upstream: &[(String, String, bool)],
     ) -> Self {
         let mut by_id = HashMap::new();
         for arg in command.get_arguments() {
@@ -149,7 +149,7 @@ impl Origins {
                 Some(ValueSource::CommandLine) => {
                     match upstream.iter().find(|(flag, ..)| flag == long) {
                         Some((_, variables, set)) => Origin::Upstream {
-                            variables,
+                            variables: variables.clone(),
                             set: *set,
                         },
                         None => Origin::Flag,
@@ -281,7 +281,7 @@ pub fn resolve_switch(
         (false, Some(theirs)) => Resolved {
             value: theirs,
             origin: Origin::Upstream {
-                variables: switch.upstream,
+                variables: switch.upstream.to_owned(),
                 set: true,
             },
             warning: None,

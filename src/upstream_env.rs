@@ -14,13 +14,15 @@ use std::path::PathBuf;
 use crate::environment::Environment;
 use crate::transport::TlsFiles;
 
+mod go_value;
 mod known;
 mod origins;
 mod redis;
 mod xds;
 use self::redis::{redis_tls_files, redis_urls};
 use self::xds::{XDS_CONFIG_TYPE, xds_argv};
-pub use known::KNOWN_VARIABLES;
+pub use go_value::GoKind;
+pub use known::{Treatment, VARIABLES, Variable, is_known, known_names, unread_with_arguments};
 
 /// The environment upstream's variables are read from (see [`crate::environment`]).
 pub type Lookup<'a> = &'a Environment;
@@ -35,14 +37,10 @@ pub struct UpstreamEnvError {
 
 /// A boolean as Go's `strconv.ParseBool` reads it (what upstream's envconfig uses).
 fn parse_bool(variable: &'static str, value: &str) -> Result<bool, UpstreamEnvError> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        other => Err(UpstreamEnvError {
-            variable,
-            problem: format!("{other:?} is not a boolean (true/false, 1/0, t/f)"),
-        }),
-    }
+    go_value::parse_bool(value).ok_or_else(|| UpstreamEnvError {
+        variable,
+        problem: format!("{value:?} is not a boolean (true/false, 1/0, t/f)"),
+    })
 }
 
 /// A non-empty value (upstream's default for these is the empty string, meaning unset).
@@ -105,8 +103,11 @@ pub fn healthy_with_at_least_one_config_loaded(env: Lookup<'_>) -> Result<bool, 
 /// `serve` reads itself (`GRPC_SERVER_USE_TLS` & co., `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`)
 /// are not repeated here. A setting we do not support is refused, naming it and what to use.
 pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
+    let mut argv = UpstreamServe {
+        warnings: known::check(env)?,
+        ..UpstreamServe::default()
+    };
     refuse_unsupported(env)?;
-    let mut argv = UpstreamServe::default();
     let ours = |variable: &str| env.has(variable);
     let flag = |argv: &mut UpstreamServe, rls: &str, flag: &str, value: String| {
         if !ours(rls) {
@@ -138,15 +139,6 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     }
     flag(&mut argv, "RLS_LOG_FORMAT", "--log-format", format);
     argv.args.push("serve".into());
-    if let Some(mapper) = get(env, "PROMETHEUS_MAPPER_YAML") {
-        // Envoy Gateway always sets it, to a mapping with the default mapping's names and
-        // labels: refusing it would refuse every Envoy Gateway deployment.
-        argv.warnings.push(format!(
-            "PROMETHEUS_MAPPER_YAML={mapper} is not applied: upstream's stats are exported under \
-             its default mapping's names and labels (domain, key1, key2), which Envoy \
-             Gateway's mapping uses too"
-        ));
-    }
 
     // Listeners.
     let http = socket_addr(env, ("HOST", "0.0.0.0"), "PORT", 8080)?;
@@ -166,10 +158,13 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         config.push(sub);
     }
     config.push(get(env, "RUNTIME_APPDIRECTORY").unwrap_or_else(|| "config".into()));
-    for variable in ["RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT"] {
-        // Checked here; `serve` reads RUNTIME_IGNOREDOTFILES itself (`serve::sources`), and the
-        // directory is always watched.
-        boolean(env, variable)?;
+    // `serve` reads RUNTIME_IGNOREDOTFILES itself (`serve::sources`).
+    if boolean(env, "RUNTIME_WATCH_ROOT")? == Some(false) {
+        argv.warnings.push(
+            "RUNTIME_WATCH_ROOT=false has no effect here: the config directory is watched \
+             with its parent, so a ConfigMap's swap of the whole directory is seen either way"
+                .into(),
+        );
     }
     if get(env, "CONFIG_TYPE").as_deref() == Some(XDS_CONFIG_TYPE) {
         xds_argv(env, &mut argv)?;
@@ -214,26 +209,20 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         }
         flag(&mut argv, "RLS_REDIS_PREFIX", "--redis-prefix", prefix);
     }
-    if let Some(timeout) = get(env, "REDIS_TIMEOUT") {
-        let parsed = humantime::parse_duration(&timeout).map_err(|e| {
-            problem(
-                "REDIS_TIMEOUT",
-                format!("{timeout:?} is not a duration: {e}"),
-            )
-        })?;
-        if parsed.is_zero() || parsed > std::time::Duration::from_secs(3_600) {
-            return Err(problem(
-                "REDIS_TIMEOUT",
-                format!("{timeout:?} must be between 1ms and 1h"),
-            ));
-        }
-        flag(
-            &mut argv,
-            "RLS_REDIS_REPLAY_TIMEOUT",
-            "--redis-replay-timeout",
-            timeout,
-        );
-    }
+    // Upstream's default, 10 s, rather than ours: the migration keeps upstream's timeouts.
+    let timeout = go_duration(
+        env,
+        "REDIS_TIMEOUT",
+        "10s",
+        (std::time::Duration::from_millis(1), "1ms"),
+        (std::time::Duration::from_secs(3_600), "1h"),
+    )?;
+    flag(
+        &mut argv,
+        "RLS_REDIS_REPLAY_TIMEOUT",
+        "--redis-replay-timeout",
+        timeout,
+    );
     if !ours("RLS_REDIS_URL") {
         let redis = redis_urls(env)?;
         argv.args.push("--redis-url".into());
@@ -311,17 +300,13 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
             "1h",
         ),
     ] {
-        let value = get(env, variable).unwrap_or_else(|| default.into());
-        let parsed = humantime::parse_duration(&value)
-            .map_err(|e| problem(variable, format!("{value:?} is not a duration: {e}")))?;
-        if parsed < std::time::Duration::from_millis(100)
-            || parsed > std::time::Duration::from_secs(30 * 86_400)
-        {
-            return Err(problem(
-                variable,
-                format!("{value:?} must be between 100ms and 30 days"),
-            ));
-        }
+        let value = go_duration(
+            env,
+            variable,
+            default,
+            (std::time::Duration::from_millis(100), "100ms"),
+            (std::time::Duration::from_secs(30 * 86_400), "30 days"),
+        )?;
         flag(&mut argv, rls, name, value);
     }
     argv.origins = origins::of(&argv.args, env);
@@ -336,7 +321,7 @@ pub struct UpstreamServe {
     pub warnings: Vec<String>,
     /// Each flag on `args` (`http-addr`, without `--`), the upstream variables it was set
     /// from, and whether one of them was set (else it is upstream's default).
-    pub origins: Vec<(String, &'static str, bool)>,
+    pub origins: Vec<(String, String, bool)>,
 }
 
 fn problem(variable: &'static str, problem: impl Into<String>) -> UpstreamEnvError {
@@ -356,6 +341,38 @@ pub fn boolean(env: Lookup<'_>, variable: &'static str) -> Result<Option<bool>, 
     get(env, variable)
         .map(|v| parse_bool(variable, &v))
         .transpose()
+}
+
+/// Upstream's duration `variable` (Go's syntax; `default` when unset) within `min..=max`, as
+/// our duration flags write it.
+fn go_duration(
+    env: Lookup<'_>,
+    variable: &'static str,
+    default: &str,
+    (min, min_text): (std::time::Duration, &str),
+    (max, max_text): (std::time::Duration, &str),
+) -> Result<String, UpstreamEnvError> {
+    let value = get(env, variable).unwrap_or_else(|| default.into());
+    let parsed = match go_value::parse_duration(&value) {
+        Some((false, parsed)) => parsed,
+        Some((true, _)) | None => {
+            return Err(problem(
+                variable,
+                format!("{value:?} is not a duration (a number and a unit: 300ms, 10s, 1h)"),
+            ));
+        }
+    };
+    if parsed < min || parsed > max {
+        return Err(problem(
+            variable,
+            format!("{value:?} must be between {min_text} and {max_text}"),
+        ));
+    }
+    // As given where our flags read it alike (the start log then shows it as set).
+    if humantime::parse_duration(&value).ok() == Some(parsed) {
+        return Ok(value);
+    }
+    Ok(humantime::format_duration(parsed).to_string())
 }
 
 /// `HOST:PORT`; the host must be an IP address (the listener binds it).
@@ -378,7 +395,8 @@ fn socket_addr(
     Ok(std::net::SocketAddr::new(ip, port).to_string())
 }
 
-/// Settings upstream has and we do not: refused, with what to use instead.
+/// Values of upstream's settings we do not support: refused, with what to use instead (the
+/// variables refused whatever their value are in [`known`]).
 fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
     if let Some(backend) = get(env, "BACKEND_TYPE") {
         match backend.to_ascii_lowercase().as_str() {
@@ -405,25 +423,6 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
             ),
         ));
     }
-    let refused_if_true: [(&'static str, &str); 3] = [
-        (
-            "REDIS_PERSECOND",
-            "a second Redis for per-second limits is not supported: one Redis (REDIS_URL) serves every unit; unset it",
-        ),
-        (
-            "USE_DOG_STATSD",
-            "DogStatsD is not supported: scrape the Prometheus metrics at /metrics on the HTTP port",
-        ),
-        (
-            "USE_STATSD",
-            "statsd is not supported: set USE_STATSD=false and scrape /metrics on the HTTP port",
-        ),
-    ];
-    for (variable, instead) in refused_if_true {
-        if boolean(env, variable)? == Some(true) {
-            return Err(problem(variable, instead));
-        }
-    }
     if let Some(behavior) = get(env, "REDIS_POOL_ON_EMPTY_BEHAVIOR")
         && !behavior.eq_ignore_ascii_case("WAIT")
     {
@@ -433,12 +432,6 @@ fn refuse_unsupported(env: Lookup<'_>) -> Result<(), UpstreamEnvError> {
             format!(
                 "{behavior:?} is not supported: unset it or set WAIT (there is no pool: one multiplexed connection)"
             ),
-        ));
-    }
-    if get(env, "GRPC_UDS").is_some() {
-        return Err(problem(
-            "GRPC_UDS",
-            "gRPC on a Unix socket is not supported: use GRPC_HOST and GRPC_PORT",
         ));
     }
     Ok(())

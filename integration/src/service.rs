@@ -123,6 +123,8 @@ impl Service {
         // unless the test names its own.
         let debug_flag = extra_args.iter().position(|a| *a == "--debug-addr");
         let debug_addr = match debug_flag.and_then(|i| extra_args.get(i + 1)) {
+            // No debug listener: nothing answers there.
+            Some(&"off") => local_addr(0),
             Some(addr) => addr
                 .parse()
                 .unwrap_or_else(|e| panic!("--debug-addr {addr}: {e}")),

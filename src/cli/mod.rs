@@ -115,10 +115,39 @@ pub fn command() -> clap::Command {
     Cli::command()
 }
 
-/// `--log-level`: a filter tracing accepts, checked with the other settings.
+/// `--log-level`: a filter tracing accepts, checked with the other settings. A bare word must
+/// be a level (tracing reads any other word as a target, and the process would then log
+/// nothing at all); upstream's level names (`warning`, `fatal`, `panic`) mean ours.
 fn log_filter(text: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(text)
-        .map(|_| text.to_owned())
+    let mut directives = Vec::new();
+    for directive in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let (target, level) = match directive.rsplit_once('=') {
+            Some((target, level)) => (Some(target), level),
+            None => (None, directive),
+        };
+        let level = match level.to_ascii_lowercase().as_str() {
+            "trace" | "debug" | "info" | "warn" | "error" | "off" => level.to_ascii_lowercase(),
+            "warning" => "warn".to_owned(),
+            "fatal" | "panic" => "error".to_owned(),
+            _ if target.is_some() => level.to_owned(),
+            _ => {
+                return Err(format!(
+                    "{directive:?} is not a level (trace, debug, info, warn, error, off); \
+                     a target takes one: {directive}=debug"
+                ));
+            }
+        };
+        directives.push(match target {
+            Some(target) => format!("{target}={level}"),
+            None => level,
+        });
+    }
+    if directives.is_empty() {
+        return Err("no level given (trace, debug, info, warn, error, off)".into());
+    }
+    let filter = directives.join(",");
+    tracing_subscriber::EnvFilter::try_new(&filter)
+        .map(|_| filter)
         .map_err(|e| e.to_string())
 }
 
@@ -146,7 +175,8 @@ pub(crate) struct Parsed {
 /// clap reads our `RLS_*` variables itself when the command is built here, just after `env`
 /// was taken (see [`crate::environment`]).
 fn parse(argv: Vec<OsString>, env: &Environment) -> Result<Parsed, ExitCode> {
-    let (argv, warnings, upstream) = if argv.len() <= 1 {
+    let with_arguments = argv.len() > 1;
+    let (argv, mut warnings, upstream) = if !with_arguments {
         match crate::upstream_env::serve_argv(env) {
             Ok(upstream) => {
                 let program = std::iter::once("gcounter-rls".to_owned());
@@ -173,6 +203,9 @@ fn parse(argv: Vec<OsString>, env: &Environment) -> Result<Parsed, ExitCode> {
                     .unwrap_or_default(),
                 None => Origins::default(),
             };
+            if with_arguments && matches.subcommand_name() == Some("serve") {
+                warnings.extend(crate::upstream_env::unread_with_arguments(env));
+            }
             Ok(Parsed {
                 cli,
                 origins,

@@ -41,7 +41,7 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
     let command = match cli.command {
         Command::Serve(args) => match ServeSettings::from_args(*args, origins, env) {
             Ok(settings) => Work::Serve(Box::new(settings)),
-            Err(error) => return invalid_setting(&format!("{error:#}")),
+            Err(error) => return invalid_setting(&runtime::one_line(&error)),
         },
         Command::Migrate(args) => match checked_url(&args.database_url) {
             Ok(()) => Work::Migrate(args.database_url),
@@ -58,7 +58,7 @@ pub(super) fn run(parsed: Parsed, env: &Environment) -> ExitCode {
     let pipeline = match &command {
         Work::Serve(settings) => match settings.tracing.as_ref().map(trace::start).transpose() {
             Ok(pipeline) => pipeline,
-            Err(error) => return invalid_setting(&format!("{error:#}")),
+            Err(error) => return invalid_setting(&runtime::one_line(&error)),
         },
         Work::Migrate(_) | Work::Cleanup(..) => None,
     };

@@ -6,7 +6,7 @@ use super::*;
 use crate::byte_size_arg::ByteSizeRange;
 use crate::serve::ServeSettings;
 use crate::transport::TransportSettings;
-use crate::upstream_env::KNOWN_VARIABLES;
+use crate::upstream_env::is_known;
 
 /// `serve --config x.yaml ARGS`, parsed and validated as the binary does.
 fn serve(extra: &[&str]) -> Result<ServeSettings, String> {
@@ -122,8 +122,8 @@ fn upstream_variables_named_in_the_help_are_known() {
             // `CONFIG_TYPE`'s value is named too.
             let value = name == "GRPC_XDS_SOTW";
             assert!(
-                value || KNOWN_VARIABLES.contains(&name),
-                "{name} is not in KNOWN_VARIABLES"
+                value || is_known(name),
+                "{name} is not in upstream_env::VARIABLES"
             );
         }
     }
@@ -323,4 +323,28 @@ fn stated_ranges_are_enforced() {
         checked += 1;
     }
     assert!(checked >= 40, "only {checked} ranges found");
+}
+
+#[test]
+fn a_log_level_is_a_level_never_a_word_that_silences_the_log() {
+    for (given, used) in [
+        ("info", "info"),
+        ("WARN", "warn"),
+        ("warning", "warn"),
+        ("fatal", "error"),
+        (
+            "gcounter_rls=debug,tonic=info",
+            "gcounter_rls=debug,tonic=info",
+        ),
+        ("info,h2=warning", "info,h2=warn"),
+    ] {
+        assert_eq!(log_filter(given).as_deref(), Ok(used), "{given}");
+    }
+    for given in ["verbose", "gcounter_rls", "", "info,loud"] {
+        let error = log_filter(given).expect_err(given);
+        assert!(error.contains("level"), "{given}: {error}");
+    }
+    let error = Cli::try_parse_from(["gcounter-rls", "--log-level", "verbose", "serve"])
+        .expect_err("verbose");
+    assert_eq!(error.exit_code(), i32::from(EXIT_INVALID_SETTING));
 }

@@ -37,8 +37,20 @@ pub(super) fn regional_origin(
         nodes = redis.redis.urls.len(),
         "regional origin: Redis (connecting in the background)"
     );
-    let guarded = GuardedOrigin::new(Arc::new(origin), redis.guard());
-    Ok((Arc::new(guarded), Some(redis.freshness.get())))
+    let guarded = Arc::new(GuardedOrigin::new(Arc::new(origin), redis.guard()));
+    // One read at start, so the log says whether Redis answers before traffic needs it
+    // ("reached", or "not reached yet" once the circuit opens); it writes nothing.
+    let probe = Arc::clone(&guarded);
+    tokio::spawn(async move {
+        let counter = gcounter_engine::cell_key::CounterKey {
+            workspace: Arc::from(""),
+            namespace: Arc::from("!probe"),
+            identifier: compact_str::CompactString::default(),
+            duration_ms: 1_000,
+        };
+        let _ = probe.penalty_until(&counter).await;
+    });
+    Ok((guarded, Some(redis.freshness.get())))
 }
 
 /// The global layer, when a database is configured: the store (the database may be down: the

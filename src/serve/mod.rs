@@ -70,16 +70,30 @@ pub struct Listeners {
 }
 
 /// Raise the open-files limit the connection caps need, then bind every address of
-/// `settings`.
-pub async fn bind(settings: &ServeSettings) -> Result<Listeners, BindError> {
+/// `settings`. An address that cannot be bound is an error naming the setting that moves it.
+pub async fn bind(settings: &ServeSettings) -> anyhow::Result<Listeners> {
     let addresses = &settings.addresses;
-    let (grpc, http) = transport::bind(addresses.grpc, addresses.http, &settings.transport).await?;
+    let (grpc, http) = transport::bind(addresses.grpc, addresses.http, &settings.transport)
+        .await
+        .map_err(|e| with_hint(e, "--grpc-addr and --http-addr (RLS_GRPC_ADDR, RLS_HTTP_ADDR; upstream's GRPC_PORT, PORT)"))?;
     let metrics = match addresses.metrics {
-        Some(addr) => Some(transport::bind_side("metrics", addr).await?),
+        Some(addr) => Some(transport::bind_side("metrics", addr).await.map_err(|e| {
+            with_hint(
+                e,
+                "--metrics-addr (RLS_METRICS_ADDR; upstream's PROMETHEUS_ADDR)",
+            )
+        })?),
         None => None,
     };
     let debug = match addresses.debug {
-        Some(addr) => Some(transport::bind_side("debug", addr).await?),
+        Some(addr) => Some(transport::bind_side("debug", addr).await.map_err(|e| {
+            with_hint(
+                e,
+                "--debug-addr (RLS_DEBUG_ADDR; upstream's DEBUG_PORT) to a free port, or \
+                 --debug-addr off (RLS_DEBUG_ADDR=off) for no debug listener: a second \
+                 process on this host needs one of them",
+            )
+        })?),
         None => None,
     };
     Ok(Listeners {
@@ -129,6 +143,12 @@ pub async fn run(
     let transport = &settings.transport;
     let grpc_addr = local_addr(&listeners.grpc);
     let http_addr = local_addr(&listeners.http);
+    let side_addr = |listener: &Option<TcpListener>| {
+        listener
+            .as_ref()
+            .map_or_else(|| "off".to_owned(), |l| local_addr(l).to_string())
+    };
+    let (debug_addr, metrics_addr) = (side_addr(&listeners.debug), side_addr(&listeners.metrics));
     let transport::Listeners {
         grpc: grpc_listener,
         admin: http_listener,
@@ -306,7 +326,7 @@ pub async fn run(
         grpc.await;
         Ok(())
     });
-    tracing::info!(grpc = %grpc_addr, grpc_tls = tls_mode, http = %http_addr, region = settings.region.as_str(), "serving");
+    tracing::info!(grpc = %grpc_addr, grpc_tls = tls_mode, http = %http_addr, debug = %debug_addr, metrics = %metrics_addr, region = settings.region.as_str(), "serving");
 
     let health = Arc::new(Health {
         serving: Arc::clone(&serving),
@@ -340,6 +360,11 @@ pub async fn run(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A listener that cannot be bound, with the setting that moves it.
+fn with_hint(error: BindError, setting: &str) -> anyhow::Error {
+    anyhow::anyhow!("{error}; set {setting}")
 }
 
 /// For the "serving" log line: the address a listener is bound to (what port 0 became).

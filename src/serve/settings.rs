@@ -221,6 +221,21 @@ impl StartReport {
     }
 }
 
+/// One line per setting that differs from its default, with its source: our flags' and
+/// variables' (and upstream's they were set from), then tracing's from upstream's variables.
+fn start_lines(
+    origins: &Origins,
+    args: &ServeArgs,
+    tracing: &Option<TracingSettings>,
+    env: &Environment,
+) -> Vec<String> {
+    let mut lines = origins.lines();
+    if tracing.is_some() {
+        lines.extend(crate::trace::upstream_lines(&args.telemetry, env));
+    }
+    lines
+}
+
 /// `--max-cell-bytes` must hold at least this many cells of the largest descriptor: below
 /// it the table's shards could not admit such a cell at all.
 const MIN_LARGEST_CELLS_IN_BUDGET: u64 = 1_024;
@@ -416,7 +431,7 @@ impl ServeSettings {
                 grpc: args.listeners.grpc_addr,
                 http: args.listeners.http_addr,
                 metrics: args.listeners.metrics_addr,
-                debug: Some(args.listeners.debug_addr),
+                debug: args.listeners.debug_addr.0,
                 inspection_on_http: args.listeners.inspection_on_http_addr,
                 inspection_show_values: args.listeners.inspection_show_values,
             },
@@ -471,7 +486,7 @@ impl ServeSettings {
             transport,
             drain_timeout: NonZeroDuration::flag("drain-timeout", args.transport.drain_timeout)?,
             report: StartReport {
-                settings: origins.lines(),
+                settings: start_lines(&origins, &args, &tracing, env),
                 warnings,
                 switches: sources::switches_line(&args),
             },

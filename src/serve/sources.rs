@@ -125,7 +125,7 @@ pub(super) fn grpc_tls_files(
                     "--grpc-tls-cert",
                     true,
                     Origin::Upstream {
-                        variables: "GRPC_SERVER_USE_TLS",
+                        variables: "GRPC_SERVER_USE_TLS".to_owned(),
                         set: true,
                     },
                 );

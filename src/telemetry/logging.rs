@@ -16,6 +16,12 @@ pub enum LogFormat {
     Json,
 }
 
+/// Dependencies quieted to WARN unless the filter names them.
+const QUIET_DEPENDENCIES: &[(&str, &str)] = &[
+    ("notify", "notify=warn"),
+    ("notify_debouncer_full", "notify_debouncer_full=warn"),
+];
+
 /// `level` is an `EnvFilter` directive (`info`, `gcounter_rls=debug,tonic=info`, ...).
 /// `tracer`: the running tracing pipeline's, whose layer then receives the spans of
 /// [`SPAN_TARGET`] (and nothing else).
@@ -27,10 +33,19 @@ pub fn init_logging(
     let filter =
         EnvFilter::try_new(level).map_err(|e| format!("bad --log-level '{level}': {e}"))?;
     // The exported spans are not log lines: never formatted, whatever the level.
-    let filter = match format!("{SPAN_TARGET}=off").parse() {
+    let mut filter = match format!("{SPAN_TARGET}=off").parse() {
         Ok(directive) => filter.add_directive(directive),
         Err(_) => filter,
     };
+    // Routine events some dependencies log at INFO (the file watcher, at every ConfigMap
+    // swap: a watch descriptor it could not remove), unless the filter names them itself.
+    for (target, directive) in QUIET_DEPENDENCIES {
+        if !level.contains(target)
+            && let Ok(directive) = directive.parse()
+        {
+            filter = filter.add_directive(directive);
+        }
+    }
     // Colour codes only for a person at a terminal, never into log files or collectors.
     let ansi = std::io::stderr().is_terminal();
     let Some(tracer) = tracer else {

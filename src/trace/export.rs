@@ -28,6 +28,9 @@ const EXPORT_DELAY: Duration = Duration::from_secs(1);
 /// An export that takes longer is abandoned (its spans are lost, counted as failed); the
 /// exporter's own timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s) normally ends it first.
 const EXPORT_BACKSTOP: Duration = Duration::from_secs(30);
+/// A failing collector is said at WARN (upstream's default level shows it) at most this often,
+/// with the count of failures meanwhile (`rls_tracing_spans_export_failed_total` counts the spans).
+const FAILURE_WARNING_INTERVAL: Duration = Duration::from_secs(30);
 
 #[allow(
     clippy::large_enum_variant,
@@ -185,6 +188,7 @@ fn run(
 ) {
     let mut batch = Vec::with_capacity(batch_size);
     let mut next_send = Instant::now() + EXPORT_DELAY;
+    let throttle = gcounter_engine::Throttle::new(FAILURE_WARNING_INTERVAL);
     let export = |exporter: &opentelemetry_otlp::SpanExporter, batch: &mut Vec<SpanData>| {
         if batch.is_empty() {
             return;
@@ -200,11 +204,19 @@ fn run(
             }
             Ok(Err(error)) => {
                 counters.failed.inc_by(count);
-                tracing::debug!(%error, spans = count, "span export failed");
+                if let Some(suppressed) = throttle.allow() {
+                    tracing::warn!(%error, spans = count, failures_not_logged = suppressed, "span export to the tracing collector failed");
+                }
             }
             Err(_) => {
                 counters.failed.inc_by(count);
-                tracing::debug!(spans = count, "span export timed out");
+                if let Some(suppressed) = throttle.allow() {
+                    tracing::warn!(
+                        spans = count,
+                        failures_not_logged = suppressed,
+                        "span export to the tracing collector timed out"
+                    );
+                }
             }
         }
     };

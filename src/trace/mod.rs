@@ -20,7 +20,9 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 
 pub use counters::register as register_metrics;
 pub use decision::{DecisionSpan, DecisionTracer, Path, Route, SpanOptions};
-pub use settings::{DEFAULT_SERVICE_NAME, Protocol, ProtocolArg, TracingSettings, resolve};
+pub use settings::{
+    DEFAULT_SERVICE_NAME, Protocol, ProtocolArg, TracingSettings, resolve, upstream_lines,
+};
 
 /// The target of the `tracing` spans that are exported (the engine's and the stores'): the
 /// tracing layer listens to it alone, and the log filter never to it.

@@ -139,6 +139,75 @@ pub fn resolve(args: &TelemetryArgs, env: Lookup<'_>) -> anyhow::Result<Option<T
     }))
 }
 
+/// The start log's account of what upstream's `TRACING_*` variables (and the SDK's `OTEL_*`)
+/// decided, one line per value they set where no flag of ours did, in the order `resolve`
+/// reads them: `--tracing=true from upstream's TRACING_ENABLED`. Our own flags and `RLS_*`
+/// variables have their lines already.
+pub fn upstream_lines(args: &TelemetryArgs, env: Lookup<'_>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let first = |variables: &[&'static str]| {
+        variables
+            .iter()
+            .find_map(|variable| non_empty(env, variable).map(|value| (*variable, value)))
+    };
+    let source = |variable: &str| {
+        if variable.starts_with("OTEL_") {
+            format!("the SDK's {variable}")
+        } else {
+            format!("upstream's {variable}")
+        }
+    };
+    let mut line = |flag: &str, found: Option<(&str, String)>| {
+        if let Some((variable, value)) = found {
+            lines.push(format!("--{flag}={value} from {}", source(variable)));
+        }
+    };
+    if args.tracing.is_none() {
+        line("tracing", first(&["TRACING_ENABLED"]));
+    }
+    if args.tracing_protocol.is_none() {
+        line(
+            "tracing-protocol",
+            first(&[
+                "TRACING_EXPORTER_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ]),
+        );
+    }
+    if args.tracing_endpoint.as_deref().is_none_or(str::is_empty) {
+        line(
+            "tracing-endpoint",
+            first(&[
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+            ]),
+        );
+    }
+    if args.tracing_sampling_rate.is_none() {
+        line("tracing-sampling-rate", first(&["TRACING_SAMPLING_RATE"]));
+    }
+    if args
+        .tracing_service_name
+        .as_deref()
+        .is_none_or(str::is_empty)
+    {
+        line(
+            "tracing-service-name",
+            first(&["TRACING_SERVICE_NAME", "OTEL_SERVICE_NAME"]),
+        );
+    }
+    for (attribute, variable) in [
+        ("service.namespace", "TRACING_SERVICE_NAMESPACE"),
+        ("service.instance.id", "TRACING_SERVICE_INSTANCE_ID"),
+    ] {
+        if let Some(value) = non_empty(env, variable) {
+            lines.push(format!("{attribute}={value} from upstream's {variable}"));
+        }
+    }
+    lines
+}
+
 /// `--tracing-protocol`, else upstream's `TRACING_EXPORTER_PROTOCOL`, else the SDK's
 /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP
 /// (upstream's default).

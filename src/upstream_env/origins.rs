@@ -34,23 +34,13 @@ const ONE_VARIABLE: &[(&str, &str)] = &[
     ),
 ];
 
-/// A flag `serve_argv` may write from several variables, or from one the log names with
-/// another that decides it: the variables as the log names them, and those it reads one by one.
-const SEVERAL_VARIABLES: &[(&str, &str, &[&str])] = &[
-    ("http-addr", "HOST and PORT", &["HOST", "PORT"]),
-    (
-        "grpc-addr",
-        "GRPC_HOST and GRPC_PORT",
-        &["GRPC_HOST", "GRPC_PORT"],
-    ),
-    (
-        "debug-addr",
-        "DEBUG_HOST and DEBUG_PORT",
-        &["DEBUG_HOST", "DEBUG_PORT"],
-    ),
+/// A flag `serve_argv` may write from several variables: all of them, as the log names them.
+const SEVERAL_VARIABLES: &[(&str, &[&str])] = &[
+    ("http-addr", &["HOST", "PORT"]),
+    ("grpc-addr", &["GRPC_HOST", "GRPC_PORT"]),
+    ("debug-addr", &["DEBUG_HOST", "DEBUG_PORT"]),
     (
         "config",
-        "RUNTIME_ROOT, RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY",
         &[
             "RUNTIME_ROOT",
             "RUNTIME_SUBDIRECTORY",
@@ -59,19 +49,10 @@ const SEVERAL_VARIABLES: &[(&str, &str, &[&str])] = &[
     ),
     (
         "redis-url",
-        "REDIS_URL, REDIS_AUTH, REDIS_TLS and REDIS_SOCKET_TYPE",
         &["REDIS_URL", "REDIS_AUTH", "REDIS_TLS", "REDIS_SOCKET_TYPE"],
     ),
-    (
-        "redis-sentinel-master",
-        "REDIS_TYPE and REDIS_URL",
-        &["REDIS_TYPE"],
-    ),
-    (
-        "metrics-addr",
-        "USE_PROMETHEUS and PROMETHEUS_ADDR",
-        &["PROMETHEUS_ADDR"],
-    ),
+    ("redis-sentinel-master", &["REDIS_TYPE", "REDIS_URL"]),
+    ("metrics-addr", &["USE_PROMETHEUS", "PROMETHEUS_ADDR"]),
 ];
 
 /// The other xDS flags: one upstream variable each, always set when written.
@@ -106,21 +87,39 @@ const XDS_FLAGS: &[(&str, &str)] = &[
     ),
 ];
 
-/// For each `--flag` in `args`: the flag, its upstream variables, and whether one of them is
-/// set in `env` (else the flag carries upstream's default).
-pub(super) fn of(args: &[String], env: &Environment) -> Vec<(String, &'static str, bool)> {
+/// For each `--flag` in `args`: the flag, its upstream variables as the log names them, and
+/// whether one of them is set in `env` (else the flag carries upstream's default). Of several
+/// variables, those set are named, then those unset: `PORT (HOST unset: upstream's default)`.
+pub(super) fn of(args: &[String], env: &Environment) -> Vec<(String, String, bool)> {
     let is_set = |variable: &str| env.get(variable).is_some_and(|v| !v.is_empty());
     let mut out = Vec::new();
     for flag in args.iter().filter_map(|a| a.strip_prefix("--")) {
         if let Some((_, variable)) = ONE_VARIABLE.iter().find(|(f, _)| *f == flag) {
-            out.push((flag.to_owned(), *variable, is_set(variable)));
-        } else if let Some((_, variables, each)) =
-            SEVERAL_VARIABLES.iter().find(|(f, ..)| *f == flag)
-        {
-            out.push((flag.to_owned(), *variables, each.iter().any(|v| is_set(v))));
+            out.push((flag.to_owned(), (*variable).to_owned(), is_set(variable)));
+        } else if let Some((_, each)) = SEVERAL_VARIABLES.iter().find(|(f, _)| *f == flag) {
+            let (set, unset): (Vec<&str>, Vec<&str>) = each.iter().partition(|v| is_set(v));
+            let label = match (set.is_empty(), unset.is_empty()) {
+                (true, _) => joined(&unset),
+                (false, true) => joined(&set),
+                (false, false) => format!(
+                    "{} ({} unset: upstream's default)",
+                    joined(&set),
+                    joined(&unset)
+                ),
+            };
+            out.push((flag.to_owned(), label, !set.is_empty()));
         } else if let Some((_, variable)) = XDS_FLAGS.iter().find(|(f, _)| *f == flag) {
-            out.push((flag.to_owned(), *variable, true));
+            out.push((flag.to_owned(), (*variable).to_owned(), true));
         }
     }
     out
+}
+
+/// `A`, `A and B`, `A, B and C`.
+fn joined(names: &[&str]) -> String {
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }

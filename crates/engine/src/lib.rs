@@ -12,6 +12,7 @@ pub mod cell_key;
 pub mod global;
 pub mod local;
 pub mod pn;
+pub mod reachability;
 pub mod recorder;
 pub mod redact;
 pub mod regional;

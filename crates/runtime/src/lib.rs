@@ -52,7 +52,7 @@ pub fn build(flavor: Flavor, workers: usize) -> io::Result<Runtime> {
 
 /// A binary's `main` (the service's, the load tools'): runs `command` to its end on a runtime
 /// of `flavor` with `workers` threads, and turns the outcome into the exit code; an error, or
-/// a runtime that cannot start, is logged and printed on stderr.
+/// a runtime that cannot start, is printed once on stderr as one `error:` line.
 pub fn run_main(
     flavor: Flavor,
     workers: usize,
@@ -68,11 +68,28 @@ pub fn run_main(
     match runtime.block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", one_line(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `error` and its causes on one line, `: `-separated, a cause left out when the text before
+/// it already quotes it (many errors write their source into their own message, so `{:#}`
+/// would print the same OS error twice).
+pub fn one_line(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 #[cfg(test)]

@@ -157,3 +157,50 @@ fn failures_after_valid_settings_exit_1() {
     let (code, stderr) = run(&["check-config", &bad], &[], false);
     assert_eq!(code, Some(1), "{stderr}");
 }
+
+/// A second process on the same host (a second copy, or upstream beside it): the debug port is
+/// the one both default to. The second stops at start naming the setting; with that one
+/// setting (`--debug-addr off`, or upstream's `DEBUG_PORT` elsewhere) it starts.
+#[test]
+fn a_second_process_on_one_host_is_one_setting_away() {
+    let (_dir, path) = support::limits_file(&support::one_rule("second", "user", "second", 1, 10));
+    let config = path.to_string_lossy().into_owned();
+    let debug = support::local_addr(support::free_port()).to_string();
+    let first = support::Service::start(&path, &["--debug-addr", &debug]);
+
+    let (code, stderr) = run(&serve_args(&config, &["--debug-addr", &debug]), &[], false);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.matches("error:").count(), 1, "{stderr}");
+    for needle in ["--debug-addr", "--debug-addr off", "RLS_DEBUG_ADDR=off"] {
+        support::assert_mentions(&stderr, needle, "the error");
+    }
+    let second = support::Service::start(&path, &["--debug-addr", "off"]);
+    support::assert_mentions(&second.log_tail(50), "debug=off", "the serving line");
+
+    // Started as upstream's image: the error names DEBUG_PORT, and our variable is the way.
+    let runtime =
+        support::UpstreamRuntime::new(&support::one_rule("second", "user", "second", 1, 10));
+    let port = debug.rsplit(':').next().unwrap_or_default().to_owned();
+    let base = runtime.env(&[
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("HOST", "127.0.0.1"),
+        ("PORT", "0"),
+        ("GRPC_HOST", "127.0.0.1"),
+        ("GRPC_PORT", "0"),
+        ("DEBUG_HOST", "127.0.0.1"),
+        ("DEBUG_PORT", &port),
+    ]);
+    let (code, stderr) = run(&[], &base, true);
+    assert_eq!(code, Some(1), "{stderr}");
+    support::assert_mentions(&stderr, "DEBUG_PORT", "the error");
+    // The harness gives HOST, PORT, GRPC_HOST and GRPC_PORT free ports of its own.
+    let beside = support::Service::start_upstream(&runtime.env(&[
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "127.0.0.1:6379"),
+        ("DEBUG_PORT", &port),
+        ("RLS_DEBUG_ADDR", "off"),
+    ]));
+    assert_eq!(beside.admin_get("/healthcheck").status, 200);
+    drop((first, second, beside));
+}

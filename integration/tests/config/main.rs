@@ -8,4 +8,5 @@ mod config_reload;
 mod config_xds;
 mod envoy_lint;
 mod setting_precedence;
+mod start_log;
 mod upstream_env;

@@ -293,11 +293,7 @@ fn collect_rs(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// refuses, as `file:line: NAME`.
 pub fn unknown_variables() -> Vec<String> {
     let mut known = gcounter_rls::cli::all_env_variables();
-    known.extend(
-        gcounter_rls::upstream_env::KNOWN_VARIABLES
-            .iter()
-            .map(|v| (*v).to_owned()),
-    );
+    known.extend(gcounter_rls::upstream_env::known_names().map(str::to_owned));
     let other: BTreeSet<&str> = OTHER_NAMES.iter().copied().collect();
     let is_known = |name: &str| match name.strip_suffix('*') {
         Some(prefix) => known.iter().any(|k| k.starts_with(prefix)),

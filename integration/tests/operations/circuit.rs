@@ -63,4 +63,15 @@ async fn the_circuit_closes_within_its_longest_probe_wait_once_redis_is_back() {
     println!("closed {:?} after Redis came back", restored.elapsed());
     let sent = recovery.await.expect("the recovery load");
     load::assert_no_grpc_errors(&sent, "requests while the circuit closed");
+
+    // The log says it: reached at start, lost when the circuit opened, reached again.
+    let log = service.log_tail(5_000);
+    let first = |needle: &str| {
+        log.find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?} in the log:\n{log}"))
+    };
+    let reached = first("the regional origin (redis) reached");
+    let lost = first("the regional origin (redis) lost");
+    let again = first("the regional origin (redis) reached again");
+    assert!(reached < lost && lost < again, "out of order:\n{log}");
 }

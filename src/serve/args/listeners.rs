@@ -31,10 +31,12 @@ pub struct ListenerArgs {
     /// Debug listen address: /rlconfig and counter inspection (/counters, /counters/top)
     ///
     /// Upstream's debug listener, on loopback by default: counter inspection shows which
-    /// clients are counted. With no arguments, set from upstream's `DEBUG_HOST` (default
+    /// clients are counted. `off`: no debug listener (a second process on the same host);
+    /// port 0: one the system picks (the `serving` log line names it). A busy port stops
+    /// start-up naming this flag. With no arguments, set from upstream's `DEBUG_HOST` (default
     /// 127.0.0.1 here, 0.0.0.0 upstream) and `DEBUG_PORT`.
-    #[arg(long, env = "RLS_DEBUG_ADDR", default_value = "127.0.0.1:6070")]
-    pub debug_addr: SocketAddr,
+    #[arg(long, env = "RLS_DEBUG_ADDR", default_value = "127.0.0.1:6070", value_parser = debug_addr)]
+    pub debug_addr: DebugAddr,
     /// Also serve /counters and /counters/top on --http-addr
     ///
     /// They are on --debug-addr only by default, since --http-addr usually listens on every
@@ -47,4 +49,17 @@ pub struct ListenerArgs {
     /// same for the same value within one process: rows can be matched, values not read.
     #[arg(long, env = "RLS_INSPECTION_SHOW_VALUES")]
     pub inspection_show_values: bool,
+}
+
+/// `--debug-addr`: an address, or `off` for no debug listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DebugAddr(pub Option<SocketAddr>);
+
+fn debug_addr(text: &str) -> Result<DebugAddr, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(DebugAddr(None));
+    }
+    text.parse()
+        .map(|addr| DebugAddr(Some(addr)))
+        .map_err(|_| format!("{text:?} is neither ip:port nor off"))
 }

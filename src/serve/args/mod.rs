@@ -16,7 +16,7 @@ mod transport;
 pub use engine::EngineArgs;
 pub use global::GlobalArgs;
 pub use limits::{ConfigReadArgs, LimitsArgs};
-pub use listeners::ListenerArgs;
+pub use listeners::{DebugAddr, ListenerArgs};
 pub use quota::{QuotaArgs, UnmatchedArg};
 pub use redis::RedisArgs;
 pub use telemetry::TelemetryArgs;

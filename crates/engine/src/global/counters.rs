@@ -12,6 +12,7 @@ use super::cadence::{Backoff, Cadence};
 use super::overload::{Overload, speedup};
 use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
 use crate::local::{Engine, Publishable};
+use crate::reachability::Reachability;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;
 
@@ -160,6 +161,8 @@ pub struct GlobalCounters {
     clock_checked: std::sync::Mutex<Option<Instant>>,
     /// Cells at their onset (see `onset`) and when each last grew so.
     hot: onset::HotCells,
+    /// Logs the database's first answer, its loss, and its first answer after.
+    reachability: Reachability,
 }
 
 impl GlobalCounters {
@@ -179,6 +182,7 @@ impl GlobalCounters {
             .hold_unpublished(settings.publish_floor, settings.flush_interval * 2);
         onset::watch(&engine, &settings);
         Self {
+            reachability: Reachability::new(format!("the database ({})", store.name())),
             store,
             engine,
             region,
@@ -219,9 +223,23 @@ impl GlobalCounters {
 
     /// A store call within `settings.timeout`; running out of it is a [`StoreError::Timeout`].
     async fn within<T>(&self, call: StoreFuture<'_, T>) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.settings.timeout, call).await {
+        let outcome = match tokio::time::timeout(self.settings.timeout, call).await {
             Ok(result) => result,
             Err(_) => Err(StoreError::Timeout(self.settings.timeout)),
+        };
+        self.reached(&outcome);
+        outcome
+    }
+
+    /// Says (once per change) whether the database answered: an error it sent is an answer.
+    fn reached<T>(&self, outcome: &Result<T, StoreError>) {
+        match outcome {
+            Err(error @ (StoreError::Connection(_) | StoreError::Timeout(_))) => {
+                self.reachability.lost(error);
+            }
+            _ => {
+                self.reachability.reached();
+            }
         }
     }
 
@@ -304,16 +322,15 @@ impl GlobalCounters {
         let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
         let now_ms = self.engine.now_ms();
         let publish = self.store.publish(&self.region, &input, now_ms);
-        let report = match tokio::time::timeout_at(deadline, publish).await {
-            Ok(Ok(report)) => report,
-            Ok(Err(error)) => {
+        let outcome = match tokio::time::timeout_at(deadline, publish).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(StoreError::Timeout(self.settings.timeout)),
+        };
+        self.reached(&outcome);
+        let report = match outcome {
+            Ok(report) => report,
+            Err(error) => {
                 self.flush_failed(&error);
-                flushed.failed += rows.len();
-                *failed_chunks += 1;
-                return false;
-            }
-            Err(_) => {
-                self.flush_failed(&StoreError::Timeout(self.settings.timeout));
                 flushed.failed += rows.len();
                 *failed_chunks += 1;
                 return false;

@@ -25,6 +25,7 @@ use super::breaker::{Breaker, CircuitState};
 use super::{CellRead, OriginError, OriginFuture, RegionalOrigin};
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
+use crate::reachability::Reachability;
 
 /// The span of one call to the origin (exported when tracing is on; disabled, and nearly
 /// free, when it is off). `keys`: the cells or counters the call is about.
@@ -81,11 +82,15 @@ pub struct GuardedOrigin<O: RegionalOrigin + ?Sized> {
     replay_timeout: Duration,
     slow_call: Duration,
     breaker: Breaker,
+    /// Logs the first answer, the circuit opening, and the first answer after it.
+    reachability: Reachability,
 }
 
 impl<O: RegionalOrigin + ?Sized> GuardedOrigin<O> {
     pub fn new(inner: Arc<O>, settings: GuardSettings) -> Self {
+        let reachability = Reachability::new(format!("the regional origin ({})", inner.name()));
         Self {
+            reachability,
             inner,
             read_timeout: settings.read_timeout,
             replay_timeout: settings.replay_timeout,
@@ -123,6 +128,15 @@ impl<O: RegionalOrigin + ?Sized> GuardedOrigin<O> {
             outcome = Self::timed(deadline, limit, call()).await;
         }
         permit.settle(&outcome, started.elapsed() > self.slow_call);
+        match &outcome {
+            Ok(_) | Err(OriginError::InvalidValue(_)) => {
+                self.reachability.reached();
+            }
+            Err(error) if self.breaker.state() == CircuitState::Open => {
+                self.reachability.lost(error);
+            }
+            Err(_) => {}
+        }
         outcome
     }
 
