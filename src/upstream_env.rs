@@ -21,7 +21,7 @@ mod redis;
 mod xds;
 use self::redis::{redis_tls_files, redis_urls};
 use self::xds::{XDS_CONFIG_TYPE, xds_argv};
-pub use go_value::GoKind;
+pub use go_value::{GoKind, parse_map as parse_go_map};
 pub use known::{Treatment, VARIABLES, Variable, is_known, known_names, unread_with_arguments};
 
 /// The environment upstream's variables are read from (see [`crate::environment`]).
@@ -267,6 +267,7 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
             }
         }
     }
+    stats_argv(env, &mut argv)?;
     if boolean(env, "USE_PROMETHEUS")? == Some(true) {
         // Go's ":9090" means every address.
         let addr = get(env, "PROMETHEUS_ADDR").unwrap_or_else(|| ":9090".into());
@@ -311,6 +312,87 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
     }
     argv.origins = origins::of(&argv.args, env);
     Ok(argv)
+}
+
+/// Upstream's stats sink: statsd (its default, `USE_STATSD`), DogStatsD (`USE_DOG_STATSD`),
+/// or none (`DISABLE_STATS`, or both false). Upstream refuses two sinks at once; here
+/// `/metrics` is always served, so `USE_PROMETHEUS=true` turns statsd off only when
+/// `USE_STATSD` is left to its default.
+fn stats_argv(env: Lookup<'_>, argv: &mut UpstreamServe) -> Result<(), UpstreamEnvError> {
+    let ours = |variable: &str| env.has(variable);
+    if boolean(env, "DISABLE_STATS")? == Some(true) || ours("RLS_STATSD_ADDR") {
+        return Ok(());
+    }
+    let statsd = boolean(env, "USE_STATSD")?;
+    let dog = boolean(env, "USE_DOG_STATSD")? == Some(true);
+    let prometheus = boolean(env, "USE_PROMETHEUS")? == Some(true);
+    if dog && statsd == Some(true) {
+        return Err(problem(
+            "USE_DOG_STATSD",
+            "and USE_STATSD are both true: one stats sink at a time, as upstream; set USE_STATSD=false",
+        ));
+    }
+    if !dog && !statsd.unwrap_or(!prometheus) {
+        return Ok(());
+    }
+    let host = get(env, "STATSD_HOST").unwrap_or_else(|| "localhost".into());
+    let port = match get(env, "STATSD_PORT") {
+        Some(port) => port
+            .parse::<u16>()
+            .map_err(|_| problem("STATSD_PORT", format!("{port:?} is not a port number")))?,
+        None => 8125,
+    };
+    if host.contains(['/', ' ', ',']) {
+        return Err(problem(
+            "STATSD_HOST",
+            format!("{host:?} is not a host name or address"),
+        ));
+    }
+    let addr = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    argv.args.push("--statsd-addr".into());
+    argv.args.push(addr);
+    if dog {
+        argv.args.push("--statsd-format".into());
+        argv.args.push("dogstatsd".into());
+        if let Some(names) = get(env, "USE_DOG_STATSD_MOGRIFIERS") {
+            argv.args.push("--statsd-mogrifiers".into());
+            argv.args.push(names);
+        }
+    } else if let Some(protocol) = get(env, "STATSD_PROTOCOL") {
+        // gostats dials whatever Go's net.Dial takes; these are the ones a collector speaks.
+        let protocol = match protocol.as_str() {
+            "tcp" | "tcp4" | "tcp6" => "tcp",
+            "udp" | "udp4" | "udp6" => "udp",
+            other => {
+                return Err(problem(
+                    "STATSD_PROTOCOL",
+                    format!("{other:?} is neither tcp nor udp"),
+                ));
+            }
+        };
+        argv.args.push("--statsd-protocol".into());
+        argv.args.push(protocol.into());
+    }
+    if let Some(interval) = get(env, "STATS_FLUSH_INTERVAL") {
+        let interval = go_duration(
+            env,
+            "STATS_FLUSH_INTERVAL",
+            &interval,
+            (std::time::Duration::from_millis(100), "100ms"),
+            (std::time::Duration::from_secs(3_600), "1h"),
+        )?;
+        argv.args.push("--statsd-flush-interval".into());
+        argv.args.push(interval);
+    }
+    if let Some(tags) = get(env, "EXTRA_TAGS") {
+        argv.args.push("--statsd-tags".into());
+        argv.args.push(tags);
+    }
+    Ok(())
 }
 
 /// `serve`'s arguments from upstream's variables, and what to warn about once logging is up.

@@ -37,6 +37,7 @@ pub mod rls;
 mod scenario;
 mod service;
 pub mod sql_admin;
+pub mod statsd;
 pub mod tls;
 pub mod upstream;
 pub mod windows;

@@ -404,6 +404,9 @@ impl RateLimiter {
         }
         // The global shadow switch answers OK what would have been denied.
         judged.over_limit = tally.over_limit() && !self.settings.shadow_mode;
+        if tally.over_limit() && self.settings.shadow_mode {
+            self.metrics.global_shadow_mode();
+        }
         judged
     }
 

@@ -172,6 +172,16 @@ pub async fn run(
             Ok(())
         });
     }
+    if let Some(statsd) = settings.statsd.clone() {
+        // Background: its last flush comes after the drain, with every request counted.
+        let finish = supervisor.stop_signal(Stage::Background);
+        let metrics = Arc::clone(&metrics);
+        tracing::info!(collector = %statsd.target, protocol = ?statsd.protocol, format = ?statsd.format, interval = ?statsd.flush_interval, "pushing upstream's stats over statsd");
+        supervisor.spawn(Stage::Background, "statsd", async move {
+            crate::telemetry::statsd::run(statsd, metrics, finish.cancelled_owned()).await;
+            Ok(())
+        });
+    }
     let finish = supervisor.stop_signal(Stage::Background);
     let background = Arc::clone(&engine);
     supervisor.spawn(Stage::Background, "replay and reaping", async move {

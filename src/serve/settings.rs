@@ -37,9 +37,10 @@ use crate::memory::cgroup::{CgroupError, CgroupLimit};
 
 mod derived;
 mod values;
+use crate::telemetry::statsd::StatsdSettings;
 use derived::{
     largest_cell_bytes, redis_tls, region, response_time_in_milliseconds, rls_settings,
-    sentinel_master, transport_settings,
+    sentinel_master, statsd_settings, transport_settings,
 };
 pub use values::{MAX_REGION_BYTES, NonZeroDuration, Region};
 
@@ -197,6 +198,8 @@ pub struct ServeSettings {
     pub tracing: Option<TracingSettings>,
     /// The RLQS service's answers and bounds.
     pub quota: QuotaSettings,
+    /// Upstream's stats pushed over statsd or DogStatsD; `None`: off.
+    pub statsd: Option<StatsdSettings>,
 }
 
 /// The start log's account of the settings: one line per setting that differs from its
@@ -425,7 +428,9 @@ impl ServeSettings {
                 },
             });
         let quota = QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value);
+        let statsd = statsd_settings(&args, env)?;
         Ok(Self {
+            statsd,
             quota,
             addresses: Addresses {
                 grpc: args.listeners.grpc_addr,

@@ -24,6 +24,7 @@ use super::memory::{MemoryMetricFamilies, PoolLabels};
 use super::quota::QuotaMetrics;
 use super::rule_series::RuleSeries;
 use super::sharded::ShardedCounter;
+use super::upstream_service::UpstreamServiceStats;
 use super::upstream_stats::{UpstreamStats, Usage};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -146,6 +147,8 @@ pub struct Metrics {
     /// envoyproxy/ratelimit's names, without our `rls` prefix (`upstream_stats`).
     upstream_registry: Registry,
     upstream: Arc<UpstreamStats>,
+    /// Upstream's config load, global shadow mode and error stats.
+    upstream_service: Arc<UpstreamServiceStats>,
     detailed: DetailedSeries,
     detailed_series_capped: Counter,
     /// Per-request counters, resolved once (no label lookup per request) and sharded (no
@@ -262,6 +265,34 @@ impl Metrics {
         // Indexed by the enum's order, as registered in `with_settings`.
         if let Some(counter) = self.requests.get(outcome as usize) {
             counter.inc();
+        }
+        if outcome == RequestOutcome::InvalidArgument {
+            self.upstream_service.service_error.inc();
+        }
+    }
+
+    /// A request over a limit that the global shadow mode answered OK.
+    pub fn global_shadow_mode(&self) {
+        self.upstream_service.global_shadow_mode.inc();
+    }
+
+    /// Every stat upstream sends over statsd, by its statsd name (without tags), and its
+    /// count since start: its per-rule stats, its service stats, its request count.
+    pub fn statsd_counts(&self, out: &mut Vec<(String, u64)>) {
+        self.upstream.each_count(|label, stat, count| {
+            out.push((
+                format!("ratelimit.service.rate_limit.{label}.{stat}"),
+                count,
+            ));
+        });
+        for (name, count) in self.upstream_service.statsd_counts() {
+            out.push((format!("ratelimit.service.{name}"), count));
+        }
+        if let Some(grpc) = self.request_duration.first() {
+            out.push((
+                "ratelimit_server.ShouldRateLimit.total_requests".to_owned(),
+                grpc.snapshot().count,
+            ));
         }
     }
 
@@ -412,6 +443,7 @@ impl Metrics {
     }
 
     pub fn config_loaded(&self, rules: usize) {
+        self.upstream_service.config_load_success.inc();
         self.reloads
             .get_or_create(&ReloadLabels { result: "ok" })
             .inc();
@@ -421,6 +453,7 @@ impl Metrics {
     }
 
     pub fn config_rejected(&self) {
+        self.upstream_service.config_load_error.inc();
         self.reloads
             .get_or_create(&ReloadLabels { result: "error" })
             .inc();

@@ -22,6 +22,8 @@ mod register;
 mod rule_series;
 mod sharded;
 pub mod stall;
+pub mod statsd;
+mod upstream_service;
 mod upstream_stats;
 
 pub use connections::{ConnectionMetricFamilies, ConnectionMetrics};

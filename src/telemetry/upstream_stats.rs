@@ -150,6 +150,22 @@ impl UpstreamStats {
     }
 }
 
+impl UpstreamStats {
+    /// Each rule's label (`domain.key_value...`, upstream's statsd key), each stat's name
+    /// (`total_hits`, ...) and its count since start.
+    pub fn each_count(&self, mut each: impl FnMut(&str, &'static str, u64)) {
+        let rules = self.rules.read().unwrap_or_else(PoisonError::into_inner);
+        for ((_, label), stats) in rules.iter() {
+            for (name, _, counter) in STATS {
+                let stat = name
+                    .strip_prefix("ratelimit_service_rate_limit_")
+                    .unwrap_or(name);
+                each(&label.0, stat, counter(stats).get());
+            }
+        }
+    }
+}
+
 /// `domain`, `key1`, `key2` as upstream's mapper cuts the statsd key, plus our `rule`.
 struct UpstreamLabels<'a> {
     rule: &'a str,

@@ -46,9 +46,8 @@ const STARTUP: &str = "the service starts without waiting for Redis: decisions a
                        what Redis has not yet received is replayed once it answers";
 const MEMCACHE: &str = "read only with BACKEND_TYPE=memcache, which is refused: Redis \
                         (REDIS_URL) is the regional origin";
-const STATSD: &str = "statsd is refused (USE_STATSD): the stats are on /metrics";
-const GOSTATS: &str = "read by upstream's statsd library, which is not used here: the stats are \
-                       on /metrics";
+const GOSTATS: &str = "upstream's statsd library reads it but upstream's service does not use it \
+                       (STATS_FLUSH_INTERVAL sets the flush)";
 
 /// Upstream's variables (its `settings.go`, the statsd library's own, and the OpenTelemetry
 /// SDK's that its tracing reads), sorted by how they are treated.
@@ -145,6 +144,15 @@ pub const VARIABLES: &[Variable] = &[
     var("RUNTIME_SUBDIRECTORY", Text, NoArguments),
     var("RUNTIME_WATCH_ROOT", Bool, NoArguments),
     var("USE_PROMETHEUS", Bool, NoArguments),
+    var("USE_STATSD", Bool, NoArguments),
+    var("USE_DOG_STATSD", Bool, NoArguments),
+    var("USE_DOG_STATSD_MOGRIFIERS", List, NoArguments),
+    var("DISABLE_STATS", Bool, NoArguments),
+    var("STATSD_HOST", Text, NoArguments),
+    var("STATSD_PORT", Int, NoArguments),
+    var("STATSD_PROTOCOL", Text, NoArguments),
+    var("EXTRA_TAGS", Map, NoArguments),
+    var("STATS_FLUSH_INTERVAL", Duration, NoArguments),
     var("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", Duration, NoArguments),
     var("XDS_CLIENT_BACKOFF_JITTER", Bool, NoArguments),
     var("XDS_CLIENT_BACKOFF_MAX_INTERVAL", Duration, NoArguments),
@@ -164,20 +172,6 @@ pub const VARIABLES: &[Variable] = &[
              serves every unit; unset it",
         ),
     ),
-    var(
-        "USE_DOG_STATSD",
-        Bool,
-        Refused(
-            "DogStatsD is not supported: scrape the Prometheus metrics at /metrics on the HTTP port",
-        ),
-    ),
-    var(
-        "USE_STATSD",
-        Bool,
-        Refused(
-            "statsd is not supported: set USE_STATSD=false and scrape /metrics on the HTTP port",
-        ),
-    ),
     // Accepted, with one warning: they tune parts that do not exist here.
     var(
         "PROMETHEUS_MAPPER_YAML",
@@ -187,17 +181,6 @@ pub const VARIABLES: &[Variable] = &[
              (domain, key1, key2), which Envoy Gateway's mapping uses too",
         ),
     ),
-    var(
-        "DISABLE_STATS",
-        Bool,
-        NoEffect("the stats are always on /metrics; nothing is pushed anywhere"),
-    ),
-    var("STATSD_HOST", Text, NoEffect(STATSD)),
-    var("STATSD_PORT", Int, NoEffect(STATSD)),
-    var("STATSD_PROTOCOL", Text, NoEffect(STATSD)),
-    var("EXTRA_TAGS", Map, NoEffect(STATSD)),
-    var("STATS_FLUSH_INTERVAL", Duration, NoEffect(STATSD)),
-    var("USE_DOG_STATSD_MOGRIFIERS", List, NoEffect(STATSD)),
     var("GOSTATS_FLUSH_INTERVAL_SECONDS", Int, NoEffect(GOSTATS)),
     var("GOSTATS_LOGGING_SINK_DISABLED", Bool, NoEffect(GOSTATS)),
     var(

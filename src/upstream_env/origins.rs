@@ -23,6 +23,11 @@ const ONE_VARIABLE: &[(&str, &str)] = &[
         "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
     ),
     ("near-limit-ratio", "NEAR_LIMIT_RATIO"),
+    ("statsd-format", "USE_DOG_STATSD"),
+    ("statsd-mogrifiers", "USE_DOG_STATSD_MOGRIFIERS"),
+    ("statsd-protocol", "STATSD_PROTOCOL"),
+    ("statsd-flush-interval", "STATS_FLUSH_INTERVAL"),
+    ("statsd-tags", "EXTRA_TAGS"),
     ("metrics-path", "PROMETHEUS_PATH"),
     ("max-connection-age", "GRPC_MAX_CONNECTION_AGE"),
     ("max-connection-age-grace", "GRPC_MAX_CONNECTION_AGE_GRACE"),
@@ -53,6 +58,10 @@ const SEVERAL_VARIABLES: &[(&str, &[&str])] = &[
     ),
     ("redis-sentinel-master", &["REDIS_TYPE", "REDIS_URL"]),
     ("metrics-addr", &["USE_PROMETHEUS", "PROMETHEUS_ADDR"]),
+    (
+        "statsd-addr",
+        &["USE_STATSD", "USE_DOG_STATSD", "STATSD_HOST", "STATSD_PORT"],
+    ),
 ];
 
 /// The other xDS flags: one upstream variable each, always set when written.

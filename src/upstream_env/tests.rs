@@ -91,7 +91,6 @@ fn ours_win_and_unsupported_settings_are_refused() {
     for (vars, variable) in [
         (vec![("BACKEND_TYPE", "memcache")], "BACKEND_TYPE"),
         (vec![("REDIS_PERSECOND", "true")], "REDIS_PERSECOND"),
-        (vec![("USE_DOG_STATSD", "true")], "USE_DOG_STATSD"),
         (
             vec![
                 ("REDIS_SOCKET_TYPE", "tcp"),
@@ -212,6 +211,75 @@ fn bad_sentinel_and_tls_settings_name_the_variable() {
         ),
     ] {
         let error = serve_argv(&env(&vars)).expect_err(variable);
+        assert_eq!(error.variable, variable, "{vars:?}: {error}");
+    }
+}
+
+#[test]
+fn stats_go_where_upstreams_go() {
+    let statsd = |vars: &[(&str, &str)]| {
+        let mut all = vec![("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "r:1")];
+        all.extend_from_slice(vars);
+        serve_argv(&env(&all)).map(|argv| {
+            let args = argv.args.join(" ");
+            args.split_once(" --statsd-")
+                .map(|(_, rest)| format!("--statsd-{rest}"))
+                .map(|s| {
+                    s.split(" --max-connection-age")
+                        .next()
+                        .and_then(|s| s.split(" --metrics-addr").next())
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .unwrap_or_default()
+        })
+    };
+    // Upstream's default: statsd over TCP to localhost:8125.
+    assert_eq!(statsd(&[]), Ok("--statsd-addr localhost:8125".into()));
+    for off in [
+        &[("USE_STATSD", "false")][..],
+        &[("DISABLE_STATS", "true")],
+        &[("USE_PROMETHEUS", "true")],
+    ] {
+        assert_eq!(statsd(off), Ok(String::new()), "{off:?}");
+    }
+    assert_eq!(
+        statsd(&[("USE_PROMETHEUS", "true"), ("USE_STATSD", "true")]),
+        Ok("--statsd-addr localhost:8125".into())
+    );
+    assert_eq!(
+        statsd(&[
+            ("STATSD_HOST", "statsd.monitoring"),
+            ("STATSD_PORT", "9125"),
+            ("STATSD_PROTOCOL", "udp"),
+            ("STATS_FLUSH_INTERVAL", "1s"),
+            ("EXTRA_TAGS", "env:prod,team:edge"),
+        ]),
+        Ok(
+            "--statsd-addr statsd.monitoring:9125 --statsd-protocol udp \
+            --statsd-flush-interval 1s --statsd-tags env:prod,team:edge"
+                .into()
+        )
+    );
+    assert_eq!(
+        statsd(&[
+            ("USE_STATSD", "false"),
+            ("USE_DOG_STATSD", "true"),
+            ("STATSD_HOST", "::1"),
+            ("USE_DOG_STATSD_MOGRIFIERS", "RL"),
+        ]),
+        Ok("--statsd-addr [::1]:8125 --statsd-format dogstatsd --statsd-mogrifiers RL".into())
+    );
+    for (vars, variable) in [
+        (
+            &[("USE_DOG_STATSD", "true"), ("USE_STATSD", "true")][..],
+            "USE_DOG_STATSD",
+        ),
+        (&[("STATSD_PROTOCOL", "sctp")], "STATSD_PROTOCOL"),
+        (&[("STATSD_PORT", "99999")], "STATSD_PORT"),
+        (&[("STATS_FLUSH_INTERVAL", "1ms")], "STATS_FLUSH_INTERVAL"),
+    ] {
+        let error = statsd(vars).expect_err("refused");
         assert_eq!(error.variable, variable, "{vars:?}: {error}");
     }
 }

@@ -8,12 +8,16 @@ use std::sync::atomic::{AtomicU8, Ordering};
 const UNKNOWN: u8 = 0;
 const REACHED: u8 = 1;
 const LOST: u8 = 2;
+/// Failed before it ever answered.
+const NEVER: u8 = 3;
 
 /// Whether a backend answered: unknown until its first answer or outage.
 #[derive(Debug)]
 pub struct Reachability {
     /// The backend as the log names it (`Redis`, `the database (mysql)`).
     what: String,
+    /// What losing it means, said with the loss.
+    meanwhile: &'static str,
     state: AtomicU8,
 }
 
@@ -27,9 +31,11 @@ pub enum Change {
 }
 
 impl Reachability {
-    pub fn new(what: impl Into<String>) -> Self {
+    /// `meanwhile`: what happens while it is lost (`decisions go on from local counts`).
+    pub fn new(what: impl Into<String>, meanwhile: &'static str) -> Self {
         Self {
             what: what.into(),
+            meanwhile,
             state: AtomicU8::new(UNKNOWN),
         }
     }
@@ -41,7 +47,7 @@ impl Reachability {
             return None;
         }
         let change = match self.state.swap(REACHED, Ordering::AcqRel) {
-            UNKNOWN => Change::FirstReached,
+            UNKNOWN | NEVER => Change::FirstReached,
             LOST => Change::Regained,
             _ => return None,
         };
@@ -55,20 +61,23 @@ impl Reachability {
     /// The backend is out (its circuit opened, or its calls keep failing). Logs (at WARN)
     /// only a change: lost after it answered, or not reached since start.
     pub fn lost(&self, error: &dyn Display) -> Option<Change> {
-        if self.state.load(Ordering::Relaxed) == LOST {
-            return None;
-        }
-        let change = match self.state.swap(LOST, Ordering::AcqRel) {
-            REACHED => Change::Lost,
-            UNKNOWN => Change::NotReached,
-            _ => return None,
+        let change = match self.state.load(Ordering::Relaxed) {
+            LOST | NEVER => return None,
+            REACHED => match self.state.swap(LOST, Ordering::AcqRel) {
+                REACHED => Change::Lost,
+                _ => return None,
+            },
+            _ => match self.state.swap(NEVER, Ordering::AcqRel) {
+                UNKNOWN => Change::NotReached,
+                _ => return None,
+            },
         };
         match change {
             Change::Lost => {
-                tracing::warn!(%error, "{} lost; decisions go on from local counts", self.what)
+                tracing::warn!(%error, "{} lost; {}", self.what, self.meanwhile)
             }
             _ => {
-                tracing::warn!(%error, "{} not reached yet; decisions go on from local counts", self.what)
+                tracing::warn!(%error, "{} not reached yet; {}", self.what, self.meanwhile)
             }
         }
         Some(change)

@@ -189,7 +189,6 @@ fn unsupported_or_bad_settings_stop_start_up_naming_the_variable() {
     };
     assert_refused(&with(&[("BACKEND_TYPE", "memcache")]), "BACKEND_TYPE");
     assert_refused(&with(&[("REDIS_PERSECOND", "true")]), "REDIS_PERSECOND");
-    assert_refused(&with(&[("USE_DOG_STATSD", "true")]), "USE_DOG_STATSD");
     assert_refused(&with(&[("REDIS_TYPE", "ring")]), "REDIS_TYPE");
     assert_refused(
         &with(&[("REDIS_URL", "redis://127.0.0.1:6379")]),

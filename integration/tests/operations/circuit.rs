@@ -34,6 +34,21 @@ async fn the_circuit_closes_within_its_longest_probe_wait_once_redis_is_back() {
         &redis_args(&url, &prefix, &["--redis-read-timeout", "500ms"]),
     );
     let client = grpc::rls_client(service.grpc_addr).await;
+    // Redis answered before the cut (the read at start, or a cold read), and the log says so.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut warm = client.clone();
+    while !service
+        .log_tail(200)
+        .contains("the regional origin (redis) reached")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "Redis not reached:\n{}",
+            service.log_tail(50)
+        );
+        let _ = warm.should_rate_limit(hit("circuit", "user", "warm")).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     proxy.cut(Cut::Refuse);
     // 8 s of refused cell reads (every request a new key): the circuit opens, and its failed
     // probes grow the wait between them (1, 2, 4 s ...).

@@ -6,4 +6,5 @@ mod grpc_tls;
 mod lifecycle;
 mod observability;
 mod shutdown;
+mod statsd;
 mod tracing;

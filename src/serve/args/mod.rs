@@ -19,7 +19,7 @@ pub use limits::{ConfigReadArgs, LimitsArgs};
 pub use listeners::{DebugAddr, ListenerArgs};
 pub use quota::{QuotaArgs, UnmatchedArg};
 pub use redis::RedisArgs;
-pub use telemetry::TelemetryArgs;
+pub use telemetry::{StatsdFormatArg, TelemetryArgs};
 pub use tls::TlsArgs;
 pub use transport::TransportArgs;
 

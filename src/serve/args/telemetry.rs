@@ -76,4 +76,50 @@ pub struct TelemetryArgs {
     /// counted in `rls_tracing_spans_dropped_total`; requests never wait for it.
     #[arg(long, env = "RLS_TRACING_QUEUE_SIZE", value_name = "SPANS", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub tracing_queue_size: u32,
+    /// Push upstream's stats over statsd to this host:port (off unless set)
+    ///
+    /// envoyproxy/ratelimit's stat names and values
+    /// (`ratelimit.service.rate_limit.<domain>.<key>.total_hits`, ...): each counter's growth
+    /// since the last flush. With no arguments, set from upstream's `STATSD_HOST` and
+    /// `STATSD_PORT` unless `USE_STATSD` and `USE_DOG_STATSD` are false or `DISABLE_STATS` is
+    /// true (docs/operations.md, "statsd").
+    #[arg(long, env = "RLS_STATSD_ADDR", value_name = "HOST:PORT")]
+    pub statsd_addr: Option<String>,
+    /// The statsd dialect: statsd (tags in the name, as upstream's statsd sink) or dogstatsd
+    ///
+    /// dogstatsd: tags after `|#`, over udp, as upstream's `USE_DOG_STATSD` sink. With no
+    /// arguments, dogstatsd when upstream's `USE_DOG_STATSD` is true.
+    #[arg(long, env = "RLS_STATSD_FORMAT", value_enum, default_value = "statsd")]
+    pub statsd_format: StatsdFormatArg,
+    /// How statsd lines travel: tcp or udp (tcp for statsd, udp for dogstatsd, unless set)
+    ///
+    /// With no arguments, set from upstream's `STATSD_PROTOCOL` (its statsd library's).
+    #[arg(long, env = "RLS_STATSD_PROTOCOL", value_enum)]
+    pub statsd_protocol: Option<crate::telemetry::statsd::Protocol>,
+    /// How often the stats are pushed [range: 100ms to 1h]
+    ///
+    /// With no arguments, set from upstream's `STATS_FLUSH_INTERVAL`.
+    #[arg(long, env = "RLS_STATSD_FLUSH_INTERVAL", default_value = "10s", value_parser = DurationRange::new(millis(100), hours(1)).parser())]
+    pub statsd_flush_interval: Duration,
+    /// Tags on every stat: key:value pairs, comma-separated
+    ///
+    /// statsd: in the name (`.__key=value`), as upstream's; dogstatsd: after `|#`. With no
+    /// arguments, set from upstream's `EXTRA_TAGS`.
+    #[arg(long, env = "RLS_STATSD_TAGS", value_name = "KEY:VALUE,...")]
+    pub statsd_tags: Option<String>,
+    /// DogStatsD mogrifiers, by name, comma-separated
+    ///
+    /// Each reads upstream's `DOG_STATSD_MOGRIFIER_<NAME>_PATTERN`, `_NAME` and `_TAGS`. With
+    /// no arguments, set from upstream's `USE_DOG_STATSD_MOGRIFIERS`.
+    #[arg(long, env = "RLS_STATSD_MOGRIFIERS", value_name = "NAME,...")]
+    pub statsd_mogrifiers: Option<String>,
+}
+
+/// `--statsd-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatsdFormatArg {
+    /// Tags serialized into the name (lyft/gostats, upstream's `USE_STATSD`)
+    Statsd,
+    /// Tags after `|#` (upstream's `USE_DOG_STATSD`)
+    Dogstatsd,
 }

@@ -131,3 +131,75 @@ pub(super) fn redis_tls(args: &ServeArgs) -> anyhow::Result<RedisTls> {
 /// A CA bundle or a certificate chain is a few KiB; this only keeps a wrong path (a log, a
 /// device) from being read whole.
 const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// Upstream's stats over statsd or DogStatsD, when `--statsd-addr` is set.
+pub(super) fn statsd_settings(
+    args: &ServeArgs,
+    env: &Environment,
+) -> anyhow::Result<Option<StatsdSettings>> {
+    use crate::serve::args::StatsdFormatArg;
+    use crate::telemetry::statsd::{Format, Mogrifier, Protocol, tag_set};
+    let telemetry = &args.telemetry;
+    let Some(target) = telemetry.statsd_addr.clone() else {
+        if telemetry.statsd_tags.is_some() || telemetry.statsd_mogrifiers.is_some() {
+            anyhow::bail!("--statsd-tags and --statsd-mogrifiers need --statsd-addr");
+        }
+        return Ok(None);
+    };
+    let port = target
+        .rsplit_once(':')
+        .filter(|(host, _)| !host.is_empty())
+        .and_then(|(_, port)| port.parse::<u16>().ok());
+    if port.is_none() {
+        anyhow::bail!(
+            "--statsd-addr (STATSD_HOST and STATSD_PORT) must be host:port, got {target:?}"
+        );
+    }
+    let format = match telemetry.statsd_format {
+        StatsdFormatArg::Statsd => Format::Statsd,
+        StatsdFormatArg::Dogstatsd => Format::DogStatsd,
+    };
+    let protocol = match (format, telemetry.statsd_protocol) {
+        (Format::DogStatsd, Some(Protocol::Tcp)) => anyhow::bail!(
+            "--statsd-protocol tcp: DogStatsD is sent over udp, as upstream's DogStatsD client"
+        ),
+        (Format::DogStatsd, _) => Protocol::Udp,
+        (Format::Statsd, protocol) => protocol.unwrap_or(Protocol::Tcp),
+    };
+    let tags = match telemetry.statsd_tags.as_deref() {
+        None => Vec::new(),
+        Some(text) => {
+            let pairs = upstream_env::parse_go_map(text).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--statsd-tags (EXTRA_TAGS): {text:?} is not key:value pairs (a:1,b:2)"
+                )
+            })?;
+            tag_set(&pairs)
+        }
+    };
+    let mogrifiers = match telemetry.statsd_mogrifiers.as_deref() {
+        None => Vec::new(),
+        Some(_) if format != Format::DogStatsd => {
+            anyhow::bail!(
+                "--statsd-mogrifiers (USE_DOG_STATSD_MOGRIFIERS) need --statsd-format dogstatsd"
+            )
+        }
+        Some(names) => {
+            let names: Vec<String> = names
+                .split(',')
+                .map(str::trim)
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned)
+                .collect();
+            Mogrifier::from_env(&names, env)?
+        }
+    };
+    Ok(Some(StatsdSettings {
+        target,
+        protocol,
+        format,
+        flush_interval: telemetry.statsd_flush_interval,
+        tags,
+        mogrifiers,
+    }))
+}

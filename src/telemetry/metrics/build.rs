@@ -286,6 +286,8 @@ impl Metrics {
         let upstream = Arc::new(UpstreamStats::new());
         let mut upstream_registry = Registry::default();
         upstream_registry.register_collector(Box::new(Arc::clone(&upstream)));
+        let upstream_service = Arc::new(UpstreamServiceStats::default());
+        upstream_registry.register_collector(Box::new(Arc::clone(&upstream_service)));
         if let Some(grpc) = request_duration.first() {
             upstream_registry.register_collector(Box::new(UpstreamResponseTime {
                 grpc: grpc.clone(),
@@ -301,6 +303,7 @@ impl Metrics {
             registry,
             upstream_registry,
             upstream,
+            upstream_service,
             detailed: DetailedSeries {
                 max_per_rule: settings.max_series_per_rule,
                 max_total: settings.max_detailed_series,

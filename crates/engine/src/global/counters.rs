@@ -182,7 +182,10 @@ impl GlobalCounters {
             .hold_unpublished(settings.publish_floor, settings.flush_interval * 2);
         onset::watch(&engine, &settings);
         Self {
-            reachability: Reachability::new(format!("the database ({})", store.name())),
+            reachability: Reachability::new(
+                format!("the database ({})", store.name()),
+                "each region decides from its own counts meanwhile",
+            ),
             store,
             engine,
             region,

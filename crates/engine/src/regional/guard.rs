@@ -88,7 +88,10 @@ pub struct GuardedOrigin<O: RegionalOrigin + ?Sized> {
 
 impl<O: RegionalOrigin + ?Sized> GuardedOrigin<O> {
     pub fn new(inner: Arc<O>, settings: GuardSettings) -> Self {
-        let reachability = Reachability::new(format!("the regional origin ({})", inner.name()));
+        let reachability = Reachability::new(
+            format!("the regional origin ({})", inner.name()),
+            "decisions go on from local counts",
+        );
         Self {
             reachability,
             inner,
