@@ -111,8 +111,100 @@ pub struct CleanupArgs {
 }
 
 /// The clap command, with every subcommand and flag: for `--help`, the reference and tests.
+/// `serve`'s expert flags are hidden from its `--help` ([`EXPERT_FLAGS`]); `--help-all`
+/// shows them.
 pub fn command() -> clap::Command {
-    Cli::command()
+    Cli::command().mut_subcommand("serve", |serve| {
+        EXPERT_FLAGS
+            .iter()
+            .fold(serve, |serve, id| serve.mut_arg(*id, |arg| arg.hide(true)))
+            // One line per flag: the long descriptions are in `--help-all`.
+            .disable_help_flag(true)
+            .arg(
+                clap::Arg::new("help")
+                    .short('h')
+                    .long("help")
+                    .action(clap::ArgAction::HelpShort)
+                    .help("Print help (the common flags, one line each; --help-all: every flag, in full)"),
+            )
+            .arg(
+                clap::Arg::new(HELP_ALL)
+                    .long(HELP_ALL)
+                    .action(clap::ArgAction::SetTrue)
+                    .help("Print help with every flag, the expert tuning ones included"),
+            )
+            .after_help(
+                "Expert tuning (the engine's cadence, multi-region onset and contention, \
+                 transport, xDS and RLQS inner bounds) is left out: `gcounter-rls serve \
+                 --help-all` lists every flag, docs/cli.md too.",
+            )
+    })
+}
+
+/// `serve --help-all`.
+const HELP_ALL: &str = "help-all";
+
+/// `serve`'s tuning flags that `--help` leaves out (by clap id): their defaults suit every
+/// deployment the guides describe, and an upstream user's first dozen flags must not be lost
+/// among them. Every one is in `serve --help-all` and docs/cli.md.
+pub const EXPERT_FLAGS: &[&str] = &[
+    "max_config_bytes",
+    "max_cells",
+    "max_pending_replay",
+    "replay_interval",
+    "final_replay_timeout",
+    "redis_read_timeout",
+    "freshness",
+    "global_contended_speedup",
+    "global_contended_overload",
+    "global_onset_fraction",
+    "global_onset_min_hits",
+    "global_onset_interval",
+    "global_onset_urgent_divisor",
+    "global_sync_overlap",
+    "config_xds_connect_retry_interval",
+    "config_xds_backoff_initial",
+    "config_xds_backoff_max",
+    "config_xds_backoff_factor",
+    "config_xds_backoff_jitter",
+    "config_xds_max_message_bytes",
+    "grpc_tls_reload_interval",
+    "max_concurrent_streams",
+    "http2_stream_window",
+    "http2_connection_window",
+    "preface_timeout",
+    "admin_header_timeout",
+    "max_accept_backoff",
+    "http2_keepalive_interval",
+    "http2_keepalive_timeout",
+    "max_descriptor_bytes",
+    "rlqs_max_bucket_bytes",
+    "rlqs_max_group_members",
+    "rlqs_max_buckets_per_stream",
+    "rlqs_max_reports_per_second",
+    "rlqs_reassign_interval",
+    "stall_probe_interval",
+    "repeated_warning_interval",
+    "tracing_queue_size",
+];
+
+/// `serve --help-all`: `serve`'s long help with every flag shown.
+fn help_all() -> String {
+    let mut cmd = command();
+    cmd.build();
+    let Some(serve) = cmd.find_subcommand_mut("serve") else {
+        return String::new();
+    };
+    let ids: Vec<clap::Id> = serve.get_arguments().map(|a| a.get_id().clone()).collect();
+    let mut shown = std::mem::take(serve);
+    for id in ids {
+        shown = shown.mut_arg(id, |arg| arg.hide(false));
+    }
+    shown
+        .after_help("")
+        .mut_arg("help", |arg| arg.action(clap::ArgAction::HelpLong))
+        .render_long_help()
+        .to_string()
 }
 
 /// `--log-level`: a filter tracing accepts, checked with the other settings. A bare word must
@@ -176,6 +268,10 @@ pub(crate) struct Parsed {
 /// was taken (see [`crate::environment`]).
 fn parse(argv: Vec<OsString>, env: &Environment) -> Result<Parsed, ExitCode> {
     let with_arguments = argv.len() > 1;
+    if argv.iter().any(|a| a == "--help-all") && argv.iter().any(|a| a == "serve") {
+        print!("{}", help_all());
+        return Err(ExitCode::SUCCESS);
+    }
     let (argv, mut warnings, upstream) = if !with_arguments {
         match crate::upstream_env::serve_argv(env) {
             Ok(upstream) => {

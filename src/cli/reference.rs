@@ -135,7 +135,11 @@ fn table(out: &mut String, args: &[&clap::Arg]) {
                 .map(|env| format!("`{}`", env.to_string_lossy()))
                 .unwrap_or_default(),
             default(arg),
-            cell(&description(arg)),
+            cell(&if arg.is_hide_set() {
+                format!("*Expert* (`serve --help-all`). {}", description(arg))
+            } else {
+                description(arg)
+            }),
         );
     }
     out.push('\n');

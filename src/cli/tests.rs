@@ -80,7 +80,9 @@ fn serve_help_is_grouped_in_order() {
     );
     let ungrouped: Vec<_> = serve
         .get_arguments()
-        .filter(|a| a.get_help_heading().is_none() && a.get_long() != Some("help"))
+        .filter(|a| {
+            a.get_help_heading().is_none() && !matches!(a.get_long(), Some("help" | "help-all"))
+        })
         .map(|a| a.get_id().to_string())
         .collect();
     assert!(
@@ -347,4 +349,27 @@ fn a_log_level_is_a_level_never_a_word_that_silences_the_log() {
     let error = Cli::try_parse_from(["gcounter-rls", "--log-level", "verbose", "serve"])
         .expect_err("verbose");
     assert_eq!(error.exit_code(), i32::from(EXIT_INVALID_SETTING));
+}
+
+#[test]
+fn serve_help_shows_the_common_flags_and_help_all_every_one() {
+    let mut cmd = command();
+    cmd.build();
+    let serve = cmd.find_subcommand_mut("serve").expect("serve");
+    let help = serve.render_help().to_string();
+    for common in ["--grpc-addr", "--config", "--redis-url", "--shadow-mode", "--statsd-addr"] {
+        assert!(help.contains(common), "{common} not in serve --help");
+    }
+    for expert in ["--global-onset-fraction", "--http2-stream-window", "--replay-interval"] {
+        assert!(!help.contains(expert), "{expert} in serve --help");
+    }
+    assert!(help.lines().count() < 250, "serve --help has {} lines", help.lines().count());
+    assert!(help.contains("--help-all"), "{help}");
+    let all = help_all();
+    let reference = reference_markdown();
+    for id in EXPERT_FLAGS {
+        let flag = format!("--{}", id.replace('_', "-"));
+        assert!(all.contains(&flag), "{flag} not in serve --help-all");
+        assert!(reference.contains(&format!("`{flag}")), "{flag} not in docs/cli.md");
+    }
 }
