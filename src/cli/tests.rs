@@ -357,19 +357,36 @@ fn serve_help_shows_the_common_flags_and_help_all_every_one() {
     cmd.build();
     let serve = cmd.find_subcommand_mut("serve").expect("serve");
     let help = serve.render_help().to_string();
-    for common in ["--grpc-addr", "--config", "--redis-url", "--shadow-mode", "--statsd-addr"] {
+    for common in [
+        "--grpc-addr",
+        "--config",
+        "--redis-url",
+        "--shadow-mode",
+        "--statsd-addr",
+    ] {
         assert!(help.contains(common), "{common} not in serve --help");
     }
-    for expert in ["--global-onset-fraction", "--http2-stream-window", "--replay-interval"] {
+    for expert in [
+        "--global-onset-fraction",
+        "--http2-stream-window",
+        "--replay-interval",
+    ] {
         assert!(!help.contains(expert), "{expert} in serve --help");
     }
-    assert!(help.lines().count() < 250, "serve --help has {} lines", help.lines().count());
+    assert!(
+        help.lines().count() < 250,
+        "serve --help has {} lines",
+        help.lines().count()
+    );
     assert!(help.contains("--help-all"), "{help}");
     let all = help_all();
     let reference = reference_markdown();
     for id in EXPERT_FLAGS {
         let flag = format!("--{}", id.replace('_', "-"));
         assert!(all.contains(&flag), "{flag} not in serve --help-all");
-        assert!(reference.contains(&format!("`{flag}")), "{flag} not in docs/cli.md");
+        assert!(
+            reference.contains(&format!("`{flag}")),
+            "{flag} not in docs/cli.md"
+        );
     }
 }
