@@ -9,6 +9,7 @@ mod multi_limits;
 mod one_worker;
 mod penalty_box;
 mod quota_errors;
+mod quota_mechanisms;
 mod quota_service;
 mod refunds;
 mod retry_after;

@@ -3,5 +3,6 @@
 
 mod cleanup;
 mod global_sql;
+mod quota_fleet;
 mod redis_sentinel;
 mod regional_redis;
