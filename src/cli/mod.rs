@@ -32,11 +32,36 @@ pub const EXIT_RUNTIME_FAILURE: u8 = 1;
 /// A flag or variable is invalid (clap's own usage-error code, used for every such case).
 pub const EXIT_INVALID_SETTING: u8 = 2;
 
+/// `-V`: the version and the commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("RLS_BUILD_COMMIT"),
+    ")"
+);
+
+/// `--version`: the version, then the build (`build.rs`), one `name: value` line each, so a
+/// bug report can paste it and a script can read it.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("RLS_BUILD_COMMIT"),
+    "\nfeatures: ",
+    env!("RLS_BUILD_FEATURES"),
+    "\nprofile: ",
+    env!("RLS_BUILD_PROFILE"),
+    "\ntarget: ",
+    env!("RLS_BUILD_TARGET"),
+    "\nrustc: ",
+    env!("RLS_BUILD_RUSTC"),
+);
+
 /// The whole command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "gcounter-rls",
-    version,
+    version = VERSION,
+    long_version = LONG_VERSION,
     about = "Envoy external rate-limit service: sliding windows, multi-region G-Counters",
     long_about = "Envoy external rate-limit service: sliding windows, multi-region G-Counters.\n\n\
                   Started with no arguments, runs `serve` configured from envoyproxy/ratelimit's \

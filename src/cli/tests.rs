@@ -390,3 +390,42 @@ fn serve_help_shows_the_common_flags_and_help_all_every_one() {
         );
     }
 }
+
+#[test]
+fn version_names_the_commit_and_the_build() {
+    let short = Cli::command().render_version();
+    assert_eq!(
+        short.trim(),
+        format!(
+            "gcounter-rls {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            crate::telemetry::BUILD_COMMIT
+        )
+    );
+    let long = Cli::command().render_long_version();
+    let lines: Vec<&str> = long.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(concat!("gcounter-rls ", env!("CARGO_PKG_VERSION")))
+    );
+    let field = |name: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name}: line in\n{long}"))
+    };
+    assert_eq!(field("commit"), crate::telemetry::BUILD_COMMIT);
+    assert_ne!(
+        field("commit"),
+        "unknown",
+        "the tests run in the repository"
+    );
+    assert_eq!(
+        field("features"),
+        "none",
+        "the package has no cargo features"
+    );
+    assert_eq!(field("profile"), "debug");
+    assert!(field("target").contains("linux"), "{long}");
+    assert!(field("rustc").starts_with("rustc 1."), "{long}");
+}
