@@ -17,6 +17,7 @@ use super::limits::{DomainLimits, LimitsConfig};
 use super::locate::path_at;
 use super::raw::RawFile;
 use super::read::{ReadLimits, read_text, yaml_options};
+use super::shape;
 use super::walk::{self, WalkOptions};
 
 /// How a config path is loaded: the bounds, and upstream's switches for directories and
@@ -236,6 +237,14 @@ impl Loader {
     /// trailing `---` of a templated file) are ignored; several documents with content
     /// are an error (upstream silently reads the first one only).
     fn parse(&mut self, file: &str, text: &str) -> Option<RawFile> {
+        // Every misplaced field and value of the wrong type, before the model's reader
+        // (which stops at the first).
+        if let Some(problems) = shape::problems(file, text)
+            && !problems.is_empty()
+        {
+            self.errors.extend(problems);
+            return None;
+        }
         // A null document (`---` alone) reads as an empty file.
         let error =
             match serde_saphyr::from_str_with_options::<Option<RawFile>>(text, yaml_options()) {

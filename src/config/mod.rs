@@ -2,7 +2,8 @@
 //! additive extensions such as `unit_multiplier`), validated with file, line
 //! and path in every error, and compiled into one lookup tree per domain.
 //!
-//! The YAML model (`raw`); errors with file, line and place (`error`, `locate`); bounded
+//! The YAML model (`raw`), every field's expected shape checked first with all problems
+//! reported (`shape`); errors with file, line and place (`error`, `locate`); bounded
 //! reading (`read`: regular files only, a byte cap, a YAML depth cap); the compiled tree and
 //! its matching (`compile`, `limits`, `glob`); `Rule`/`Unit` (a rule's `limit` and, from our
 //! `rate_limits` extension, its `more_limits`); the `penalty` extension (`penalty`); where each
@@ -22,6 +23,7 @@ mod place;
 pub(crate) mod raw;
 mod read;
 mod rule;
+mod shape;
 #[cfg(test)]
 mod test_files;
 mod unit;

@@ -249,3 +249,52 @@ fn a_missing_path_is_an_error() {
         describe(&output)
     );
 }
+
+/// Type and shape errors do not stop the check at the first: each is listed with its line, the
+/// type expected and the value found; a quoted number is refused, as upstream's decoder does.
+#[test]
+fn every_type_and_shape_error_of_a_file_is_listed() {
+    let yaml = "\
+domain: typed
+descriptors:
+  - key: a
+    rate_limit:
+      unit: minute
+      requests_per_unit: sixty
+  - key: b
+    shadow_mode: maybe
+    rate_limit: {unit: second, requests_per_unit: \"10\"}
+  - key: c
+    descriptors: {key: d}
+";
+    let stderr = assert_rejected(yaml, Some(6), &[]);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{stderr}");
+    for (line, needle) in [
+        (
+            6,
+            "descriptors[0].rate_limit.requests_per_unit: expected a whole number from 0 to \
+             4294967295, got the string \"sixty\"",
+        ),
+        (
+            8,
+            "descriptors[1].shadow_mode: expected true or false, got the string \"maybe\"",
+        ),
+        (
+            9,
+            "descriptors[1].rate_limit.requests_per_unit: expected a whole number from 0 to \
+             4294967295, got the string \"10\"; write it without quotes",
+        ),
+        (
+            11,
+            "descriptors[2].descriptors: expected a list, got a mapping",
+        ),
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("limits.yaml:{line}: {needle}"))),
+            "no line {line} with {needle:?}:\n{stderr}"
+        );
+    }
+}
