@@ -49,7 +49,7 @@ pub use stream::BUCKET_OVERHEAD;
 use crate::config::LimitsConfig;
 use crate::rls::{DirectService, RequestLimits};
 use crate::telemetry::{Metrics, StreamError};
-use crate::transport::GrpcBody;
+use crate::transport::{Compression, GrpcBody};
 use stream::QuotaStream;
 
 /// Every method of the service starts with this path.
@@ -60,7 +60,6 @@ const STREAM_PATH: &str =
 /// Responses a stream may have waiting for its client before its task waits too: one, of
 /// at most about `outbox::RESPONSE_BYTES`.
 const OUTBOUND_RESPONSES: usize = 1;
-const GRPC_ENCODING: http::HeaderName = http::HeaderName::from_static("grpc-encoding");
 const GRPC_CONTENT_TYPE: http::HeaderValue = http::HeaderValue::from_static("application/grpc");
 
 /// What every stream of the service shares.
@@ -70,6 +69,8 @@ pub struct Shared {
     metrics: Arc<Metrics>,
     settings: QuotaSettings,
     request_limits: RequestLimits,
+    /// The most bytes a report may decompress to (`--max-request-bytes`).
+    max_report_bytes: usize,
     /// The service-wide shadow mode: every bucket is counted and allowed.
     service_shadow: bool,
     board: Arc<QuotaBoard>,
@@ -113,6 +114,7 @@ impl QuotaService {
         metrics: Arc<Metrics>,
         settings: QuotaSettings,
         rls: &crate::rls::RlsSettings,
+        max_report_bytes: usize,
         shutdown: CancellationToken,
     ) -> Self {
         let memory = Arc::new(BucketBytes::new(settings.max_bucket_bytes));
@@ -124,6 +126,7 @@ impl QuotaService {
                 metrics,
                 settings,
                 request_limits: rls.request_limits,
+                max_report_bytes,
                 service_shadow: rls.shadow_mode,
                 board: Arc::new(board),
                 memory,
@@ -169,14 +172,7 @@ impl QuotaService {
         if request.uri().path() != STREAM_PATH {
             return Err(Status::unimplemented(""));
         }
-        if let Some(encoding) = request.headers().get(&GRPC_ENCODING)
-            && encoding.as_bytes() != b"identity"
-        {
-            return Err(Status::unimplemented(format!(
-                "Content is compressed with `{}` which isn't supported",
-                String::from_utf8_lossy(encoding.as_bytes())
-            )));
-        }
+        let compression = Compression::of_request(request.headers())?;
         let shared = &self.shared;
         if shared.shutdown.is_cancelled() {
             return Err(Status::unavailable("the service is shutting down"));
@@ -199,7 +195,7 @@ impl QuotaService {
         }
         let (out, responses) = wire::stream(OUTBOUND_RESPONSES);
         let stream = QuotaStream::new(Arc::clone(shared));
-        let reports = wire::Reports::new(request.into_body());
+        let reports = wire::Reports::new(request.into_body(), compression, shared.max_report_bytes);
         tokio::spawn(stream.run(reports, out));
         let mut response = http::Response::new(GrpcBody::from(tonic::body::Body::new(responses)));
         response

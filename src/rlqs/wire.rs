@@ -9,7 +9,9 @@
 //! one of them ends the stream with its own status: `RESOURCE_EXHAUSTED` for what a bound
 //! refused, `INVALID_ARGUMENT` for what the client got wrong. tonic also kept each stream's
 //! decode buffer at the size of the largest report it ever received, for as long as the
-//! stream lived; here a report is decoded from the frame that carries it.
+//! stream lived; here a report is decoded from the frame that carries it. A compressed
+//! report (the stream's `grpc-encoding`: gzip or deflate) is decompressed within
+//! `--max-request-bytes`, as tonic bounds the calls it frames.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 use tower::BoxError;
 
+use crate::transport::{Compression, decompress};
+
 /// gRPC's message prefix: a compression flag, then the length (big-endian `u32`).
 const PREFIX: usize = 5;
 
@@ -35,14 +39,20 @@ pub struct Reports<B> {
     /// Whole messages of the last frame not decoded yet.
     frame: Bytes,
     ended: bool,
+    /// What the stream's compressed reports are compressed with (its `grpc-encoding`).
+    compression: Option<Compression>,
+    /// The most bytes a report may decompress to (`--max-request-bytes`).
+    max_report_bytes: usize,
 }
 
 impl<B> Reports<B> {
-    pub fn new(body: B) -> Self {
+    pub fn new(body: B, compression: Option<Compression>, max_report_bytes: usize) -> Self {
         Self {
             body,
             frame: Bytes::new(),
             ended: false,
+            compression,
+            max_report_bytes,
         }
     }
 }
@@ -58,7 +68,7 @@ where
         let this = &mut *self;
         loop {
             if !this.frame.is_empty() {
-                let next = next_report(&mut this.frame);
+                let next = next_report(&mut this.frame, this.compression, this.max_report_bytes);
                 if next.is_err() {
                     this.ended = true;
                     this.frame = Bytes::new();
@@ -81,8 +91,13 @@ where
     }
 }
 
-/// The first message of `frame`, decoded; `frame` keeps what follows it.
-fn next_report(frame: &mut Bytes) -> Result<RateLimitQuotaUsageReports, Status> {
+/// The first message of `frame`, decoded (decompressed first when its flag says so, to at
+/// most `max` bytes); `frame` keeps what follows it.
+fn next_report(
+    frame: &mut Bytes,
+    compression: Option<Compression>,
+    max: usize,
+) -> Result<RateLimitQuotaUsageReports, Status> {
     let (flag, len) = match frame.get(..PREFIX) {
         Some([flag, a, b, c, d]) => (*flag, u32::from_be_bytes([*a, *b, *c, *d]) as usize),
         _ => return Err(split_message()),
@@ -91,19 +106,25 @@ fn next_report(frame: &mut Bytes) -> Result<RateLimitQuotaUsageReports, Status> 
         return Err(split_message());
     }
     let message = frame.split_to(PREFIX + len).slice(PREFIX..);
-    match flag {
-        0 => RateLimitQuotaUsageReports::decode(message).map_err(|error| {
-            Status::invalid_argument(format!(
-                "the message is not a valid RateLimitQuotaUsageReports: {error}"
-            ))
-        }),
-        1 => Err(Status::invalid_argument(
-            "a compressed message on a stream that named no grpc-encoding",
-        )),
-        other => Err(Status::invalid_argument(format!(
-            "invalid compression flag {other} (0 and 1 are valid)"
-        ))),
-    }
+    let message = match (flag, compression) {
+        (0, _) => message,
+        (1, Some(compression)) => decompress(compression, &message, max)?,
+        (1, None) => {
+            return Err(Status::invalid_argument(
+                "a compressed message on a stream that named no grpc-encoding",
+            ));
+        }
+        (other, _) => {
+            return Err(Status::invalid_argument(format!(
+                "invalid compression flag {other} (0 and 1 are valid)"
+            )));
+        }
+    };
+    RateLimitQuotaUsageReports::decode(message).map_err(|error| {
+        Status::invalid_argument(format!(
+            "the message is not a valid RateLimitQuotaUsageReports: {error}"
+        ))
+    })
 }
 
 /// A frame that ends inside a message: the transport hands on whole messages, so only a

@@ -24,7 +24,7 @@ use tonic::{Code, Request, Response, Status};
 use super::{Answer, Now, RateLimiter};
 use crate::telemetry::{RequestMethod, RequestOutcome};
 use crate::trace::{self, DecisionTracer};
-use crate::transport::{GrpcBody, RawRequestCodec};
+use crate::transport::{Compression, GrpcBody, RawRequestCodec};
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 /// Built once: looked up by a `&str`, the name is parsed again on every response.
@@ -235,8 +235,12 @@ impl RateLimitRoute {
             limiter,
             handled: &handled,
         };
-        let mut grpc = Grpc::new(RawRequestCodec::<Answer>::default())
-            .max_decoding_message_size(max_request_bytes);
+        // A compressed message is decompressed within `max_request_bytes` too.
+        let mut grpc = Compression::ALL.into_iter().fold(
+            Grpc::new(RawRequestCodec::<Answer>::default())
+                .max_decoding_message_size(max_request_bytes),
+            |grpc, compression| grpc.accept_compressed(compression.tonic()),
+        );
         let response = grpc.unary(decode, request).await;
         // The handler counted what it answered; only what tonic answered without it
         // (which the handler never answers: `RESOURCE_EXHAUSTED`, `OUT_OF_RANGE`) is

@@ -248,6 +248,7 @@ pub async fn run(
         Arc::clone(&metrics),
         settings.quota.clone(),
         &settings.rls,
+        transport.max_request_bytes,
         supervisor.stop_signal(Stage::Serving),
     );
     let admin_state = AdminState {
@@ -329,7 +330,13 @@ pub async fn run(
     let stop = supervisor.stop_signal(Stage::Serving);
     let routes = RateLimitRoute::new(limiter, transport.max_request_bytes)
         .routes()
-        .add_service(health_service)
+        .add_service(
+            // A compressed check inflates within the bound every message has.
+            transport::Compression::ALL.into_iter().fold(
+                health_service.max_decoding_message_size(transport.max_request_bytes),
+                |health, compression| health.accept_compressed(compression.tonic()),
+            ),
+        )
         .add_direct(Arc::new(quota));
     let grpc = grpc_server.serve(incoming, routes, stop.cancelled_owned());
     supervisor.spawn(Stage::Serving, "gRPC server", async move {

@@ -1,7 +1,13 @@
 //! One deadline per gRPC request: the server's (`--request-timeout`) or the client's
 //! (`grpc-timeout`), whichever is shorter, from its headers to its answer, so a stream that
-//! trickles its body is cut (`CANCELLED`, "Timeout expired", as tonic answers) and frees
-//! what it held.
+//! trickles its body is cut and frees what it held.
+//!
+//! How it is cut depends on whose deadline it was. The server's is answered `CANCELLED`
+//! ("Timeout expired", as tonic answers): the client still waits, and reads why. The
+//! client's is the call's cancellation: gRPC's HTTP/2 mapping asks a server that sees the
+//! client's deadline pass to cancel the call and reset its stream with `RST_STREAM(CANCEL)`
+//! ([`ClientDeadlineExpired`], which the server hands hyper as the stream's error); the
+//! client has given up on it and makes its `DEADLINE_EXCEEDED` itself.
 //!
 //! Why not tonic's `Server::timeout` and its `grpc-timeout` layer: they build a tokio `Sleep`
 //! for every request (Envoy sends `grpc-timeout` on every call), which reads the clock and
@@ -18,6 +24,23 @@ use hyper::service::Service;
 use tokio::time::Sleep;
 use tonic::TimeoutExpired;
 use tower::{BoxError, Layer};
+
+/// The client's deadline (`grpc-timeout`) passed before the answer: the stream is to be
+/// reset with `CANCEL`, the reason hyper finds in this error's source.
+#[derive(Debug, thiserror::Error)]
+#[error("the client's deadline (grpc-timeout) passed")]
+pub struct ClientDeadlineExpired {
+    #[source]
+    reset: h2::Error,
+}
+
+impl ClientDeadlineExpired {
+    fn new() -> Self {
+        Self {
+            reset: h2::Error::from(h2::Reason::CANCEL),
+        }
+    }
+}
 
 /// Cuts every request at the server's deadline.
 #[derive(Debug, Clone, Copy)]
@@ -58,13 +81,14 @@ where
     type Future = WithinDeadline<S::Future>;
 
     fn call(&self, request: http::Request<B>) -> Self::Future {
-        let timeout = match client_timeout(request.headers()) {
-            Some(client) => client.min(self.server),
-            None => self.server,
+        let (timeout, clients) = match client_timeout(request.headers()) {
+            Some(client) if client <= self.server => (client, true),
+            _ => (self.server, false),
         };
         WithinDeadline {
             inner: self.inner.call(request),
             timeout,
+            clients,
             sleep: None,
         }
     }
@@ -102,6 +126,8 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         timeout: Duration,
+        // Whether the deadline is the client's.
+        clients: bool,
         #[pin]
         sleep: Option<Sleep>,
     }
@@ -124,6 +150,9 @@ where
         }
         if let Some(sleep) = this.sleep.as_pin_mut() {
             ready!(sleep.poll(cx));
+            if *this.clients {
+                return Poll::Ready(Err(ClientDeadlineExpired::new().into()));
+            }
             return Poll::Ready(Err(TimeoutExpired(()).into()));
         }
         Poll::Pending

@@ -28,9 +28,10 @@ use tower::{BoxError, Layer, ServiceBuilder};
 
 use super::body::GrpcBody;
 use super::budget::{BodyBudgetLayer, BufferedBytes};
-use super::deadline::RequestDeadlineLayer;
+use super::deadline::{ClientDeadlineExpired, RequestDeadlineLayer};
 use super::inflight::InflightLimitLayer;
 use super::messages::BudgetedBody;
+use super::request_head;
 use super::settings::TransportSettings;
 
 /// The layers around every request, outermost first: the deadline, the in-flight cap, the
@@ -56,9 +57,12 @@ pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
 ///   (hyper's default was 200; tonic set none).
 /// - Flow-control windows: what a peer may push before the service reads (hyper's default
 ///   was 1 MiB per stream and per connection).
+/// - A request that is not a gRPC call (not a `POST`, not a gRPC content type) answered
+///   405 or 415 from its head, before every layer below ([`request_head`]).
 /// - [`RequestDeadlineLayer`]: one deadline per request from its headers to its answer
 ///   (the server's or the client's `grpc-timeout`, the shorter), so the body read is
-///   covered: a stream that trickles its body is cut (`CANCELLED`) and frees what it held.
+///   covered: a stream that trickles its body is cut (`CANCELLED`, or `RST_STREAM(CANCEL)`
+///   at the client's deadline) and frees what it held.
 /// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes, a
 ///   share of it per connection, and a deadline on each message once begun.
 /// - A global cap on requests in flight ([`InflightLimitLayer`]): each holds a task, an
@@ -235,8 +239,10 @@ async fn serve_connection<C, S>(
     }
 }
 
-/// The layered routes as hyper calls them, an error of a layer (the deadline) answered as
-/// its gRPC status, as tonic's server did.
+/// The layered routes as hyper calls them: a request that is no gRPC call answered from its
+/// head before any layer ([`request_head`]); an error of a layer answered as its gRPC status
+/// (the server's deadline: `CANCELLED`, as tonic's server did), except the client's deadline,
+/// which hyper turns into `RST_STREAM(CANCEL)` (see [`super::deadline`]).
 #[derive(Clone)]
 struct Recovered<S>(S);
 
@@ -246,20 +252,32 @@ where
     S::Error: Into<BoxError>,
 {
     type Response = http::Response<GrpcBody>;
-    type Error = Infallible;
+    type Error = BoxError;
     type Future = RecoveredFuture<S::Future>;
 
     fn call(&self, request: http::Request<Incoming>) -> Self::Future {
-        RecoveredFuture {
+        if let Some(refusal) = request_head::refusal(&request) {
+            return RecoveredFuture::Refused {
+                refusal: Some(refusal),
+            };
+        }
+        RecoveredFuture::Called {
             inner: self.0.call(request),
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    pub struct RecoveredFuture<F> {
-        #[pin]
-        inner: F,
+    #[project = RecoveredProjection]
+    pub enum RecoveredFuture<F> {
+        Called {
+            #[pin]
+            inner: F,
+        },
+        Refused {
+            // `None` once sent.
+            refusal: Option<http::Response<GrpcBody>>,
+        },
     }
 }
 
@@ -268,13 +286,25 @@ where
     F: Future<Output = Result<http::Response<GrpcBody>, E>>,
     E: Into<BoxError>,
 {
-    type Output = Result<http::Response<GrpcBody>, Infallible>;
+    type Output = Result<http::Response<GrpcBody>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(Ok(match ready!(self.project().inner.poll(cx)) {
-            Ok(response) => response,
-            Err(error) => Status::from_error(error.into()).into_http(),
-        }))
+        let inner = match self.project() {
+            RecoveredProjection::Called { inner } => inner,
+            RecoveredProjection::Refused { refusal } => {
+                return Poll::Ready(Ok(refusal
+                    .take()
+                    .unwrap_or_else(|| Status::internal("answer already taken").into_http())));
+            }
+        };
+        let error: BoxError = match ready!(inner.poll(cx)) {
+            Ok(response) => return Poll::Ready(Ok(response)),
+            Err(error) => error.into(),
+        };
+        if error.is::<ClientDeadlineExpired>() {
+            return Poll::Ready(Err(error));
+        }
+        Poll::Ready(Ok(Status::from_error(error).into_http()))
     }
 }
 

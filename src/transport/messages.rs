@@ -204,6 +204,19 @@ fn announced(prefix: &[u8]) -> usize {
     }
 }
 
+/// The status a call ends with for an error of its request body. A client's reset
+/// (`RST_STREAM(CANCEL)`) maps to `CANCELLED`, which tonic's request decoder reads as the
+/// request's clean end: the message before the reset would be decided and counted as if the
+/// client had finished its request. `ABORTED` instead: a call reset before its request is
+/// whole ends undecided, on every path.
+fn body_error(error: BoxError) -> Status {
+    let status = Status::from_error(error);
+    if status.code() == tonic::Code::Cancelled {
+        return Status::aborted("the client reset the stream before its request was whole");
+    }
+    status
+}
+
 impl<B> Drop for BudgetedBody<B> {
     fn drop(&mut self) {
         self.release();
@@ -257,7 +270,7 @@ where
                     ));
                 }
                 None => return Poll::Ready(None),
-                Some(Err(error)) => return this.fail(Status::from_error(error.into())),
+                Some(Err(error)) => return this.fail(body_error(error.into())),
                 Some(Ok(frame)) => frame,
             };
             let data = match frame.into_data() {

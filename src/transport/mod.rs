@@ -4,7 +4,9 @@
 //! a connection cap per listener (`listener`, each connection's IO owns its permit), a
 //! deadline for the first bytes of a connection (`connection`), an accept loop that backs
 //! off on errors such as EMFILE, the gRPC server on hyper's HTTP/2 with its stream and window
-//! limits and maximum connection age (`grpc`), a per-request deadline (`deadline`), a cap on
+//! limits and maximum connection age (`grpc`), what makes a request a gRPC call at all
+//! (`request_head`), the compressions accepted and a message decompressed within its bound
+//! (`compression`), a per-request deadline (`deadline`), a cap on
 //! requests in flight (`inflight`), a global budget of request bytes being buffered
 //! (`budget`) charged by request bodies that hand on whole messages only (`messages`), the raw-bytes codec that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
 //! its header read timeout (`admin`), the open-files limit (`fd_limit`), binding both
@@ -60,6 +62,7 @@ mod bind;
 mod body;
 mod budget;
 mod codec;
+mod compression;
 mod connection;
 mod deadline;
 mod fd_limit;
@@ -69,6 +72,7 @@ mod inflight;
 mod listener;
 mod messages;
 mod preface;
+mod request_head;
 mod settings;
 mod tls;
 
@@ -77,6 +81,7 @@ pub use bind::{BindError, Listeners, bind, bind_side, bounded, bounded_side};
 pub use body::GrpcBody;
 pub use budget::{BodyBudget, BodyBudgetLayer, BufferedBytes, CONNECTION_SHARE};
 pub use codec::RawRequestCodec;
+pub use compression::{Compression, decompress};
 pub use connection::BoundedConn;
 pub use fd_limit::raise_nofile_limit;
 pub use grpc::{GrpcRequest, GrpcServer};

@@ -5,6 +5,7 @@ mod admin_endpoints;
 mod counter_inspection;
 mod engine_bounds;
 mod explain_service;
+mod grpc_edge;
 mod multi_limits;
 mod one_worker;
 mod penalty_box;

@@ -38,7 +38,44 @@ fn body(frames: Vec<Vec<u8>>) -> tonic::body::Body {
 }
 
 async fn read_all(frames: Vec<Vec<u8>>) -> Vec<Result<RateLimitQuotaUsageReports, Status>> {
-    Reports::new(body(frames)).collect().await
+    Reports::new(body(frames), None, 4_096).collect().await
+}
+
+fn gzipped(message: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(message).expect("compressed in memory");
+    encoder.finish().expect("compressed in memory")
+}
+
+#[tokio::test]
+async fn a_compressed_report_is_decompressed_within_the_bound() {
+    let mut frame = framed_with(1, &gzipped(&report("a")));
+    frame.extend(framed_with(0, &report("b")));
+    let read: Vec<_> = Reports::new(body(vec![frame]), Some(Compression::Gzip), 4_096)
+        .collect()
+        .await;
+    let domains: Vec<String> = read
+        .into_iter()
+        .map(|r| r.expect("a report").domain)
+        .collect();
+    assert_eq!(domains, ["a", "b"]);
+
+    // A report of 1 MiB, a few KiB compressed: refused on what it inflates to.
+    let big = report(&"d".repeat(1 << 20));
+    let read: Vec<_> = Reports::new(
+        body(vec![framed_with(1, &gzipped(&big))]),
+        Some(Compression::Gzip),
+        4_096,
+    )
+    .collect()
+    .await;
+    let status = read
+        .into_iter()
+        .next()
+        .and_then(Result::err)
+        .expect("refused");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
 }
 
 #[tokio::test]
@@ -109,7 +146,7 @@ async fn an_error_of_the_body_is_the_streams_status() {
     let inner = tonic::body::Body::new(http_body_util::StreamBody::new(
         futures_util::stream::iter(frames),
     ));
-    let read: Vec<_> = Reports::new(inner).collect().await;
+    let read: Vec<_> = Reports::new(inner, None, 4_096).collect().await;
     assert_eq!(read.len(), 2);
     let status = read
         .into_iter()

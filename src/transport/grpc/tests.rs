@@ -179,8 +179,9 @@ async fn shutdown_lets_open_requests_finish_and_then_returns() {
     let _ = connection.await;
 }
 
-/// Past the in-flight cap a request waits for a permit within its deadline: answered
-/// `CANCELLED` when the deadline runs out, not whenever a permit comes back.
+/// Past the in-flight cap a request waits for a permit within its deadline: cut when the
+/// deadline runs out, not whenever a permit comes back. The deadline is the client's here, so
+/// the stream is reset with `CANCEL` (gRPC's HTTP/2 mapping), not answered.
 #[tokio::test]
 async fn a_request_waiting_past_the_cap_is_cut_at_its_deadline() {
     let settings = TransportSettings {
@@ -203,13 +204,73 @@ async fn a_request_waiting_past_the_cap_is_cut_at_its_deadline() {
     let started = Instant::now();
     let answered = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
-        .expect("answered within 5 s, not when the permit comes back")
-        .expect("a response");
+        .expect("cut within 5 s, not when the permit comes back");
     assert!(started.elapsed() >= Duration::from_millis(150));
-    // `CANCELLED` ("Timeout expired"), as a trailers-only answer.
+    let reset = answered.expect_err("reset, not answered");
+    assert_eq!(reset.reason(), Some(h2::Reason::CANCEL), "{reset}");
+    stop.cancel();
+}
+
+/// The server's own deadline (no `grpc-timeout`) is answered: `CANCELLED` ("Timeout
+/// expired"), as a trailers-only answer.
+#[tokio::test]
+async fn the_servers_deadline_is_answered_cancelled() {
+    let settings = TransportSettings {
+        request_timeout: Duration::from_millis(200),
+        ..TransportSettings::default()
+    };
+    let stop = CancellationToken::new();
+    let (addr, _server) = start(settings, stop.clone()).await;
+    let (mut client, _connection) = connect(addr).await;
+    let hanging = send(&mut client, "/hang").await;
+    let answered = tokio::time::timeout(Duration::from_secs(5), hanging)
+        .await
+        .expect("answered within 5 s")
+        .expect("a response");
     assert_eq!(
         answered.headers().get("grpc-status"),
         Some(&http::HeaderValue::from_static("1"))
     );
+    stop.cancel();
+}
+
+/// A request that is no gRPC call is answered from its head, before the in-flight cap: it
+/// never waits for a permit.
+#[tokio::test]
+async fn a_request_that_is_no_grpc_call_is_refused_before_every_layer() {
+    let settings = TransportSettings {
+        max_inflight_requests: 1,
+        request_timeout: Duration::from_secs(30),
+        ..TransportSettings::default()
+    };
+    let stop = CancellationToken::new();
+    let (addr, _server) = start(settings, stop.clone()).await;
+    let (mut client, _connection) = connect(addr).await;
+    // Holds the one permit.
+    let _hanging = send(&mut client, "/hang").await;
+    for (method, content_type, status) in [
+        (http::Method::GET, "application/grpc", 405),
+        (http::Method::HEAD, "application/grpc", 405),
+        (http::Method::POST, "text/plain", 415),
+    ] {
+        let request = http::Request::builder()
+            .method(method.clone())
+            .uri("http://test/ok")
+            .header("content-type", content_type)
+            .body(())
+            .expect("a request");
+        let mut ready = client.clone().ready().await.expect("ready for a request");
+        let (response, _) = ready.send_request(request, true).expect("sent");
+        let response = tokio::time::timeout(Duration::from_secs(5), response)
+            .await
+            .expect("answered at once, not after the permit")
+            .expect("a response");
+        assert_eq!(
+            response.status().as_u16(),
+            status,
+            "{method} {content_type}"
+        );
+        assert!(response.body().is_end_stream(), "{method}: no body");
+    }
     stop.cancel();
 }

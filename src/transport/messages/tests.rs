@@ -165,3 +165,25 @@ async fn a_body_that_ends_inside_a_message_is_an_invalid_argument() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert_eq!(layer.buffered().held(), 0);
 }
+
+/// A client's reset after a whole message is no end of the request: tonic would read
+/// `CANCELLED` as one and decide the message; `ABORTED` ends the call undecided.
+#[tokio::test]
+async fn a_clients_reset_is_no_end_of_the_request() {
+    let layer = layer(1 << 20, 1 << 10);
+    let reset = Status::from_error(Box::new(h2::Error::from(h2::Reason::CANCEL)));
+    assert_eq!(
+        reset.code(),
+        tonic::Code::Cancelled,
+        "tonic's mapping of the reset"
+    );
+    let frames = vec![Ok(Frame::data(Bytes::from(message(8)))), Err(reset)];
+    let inner = Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+        frames,
+    )));
+    let mut body = body(&layer, inner);
+    assert_eq!(next_data(&mut body).await.map(|m| m.len()).ok(), Some(13));
+    let ended = next_data(&mut body).await.expect_err("the reset");
+    assert_eq!(ended.code(), tonic::Code::Aborted, "{ended:?}");
+    assert!(body.frame().await.is_none(), "nothing after it");
+}
