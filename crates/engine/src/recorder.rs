@@ -52,6 +52,32 @@ impl DecisionSource {
     }
 }
 
+/// What became of one cold cell's carry-over from the limiter this service replaced
+/// ([`CarryOverOrigin`](crate::regional::CarryOverOrigin)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CarryOutcome {
+    /// A count was read and seeded (or the region had seeded one already).
+    Seeded,
+    /// The replaced limiter holds no count for the cell.
+    Absent,
+    /// Past the cap on reads per second: the cell starts without a carried count.
+    OverCap,
+    /// The read failed or timed out: the cell starts without a carried count.
+    Failed,
+}
+
+impl CarryOutcome {
+    /// The label value the server exports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Seeded => "seeded",
+            Self::Absent => "absent",
+            Self::OverCap => "over_cap",
+            Self::Failed => "failed",
+        }
+    }
+}
+
 /// One global flush as the recorder sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FlushRecord {
@@ -80,6 +106,10 @@ pub trait Recorder: Send + Sync + 'static {
     /// process consumed in the current and previous cells: the refund rule). Default: ignored.
     fn refund(&self, refunded: u64, dropped: u64) {
         let _ = (refunded, dropped);
+    }
+    /// A cold cell's carry-over ended. Default: ignored.
+    fn carry_over(&self, outcome: CarryOutcome) {
+        let _ = outcome;
     }
     /// One global flush ended.
     fn global_flush(&self, flush: FlushRecord);

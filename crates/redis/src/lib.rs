@@ -17,9 +17,11 @@
 //! fails (`lazy`: the cluster's, Sentinel's master's); the master the sentinels name and
 //! which errors mean it moved (`sentinel`); replay's pipelines per slot (`replay`); the
 //! region's penalty box, one expiring key per penalized counter (`penalty`); replies and
-//! errors (`reply`); the key layout (`key`); throwaway `redis-server`s for tests: plain, TLS,
+//! errors (`reply`); the key layout (`key`); a cell's carried-over component and the reader
+//! of the replaced limiter's counts (`carry`); throwaway `redis-server`s for tests: plain, TLS,
 //! a Unix socket with a password, a cluster, a Sentinel set that fails over (`testing`).
 
+mod carry;
 mod connect;
 mod key;
 mod lazy;
@@ -35,6 +37,7 @@ mod tests;
 
 use redis::Value;
 
+pub use carry::CountReader;
 use connect::Backend;
 use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::pn::PnCount;
@@ -156,6 +159,11 @@ impl RegionalOrigin for RedisOrigin {
 
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
         Box::pin(async move { self.get(&self.redis_key(key)).await })
+    }
+
+    /// Set-if-absent in the cell's hash, atomically in Redis (`carry.lua`).
+    fn seed<'a>(&'a self, key: &'a CellKey, carried: u64) -> OriginFuture<'a, CellRead> {
+        Box::pin(self.put_carried(key, carried))
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {

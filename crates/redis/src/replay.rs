@@ -26,6 +26,12 @@ const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3_600 * 1_000;
 /// reach.
 pub(crate) const REPLAY_SCRIPT: &str = include_str!("replay.lua");
 
+/// How long a cell's hash outlives its last write: three windows (the sliding window reads
+/// the previous one).
+pub(crate) fn cell_ttl_ms(key: &CellKey) -> u64 {
+    key.duration_ms.saturating_mul(3).clamp(1, MAX_TTL_MS)
+}
+
 impl RedisOrigin {
     pub(crate) async fn add(
         &self,
@@ -136,7 +142,7 @@ impl RedisOrigin {
                 continue;
             };
             // About three windows: the cell is read as "previous" during the next window.
-            let ttl = key.duration_ms.saturating_mul(3).clamp(1, MAX_TTL_MS);
+            let ttl = cell_ttl_ms(key);
             pipe.cmd("EVALSHA")
                 .arg(self.replay_script.get_hash())
                 .arg(1)

@@ -320,7 +320,7 @@ impl Engine {
             Lookup::Warm(cell) => cell,
             Lookup::Cold(guard) => {
                 let started = std::time::Instant::now();
-                let read = self.origin.read(&owned).await;
+                let read = self.origin.read_cold(&owned).await;
                 self.metrics
                     .origin_call(OriginOp::Cold, read.is_ok(), started.elapsed());
                 let cell = match read {

@@ -197,6 +197,22 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
         ))
     }
 
+    fn read_cold<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        let span = origin_span!("regional.read", self.inner.name(), 1);
+        Box::pin(traced(
+            span,
+            self.guarded(self.read_timeout, move || self.inner.read_cold(key)),
+        ))
+    }
+
+    fn seed<'a>(&'a self, key: &'a CellKey, carried: u64) -> OriginFuture<'a, CellRead> {
+        let span = origin_span!("regional.seed", self.inner.name(), 1);
+        Box::pin(traced(
+            span,
+            self.guarded(self.read_timeout, move || self.inner.seed(key, carried)),
+        ))
+    }
+
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
         let span = origin_span!("regional.replay", self.inner.name(), batch.len());
         Box::pin(traced(

@@ -42,6 +42,10 @@ pub struct InProcessOrigin {
     process: u16,
 }
 
+/// The component index of a cell's carried-over count ([`RegionalOrigin::seed`]): above every
+/// process's (at most 65,535 processes, indices 0 to 65,534).
+const CARRIED: u16 = u16::MAX;
+
 /// The processes sharing the store, by component index.
 struct Processes {
     /// A std mutex: taken only to add a sibling (test set-up), never across an await.
@@ -93,6 +97,9 @@ impl InProcessOrigin {
 
     fn read_now(&self, cell: u128) -> CellRead {
         let mut read = CellRead::default();
+        if let Some(carried) = self.components.get(&(cell, CARRIED)) {
+            read.total = read.total.plus(PnCount::new(carried, 0));
+        }
         for process in 0..self.processes.count.load(Ordering::Acquire) {
             let count = self.component(cell, process);
             read.total = read.total.plus(count);
@@ -166,6 +173,15 @@ impl RegionalOrigin for InProcessOrigin {
 
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
         Box::pin(std::future::ready(Ok(self.read_now(cell_hash(key)))))
+    }
+
+    fn seed<'a>(&'a self, key: &'a CellKey, carried: u64) -> OriginFuture<'a, CellRead> {
+        let cell = cell_hash(key);
+        // Set-if-absent: the first seed of a cell is the one kept.
+        let _ = self.components.get_or_insert_with(&(cell, CARRIED), || {
+            Ok::<u64, std::convert::Infallible>(carried)
+        });
+        Box::pin(std::future::ready(Ok(self.read_now(cell))))
     }
 
     /// Applied on the replaying thread (~0.7 µs a cell: a cycle of 100,000 cells took 69 ms,

@@ -8,6 +8,7 @@
 //! [`GuardedOrigin`] wraps any of them with timeouts and a circuit breaker.
 
 mod breaker;
+mod carry_over;
 mod guard;
 mod in_process;
 
@@ -15,6 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use breaker::CircuitState;
+pub use carry_over::{CarryOverOrigin, CarrySettings, CarrySource};
 pub use guard::{GuardSettings, GuardedOrigin};
 pub use in_process::InProcessOrigin;
 
@@ -68,6 +70,23 @@ pub trait RegionalOrigin: Send + Sync + 'static {
 
     /// The cell's region total and this process's component (0s when never seen).
     fn read<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead>;
+
+    /// The read of a cell this process has no cell for (a cold read): [`read`](Self::read),
+    /// unless the origin carries counts over from the limiter it replaces
+    /// ([`CarryOverOrigin`]). Refreshes of a warm cell call [`read`](Self::read).
+    fn read_cold<'a>(&'a self, key: &'a CellKey) -> OriginFuture<'a, CellRead> {
+        self.read(key)
+    }
+
+    /// Store `carried` as the cell's carried-over component (the count the replaced limiter
+    /// held, a component of no process) unless the cell already has one, then read the cell
+    /// as [`read`](Self::read) does. Set-if-absent, so the processes of a region that each
+    /// read the same carried count seed it once, never once per process. The default stores
+    /// nothing: an origin without a carried component just reads.
+    fn seed<'a>(&'a self, key: &'a CellKey, carried: u64) -> OriginFuture<'a, CellRead> {
+        let _ = carried;
+        self.read(key)
+    }
 
     /// Publish this process's cumulative hits and refunds of each cell (merged with `max`
     /// into its component, per half) and return each cell's region total, in batch order, in
