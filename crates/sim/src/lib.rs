@@ -7,8 +7,14 @@
 //! store saw; `store` is the lagged, counted store; `oracle` judges every denial from the
 //! run's true counts ("never below"); `sliding` finds the worst sliding interval; `tick` draws
 //! the jittered flush and sync instants; `error` says what stops a run before its report.
+//!
+//! `bounded` runs the same scenarios as a bounded counter (docs/bounded-counter.md): rights
+//! to shares of each limit, spent locally, against an ideal single limiter; `never_above`
+//! judges its log of admissions.
 
+pub mod bounded;
 pub mod error;
+pub mod never_above;
 pub mod oracle;
 pub mod report;
 pub mod scenario;

@@ -3,10 +3,13 @@
 //! ```text
 //! gcounter-sim --scenario all --seed 1 --format markdown
 //! gcounter-sim --scenario even-10x5 --floor 0.1 --flush-ms 1000 --sync-ms 1000
+//! gcounter-sim --bounded --scenario all --seed 1
 //! ```
 
 use clap::{Parser, ValueEnum};
-use gcounter_sim::report::{MARKDOWN_HEADER, json_line, markdown_row};
+use gcounter_sim::report::{
+    BOUNDED_HEADER, MARKDOWN_HEADER, bounded_json_line, bounded_row, json_line, markdown_row,
+};
 use gcounter_sim::scenario::NAMES;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -80,6 +83,10 @@ struct Args {
     /// Virtual minutes to run (overrides the scenario's).
     #[arg(long)]
     minutes: Option<u64>,
+    /// Run the bounded counter instead of the global counters: rights to shares of each
+    /// limit, spent locally; refusals against an ideal single limiter, "never above".
+    #[arg(long)]
+    bounded: bool,
     /// List the scenarios and exit.
     #[arg(long)]
     list: bool,
@@ -101,7 +108,12 @@ fn main() -> std::process::ExitCode {
         args.scenario.split(',').map(str::trim).collect()
     };
     if let Format::Markdown = args.format {
-        println!("{MARKDOWN_HEADER}");
+        let header = if args.bounded {
+            BOUNDED_HEADER
+        } else {
+            MARKDOWN_HEADER
+        };
+        println!("{header}");
     }
     for name in names {
         let Some(mut scenario) = gcounter_sim::named(name, args.seed) else {
@@ -147,6 +159,25 @@ fn main() -> std::process::ExitCode {
             scenario.run_ms = minutes * 60_000;
         }
         let started = std::time::Instant::now();
+        if args.bounded {
+            let report = match gcounter_sim::bounded::run(&scenario, args.seed) {
+                Ok(report) => report,
+                Err(error) => {
+                    eprintln!("scenario {name}: {error}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            };
+            eprintln!(
+                "{name}: {} virtual s in {:.2?}",
+                report.virtual_s,
+                started.elapsed()
+            );
+            match args.format {
+                Format::Json => println!("{}", bounded_json_line(&report)),
+                Format::Markdown => println!("{}", bounded_row(&report)),
+            }
+            continue;
+        }
         let report = match gcounter_sim::run(&scenario, args.seed) {
             Ok(report) => report,
             Err(error) => {

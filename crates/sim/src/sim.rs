@@ -23,7 +23,7 @@ use crate::store::{LaggedStore, Load};
 use crate::tick::Tick;
 
 /// Virtual time starts here: a multiple of every window, so windows start with the run.
-const T0_MS: u64 = 1_800_000_000_000;
+pub(crate) const T0_MS: u64 = 1_800_000_000_000;
 const REAP_MS: u64 = 5_000;
 const CLEANUP_MS: u64 = 60_000;
 
@@ -170,7 +170,7 @@ pub(crate) fn run_with(
 }
 
 /// The cumulative distribution of Zipf(s) over `keys` keys.
-fn zipf_cdf(keys: usize, s: f64) -> Vec<f64> {
+pub(crate) fn zipf_cdf(keys: usize, s: f64) -> Vec<f64> {
     let weights: Vec<f64> = (0..keys).map(|i| 1.0 / ((i + 1) as f64).powf(s)).collect();
     let total: f64 = weights.iter().sum();
     let mut acc = 0.0;
@@ -184,19 +184,19 @@ fn zipf_cdf(keys: usize, s: f64) -> Vec<f64> {
 }
 
 /// One of `items`, uniformly (`None` when empty).
-fn pick<T: Copy>(rng: &mut fastrand::Rng, items: &[T]) -> Option<T> {
+pub(crate) fn pick<T: Copy>(rng: &mut fastrand::Rng, items: &[T]) -> Option<T> {
     if items.is_empty() {
         return None;
     }
     items.get(rng.usize(..items.len())).copied()
 }
 
-fn exponential(rng: &mut fastrand::Rng, rate_per_s: f64) -> u64 {
+pub(crate) fn exponential(rng: &mut fastrand::Rng, rate_per_s: f64) -> u64 {
     let gap_s = -(1.0 - rng.f64()).ln() / rate_per_s;
     (gap_s * 1_000.0).round().max(1.0) as u64
 }
 
-fn active(shape: Shape, t_ms: u64, window_ms: u64) -> bool {
+pub(crate) fn active(shape: Shape, t_ms: u64, window_ms: u64) -> bool {
     match shape {
         Shape::Constant => true,
         Shape::From(start) => t_ms >= start,

@@ -1,0 +1,137 @@
+//! The budget of one window cell of a bounded counter, and its fair division.
+//!
+//! A single process deciding alone admits a request of cost 1 in cell `s` at `elapsed` ms
+//! when `current + ⌊previous × (window − elapsed) ÷ window⌋ + 1 ≤ limit`. So the cell may
+//! hold at most [`budget`] admissions by `elapsed`: the limit less the previous cell's
+//! weight. The budget only grows within the cell (the weight decays), from
+//! `limit − previous` at its start to `limit` at its end: rights cut from it at one instant
+//! stay within it at every later instant of the cell.
+
+/// A share of a cell's growth is `share ÷ SHARE_UNITS` of it.
+pub const SHARE_UNITS: u64 = 1 << 20;
+
+/// The most a cell may hold by `elapsed_ms` when the previous cell held at most `previous`.
+pub fn budget(limit: u64, previous: u64, window_ms: u64, elapsed_ms: u64) -> u64 {
+    let window = u128::from(window_ms.max(1));
+    let left = window - u128::from(elapsed_ms).min(window);
+    let weight = u128::from(previous) * left / window;
+    u128::from(limit).saturating_sub(weight) as u64
+}
+
+/// Rights of a cell that vest as its budget grows between two instants of the cell (ms after
+/// its start): all of them by `to_ms`, in proportion to the growth before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub rights: u64,
+    pub from_ms: u64,
+    pub to_ms: u64,
+}
+
+/// What `segments` have vested by `elapsed_ms` of a cell whose budget is
+/// [`budget`]`(limit, previous, window_ms, ·)`. Each segment vests whole rights, rounded
+/// down, so holders sharing a stretch of growth never vest more than it together, and each
+/// has all of its rights at the stretch's end: rounding loses nothing for good.
+pub fn vested(
+    segments: &[Segment],
+    limit: u64,
+    previous: u64,
+    window_ms: u64,
+    elapsed_ms: u64,
+) -> u64 {
+    let at = |ms: u64| u128::from(budget(limit, previous, window_ms, ms));
+    segments
+        .iter()
+        .map(|s| {
+            let growth = at(s.to_ms) - at(s.from_ms);
+            if elapsed_ms >= s.to_ms || growth == 0 {
+                return if elapsed_ms >= s.from_ms { s.rights } else { 0 };
+            }
+            let grown = at(elapsed_ms.max(s.from_ms)) - at(s.from_ms);
+            u64::try_from(u128::from(s.rights) * grown / growth).unwrap_or(u64::MAX)
+        })
+        .sum()
+}
+
+/// `total` split in proportion to `weights`, in whole parts that sum to `total` (the largest
+/// remainders round up); evenly when every weight is 0.
+pub fn split(total: u64, weights: &[u64]) -> Vec<u64> {
+    let n = weights.len() as u128;
+    if n == 0 {
+        return Vec::new();
+    }
+    let sum: u128 = weights.iter().map(|&w| u128::from(w)).sum();
+    let weight = |w: u64| if sum == 0 { 1 } else { u128::from(w) };
+    let whole = if sum == 0 { n } else { sum };
+    let total_wide = u128::from(total);
+    let mut parts: Vec<(u128, u128)> = weights
+        .iter()
+        .map(|&w| {
+            let exact = total_wide * weight(w);
+            (exact / whole, exact % whole)
+        })
+        .collect();
+    let mut left = total_wide - parts.iter().map(|&(p, _)| p).sum::<u128>();
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(parts.get(i).map_or(0, |&(_, r)| r)));
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        if let Some(part) = parts.get_mut(i) {
+            part.0 += 1;
+            left -= 1;
+        }
+    }
+    parts
+        .into_iter()
+        .map(|(p, _)| u64::try_from(p).unwrap_or(u64::MAX))
+        .collect()
+}
+
+/// Max-min fair shares of [`SHARE_UNITS`] among `demands` (each in shares: what it would use
+/// of the whole): the smallest demands are met first, the rest split evenly among the larger;
+/// what is left once every demand is met goes in proportion to demand, or evenly when no one
+/// demands anything. The shares never sum above [`SHARE_UNITS`].
+pub fn max_min(demands: &[f64]) -> Vec<u64> {
+    let n = demands.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let total = SHARE_UNITS as f64;
+    let wanted: Vec<f64> = demands.iter().map(|d| d.max(0.0)).collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (wanted.get(a), wanted.get(b));
+        x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut given = vec![0.0; n];
+    let mut left = total;
+    for (i, &who) in order.iter().enumerate() {
+        let fair = left / (n - i) as f64;
+        let give = wanted.get(who).copied().unwrap_or(0.0).min(fair);
+        if let Some(slot) = given.get_mut(who) {
+            *slot = give;
+        }
+        left -= give;
+    }
+    let demanded: f64 = wanted.iter().sum();
+    for (slot, want) in given.iter_mut().zip(&wanted) {
+        *slot += if demanded > 0.0 {
+            left * want / demanded
+        } else {
+            left / n as f64
+        };
+    }
+    let mut shares: Vec<u64> = given.iter().map(|g| g.max(0.0).floor() as u64).collect();
+    // Floating-point sums may land a unit over: take it from the largest share.
+    while shares.iter().sum::<u64>() > SHARE_UNITS {
+        match shares.iter_mut().max() {
+            Some(largest) if *largest > 0 => *largest -= 1,
+            _ => break,
+        }
+    }
+    shares
+}
+
+#[cfg(test)]
+mod tests;
