@@ -10,8 +10,10 @@ use crate::scenario::Scenario;
 use crate::tick::Tick;
 
 /// Demands are scaled by this in the fair division, and a holder keeps this many times what
-/// it expects to spend until its next exchange: small consumers' bursts find rights.
-pub(super) const HEADROOM: f64 = 1.5;
+/// it expects to spend until its next exchange. More than 1 lets small consumers' bursts find
+/// rights, but what they hold unspent when a cell ends is lost: 1.5 refused more in every
+/// scenario than 1 (`concentrated`: 2.55 % against 1.22 % of the ideal's admissions).
+pub(super) const HEADROOM: f64 = 1.0;
 
 pub(super) struct Region {
     pub(super) counters: HashMap<usize, RegionCounter>,
