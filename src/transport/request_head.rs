@@ -49,6 +49,10 @@ pub(super) fn refusal<B>(request: &http::Request<B>) -> Option<http::Response<Gr
 /// `application/grpc`, alone, with a subtype (`+proto`) or with parameters (`;`); media types
 /// are case-insensitive.
 fn is_grpc(content_type: &[u8]) -> bool {
+    // What gRPC clients send (Envoy, grpc-go, tonic): one comparison of 16 bytes.
+    if content_type == GRPC {
+        return true;
+    }
     match content_type.split_at_checked(GRPC.len()) {
         Some((base, rest)) => {
             base.eq_ignore_ascii_case(GRPC) && matches!(rest.first(), None | Some(b'+' | b';'))
