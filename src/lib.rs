@@ -6,6 +6,7 @@ pub mod allocator;
 pub mod bounded_arg;
 pub mod byte_size_arg;
 pub mod capped_read;
+pub mod carry_over;
 pub mod cli;
 pub mod config;
 pub mod duration_arg;

@@ -207,7 +207,19 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
                 "must not contain '{' or '}' (Redis Cluster hashes on them)",
             ));
         }
-        flag(&mut argv, "RLS_REDIS_PREFIX", "--redis-prefix", prefix);
+        flag(
+            &mut argv,
+            "RLS_REDIS_PREFIX",
+            "--redis-prefix",
+            prefix.clone(),
+        );
+        // Upstream's keys start with it: what a carry-over reads.
+        flag(
+            &mut argv,
+            "RLS_CARRY_OVER_KEY_PREFIX",
+            "--carry-over-key-prefix",
+            prefix,
+        );
     }
     // Upstream's default, 10 s, rather than ours: the migration keeps upstream's timeouts.
     let timeout = go_duration(

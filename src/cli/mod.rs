@@ -180,6 +180,8 @@ pub const EXPERT_FLAGS: &[&str] = &[
     "final_replay_timeout",
     "redis_read_timeout",
     "freshness",
+    "carry_over_timeout",
+    "carry_over_max_reads_per_second",
     "global_contended_speedup",
     "global_contended_overload",
     "global_onset_fraction",

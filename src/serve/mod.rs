@@ -125,6 +125,10 @@ pub async fn run(
     let limits = Arc::clone(&source.limits);
 
     let (origin, freshness) = regional_origin(&settings.regional, settings.engine.max_cells)?;
+    let origin = match &settings.carry_over {
+        Some(carry_over) => carry_over.wrap(origin, Arc::clone(&metrics) as Arc<dyn Recorder>)?,
+        None => origin,
+    };
     let engine = Arc::new(Engine::new(
         settings.engine.engine_settings(freshness),
         origin,

@@ -198,6 +198,8 @@ pub struct ServeSettings {
     pub tracing: Option<TracingSettings>,
     /// The RLQS service's answers and bounds.
     pub quota: QuotaSettings,
+    /// Counts carried over from the replaced service's Redis; `None`: off.
+    pub carry_over: Option<crate::carry_over::CarryOverGroup>,
     /// Upstream's stats pushed over statsd or DogStatsD; `None`: off.
     pub statsd: Option<StatsdSettings>,
 }
@@ -429,7 +431,15 @@ impl ServeSettings {
             });
         let quota = QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value);
         let statsd = statsd_settings(&args, env)?;
+        let carry_over = crate::carry_over::CarryOverGroup::from_flags(
+            args.redis.carry_over_from_redis.as_deref(),
+            args.redis.carry_over_per_second_redis.as_deref(),
+            &args.redis.carry_over_key_prefix,
+            args.redis.carry_over_timeout,
+            args.redis.carry_over_max_reads_per_second,
+        )?;
         Ok(Self {
+            carry_over,
             statsd,
             quota,
             addresses: Addresses {

@@ -44,6 +44,11 @@ struct SourceLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
     outcome: RequestOutcome,
 }
@@ -175,6 +180,7 @@ pub struct Metrics {
     replay_overflow: Counter,
     refunded_hits: Counter,
     refunds_dropped: Counter,
+    carry_over: Family<OutcomeLabels, Counter>,
     /// Indexed by `DecisionSource as usize`, as `requests`.
     decisions_by_source: [ShardedCounter; 2],
     origin_circuit: Gauge,

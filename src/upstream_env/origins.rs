@@ -12,6 +12,7 @@ const ONE_VARIABLE: &[(&str, &str)] = &[
     ("remaining-header", "LIMIT_REMAINING_HEADER"),
     ("reset-header", "LIMIT_RESET_HEADER"),
     ("redis-prefix", "CACHE_KEY_PREFIX"),
+    ("carry-over-key-prefix", "CACHE_KEY_PREFIX"),
     ("redis-replay-timeout", "REDIS_TIMEOUT"),
     ("redis-cluster", "REDIS_TYPE"),
     ("redis-sentinel-master-auth", "REDIS_AUTH"),

@@ -82,4 +82,35 @@ pub struct RedisArgs {
     /// How long a count read from Redis is trusted before a decision re-reads it [range: 1ms to 24h]
     #[arg(long, env = "RLS_FRESHNESS", default_value = "3s", value_parser = DurationRange::new(millis(1), hours(24)).parser())]
     pub freshness: Duration,
+    /// Redis of the envoyproxy/ratelimit this service replaces: carry its counts over at the switch
+    ///
+    /// Off by default. When set, the first time a counter is seen its count in the replaced
+    /// service's Redis (upstream's key layout, --carry-over-key-prefix, the window that began
+    /// before the switch, and the one before it) is read and seeded into the region's count
+    /// once, so a quota 7/10 used before the switch allows 3 after it. Upstream's keys are only
+    /// read, never written. A URL as --redis-url's (one node; may be the same server).
+    #[arg(long, env = "RLS_CARRY_OVER_FROM_REDIS", hide_env_values = true)]
+    pub carry_over_from_redis: Option<String>,
+    /// With --carry-over-from-redis: the Redis upstream kept per-second limits in
+    ///
+    /// Upstream's `REDIS_PERSECOND_URL` with `REDIS_PERSECOND=true`; unset: per-second counts
+    /// are read from --carry-over-from-redis too.
+    #[arg(
+        long,
+        env = "RLS_CARRY_OVER_PER_SECOND_REDIS",
+        requires = "carry_over_from_redis",
+        hide_env_values = true
+    )]
+    pub carry_over_per_second_redis: Option<String>,
+    /// With --carry-over-from-redis: upstream's `CACHE_KEY_PREFIX`, the start of its keys
+    ///
+    /// With no arguments, set from upstream's `CACHE_KEY_PREFIX`.
+    #[arg(long, env = "RLS_CARRY_OVER_KEY_PREFIX", default_value = "")]
+    pub carry_over_key_prefix: String,
+    /// Deadline of one carry-over read; a slower one lets the counter start without it [range: 1ms to 10s]
+    #[arg(long, env = "RLS_CARRY_OVER_TIMEOUT", default_value = "20ms", value_parser = DurationRange::new(millis(1), millis(10_000)).parser())]
+    pub carry_over_timeout: Duration,
+    /// Carry-over reads per second at most; past it a counter starts without it [range: 1 to 1000000]
+    #[arg(long, env = "RLS_CARRY_OVER_MAX_READS_PER_SECOND", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub carry_over_max_reads_per_second: u32,
 }

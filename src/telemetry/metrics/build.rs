@@ -127,6 +127,7 @@ impl Metrics {
         let replay_overflow = Counter::default();
         let refunded_hits = Counter::default();
         let refunds_dropped = Counter::default();
+        let carry_over = Family::<OutcomeLabels, Counter>::default();
         let source_family = Family::<SourceLabels, ShardedCounter>::default();
         let decisions_by_source = [DecisionSource::Local, DecisionSource::Origin].map(|source| {
             source_family
@@ -222,6 +223,13 @@ impl Metrics {
             "refunds_dropped",
             "Hits a refund asked for beyond what this process consumed in the cell (not given back)",
             refunds_dropped.clone(),
+        );
+        registry.register(
+            "carry_over_reads",
+            "Cold counters' reads of the replaced service's count (--carry-over-from-redis), by \
+             outcome: seeded, absent, over_cap (past --carry-over-max-reads-per-second), failed \
+             (an error or past --carry-over-timeout); all but seeded start without it",
+            carry_over.clone(),
         );
         registry.register(
             "decisions_by_source",
@@ -331,6 +339,7 @@ impl Metrics {
             replay_overflow,
             refunded_hits,
             refunds_dropped,
+            carry_over,
             decisions_by_source,
             origin_circuit,
             global_rows_written,

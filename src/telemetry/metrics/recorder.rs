@@ -1,6 +1,6 @@
 //! The engine's and the global counters' reports ([`Recorder`]), each into its series.
 
-use gcounter_engine::recorder::{FlushRecord, OriginOp, Recorder};
+use gcounter_engine::recorder::{CarryOutcome, FlushRecord, OriginOp, Recorder};
 
 use super::*;
 
@@ -35,6 +35,14 @@ impl Recorder for Metrics {
     fn refund(&self, refunded: u64, dropped: u64) {
         self.refunded_hits.inc_by(refunded);
         self.refunds_dropped.inc_by(dropped);
+    }
+
+    fn carry_over(&self, outcome: CarryOutcome) {
+        self.carry_over
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
     }
 
     fn global_flush(&self, flush: FlushRecord) {
