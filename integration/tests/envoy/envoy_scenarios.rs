@@ -1,5 +1,6 @@
 //! The Envoy examples in situations: a hot reload while Envoy serves, the service stopped
-//! and restarted under both `failure_mode_deny` settings, and two regions sharing one limit.
+//! and restarted under both `failure_mode_deny` settings, two regions sharing one limit, and
+//! RLQS Envoys bursting on a fresh counter.
 //!
 //! All run `envoy/per-api-key.yaml` with `config/per-api-key.yaml` (3 per minute for each
 //! x-api-key, 10 for `gold-key`) as the README runs them, on free ports. Each burst of
@@ -305,5 +306,127 @@ fn an_rlqs_envoy_and_an_rls_envoy_share_one_limit() {
         more <= left,
         "RLS v3 admitted {more} more than the {left} RLQS left{}",
         rls.context()
+    );
+}
+
+/// The RLQS burst scenarios' limit: 10 a minute for each x-api-key, on the quota example's
+/// domain.
+const BURST_LIMIT: u64 = 10;
+
+/// A user's burst through one RLQS Envoy: a request every 200 ms for 8 s (40 requests), each
+/// sent on time whatever the answers to the earlier ones take (on a loaded machine one can
+/// take most of a second, and a client that waited for each would spread the burst over the
+/// next window); how many passed.
+fn burst_through(client: &Client, key: &str) -> usize {
+    let headers = [("x-api-key", key)];
+    let start = std::time::Instant::now();
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let sent: Vec<_> = (0..40u32)
+            .map(|n| {
+                let at = start + Duration::from_millis(200) * n;
+                std::thread::sleep(at.saturating_duration_since(std::time::Instant::now()));
+                scope.spawn(move || client.get("/", &headers).status)
+            })
+            .collect();
+        sent.into_iter()
+            .map(|request| request.join().expect("a request thread"))
+            .collect()
+    });
+    for status in &statuses {
+        assert!(
+            *status == 200 || *status == 429,
+            "status {status}{}",
+            client.context()
+        );
+    }
+    statuses.iter().filter(|status| **status == 200).count()
+}
+
+/// Opens the Envoy's RLQS stream (Envoy opens it with its first bucket) with another key's
+/// request, and waits until the service counted that bucket's first report: a burst then meets
+/// an Envoy already talking to the service, as in production, and its first request's report
+/// is answered before its second request (a stream still opening lets more through under
+/// `no_assignment_behavior`).
+fn open_stream(client: &Client, service: &Service, key: &str) {
+    let status = client.get("/", &[("x-api-key", key)]).status;
+    assert_eq!(status, 200, "the warm-up request{}", client.context());
+    let path = format!("/counters?domain=quota&descriptor=api_key%3D{key}");
+    support::wait_for(
+        Duration::from_secs(15),
+        "the warm-up report counted",
+        || {
+            let inspected = service.debug_get(&path);
+            let body: serde_json::Value =
+                serde_json::from_slice(&inspected.body).unwrap_or_default();
+            body["sliding_count"].as_u64().unwrap_or(0) >= 1
+        },
+    );
+}
+
+/// The quota example's service on a limit of 10 a minute per key.
+fn burst_service(example: &Example) -> (tempfile::TempDir, Service) {
+    let (dir, limits) = support::limits_file(&support::one_rule(
+        "quota",
+        "api_key",
+        "minute",
+        1,
+        BURST_LIMIT,
+    ));
+    (dir, example.start_service_with(&limits, &[]))
+}
+
+/// One RLQS Envoy, a user bursting on a fresh counter: the burst gets what the limit allows
+/// (RLS v3 would pass 10 of the 40), not what a rate spread over two reporting intervals
+/// would (6 or 7), and never more than the limit.
+#[test]
+fn rlqs_a_lone_burst_gets_what_the_limit_allows() {
+    let example = Example::load("quota");
+    let (_dir, service) = burst_service(&example);
+    let envoy = example.start_envoy(&service);
+    let client = Client::new(&envoy, vec![service.log_path.clone()]);
+    open_stream(&client, &service, "warm-up");
+    same_minute(Duration::from_secs(20));
+    let admitted = burst_through(&client, "alice");
+    println!("one Envoy, 5 a second for 8 s on 10 a minute: {admitted} admitted");
+    assert!(
+        (9..=10).contains(&admitted),
+        "{admitted} of 40 admitted on a limit of {BURST_LIMIT}{}",
+        client.context()
+    );
+}
+
+/// Three RLQS Envoys, the same user bursting through each at once: at most the limit and one
+/// request for every Envoy but the first (each lets its first request through before it has
+/// an assignment, counted after the burst was given; a burst goes to one Envoy at a time, and
+/// the others share what it left).
+#[test]
+fn rlqs_envoys_bursting_together_stay_within_the_bound() {
+    let example = Example::load("quota");
+    let (_dir, service) = burst_service(&example);
+    let envoys: Vec<Envoy> = (0..3).map(|_| example.start_envoy(&service)).collect();
+    let clients: Vec<Client> = envoys
+        .iter()
+        .map(|envoy| Client::new(envoy, vec![service.log_path.clone()]))
+        .collect();
+    for (n, client) in clients.iter().enumerate() {
+        open_stream(client, &service, &format!("warm-up-{n}"));
+    }
+    same_minute(Duration::from_secs(20));
+    let admitted: Vec<usize> = std::thread::scope(|scope| {
+        let runs: Vec<_> = clients
+            .iter()
+            .map(|client| scope.spawn(move || burst_through(client, "carol")))
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().expect("a client thread"))
+            .collect()
+    });
+    let total: usize = admitted.iter().sum();
+    let bound = BURST_LIMIT as usize + envoys.len() - 1;
+    println!("three Envoys, 5 a second each for 8 s on 10 a minute: {admitted:?} admitted");
+    assert!(
+        total <= bound,
+        "{admitted:?} admitted: {total} over the bound of {bound}{}",
+        clients[0].context()
     );
 }
