@@ -52,9 +52,6 @@ pub struct EnvoyShare {
     pub demand: f64,
     /// Requests a second it was last assigned.
     pub share: f64,
-    /// The burst it holds until its next report (0: none): a lone bucket on a counter nobody
-    /// else counted on this window is granted the room left at once.
-    pub burst: u32,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -223,7 +220,6 @@ pub(super) async fn counter(
                     "stream": share.stream,
                     "demand_per_second": share.demand,
                     "share_per_second": share.share,
-                    "burst_tokens": share.burst,
                 })
             })
             .collect();

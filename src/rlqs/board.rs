@@ -2,11 +2,6 @@
 //! on, with each Envoy's demand, so that a counter's rate is split between all the Envoys of
 //! this process that share it (several buckets can share a counter: `share_threshold`).
 //!
-//! A member that reports alone on counters nobody else counted on this window may be granted
-//! a burst of the room left ([`Member::offer_burst`]): one holder at a time, since Envoy
-//! cannot be asked to give unspent tokens back, only be handed a new, full bucket. What the
-//! burst may admit is held back from every share of the group until its holder's next report.
-//!
 //! Lock order: the board's map, then a group's state; nothing is awaited under either.
 //!
 //! A group has at most `--rlqs-max-group-members` members; a bucket past it is counted and
@@ -23,7 +18,7 @@ use gcounter_engine::local::WindowPosition;
 
 use super::bucket::BucketCounter;
 use super::memory::{BucketBytes, Charge};
-use super::share::{Burst, Level, Strategy, convergence, counter_rate, room};
+use super::share::{Level, convergence, counter_rate};
 
 /// A split younger than this is reused: every stream of a group asks for its share on each
 /// report and tick, and one computation serves them all.
@@ -78,17 +73,6 @@ struct GroupState {
     changes: usize,
     /// The members' time between reports, smoothed; `None` until a second report.
     report_interval: Option<Duration>,
-    /// The burst out now: its holder may admit it before its next report shows what it did.
-    grant: Option<Grant>,
-    /// The window (of the first counter) a burst was last granted in: one a window.
-    granted_in: Option<u64>,
-}
-
-/// A burst held by one member until its next report.
-#[derive(Debug, Clone, Copy)]
-struct Grant {
-    member: u64,
-    burst: Burst,
 }
 
 /// How the group's rate was last shared, and when.
@@ -109,10 +93,6 @@ struct Track {
     /// Reported hits of this group counted on the current cell since `at`.
     ours: u64,
     others_rate: f64,
-    /// The window of the last report, and the hits this group counted in it: a window whose
-    /// count is no more than that is counted by nobody else.
-    window: u64,
-    window_hits: u64,
 }
 
 /// One bucket of one stream on the board; leaves it when dropped.
@@ -130,8 +110,6 @@ pub struct Share {
     pub rate: f64,
     /// The counter is in a penalty box (an RLS v3 denial started it).
     pub penalized: bool,
-    /// The burst this member holds, to be sent as it is until its next report.
-    pub burst: Option<Strategy>,
 }
 
 /// Why a bucket did not join its group.
@@ -206,18 +184,11 @@ impl crate::admin::QuotaShares for QuotaBoard {
         let state = lock(&group.state);
         let mut shares: Vec<crate::admin::EnvoyShare> = state
             .demands
-            .iter()
-            .map(|(id, (stream, demand))| {
-                let burst = state.grant.filter(|grant| grant.member == *id);
-                crate::admin::EnvoyShare {
-                    stream: *stream,
-                    demand: *demand,
-                    share: match burst {
-                        Some(grant) => grant.burst.rate,
-                        None => state.split.map_or(0.0, |split| split.level.share(*demand)),
-                    },
-                    burst: burst.map_or(0, |grant| grant.burst.strategy.max_tokens()),
-                }
+            .values()
+            .map(|(stream, demand)| crate::admin::EnvoyShare {
+                stream: *stream,
+                demand: *demand,
+                share: state.split.map_or(0.0, |split| split.level.share(*demand)),
             })
             .collect();
         shares.sort_by_key(|share| share.stream);
@@ -232,10 +203,6 @@ impl Drop for Member {
             let mut state = lock(&self.group.state);
             state.demands.remove(&self.id);
             state.changes += 1;
-            // Its Envoy dropped the bucket (or the stream ended): the burst goes with it.
-            if state.grant.is_some_and(|grant| grant.member == self.id) {
-                state.grant = None;
-            }
             state.demands.is_empty()
         };
         if empty
@@ -255,16 +222,12 @@ impl Member {
         &self.group.counters
     }
 
-    /// A report at `now_ms`: `demand` hits per second wanted (allowed and denied), `counted`
-    /// hits of it counted on each counter's current cell (in counter order), `interval` since
-    /// the member's previous report (`None` for its first). Ends the member's burst: what it
-    /// admitted is in this report, and its next assignment replaces the bucket. Constant time:
-    /// the split is not computed here.
-    pub fn report(&self, demand: f64, counted: &[u64], interval: Option<Duration>, now_ms: u64) {
+    /// A report: `demand` hits per second wanted (allowed and denied), `counted` hits of it
+    /// counted on each counter's current cell (in counter order), `interval` since the
+    /// member's previous report (`None` for its first). Constant time: the split is not
+    /// computed here.
+    pub fn report(&self, demand: f64, counted: &[u64], interval: Option<Duration>) {
         let mut state = lock(&self.group.state);
-        if state.grant.is_some_and(|grant| grant.member == self.id) {
-            state.grant = None;
-        }
         if let Some(interval) = interval {
             state.report_interval = Some(match state.report_interval {
                 Some(old) => old.mul_f64(0.5) + interval.mul_f64(0.5),
@@ -278,77 +241,10 @@ impl Member {
                 DEMAND_WEIGHT * demand + (1.0 - DEMAND_WEIGHT) * *old
             };
         }
-        for ((track, counted), counter) in state
-            .tracks
-            .iter_mut()
-            .zip(counted)
-            .zip(self.counters().iter())
-        {
+        for (track, counted) in state.tracks.iter_mut().zip(counted) {
             track.ours = track.ours.saturating_add(*counted);
-            let window = WindowPosition::at(now_ms, counter.counter.duration_ms).sequence;
-            if track.window != window {
-                track.window = window;
-                track.window_hits = 0;
-            }
-            track.window_hits = track.window_hits.saturating_add(*counted);
         }
         state.changes += 1;
-    }
-
-    /// Grants this member a burst of the room left, if it reports alone on counters nobody
-    /// else counted on in their current window, no burst was granted in this window, and the
-    /// burst is more than its share would hold. Called on a report (not a tick): what its
-    /// Envoy admitted is counted, so the room is what is left now. True when granted; the
-    /// member's shares carry it (see [`Share::burst`]) until its next report.
-    pub fn offer_burst(&self, engine: &Engine) -> bool {
-        let mut state = lock(&self.group.state);
-        if state.demands.len() != 1 || state.grant.is_some() {
-            return false;
-        }
-        let interval = state.report_interval.unwrap_or(FIRST_REPORT_INTERVAL);
-        let mut room_left = f64::INFINITY;
-        let mut rate = f64::INFINITY;
-        let mut first_window = None;
-        for (track, counter) in state.tracks.iter().zip(self.group.counters.iter()) {
-            let counter_state = engine.inspection().inspect(&counter.counter.borrowed());
-            let position = WindowPosition::at(counter_state.now_ms, counter_state.duration_ms);
-            let current = counter_state.current.map_or(0, |cell| cell.total());
-            let ours = if track.window == position.sequence {
-                track.window_hits
-            } else {
-                0
-            };
-            let penalized = counter_state
-                .penalty_until_ms
-                .is_some_and(|until| until > counter_state.now_ms);
-            if current > ours || penalized {
-                return false;
-            }
-            first_window = first_window.or(Some(position.sequence));
-            room_left = room_left.min(room(counter.limit, &counter_state));
-            rate = rate.min(counter_rate(
-                counter.limit,
-                &counter_state,
-                convergence(interval),
-                0.0,
-            ));
-        }
-        if first_window.is_none() || state.granted_in == first_window {
-            return false;
-        }
-        let Some(burst) = Burst::of(room_left, interval) else {
-            return false;
-        };
-        if burst.strategy.max_tokens() <= Strategy::for_rate(rate).max_tokens() {
-            return false;
-        }
-        state.grant = Some(Grant {
-            member: self.id,
-            burst,
-        });
-        state.granted_in = first_window;
-        state.split = None;
-        true
     }
 
     /// This member's share now: its demand against the group's split, which is computed
@@ -370,20 +266,13 @@ impl Member {
             }
         };
         let demand = state.demands.get(&self.id).map_or(0.0, |(_, d)| *d);
-        let burst = state
-            .grant
-            .filter(|grant| grant.member == self.id)
-            .map(|grant| grant.burst);
         Share {
-            rate: match burst {
-                _ if split.penalized => 0.0,
-                Some(burst) => burst.rate,
-                None => split.level.share(demand),
+            rate: if split.penalized {
+                0.0
+            } else {
+                split.level.share(demand)
             },
             penalized: split.penalized,
-            burst: burst
-                .filter(|_| !split.penalized)
-                .map(|burst| burst.strategy),
         }
     }
 }
@@ -399,15 +288,13 @@ impl GroupState {
         let mut penalized = false;
         let mut rate = f64::INFINITY;
         let horizon = convergence(self.report_interval.unwrap_or(FIRST_REPORT_INTERVAL));
-        let held = self.grant.map_or(0.0, |grant| grant.burst.held);
         for (track, counter) in self.tracks.iter_mut().zip(counters) {
             let counter_state = engine.inspection().inspect(&counter.counter.borrowed());
             penalized |= counter_state
                 .penalty_until_ms
                 .is_some_and(|until| until > counter_state.now_ms);
             track.observe(&counter_state, now);
-            let free =
-                counter_rate(counter.limit, &counter_state, horizon, held) - track.others_rate;
+            let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
             rate = rate.min(free.max(0.0));
         }
         Split {

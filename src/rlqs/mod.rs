@@ -16,8 +16,6 @@
 //!   max-min fair split, and the token bucket that states a rate to Envoy.
 //! - `stream`: one stream's buckets, reports, assignments, renewals, abandons and the
 //!   expiring assignments sent on shutdown. `action`: the protobuf of a bucket action.
-//! - `usage`: one usage counted: its allowed requests on the counters (split at a window
-//!   boundary), its demand on the board.
 //! - `outbox`: actions sent in bounded responses; an Envoy that stops reading is let go.
 //! - `memory`: the bytes buckets and groups hold, against `--rlqs-max-bucket-bytes`.
 //! - `settings`: the `--rlqs-*` flags, typed.
@@ -31,7 +29,6 @@ mod outbox;
 mod settings;
 mod share;
 mod stream;
-mod usage;
 mod validate;
 mod wire;
 

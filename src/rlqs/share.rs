@@ -9,11 +9,6 @@
 //! subtracted, and the rest is split between this process's Envoys by their demand
 //! (max-min fair). Each report corrects the next: counts arrive late by one reporting
 //! interval, and the room term pulls the window back to its limit.
-//!
-//! A lone Envoy on a counter nobody else counted on this window is given the room at once
-//! instead ([`Burst`]): a token bucket as large as the room, so a burst passes as RLS v3
-//! would pass it. Envoy starts a new or changed bucket full, so a burst is given once, and
-//! what it may admit is held back from every assignment until its holder's next report.
 
 use std::time::Duration;
 
@@ -33,69 +28,16 @@ pub fn convergence(report_interval: Duration) -> Duration {
         .max(MIN_CONVERGENCE)
 }
 
-/// What the sliding window of `state`'s counter has left under `limit` now (negative when
-/// over).
-pub fn room(limit: u64, state: &CounterState) -> f64 {
-    limit as f64 - state.effective() as f64
-}
-
 /// The rate (hits per second) at which `state`'s counter may grow from now on so that its
-/// sliding window holds at `limit`, the room left, less `held` (a burst grant not yet
-/// reported), handed out over `convergence` (at most the window).
-pub fn counter_rate(limit: u64, state: &CounterState, convergence: Duration, held: f64) -> f64 {
+/// sliding window holds at `limit`, the room left handed out over `convergence` (at most
+/// the window).
+pub fn counter_rate(limit: u64, state: &CounterState, convergence: Duration) -> f64 {
     let window_s = (state.duration_ms.max(1) as f64) / 1_000.0;
     let previous = state.previous.map_or(0, |cell| cell.total()) as f64;
     let freeing = previous / window_s;
-    let room = room(limit, state) - held;
+    let room = limit as f64 - state.effective() as f64;
     let convergence = convergence.as_secs_f64().clamp(0.001, window_s);
     (freeing + room / convergence).max(0.0)
-}
-
-/// Seconds a burst's token bucket takes to fill: Envoy starts a new bucket full by dating its
-/// last fill `max_tokens ÷ rate` back on its monotonic clock, and a host started recently has
-/// less clock than that to date back (the bucket would start empty), so never more than a
-/// minute, the longest a share's fill takes.
-const BURST_FILL_S: u32 = 60;
-
-/// A burst grant: the room left, handed to a lone Envoy at once as a token bucket that starts
-/// full (Envoy starts every new or changed bucket full), with what it may admit until its next
-/// report held back from every other assignment.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Burst {
-    /// The token bucket to send: `max_tokens` is the burst.
-    pub strategy: Strategy,
-    /// Its fill rate, hits per second.
-    pub rate: f64,
-    /// What it may admit until the holder's next report: the burst and the fill meanwhile.
-    pub held: f64,
-}
-
-impl Burst {
-    /// The burst that `room` allows when the holder's next report comes `next_report` from now:
-    /// the tokens `b` and the fill at `b` per [`BURST_FILL_S`] until then add up to the room.
-    /// `None` when that is not even two requests.
-    pub fn of(room: f64, next_report: Duration) -> Option<Self> {
-        let fill_s = f64::from(BURST_FILL_S);
-        let tokens = (room / (1.0 + next_report.as_secs_f64() / fill_s)).floor();
-        if !tokens.is_finite() || tokens < 2.0 {
-            return None;
-        }
-        // Finite, at least 2, and at most u32::MAX once clamped.
-        let tokens = tokens.min(f64::from(u32::MAX)) as u32;
-        // The whole burst again per fill: Envoy starts it full by dating the last fill one
-        // fill interval back.
-        let strategy = Strategy::TokenBucket {
-            max_tokens: tokens,
-            tokens_per_fill: tokens,
-            fill_interval_s: BURST_FILL_S,
-        };
-        let rate = strategy.rate().unwrap_or(0.0);
-        Some(Self {
-            strategy,
-            rate,
-            held: f64::from(tokens) + rate * next_report.as_secs_f64(),
-        })
-    }
 }
 
 /// How `total` (hits per second) is split between consumers with given demands (hits per
@@ -176,9 +118,8 @@ const SLOWEST_RATE: f64 = 1.0 / 60.0;
 /// A token bucket's rate is stated to about one part in this many: the interval grows (up
 /// to a minute) until a fill holds this many tokens.
 const PRECISION_TOKENS: f64 = 10.0;
-/// A share's token bucket holds at most this long of its rate: Envoy starts a new or changed
-/// bucket full, so its size is what an assignment can admit at once beyond its rate (a
-/// [`Burst`] is the one larger bucket, held back from the others).
+/// A token bucket holds at most this long of its rate: Envoy starts a new or changed bucket
+/// full, so its size is what an assignment can admit at once beyond its rate.
 const BURST: Duration = Duration::from_secs(1);
 /// A new rate within this fraction of the one assigned keeps the assigned strategy: Envoy
 /// refills a bucket whose strategy changed, so small changes would give away a burst each.
@@ -213,14 +154,6 @@ impl Strategy {
                 fill_interval_s,
                 ..
             } => Some(f64::from(tokens_per_fill) / f64::from(fill_interval_s.max(1))),
-        }
-    }
-
-    /// The tokens a token bucket holds when full (0 for a blanket rule).
-    pub fn max_tokens(&self) -> u32 {
-        match *self {
-            Self::TokenBucket { max_tokens, .. } => max_tokens,
-            Self::AllowAll | Self::DenyAll => 0,
         }
     }
 

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
 use futures_util::{Stream, StreamExt};
+use gcounter_engine::Hit;
+use gcounter_engine::local::WindowPosition;
 use tonic::{Code, Status};
 
 use super::board::Member;
@@ -23,13 +25,15 @@ use super::bucket_key::BucketKey;
 use super::memory::Charge;
 use super::outbox::{Outbox, Unsent};
 use super::share::Strategy;
-use super::usage::count;
 use super::validate::{StreamFault, bucket_key, usage_counts};
 use super::wire::Outbound;
 use super::{Shared, action};
 use crate::config::LimitsConfig;
 use crate::telemetry::{AssignmentKind, StreamError, UsageOutcome};
 
+/// A new bucket's first report stands for this long of demand (Envoy sends it on the
+/// bucket's first request, with a `time_elapsed` of 0).
+const FIRST_INTERVAL: Duration = Duration::from_secs(1);
 /// Demand is measured over at least this long, so two reports in quick succession do not
 /// make a burst look like a flood.
 const SHORTEST_INTERVAL: Duration = Duration::from_millis(250);
@@ -52,9 +56,6 @@ struct StreamBucket {
     /// The last report with a request in it.
     last_active: Instant,
     sent: Option<(Strategy, Instant)>,
-    /// What was sent is a burst: the next strategy replaces it, never kept as close enough
-    /// (its unspent tokens were held back only until this bucket's next report).
-    burst_sent: bool,
     /// Its bytes against `--rlqs-max-bucket-bytes`.
     _charge: Charge,
 }
@@ -293,11 +294,6 @@ impl QuotaStream {
             )
             .await;
             shared.metrics.quota.usage(outcome);
-            if let (Some(member), Resolution::Counted { shadow: false, .. }) =
-                (bucket.member.as_ref(), &bucket.resolution)
-            {
-                member.offer_burst(&shared.engine);
-            }
             if let Some(action) = assign(&shared, &key, bucket, now) {
                 outbox.push(action).await?;
             }
@@ -345,7 +341,6 @@ impl QuotaStream {
                 last_report: now,
                 last_active: now,
                 sent: None,
-                burst_sent: false,
                 _charge: charge,
             },
         );
@@ -426,7 +421,7 @@ impl QuotaStream {
 }
 
 /// The action for `bucket` now, if one is due: a new strategy, or the current one renewed
-/// when half its time to live has passed. A burst the bucket holds is sent as it is.
+/// when half its time to live has passed.
 fn assign(
     shared: &Shared,
     key: &BucketKey,
@@ -434,23 +429,18 @@ fn assign(
     now: Instant,
 ) -> Option<BucketAction> {
     let current = bucket.sent.map(|(strategy, _)| strategy);
-    let (wanted, burst) = match &bucket.resolution {
-        Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => {
-            (Strategy::AllowAll, false)
-        }
+    let wanted = match &bucket.resolution {
+        Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => Strategy::AllowAll,
         Resolution::Counted { .. } => {
             let member = bucket.member.as_ref()?;
             let share = member.share(&shared.engine, now);
-            match share.burst {
-                _ if share.penalized => (Strategy::DenyAll, false),
-                Some(burst) => (burst, true),
-                None => {
-                    let kept = current.filter(|_| !bucket.burst_sent);
-                    (Strategy::next(kept, share.rate), false)
-                }
+            if share.penalized {
+                Strategy::DenyAll
+            } else {
+                Strategy::next(current, share.rate)
             }
         }
-        Resolution::Unmatched(_) => (shared.settings.unmatched, false),
+        Resolution::Unmatched(_) => shared.settings.unmatched,
     };
     let ttl = shared.settings.assignment_ttl;
     let due = match bucket.sent {
@@ -461,9 +451,49 @@ fn assign(
         return None;
     }
     bucket.sent = Some((wanted, now));
-    bucket.burst_sent = burst;
     shared.metrics.quota.assignment(kind_of(wanted));
     Some(action::assignment(key.id(), wanted, ttl))
+}
+
+/// Counts a usage's allowed requests on the bucket's counters (the part that happened before
+/// the current window began on the previous window's cell) and its demand on the board.
+async fn count(
+    shared: &Shared,
+    resolution: &Resolution,
+    member: Option<&Member>,
+    allowed: u64,
+    denied: u64,
+    interval: Option<Duration>,
+) -> UsageOutcome {
+    let Resolution::Counted { counters, .. } = resolution else {
+        return UsageOutcome::not_counted;
+    };
+    let now_ms = shared.engine.now_ms();
+    let measured = interval.unwrap_or(FIRST_INTERVAL);
+    let interval_ms = u64::try_from(measured.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let mut in_current = Vec::with_capacity(counters.len());
+    for counter in counters.iter() {
+        let position = WindowPosition::at(now_ms, counter.counter.duration_ms);
+        let before = interval_ms.saturating_sub(position.elapsed_ms);
+        // Requests spread evenly over the interval: the share before the boundary.
+        let in_previous =
+            (u128::from(allowed) * u128::from(before) / u128::from(interval_ms)) as u64;
+        let hit = Hit {
+            counter: counter.counter.borrowed(),
+            limit: counter.limit,
+            cost: allowed,
+        };
+        shared.engine.count_admitted(hit, in_previous).await;
+        in_current.push(allowed - in_previous.min(allowed));
+    }
+    let Some(member) = member else {
+        return UsageOutcome::over_capacity;
+    };
+    let demand = (allowed + denied) as f64 / measured.as_secs_f64();
+    member.report(demand, &in_current, interval);
+    UsageOutcome::counted
 }
 
 fn kind_of(strategy: Strategy) -> AssignmentKind {

@@ -185,7 +185,7 @@ async fn the_stream_and_report_rate_caps_refuse() {
     ));
 }
 
-/// Two Envoys on one counter (600 a minute: about 60 a second to hand out over an empty window):
+/// Two Envoys on one counter (600 a minute: 60 a second to hand out over an empty window):
 /// one wanting 100 a second, one 10. Max-min fair: the small one gets all it wants, the
 /// large one the rest; an equal split (30 and 30) would refuse the small one nothing but
 /// starve the large one of what the small one leaves.
@@ -193,11 +193,6 @@ async fn the_stream_and_report_rate_caps_refuse() {
 async fn two_envoys_of_unequal_demand_share_one_counter_max_min_fair() {
     let (_dir, service) = serve_limits(&support::one_rule("quota", "user", "minute", 1, 600), &[]);
     support::stay_in_one_minute(Duration::from_secs(15));
-    // One RLS v3 call counts first, so the counter is not fresh and neither Envoy is given the
-    // room as a burst (the first to report alone would be): the two split its rate.
-    let mut rls = support::grpc::rls_client(service.grpc_addr).await;
-    let hit = support::grpc::hit("quota", "user", "hot");
-    support::grpc::should_rate_limit(&mut rls, hit).await;
     let mut big = QuotaStream::opened(service.grpc_addr).await;
     let mut small = QuotaStream::opened(service.grpc_addr).await;
     let hot = bucket(&[("user", "hot")]);
