@@ -39,8 +39,8 @@ const FIRST_INTERVAL: Duration = Duration::from_secs(1);
 const SHORTEST_INTERVAL: Duration = Duration::from_millis(250);
 /// How long the expiring assignments sent on shutdown may wait for a slow client.
 const SHUTDOWN_SEND: Duration = Duration::from_secs(1);
-/// A report's work yields to the runtime after this many usages, so a report of thousands
-/// never holds a worker (and the RLS v3 calls queued on it) for long.
+/// A report's or a tick's work yields to the runtime after this many buckets, so a stream of
+/// thousands never holds a worker (and the RLS v3 calls queued on it) for long.
 const REPORT_SLICE: usize = 256;
 /// What one bucket holds beside its key: its entry in the stream's map, its state, its place
 /// in its group (measured: docs/rlqs.md, "Bounds").
@@ -370,7 +370,12 @@ impl QuotaStream {
                 outbox.push(action::abandon(key.id())).await?;
             }
         }
-        for (key, bucket) in &mut self.buckets {
+        // A tick over thousands of buckets yields like a report does: every stream's tick falls
+        // due together after a reload or a burst of new streams, and RLS v3 calls wait behind it.
+        for (n, (key, bucket)) in self.buckets.iter_mut().enumerate() {
+            if n % REPORT_SLICE == REPORT_SLICE - 1 {
+                tokio::task::yield_now().await;
+            }
             if let Some(action) = assign(&shared, key, bucket, now) {
                 outbox.push(action).await?;
             }

@@ -6,8 +6,9 @@
 //!   as large as the server allows (memory per bucket); with `--no-read` the client never
 //!   reads a response, so its flow-control window stays shut (a stream that stops reading).
 //! - [`quota_probe`]: what a real Envoy does: one long-lived stream reporting a bucket every
-//!   second, and a new stream every two seconds; it reports how many assignments came back
-//!   and how long the first took.
+//!   second, and a new stream every two seconds; it reports the seconds in which the
+//!   long-lived stream held an assignment that had not expired, and how long a new stream's
+//!   first assignment took.
 //!
 //! Both speak raw HTTP/2 (to choose what is read and when) and report what happened to them;
 //! neither decides anything about the server.
@@ -18,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::bucket_action::BucketAction as ActionKind;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_usage_reports::BucketQuotaUsage;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
     BucketId, RateLimitQuotaResponse, RateLimitQuotaUsageReports,
@@ -200,26 +203,28 @@ async fn flood_stream(
         domain: config.domain.clone(),
         bucket_quota_usages: Vec::new(),
     };
-    let mut sending = Ok(());
-    // The report's length so far: each usage, its tag and its length's varint.
-    let mut report_bytes = 0;
-    for (n, elapsed) in plan {
-        let usage = usage(flood_id(&config, stream, n), elapsed);
-        report_bytes += usage.encoded_len() + 4;
-        report.bucket_quota_usages.push(usage);
-        let full = report.bucket_quota_usages.len() >= config.usages_per_report
-            || report_bytes >= config.max_report_bytes;
-        if full {
-            report_bytes = 0;
-            sending = send_report(&mut send, &mut report, &counters).await;
-            if sending.is_err() {
-                break;
+    // Sending ends at the deadline too: a server that stops reading a stream (its responses
+    // unread, with --no-read) leaves the send window shut.
+    let sending = async {
+        // The report's length so far: each usage, its tag and its length's varint.
+        let mut report_bytes = 0;
+        for (n, elapsed) in plan {
+            let usage = usage(flood_id(&config, stream, n), elapsed);
+            report_bytes += usage.encoded_len() + 4;
+            report.bucket_quota_usages.push(usage);
+            let full = report.bucket_quota_usages.len() >= config.usages_per_report
+                || report_bytes >= config.max_report_bytes;
+            if full {
+                report_bytes = 0;
+                send_report(&mut send, &mut report, &counters).await?;
             }
         }
-    }
-    if sending.is_ok() && !report.bucket_quota_usages.is_empty() {
-        let _ = send_report(&mut send, &mut report, &counters).await;
-    }
+        if !report.bucket_quota_usages.is_empty() {
+            send_report(&mut send, &mut report, &counters).await?;
+        }
+        Ok::<(), ()>(())
+    };
+    let _ = tokio::time::timeout_at(deadline.into(), sending).await;
     let mut reader = reader;
     let code = match tokio::time::timeout_at(deadline.into(), &mut reader).await {
         Ok(Ok(code)) => code,
@@ -304,9 +309,10 @@ pub struct QuotaProbe {
 /// What the probe got.
 #[derive(Debug, Default, Serialize)]
 pub struct QuotaProbeReport {
-    /// Seconds of the long-lived stream's reports that got an assignment back within 2 s.
-    pub long_lived_reports: u64,
-    pub long_lived_answered: u64,
+    /// Seconds the long-lived stream was open, and those in which it held an assignment that
+    /// had not expired: what Envoy needs to keep applying the server's quota.
+    pub long_lived_seconds: u64,
+    pub long_lived_covered: u64,
     /// Short streams opened, and those whose first report got an assignment within 2 s.
     pub short_streams: u64,
     pub short_answered: u64,
@@ -318,12 +324,12 @@ pub struct QuotaProbeReport {
 
 const PROBE_WAIT: Duration = Duration::from_secs(2);
 
-/// One stream of the probe: it sends a report when asked and says whether an assignment
-/// came back within [`PROBE_WAIT`].
+/// One stream of the probe: its sending half, and a reader that publishes when the
+/// latest assignment it received expires.
 struct ProbeStream {
     send: h2::SendStream<Bytes>,
-    body: h2::RecvStream,
-    buffered: BytesMut,
+    expires: tokio::sync::watch::Receiver<Option<Instant>>,
+    reader: tokio::task::JoinHandle<()>,
 }
 
 impl ProbeStream {
@@ -336,15 +342,17 @@ impl ProbeStream {
         if grpc_status(response.headers()).is_some() {
             return None;
         }
+        let (publish, expires) = tokio::sync::watch::channel(None);
+        let reader = tokio::spawn(read_assignments(response.into_body(), publish));
         Some(Self {
             send,
-            body: response.into_body(),
-            buffered: BytesMut::new(),
+            expires,
+            reader,
         })
     }
 
-    /// Reports one request for the bucket; true if an action came back within the wait.
-    async fn report(&mut self, probe: &QuotaProbe, elapsed_s: i64) -> Result<bool, ()> {
+    /// Reports one request for the probe's bucket.
+    async fn report(&mut self, probe: &QuotaProbe, elapsed_s: i64) -> Result<(), ()> {
         let id = BucketId {
             bucket: [(probe.key.clone(), probe.value.clone())].into(),
         };
@@ -353,73 +361,134 @@ impl ProbeStream {
             bucket_quota_usages: vec![usage(id, elapsed_s)],
         };
         let sent = AtomicU64::new(0);
-        send_all(&mut self.send, framed_report(&report), &sent).await?;
-        let answered = tokio::time::timeout(PROBE_WAIT, self.next_response()).await;
-        match answered {
-            Ok(Some(response)) => Ok(!response.bucket_action.is_empty()),
-            Ok(None) => Err(()),
-            Err(_) => Ok(false),
-        }
+        send_all(&mut self.send, framed_report(&report), &sent).await
     }
 
-    async fn next_response(&mut self) -> Option<RateLimitQuotaResponse> {
-        loop {
-            if let Some([_, a, b, c, d]) = self.buffered.get(..5) {
-                let len = u32::from_be_bytes([*a, *b, *c, *d]) as usize;
-                if self.buffered.len() >= 5 + len {
-                    let message = self.buffered.split_to(5 + len).split_off(5);
-                    return RateLimitQuotaResponse::decode(message).ok();
-                }
-            }
-            let chunk = self.body.data().await?.ok()?;
-            let _ = self.body.flow_control().release_capacity(chunk.len());
-            self.buffered.extend_from_slice(&chunk);
-        }
+    /// Whether the stream holds an assignment that has not expired.
+    fn covered(&self) -> bool {
+        self.expires
+            .borrow()
+            .is_some_and(|expires| expires > Instant::now())
+    }
+
+    fn ended(&self) -> bool {
+        self.reader.is_finished()
+    }
+
+    /// Waits up to [`PROBE_WAIT`] for the first assignment.
+    async fn first_assignment(&mut self) -> bool {
+        let first = self.expires.wait_for(Option::is_some);
+        matches!(tokio::time::timeout(PROBE_WAIT, first).await, Ok(Ok(_)))
     }
 }
 
-/// Runs the probe for `duration`.
+impl Drop for ProbeStream {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Decodes responses until the stream ends, publishing when each assignment expires.
+async fn read_assignments(
+    mut body: h2::RecvStream,
+    publish: tokio::sync::watch::Sender<Option<Instant>>,
+) {
+    let mut buffered = BytesMut::new();
+    loop {
+        if let Some([_, a, b, c, d]) = buffered.get(..5) {
+            let len = u32::from_be_bytes([*a, *b, *c, *d]) as usize;
+            if buffered.len() >= 5 + len {
+                let message = buffered.split_to(5 + len).split_off(5);
+                let Ok(response) = RateLimitQuotaResponse::decode(message) else {
+                    return;
+                };
+                let received = Instant::now();
+                for action in &response.bucket_action {
+                    if let Some(ttl) = assignment_ttl(action) {
+                        publish.send_replace(Some(received + ttl));
+                    }
+                }
+                continue;
+            }
+        }
+        let Some(Ok(chunk)) = body.data().await else {
+            return;
+        };
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buffered.extend_from_slice(&chunk);
+    }
+}
+
+/// How long an action's quota assignment holds (`None`: the action is not an assignment).
+fn assignment_ttl(action: &BucketAction) -> Option<Duration> {
+    let Some(ActionKind::QuotaAssignmentAction(assignment)) = &action.bucket_action else {
+        return None;
+    };
+    let ttl = assignment.assignment_time_to_live.as_ref()?;
+    let seconds = u64::try_from(ttl.seconds).ok()?;
+    let nanos = u32::try_from(ttl.nanos).ok()?;
+    Some(Duration::new(seconds, 0) + Duration::from_nanos(u64::from(nanos)))
+}
+
+/// A short stream: opened, one report, its first assignment awaited; the ms it took.
+async fn short_stream(target: SocketAddr, probe: Arc<QuotaProbe>) -> Result<Option<f64>, ()> {
+    let started = Instant::now();
+    let mut stream = ProbeStream::open(target).await.ok_or(())?;
+    stream.report(&probe, 0).await?;
+    Ok(stream
+        .first_assignment()
+        .await
+        .then(|| started.elapsed().as_secs_f64() * 1_000.0))
+}
+
+/// Runs the probe for `duration`: the long-lived stream reports every second and is sampled
+/// each second; a short stream opens every two seconds beside it.
 pub async fn quota_probe(probe: QuotaProbe) -> QuotaProbeReport {
+    let probe = Arc::new(probe);
     let deadline = Instant::now() + probe.duration;
     let mut report = QuotaProbeReport::default();
+    let mut shorts = JoinSet::new();
     let mut long_lived = ProbeStream::open(probe.target).await;
-    if long_lived.is_none() {
-        report.errors += 1;
-    }
-    let mut next_short = Instant::now();
     let mut first = true;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut second = 0u64;
     while Instant::now() < deadline {
-        if let Some(stream) = &mut long_lived {
-            report.long_lived_reports += 1;
-            match stream.report(&probe, if first { 0 } else { 1 }).await {
-                Ok(true) => report.long_lived_answered += 1,
-                Ok(false) => {}
-                Err(()) => {
-                    report.errors += 1;
-                    long_lived = ProbeStream::open(probe.target).await;
+        tick.tick().await;
+        if second.is_multiple_of(2) {
+            shorts.spawn(short_stream(probe.target, Arc::clone(&probe)));
+        }
+        second += 1;
+        report.long_lived_seconds += 1;
+        let healthy = match &mut long_lived {
+            Some(stream) if !stream.ended() => {
+                if stream.covered() {
+                    report.long_lived_covered += 1;
                 }
+                stream
+                    .report(&probe, if first { 0 } else { 1 })
+                    .await
+                    .is_ok()
             }
-            first = false;
+            _ => false,
+        };
+        first = false;
+        if !healthy {
+            report.errors += 1;
+            long_lived = ProbeStream::open(probe.target).await;
+            first = true;
         }
-        if Instant::now() >= next_short {
-            next_short += Duration::from_secs(2);
-            report.short_streams += 1;
-            let started = Instant::now();
-            match ProbeStream::open(probe.target).await {
-                Some(mut stream) => match stream.report(&probe, 0).await {
-                    Ok(true) => {
-                        report.short_answered += 1;
-                        let ms = started.elapsed().as_secs_f64() * 1_000.0;
-                        let max = report.first_assignment_max_ms.get_or_insert(ms);
-                        *max = max.max(ms);
-                    }
-                    Ok(false) => {}
-                    Err(()) => report.errors += 1,
-                },
-                None => report.errors += 1,
+    }
+    while let Some(done) = shorts.join_next().await {
+        report.short_streams += 1;
+        match done {
+            Ok(Ok(Some(ms))) => {
+                report.short_answered += 1;
+                let max = report.first_assignment_max_ms.get_or_insert(ms);
+                *max = max.max(ms);
             }
+            Ok(Ok(None)) => {}
+            _ => report.errors += 1,
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     report
 }

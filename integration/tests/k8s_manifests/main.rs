@@ -1,4 +1,4 @@
-//! The Kubernetes, Istio and container files — `deploy/kubernetes/`, `deploy/kind-cluster.yaml`,
+//! The Kubernetes, Istio and container files — `deploy/kubernetes/`, `kind-cluster.yaml`,
 //! `Dockerfile` — checked offline, since this machine has no Docker engine or cluster:
 //!
 //! - every Kubernetes manifest against the Kubernetes schemas (`kubernetes-validate`
@@ -481,8 +481,8 @@ fn istio_objects_kind_and_readme_fit_together() {
     );
 
     // kind maps the node port to the host port the deployment guide's walk-through curls.
-    let kind_text = std::fs::read_to_string(repo_path("deploy/kind-cluster.yaml"))
-        .expect("read deploy/kind-cluster.yaml");
+    let kind_text =
+        std::fs::read_to_string(repo_path("kind-cluster.yaml")).expect("read kind-cluster.yaml");
     let kind = &manifests::parse_documents(&kind_text).expect("parse kind-cluster.yaml")[0];
     assert_eq!(str_at(kind, "kind"), Some("Cluster"));
     assert_eq!(str_at(kind, "apiVersion"), Some("kind.x-k8s.io/v1alpha4"));
