@@ -31,6 +31,13 @@ pub struct ReceivedSpan {
     pub span_id: String,
     /// Empty for a root span.
     pub parent_span_id: String,
+    /// The W3C trace state it carries (empty: none).
+    pub trace_state: String,
+    /// OTLP's span kind (2: server).
+    pub kind: i32,
+    /// OTLP's span flags: the W3C trace flags (bit 0: sampled), and whether the parent is
+    /// known to be remote (0x100) and is (0x200).
+    pub flags: u32,
     /// The span's attributes, values as text (arrays as their items joined by `|`).
     pub attributes: Vec<(String, String)>,
     /// How it arrived: `grpc` or `http`.
@@ -224,6 +231,9 @@ fn keep(spans: &Spans, request: ExportTraceServiceRequest, via: &'static str) {
                     trace_id: hex(&span.trace_id),
                     span_id: hex(&span.span_id),
                     parent_span_id: hex(&span.parent_span_id),
+                    trace_state: span.trace_state,
+                    kind: span.kind,
+                    flags: span.flags,
                     attributes: attributes(&span.attributes),
                     via,
                 });

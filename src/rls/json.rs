@@ -49,9 +49,10 @@ pub async fn should_rate_limit_json(
     headers: &http::HeaderMap,
     body: &[u8],
 ) -> JsonReply {
-    let span = limiter
-        .tracer()
-        .map(|tracer| tracer.start(headers, crate::trace::Route::Json));
+    let span = limiter.tracer().and_then(|tracer| {
+        let sampled = tracer.sample(headers)?;
+        Some(tracer.start(sampled, headers, crate::trace::Route::Json))
+    });
     let request = match parse_request(body) {
         Ok(request) => request,
         Err(reason) => {

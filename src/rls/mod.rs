@@ -180,7 +180,7 @@ impl RateLimiter {
     pub async fn should_rate_limit(&self, request: &RateLimitRequest) -> Result<Answer, Status> {
         match self.should_rate_limit_now(request) {
             Now::Answered(answer) => answer,
-            Now::Later(unfinished) => self.finish(request, unfinished).await,
+            Now::Later(unfinished) => self.finish_untraced(request, unfinished).await,
         }
     }
 

@@ -23,7 +23,7 @@ use tonic::{Code, Request, Response, Status};
 
 use super::{Answer, Now, RateLimiter};
 use crate::telemetry::{RequestMethod, RequestOutcome};
-use crate::trace::{self, DecisionTracer};
+use crate::trace::{self, DecisionTracer, Sampled};
 use crate::transport::{Compression, GrpcBody, RawRequestCodec};
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -187,15 +187,19 @@ impl RateLimitRoute {
         let started = std::time::Instant::now();
         let limiter = Arc::clone(&self.limiter);
         let max_request_bytes = self.max_request_bytes;
-        // The traced path reads the call's metadata (and trailers) from tonic's request.
-        let state = if limiter.tracer().is_none() {
-            Answering::Reading(unary::read(request, max_request_bytes))
-        } else {
-            Answering::Tonic(Self::through_tonic_owned(
+        // Sampled or not is decided on the headers alone: an unsampled call goes the way it
+        // goes with tracing off. A sampled one reads its metadata from tonic's request.
+        let sampled = limiter
+            .tracer()
+            .and_then(|tracer| tracer.sample(request.headers()));
+        let state = match sampled {
+            None => Answering::Reading(unary::read(request, max_request_bytes)),
+            Some(sampled) => Answering::Tonic(Self::through_tonic_owned(
                 Arc::clone(&limiter),
                 max_request_bytes,
                 request.map(unary::Replay::new),
-            ))
+                Some(sampled),
+            )),
         };
         ShouldRateLimit {
             limiter,
@@ -211,20 +215,24 @@ impl RateLimitRoute {
         limiter: Arc<RateLimiter>,
         max_request_bytes: usize,
         request: http::Request<unary::Replay<B>>,
+        sampled: Option<Sampled>,
     ) -> BoxFuture<http::Response<Body>>
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<tonic::codegen::StdError> + Send + Unpin,
     {
-        Box::pin(async move { Self::through_tonic(&limiter, max_request_bytes, request).await })
+        Box::pin(
+            async move { Self::through_tonic(&limiter, max_request_bytes, request, sampled).await },
+        )
     }
 
-    /// The answer to a call that is not the common one, by tonic's `Grpc::unary`: its checks
-    /// and refusals.
+    /// The answer to a call that is not the common one, or that is traced, by tonic's
+    /// `Grpc::unary`: its checks and refusals.
     async fn through_tonic<B>(
         limiter: &RateLimiter,
         max_request_bytes: usize,
         request: http::Request<unary::Replay<B>>,
+        sampled: Option<Sampled>,
     ) -> http::Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
@@ -234,6 +242,7 @@ impl RateLimitRoute {
         let decode = Decode {
             limiter,
             handled: &handled,
+            sampled,
         };
         // A compressed message is decompressed within `max_request_bytes` too.
         let mut grpc = Compression::ALL.into_iter().fold(
@@ -272,7 +281,7 @@ enum Answering<B: http_body::Body> {
     Reading(unary::Reading<B>),
     /// A decision that waits (a cold cell, a refund, several limits).
     Deciding(Pin<Box<dyn Future<Output = Result<Answer, Status>> + Send>>),
-    /// Any other call, or every call when tracing is on: tonic's.
+    /// Any other call, or a sampled one when tracing is on: tonic's.
     Tonic(BoxFuture<http::Response<Body>>),
     /// Answered.
     Answered,
@@ -302,7 +311,7 @@ where
                             Now::Later(unfinished) => {
                                 let limiter = Arc::clone(&this.limiter);
                                 this.state = Answering::Deciding(Box::pin(async move {
-                                    limiter.finish(&request, unfinished).await
+                                    limiter.finish_untraced(&request, unfinished).await
                                 }));
                             }
                         }
@@ -312,6 +321,7 @@ where
                             Arc::clone(&this.limiter),
                             this.max_request_bytes,
                             *request,
+                            None,
                         ));
                     }
                 },
@@ -371,6 +381,8 @@ struct Decode<'a> {
     limiter: &'a RateLimiter,
     /// Set when tonic hands the message over: the request got past tonic's own refusals.
     handled: &'a AtomicBool,
+    /// The request is traced (taken by the one call).
+    sampled: Option<Sampled>,
 }
 
 impl<'a> UnaryService<Bytes> for Decode<'a> {
@@ -382,8 +394,10 @@ impl<'a> UnaryService<Bytes> for Decode<'a> {
     fn call(&mut self, request: Request<Bytes>) -> Decided<'a> {
         let limiter = self.limiter;
         self.handled.store(true, Ordering::Relaxed);
-        if let Some(tracer) = limiter.tracer() {
-            return traced(limiter, tracer, request);
+        if let Some(sampled) = self.sampled.take()
+            && let Some(tracer) = limiter.tracer()
+        {
+            return traced(limiter, tracer, sampled, request);
         }
         let request = match limiter.decode(request.into_inner()) {
             Ok(request) => request,
@@ -393,7 +407,7 @@ impl<'a> UnaryService<Bytes> for Decode<'a> {
             Now::Answered(answer) => Decided::Ready(Some(answer.map(Response::new))),
             Now::Later(unfinished) => Decided::Later(Box::pin(async move {
                 limiter
-                    .finish(&request, unfinished)
+                    .finish_untraced(&request, unfinished)
                     .await
                     .map(Response::new)
             })),
@@ -401,14 +415,15 @@ impl<'a> UnaryService<Bytes> for Decode<'a> {
     }
 }
 
-/// [`Decode::call`] when tracing is on: the span starts before the message is decoded (a
+/// [`Decode::call`] for a sampled request: the span starts before the message is decoded (a
 /// refusal is in it too), as a child of the trace in the call's metadata.
 fn traced<'a>(
     limiter: &'a RateLimiter,
     tracer: &DecisionTracer,
+    sampled: Sampled,
     request: Request<Bytes>,
 ) -> Decided<'a> {
-    let span = tracer.start(request.metadata().as_ref(), trace::Route::Grpc);
+    let span = tracer.start(sampled, request.metadata().as_ref(), trace::Route::Grpc);
     match limiter.decode(request.into_inner()) {
         Ok(request) => Decided::Later(Box::pin(async move {
             limiter

@@ -4,7 +4,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use opentelemetry::context::FutureExt as _;
 use tonic::Status;
 
-use super::{Answer, Now, RateLimiter};
+use super::{Answer, Now, RateLimiter, Unfinished};
 use crate::trace::{DecisionSpan, DecisionTracer, Path};
 
 impl RateLimiter {
@@ -32,6 +32,25 @@ impl RateLimiter {
         };
         end(span, path, &answer);
         answer
+    }
+}
+
+impl RateLimiter {
+    /// [`finish`](Self::finish) for a request without a decision span: while tracing is on,
+    /// in a context that says it is not sampled, so that the spans of what it awaits (the
+    /// regional origin's calls) are not sampled either.
+    pub async fn finish_untraced(
+        &self,
+        request: &RateLimitRequest,
+        unfinished: Unfinished,
+    ) -> Result<Answer, Status> {
+        match &self.tracer {
+            None => self.finish(request, unfinished).await,
+            Some(tracer) => {
+                let cx = tracer.unsampled().clone();
+                self.finish(request, unfinished).with_context(cx).await
+            }
+        }
     }
 }
 

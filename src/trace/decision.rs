@@ -1,17 +1,25 @@
 //! The decision's span: a child of the caller's trace (W3C `traceparent`, B3 single or
 //! multi-header, with W3C baggage) read from the gRPC metadata or the `/json` request's
-//! headers. Made with the OpenTelemetry API: the sampler decides when the span starts, so
-//! an unsampled request builds no attributes. The spans of the calls the decision makes
-//! (Redis) are `tracing` spans that take it as their parent (it is the current context
-//! while the decision is awaited).
+//! headers. Whether a request is sampled is decided first, on its headers alone
+//! ([`super::sampling`]); only a sampled request builds its parent's context, its span and
+//! their attributes. The spans of the calls the decision makes (Redis) are `tracing` spans
+//! that take it as their parent (it is the current context while the decision is awaited);
+//! under an unsampled request they run in a context that says so, and are not sampled either.
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use opentelemetry::propagation::{Extractor, TextMapCompositePropagator, TextMapPropagator};
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
+};
 use opentelemetry::{Context, KeyValue, Value};
-use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use opentelemetry_sdk::propagation::BaggagePropagator;
 use opentelemetry_sdk::trace::SdkTracer;
+
+use super::sampling::{self, Decided, Format, HeadSampler, Parent};
+
+const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
+const BAGGAGE: http::HeaderName = http::HeaderName::from_static("baggage");
 
 /// What the decision span says beyond the defaults.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,32 +48,56 @@ pub enum Path {
 /// Starts decision spans (one per process, held by the limiter when tracing is on).
 pub struct DecisionTracer {
     tracer: SdkTracer,
-    propagator: TextMapCompositePropagator,
+    head: HeadSampler,
     options: SpanOptions,
+    /// What an unsampled request's awaited calls run in.
+    unsampled: Context,
 }
 
 impl std::fmt::Debug for DecisionTracer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DecisionTracer")
+            .field("head", &self.head)
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
 }
 
+/// A request the sampling decision kept: [`DecisionTracer::start`] builds its span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sampled {
+    parent: Option<Parent>,
+}
+
 impl DecisionTracer {
     /// `None` unless the tracing pipeline is running (`trace::start`).
     pub fn new(options: SpanOptions) -> Option<Self> {
-        let tracer = super::tracer()?;
+        let (tracer, head) = super::tracer()?;
         Some(Self {
             tracer,
-            propagator: propagator(),
+            head,
             options,
+            unsampled: Context::new().with_value(Decided { sampled: false }),
         })
     }
 
-    /// Starts the span of one request, as a child of the trace in `headers` if any.
-    pub fn start(&self, headers: &http::HeaderMap, route: Route) -> DecisionSpan {
-        let parent = self.propagator.extract(&Headers(headers));
+    /// Whether this request is traced, from its headers alone: nothing is built for a request
+    /// that is not.
+    pub fn sample(&self, headers: &http::HeaderMap) -> Option<Sampled> {
+        let parent = self.head.decide(sampling::caller(headers))?;
+        Some(Sampled { parent })
+    }
+
+    /// The context an unsampled request's awaited calls run in: their spans are not sampled
+    /// (without it, they would start traces of their own).
+    pub fn unsampled(&self) -> &Context {
+        &self.unsampled
+    }
+
+    /// Starts the span of a sampled request, as a child of its caller's span if any.
+    /// `headers`: the request's (its `tracestate` and baggage are carried on).
+    pub fn start(&self, sampled: Sampled, headers: &http::HeaderMap, route: Route) -> DecisionSpan {
+        let parent = parent_context(sampled.parent, headers);
         let attributes = match route {
             Route::Grpc => vec![
                 KeyValue::new("rpc.system", "grpc"),
@@ -90,15 +122,32 @@ impl DecisionTracer {
     }
 }
 
-/// The W3C trace context, B3 (single and multi-header) and baggage, as upstream reads them.
-fn propagator() -> TextMapCompositePropagator {
-    TextMapCompositePropagator::new(vec![
-        Box::new(TraceContextPropagator::new()),
-        Box::new(opentelemetry_propagator_b3::Propagator::with_encoding(
-            opentelemetry_propagator_b3::B3Encoding::SingleAndMultiHeader,
-        )),
-        Box::new(BaggagePropagator::new()),
-    ])
+/// The decision span's parent context: the caller's span (remote, sampled: the decision is
+/// taken), W3C baggage when sent, and the decision for the SDK's sampler.
+fn parent_context(parent: Option<Parent>, headers: &http::HeaderMap) -> Context {
+    let mut cx = Context::new();
+    if headers.contains_key(&BAGGAGE) {
+        cx = BaggagePropagator::new().extract_with_context(&cx, &Headers(headers));
+    }
+    if let Some(parent) = parent {
+        // Only W3C's context has a trace state; one that does not parse is dropped.
+        let state = match parent.format {
+            Format::TraceContext => headers
+                .get(&TRACESTATE)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.parse::<TraceState>().ok())
+                .unwrap_or_default(),
+            Format::B3 => TraceState::default(),
+        };
+        cx = cx.with_remote_span_context(SpanContext::new(
+            TraceId::from(parent.trace_id),
+            SpanId::from(parent.span_id),
+            TraceFlags::SAMPLED,
+            true,
+            state,
+        ));
+    }
+    cx.with_value(Decided { sampled: true })
 }
 
 /// One request's span, in its context (the parent of what the decision calls).

@@ -6,6 +6,7 @@
 mod counters;
 mod decision;
 mod export;
+mod sampling;
 mod settings;
 #[cfg(test)]
 mod tests;
@@ -16,10 +17,12 @@ use std::time::Duration;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+
+use sampling::{DecisionSampler, HeadSampler};
 
 pub use counters::register as register_metrics;
-pub use decision::{DecisionSpan, DecisionTracer, Path, Route, SpanOptions};
+pub use decision::{DecisionSpan, DecisionTracer, Path, Route, Sampled, SpanOptions};
 pub use settings::{
     DEFAULT_SERVICE_NAME, Protocol, ProtocolArg, TracingSettings, resolve, upstream_lines,
 };
@@ -31,10 +34,10 @@ pub use gcounter_engine::SPAN_TARGET;
 /// How long shutting down waits for the last spans to be exported.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
-static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+static TRACER: OnceLock<(SdkTracer, HeadSampler)> = OnceLock::new();
 
-/// The tracer of the running pipeline, if any.
-fn tracer() -> Option<SdkTracer> {
+/// The tracer of the running pipeline and its head sampling, if any.
+fn tracer() -> Option<(SdkTracer, HeadSampler)> {
     TRACER.get().cloned()
 }
 
@@ -62,14 +65,12 @@ pub fn start(settings: &TracingSettings) -> anyhow::Result<Pipeline> {
     }
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-            settings.sampling_rate,
-        ))))
+        .with_sampler(DecisionSampler::new(settings.sampling_rate))
         .with_resource(resource.build())
         .build();
     let tracer = provider.tracer("gcounter-rls");
     // One pipeline per process: a second start keeps the first tracer.
-    let _ = TRACER.set(tracer.clone());
+    let _ = TRACER.set((tracer.clone(), HeadSampler::new(settings.sampling_rate)));
     Ok(Pipeline { provider, tracer })
 }
 

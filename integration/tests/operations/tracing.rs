@@ -1,7 +1,8 @@
 //! OpenTelemetry tracing end to end: the real binary exporting to a test collector
 //! (`support::otlp`) over OTLP/gRPC and OTLP/HTTP; its decision span a child of the trace
 //! the caller sent (Envoy's own tracer, B3 headers, W3C `traceparent`); upstream's
-//! `TRACING_*` variables as Envoy Gateway sets them; descriptor values kept out of spans
+//! `TRACING_*` variables as Envoy Gateway sets them; sampling decided on the caller's headers
+//! (an unsampled request exports nothing, nor do its Redis calls); descriptor values kept out of spans
 //! unless asked for; a collector that is down or never answers costs no request anything.
 
 use gcounter_rls_integration as support;
@@ -122,6 +123,186 @@ async fn b3_and_w3c_headers_make_the_decision_a_child_of_the_callers_trace() {
         );
         assert_eq!(span.via, "grpc");
     }
+}
+
+/// Sampling is decided on the caller's headers. At a rate of 0: what the caller sampled is
+/// exported (W3C with its trace state, B3 debug in the single header, B3 debug in the multi
+/// headers, a lone `b3: 1`), each span as it was before sampling moved ahead of it (its parent,
+/// trace state, kind, flags, attributes); what the caller did not sample, what it left to this
+/// service (B3 deferred) and what starts here (no context, a malformed one) exports nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_sampling_decision_is_followed_before_anything_is_built() {
+    let collector = Collector::start();
+    let limits = limits();
+    let endpoint = collector.http_endpoint();
+    let service = Service::start(
+        limits.path(),
+        &[
+            "--tracing",
+            "--tracing-sampling-rate",
+            "0",
+            "--tracing-endpoint",
+            &endpoint,
+        ],
+    );
+    let span = "b7ad6b7169203331";
+    let trace = |n: u8| format!("{n:x}af7651916cd43dd8448eb211c80319c");
+    let unsampled: [Vec<(&'static str, String)>; 7] = [
+        vec![("traceparent", format!("00-{}-{span}-00", trace(1)))],
+        vec![("b3", format!("{}-{span}-0", trace(2)))],
+        vec![
+            ("x-b3-traceid", trace(3)),
+            ("x-b3-spanid", span.to_owned()),
+            ("x-b3-sampled", "0".to_owned()),
+        ],
+        // Deferred to this service: sampled at the rate.
+        vec![("b3", format!("{}-{span}", trace(4)))],
+        vec![("b3", "0".to_owned())],
+        vec![("traceparent", format!("00-{}-{span}-1", trace(5)))],
+        vec![],
+    ];
+    for (n, headers) in unsampled.iter().enumerate() {
+        let metadata: Vec<(&'static str, &str)> =
+            headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        ask(&service, &format!("unsampled-{n}"), &metadata).await;
+    }
+    let tracestate = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    let w3c = format!("00-{}-{span}-01", trace(6));
+    ask(
+        &service,
+        "w3c",
+        &[("traceparent", &w3c), ("tracestate", tracestate)],
+    )
+    .await;
+    ask(
+        &service,
+        "b3-debug",
+        &[("b3", &format!("{}-{span}-d", trace(7)))],
+    )
+    .await;
+    let multi = trace(8);
+    ask(
+        &service,
+        "b3-flags",
+        &[
+            ("x-b3-traceid", &multi),
+            ("x-b3-spanid", span),
+            ("x-b3-flags", "1"),
+        ],
+    )
+    .await;
+    // Exported in the order they ended: once the last is in, any before it would be.
+    ask(&service, "b3-lone", &[("b3", "1")]).await;
+
+    let spans = collector.wait_for(EXPORTED, "four decision spans", |spans| {
+        decisions(spans).len() >= 4
+    });
+    let decided = decisions(&spans);
+    assert_eq!(decided.len(), 4, "{spans:#?}");
+    for (n, via) in [(6, "traceparent"), (7, "b3 debug"), (8, "x-b3-flags")] {
+        let exported = decided
+            .iter()
+            .find(|s| s.trace_id == trace(n))
+            .unwrap_or_else(|| panic!("{via}: no span in its trace: {spans:#?}"));
+        assert_eq!(exported.parent_span_id, span, "{via}");
+        // A server span, sampled, its parent remote.
+        assert_eq!(exported.kind, 2, "{via}");
+        assert_eq!(exported.flags, 0x301, "{via}");
+        assert_eq!(exported.attribute("rls.domain"), Some("traced"), "{via}");
+        assert_eq!(exported.attribute("rls.overall_code"), Some("OK"), "{via}");
+        assert_eq!(
+            exported.attribute("rpc.method"),
+            Some("ShouldRateLimit"),
+            "{via}"
+        );
+        let expected_state = if n == 6 { tracestate } else { "" };
+        assert_eq!(exported.trace_state, expected_state, "{via}");
+    }
+    let lone = decided
+        .iter()
+        .find(|s| !(6..=8).any(|n| s.trace_id == trace(n)))
+        .expect("the span of the lone b3: 1");
+    assert_eq!(
+        lone.parent_span_id, "",
+        "a trace that starts here: {lone:#?}"
+    );
+    assert_eq!(lone.flags, 0x101, "{lone:#?}");
+}
+
+/// An unsampled request that waits for Redis: the spans of its calls are not sampled either
+/// (at a rate of 1 they would otherwise start traces of their own); a sampled one's Redis read
+/// is its child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsampled_request_s_redis_calls_are_not_sampled() {
+    support::redis_admin::require_local_redis();
+    let collector = Collector::start();
+    let limits = limits();
+    let endpoint = collector.http_endpoint();
+    let prefix = format!(
+        "tracing-unsampled-{}-{}:",
+        std::process::id(),
+        support::now_ms()
+    );
+    let service = Service::start(
+        limits.path(),
+        &[
+            "--tracing",
+            "--tracing-sampling-rate",
+            "1",
+            "--tracing-endpoint",
+            &endpoint,
+            "--redis-url",
+            support::redis_admin::LOCAL_REDIS_URL,
+            "--redis-prefix",
+            &prefix,
+        ],
+    );
+    let span = "b7ad6b7169203331";
+    let unsampled_trace = "1af7651916cd43dd8448eb211c80319c";
+    let traceparent = format!("00-{unsampled_trace}-{span}-00");
+    let b3 = format!("{unsampled_trace}-{span}-0");
+    let unsampled: [&[(&'static str, &str)]; 3] = [
+        &[("traceparent", &traceparent)],
+        &[("b3", &b3)],
+        &[
+            ("x-b3-traceid", unsampled_trace),
+            ("x-b3-spanid", span),
+            ("x-b3-sampled", "0"),
+        ],
+    ];
+    for (n, metadata) in unsampled.iter().enumerate() {
+        ask(&service, &format!("cold-unsampled-{n}"), metadata).await;
+    }
+    let sampled_trace = "2af7651916cd43dd8448eb211c80319c";
+    let sampled = format!("00-{sampled_trace}-{span}-01");
+    ask(&service, "cold-sampled", &[("traceparent", &sampled)]).await;
+
+    let spans = collector.wait_for(
+        EXPORTED,
+        "the sampled decision and its Redis read",
+        |spans| {
+            !decisions(spans).is_empty()
+                && spans
+                    .iter()
+                    .any(|s| s.name == "regional.read" && s.trace_id == sampled_trace)
+        },
+    );
+    let decided = decisions(&spans);
+    assert_eq!(decided.len(), 1, "{spans:#?}");
+    assert_eq!(decided[0].trace_id, sampled_trace);
+    assert_eq!(decided[0].attribute("rls.decided"), Some("cold"));
+    // Its reads (a cold decision reads the current and the previous window), and no other.
+    let reads: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.name == "regional.read").collect();
+    assert!(
+        reads
+            .iter()
+            .all(|read| read.trace_id == sampled_trace && read.parent_span_id == decided[0].span_id),
+        "only the sampled request's reads: {spans:#?}"
+    );
+    assert!(
+        !spans.iter().any(|s| s.trace_id == unsampled_trace),
+        "{spans:#?}"
+    );
 }
 
 /// An OVER_LIMIT decision's span names the rule that refused it; an OK one names none.
