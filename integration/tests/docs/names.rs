@@ -84,6 +84,15 @@ const OTHER_TOOLS_FLAGS: &[&str] = &[
     "--lib",
     "--build-arg",
     "--short",
+    // podman (the image's build and the release), and scripts/release.sh.
+    "--pull",
+    "--format",
+    "--rm",
+    "--stand-in-bases",
+    // objcopy (the Dockerfile's split of the debug info).
+    "--only-keep-debug",
+    "--strip-all",
+    "--add-gnu-debuglink",
 ];
 
 /// Environment variables of other programs, and upper-case words of the protocols (codes,
@@ -148,6 +157,9 @@ const OTHER_NAMES: &[&str] = &[
     "GRPC_SERVER_TLS_CA_CERT",
     // Read by build.rs when the binary is built, not by the binary.
     "RLS_BUILD_COMMIT",
+    // The Dockerfile's build arguments: its two bases.
+    "BUILDER_IMAGE",
+    "RUNTIME_IMAGE",
     // The benches' and fuzz targets' own switches.
     "RLS_PROFILE",
     "RLS_PROFILE_CALLS",

@@ -1,5 +1,6 @@
-//! A modest structural check of the Dockerfile, which cannot be built here (no Docker
-//! engine): stages, the binary's way from the builder, the user, ports and command.
+//! A modest structural check of the Dockerfile's text: stages, their base images, the
+//! binary's way from the builder, the user, ports and command. (The `container` tests build
+//! and run it; this check needs no podman.)
 
 /// One instruction: the keyword (upper case) and its arguments, continuations joined.
 #[derive(Debug)]
@@ -32,6 +33,33 @@ pub fn instructions(text: &str) -> Vec<Instruction> {
         current.clear();
     }
     out
+}
+
+/// The base image of each stage in order, a `${NAME}` resolved with the default of the ARG
+/// declared before the first FROM (the only build arguments a FROM line sees).
+pub fn stage_bases(text: &str) -> Vec<String> {
+    let all = instructions(text);
+    let mut defaults = std::collections::HashMap::new();
+    let mut bases = Vec::new();
+    for i in &all {
+        match i.keyword.as_str() {
+            "ARG" if bases.is_empty() => {
+                if let Some((name, value)) = i.args.split_once('=') {
+                    defaults.insert(name.trim().to_string(), value.trim().to_string());
+                }
+            }
+            "FROM" => {
+                let image = i.args.split_whitespace().next().unwrap_or("");
+                let resolved = image
+                    .strip_prefix("${")
+                    .and_then(|rest| rest.strip_suffix('}'))
+                    .and_then(|name| defaults.get(name).cloned());
+                bases.push(resolved.unwrap_or_else(|| image.to_string()));
+            }
+            _ => {}
+        }
+    }
+    bases
 }
 
 /// What the Dockerfile `text` gets wrong (empty if nothing): at least two stages, a

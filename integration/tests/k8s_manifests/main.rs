@@ -1,5 +1,6 @@
 //! The Kubernetes, Istio and container files — `deploy/kubernetes/`, `kind-cluster.yaml`,
-//! `Dockerfile` — checked offline, since this machine has no Docker engine or cluster:
+//! `Dockerfile` — checked offline, without a cluster (the `container` tests build the image
+//! from the Dockerfile and run it):
 //!
 //! - every Kubernetes manifest against the Kubernetes schemas (`kubernetes-validate`
 //!   from PyPI, strict, installed by `integration/install-k8s-validate.sh`);
@@ -720,6 +721,21 @@ fn dockerfile_builds_a_non_root_image_running_the_deployment_config() {
     let text = std::fs::read_to_string(repo_path("Dockerfile")).expect("read Dockerfile");
     let (problems, cmd) = dockerfile::problems(&text);
     assert!(problems.is_empty(), "Dockerfile:\n{}", problems.join("\n"));
+
+    // The bases are build arguments (the tests build the same file on stand-in bases) whose
+    // defaults are the real images a user builds on.
+    assert_eq!(
+        dockerfile::stage_bases(&text),
+        [
+            "docker.io/library/rust:1.95-slim-bookworm",
+            "gcr.io/distroless/cc-debian12:nonroot"
+        ]
+    );
+    assert_eq!(
+        dockerfile::stage_bases("ARG B=x:1\nFROM ${B} AS b\nARG C=y\nFROM ${C}\n"),
+        ["x:1", "${C}"],
+        "an ARG after the first FROM is not seen by FROM"
+    );
 
     // Without args, the image serves the file the Deployment mounts.
     let docs = manifests();
