@@ -17,6 +17,7 @@ use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_resp
 use futures_util::{Stream, StreamExt};
 use gcounter_engine::Hit;
 use gcounter_engine::local::WindowPosition;
+use gcounter_engine::plant::{self, Plant};
 use tonic::{Code, Status};
 
 use super::board::Member;
@@ -246,6 +247,10 @@ impl QuotaStream {
             return Err(Ended::TooManyReports);
         }
         self.check_domain(reports.domain)?;
+        if plant::drop_one_in_three(Plant::RlqsReportIgnored) {
+            // The chaos checker's `rlqs-report-ignored` defect (debug builds only).
+            return Ok(());
+        }
         let max = self.shared.settings.max_buckets_per_stream;
         if reports.bucket_quota_usages.len() > max {
             return Err(Ended::Fault(StreamFault::TooManyUsages {

@@ -117,6 +117,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let limits_settings = &settings.limits;
+    let planted = gcounter_engine::plant::planted_names();
+    if !planted.is_empty() {
+        // Only a debug build reads GCOUNTER_PLANT: the chaos checker's runs that must fail.
+        tracing::warn!(
+            ?planted,
+            "planted defects active (GCOUNTER_PLANT): this process loses counts on purpose"
+        );
+    }
     memory::log_memory_plan(&settings.memory);
     let metrics = Arc::new(Metrics::with_settings(limits_settings.metrics));
     metrics.memory.set_plan(&settings.memory);

@@ -11,6 +11,7 @@ pub mod aside;
 pub mod cell_key;
 pub mod global;
 pub mod local;
+pub mod plant;
 pub mod pn;
 pub mod reachability;
 pub mod recorder;

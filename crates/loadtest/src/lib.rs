@@ -93,12 +93,20 @@ impl LoadtestArgs {
     }
 }
 
+/// The most error times a report lists: enough to place every error of a short run against
+/// a fault (the chaos run's kills), bounded for a long one.
+const MAX_ERROR_TIMES: usize = 10_000;
+
 /// Answers counted during the measured interval.
 #[derive(Default)]
 struct Tally {
     ok: AtomicU64,
     over_limit: AtomicU64,
     errors: AtomicU64,
+    /// When each error answered, in milliseconds since the Unix epoch (the first
+    /// `MAX_ERROR_TIMES`): a caller that killed the server can tell the errors before the kill
+    /// from the requests the kill severed.
+    error_times_ms: Mutex<Vec<u64>>,
 }
 
 impl Tally {
@@ -120,6 +128,16 @@ impl Tally {
                 // A handful is enough to see what went wrong; the count says how often.
                 if self.errors.fetch_add(1, Ordering::Relaxed) < 3 {
                     tracing::warn!(%status, "gRPC error");
+                }
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| {
+                        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+                    });
+                if let Ok(mut times) = self.error_times_ms.lock()
+                    && times.len() < MAX_ERROR_TIMES
+                {
+                    times.push(now_ms);
                 }
             }
         }
@@ -267,6 +285,11 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
         ok,
         over_limit,
         errors: tally.errors.load(Ordering::Relaxed),
+        error_times_ms: tally
+            .error_times_ms
+            .lock()
+            .map(|times| times.clone())
+            .unwrap_or_else(|poisoned| poisoned.into_inner().clone()),
     }))
 }
 

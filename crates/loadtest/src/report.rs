@@ -23,6 +23,8 @@ pub struct Report {
     pub ok: u64,
     pub over_limit: u64,
     pub errors: u64,
+    /// When each error answered (ms since the Unix epoch), the first 10,000.
+    pub error_times_ms: Vec<u64>,
 }
 
 /// Latency percentiles in microseconds.

@@ -13,6 +13,7 @@ use crate::connect::Backend;
 use crate::reply::{cluster_error, is_bad_value, origin_error, pn_total, sentinel_error};
 use crate::sentinel::is_replica_answer;
 use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::plant::{self, Plant};
 use gcounter_engine::pn::PnCount;
 use gcounter_engine::regional::OriginError;
 
@@ -142,13 +143,15 @@ impl RedisOrigin {
                 continue;
             };
             // About three windows: the cell is read as "previous" during the next window.
+            // The hits go one short with the chaos checker's `replay-short` defect planted
+            // (debug builds only).
             let ttl = cell_ttl_ms(key);
             pipe.cmd("EVALSHA")
                 .arg(self.replay_script.get_hash())
                 .arg(1)
                 .arg(name)
                 .arg(&self.process)
-                .arg(cumulative.hits)
+                .arg(plant::short(Plant::ReplayShort, cumulative.hits))
                 .arg(ttl)
                 .arg(cumulative.refunds);
         }

@@ -167,6 +167,8 @@ const OTHER_NAMES: &[&str] = &[
     "LONG_TURN_MS",
     "FUZZ_CASES",
     "FUZZ_WRITE_CORPUS",
+    // The chaos checker's planted defects, read by debug builds only (crates/engine/src/plant.rs).
+    "GCOUNTER_PLANT",
 ];
 
 /// Every `--flag` the documentation names that no command has, as `file:line: --flag`.

@@ -12,6 +12,8 @@ use super::cadence::{Backoff, Cadence};
 use super::overload::{Overload, speedup};
 use super::{GlobalStore, RowOutcome, StoreError, StoreFuture};
 use crate::local::{Engine, Publishable};
+use crate::plant::{self, Plant};
+use crate::pn::PnCount;
 use crate::reachability::Reachability;
 use crate::recorder::{FlushRecord, Recorder};
 use crate::throttle::Throttle;
@@ -322,7 +324,14 @@ impl GlobalCounters {
         flushed: &mut Flushed,
         failed_chunks: &mut u64,
     ) -> bool {
-        let input: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.count)).collect();
+        let input: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                // The chaos checker's `flush-short` defect (debug builds only).
+                let hits = plant::short(Plant::FlushShort, r.count.hits);
+                (r.key.clone(), PnCount { hits, ..r.count })
+            })
+            .collect();
         let now_ms = self.engine.now_ms();
         let publish = self.store.publish(&self.region, &input, now_ms);
         let outcome = match tokio::time::timeout_at(deadline, publish).await {

@@ -1,0 +1,219 @@
+"""The checker: each invariant of docs/reliability.md against what the run measured, one table
+row each, with a stable id for the machine-readable summary."""
+
+import re
+
+from .bounds import losses
+from .phases import DEGRADING
+
+DB_FAULTS = ("cut-db", "lossy-db", "failover")
+
+
+def protocol(key):
+    """Which load a Redis key counts: its identifier (the descriptor's values, before the
+    window's length and number) is the RLQS bucket's `k0`, or an RLS v3 tenant's."""
+    return "rlqs" if re.search(r":k0:\d+:\d+$", key) else "v3"
+
+
+def rlqs_server_hits(rows):
+    """The phases whose fault SIGKILLed or SIGSTOPped an RLQS stream's server (each region's
+    first process)."""
+    return [row for row in rows if row["kind"] in ("kill", "stop") and row["process"] == 0]
+
+
+def rlqs_phase(rows, t):
+    """The phase running at monotonic time `t`; the few milliseconds between two phases count
+    on the first."""
+    found = None
+    for row in rows:
+        if row["span"][0] <= t:
+            found = row["phase"]
+    return found if rows and t < rows[-1]["span"][1] else None
+
+
+def tallies(rows):
+    for row in rows:
+        for (r, p), v in row["out"].items():
+            for k, t in v.items():
+                yield row, r, p, k, t
+
+
+class Checker:
+    def __init__(self, a, run, rows, db_counts, skew, bounds):
+        self.a, self.run, self.rows, self.db, self.skew, self.b = a, run, rows, db_counts, skew, bounds
+        self.checks = []
+
+    def add(self, cid, name, ok, detail):
+        self.checks.append({"id": cid, "invariant": name, "held": bool(ok), "measured": detail})
+
+    def answers(self):
+        a = self.a
+        errors = sum(t["errors"] for *_, t in tallies(self.rows))
+        severed = sum(t["severed"] for *_, t in tallies(self.rows))
+        self.add("grpc-errors", "no gRPC error (but requests a SIGKILL severed)", errors == 0,
+                 f"{errors} errors; {severed} severed by kills")
+        late = max((t["max_us"] for *_, t in tallies(self.rows)), default=0)
+        stopped = max((t["max_us_stopped"] for *_, t in tallies(self.rows)), default=0)
+        met = sum(t["met_stop"] for *_, t in tallies(self.rows))
+        stop_limit = a.stop_s * 1e6 + a.deadline_ms * 1000
+        self.add("late-answers",
+                 f"no answer later than {a.deadline_ms} ms ({a.stop_s:g} s more for one that met a stopped process)",
+                 late <= a.deadline_ms * 1000 and stopped <= stop_limit,
+                 f"slowest {late / 1000:.0f} ms; {met} requests met a stopped process, slowest {stopped / 1000:.0f} ms")
+
+    def rlqs_streams(self):
+        a, run, rows = self.a, self.run, self.rows
+        hit = rlqs_server_hits(rows)
+        explained, unexplained = 0, []
+        for r, events in run.rlqs_events.items():
+            for t, e in events:
+                if e["event"] == "report":
+                    continue
+                ph = rlqs_phase(rows, t)
+                if any(row["region"] == r and ph in (row["phase"], row["phase"] + 1) for row in hit):
+                    explained += 1
+                else:
+                    unexplained.append(f"r{r} phase {ph}: {e['event']} {e.get('detail', '')}".strip())
+        reports = [sum(1 for _, e in run.rlqs_events.get(r, []) if e["event"] == "report")
+                   for r in range(a.regions)]
+        alive = getattr(run, "rlqs_alive", [])
+        unexplained += [f"r{r} client exited" for r, ok in enumerate(alive) if not ok]
+        unexplained += [f"r{r} never reported" for r, c in enumerate(reports) if c == 0]
+        self.add("rlqs-streams", "RLQS: no stream ended but by a SIGKILL/SIGSTOP of its server",
+                 not unexplained and len(alive) == a.regions,
+                 f"{sum(reports)} reports, {explained} ends explained by {len(hit)} such fault"
+                 f"{'' if len(hit) == 1 else 's'}" + "".join("; " + u for u in unexplained[:5]))
+
+    def totals(self):
+        """Each region's Redis totals per protocol against what was accepted, exact but for
+        the named allowance of each SIGKILL; the database's rows against Redis, exact."""
+        a, run = self.a, self.run
+        loss_v3, loss_rlqs = losses(a)
+        findings = []
+        for r in range(a.regions):
+            history = run.redis_seen.get(r)
+            cells = history.totals() if history else {}
+            findings += [f"r{r} {f}" for f in (history.findings if history else [])]
+            accepted = sum(t["ok"] for _, rr, _, _, t in tallies(self.rows) if rr == r)
+            severed = sum(t["severed"] for _, rr, _, _, t in tallies(self.rows) if rr == r)
+            kills = [row for row in self.rows if row["kind"] == "kill" and row["region"] == r]
+            v3 = sum(v for k, v in cells.items() if protocol(k) == "v3")
+            allowance = len(kills) * loss_v3
+            named = "".join(f"; kill in phase {row['phase']} (r{r}-p{row['process']}) ≤ {loss_v3:g}"
+                            for row in kills)
+            self.add(f"redis-v3-r{r}",
+                     f"r{r}: Redis = RLS v3 accepted, − ≤ 2·replay·rate per SIGKILL, + ≤ severed",
+                     accepted - allowance <= v3 <= accepted + severed,
+                     f"accepted {accepted}, Redis {v3}, severed {severed}" + (named or "; no kill: exact"))
+            reported = sum(e["allowed"] for _, e in run.rlqs_events.get(r, []) if e["event"] == "report")
+            server_kills = [row for row in kills if row["process"] == 0]
+            quota = sum(v for k, v in cells.items() if protocol(k) == "rlqs")
+            named = "".join(f"; kill of its server in phase {row['phase']} ≤ {loss_rlqs:g}" for row in server_kills)
+            self.add(f"redis-rlqs-r{r}",
+                     f"r{r}: Redis = RLQS reported allowed, − ≤ 2·rate·interval per SIGKILL of its server",
+                     reported - len(server_kills) * loss_rlqs <= quota <= reported,
+                     f"reported {reported}, Redis {quota}" + (named or "; no kill of its server: exact"))
+            unpublished = sum(v for v in cells.values() if v < a.publish_floor * a.limit)
+            total = sum(cells.values())
+            db_total = self.db.get(f"r{r}", 0)
+            # A cell under the floor may stay regional, or be published by the fast cadence
+            # (another region counts it): it is the only tolerance.
+            self.add(f"db-r{r}", f"r{r}: database rows = Redis total, but cells under the publish floor",
+                     total - unpublished <= db_total <= total,
+                     f"database {db_total}, Redis {total}, under the floor {unpublished}")
+        self.add("redis-kept", "no Redis cell fell or vanished before its TTL between samples", not findings,
+                 f"{sum(len(h.last) for h in run.redis_seen.values())} cells sampled"
+                 + "".join("; " + f for f in findings[:5]) + (f"; {len(findings)} in all" if len(findings) > 5 else ""))
+
+    def windows(self):
+        """Admitted per phase (one window long, phase 0 warms up) against the bound of the
+        phase's fault."""
+        a, b, rows = self.a, self.b, self.rows
+        killed = {ph for row in rows if row["kind"] == "kill" for ph in (row["phase"], row["phase"] + 1)}
+        blind = {ph for row in rlqs_server_hits(rows) for ph in (row["phase"], row["phase"] + 1)}
+        quota = {}
+        for r, events in self.run.rlqs_events.items():
+            for t, e in events:
+                if e["event"] == "report":
+                    ph = rlqs_phase(rows, t - a.rlqs_interval_ms / 2000)
+                    quota[ph] = quota.get(ph, 0) + e["allowed"]
+        results = {k: [0.0, []] for k in ("v3-clean", "v3-degraded", "rlqs-clean", "rlqs-degraded")}
+
+        def hold(cid, ratio, bound, row):
+            results[cid][0] = max(results[cid][0], ratio)
+            if ratio > bound.value:
+                results[cid][1].append(f"phase {row['phase']} ({row['kind']}) {ratio:.2f} > {bound.value:.2f}")
+        for row in rows[1:]:
+            hot = sum(v["hot"]["ok"] for v in row["out"].values()) / a.limit
+            q = quota.get(row["phase"], 0) / a.rlqs_limit
+            if row["kind"] in DEGRADING:
+                side = "db" if row["kind"] in DB_FAULTS else "redis"
+                hold("v3-degraded", hot, b[f"v3-degraded-{side}"], row)
+                hold("rlqs-degraded", q, b[f"rlqs-degraded-{side}"], row)
+            else:
+                hold("v3-clean", hot, b["v3-kill" if row["phase"] in killed else "v3-clean"], row)
+                hold("rlqs-clean", q, b["rlqs-blind" if row["phase"] in blind else "rlqs-clean"], row)
+        names = {
+            "v3-clean": f"RLS v3: windows no partition touched ≤ {b['v3-clean'].value:.2f} × limit "
+                        f"({b['v3-kill'].value:.2f} by a SIGKILL)",
+            "v3-degraded": f"RLS v3: degraded windows ≤ {b['v3-degraded-db'].value:.2f} (database) / "
+                           f"{b['v3-degraded-redis'].value:.2f} (Redis) × limit",
+            "rlqs-clean": f"RLQS: windows no partition touched ≤ {b['rlqs-clean'].value:.2f} × limit "
+                          f"({b['rlqs-blind'].value:.2f} with its server killed or stopped)",
+            "rlqs-degraded": f"RLQS: degraded windows ≤ {b['rlqs-degraded-db'].value:.2f} (database) / "
+                             f"{b['rlqs-degraded-redis'].value:.2f} (Redis) × limit",
+        }
+        for cid, (worst, broken) in results.items():
+            self.add(cid, names[cid], not broken, f"worst {worst:.2f}" + "".join("; " + x for x in broken))
+
+    def rest(self):
+        a, run = self.a, self.run
+        denied = sum(t["over_limit"] for _, _, _, k, t in tallies(self.rows) if k == "light")
+        offered = a.light_rate * a.processes * a.regions * a.window_s / a.limit
+        self.add("false-denial", f"no false denial (a tenant offered {offered:.2f} × its limit)",
+                 denied == 0, f"{denied} denied")
+
+        def gauge(g):
+            return "none" if g is None else f"{g:+.2f}"
+        # The product's gauge must agree with the runner's reading (both against the database's
+        # clock; a quarter second covers the round trips and the gauge's age).
+        agree = all(g is not None and abs(g - s) <= 0.25 for s, gauges in self.skew for g in gauges)
+        self.add("clocks", f"clocks {a.skew_s:g} s apart vs the database: runner (each process's gauge, ± 0.25 s)",
+                 agree, ", ".join(f"r{r} {s:+.2f} s ({', '.join(gauge(g) for g in gauges)})"
+                                  for r, (s, gauges) in enumerate(self.skew)))
+        rss = max((v[0] for v in run.resources.values()), default=0)
+        fds = max((v[1] for v in run.resources.values()), default=0)
+        self.add("rss", f"RSS ≤ --max-memory ({a.max_memory_mib} MiB) throughout", rss <= a.max_memory_mib * 1024,
+                 f"max {rss / 1024:.0f} MiB")
+        self.add("fds", f"open files ≤ {a.max_fds} throughout", fds <= a.max_fds, f"max {fds}")
+
+    def table(self):
+        lines = ["| invariant | held | measured |", "|---|---|---|"]
+        for c in self.checks:
+            lines.append(f"| {c['invariant']} | {'yes' if c['held'] else '**NO**'} | {c['measured']} |")
+        per_kind = {}
+        for row in self.rows:
+            pk = per_kind.setdefault(row["kind"], [0, 0, 0, 0, 0])
+            pk[0] += 1
+            for v in row["out"].values():
+                for t in v.values():
+                    pk[1] += t["errors"]
+                    pk[2] += t["severed"]
+                    pk[3] += t["met_stop"]
+                    pk[4] = max(pk[4], t["max_us"])
+        lines += ["", "| fault | phases | gRPC errors | severed by a kill | met a stopped process | slowest answer |",
+                  "|---|---|---|---|---|---|"]
+        for kind, (count, e, sev, met, mx) in sorted(per_kind.items()):
+            lines.append(f"| {kind} | {count} | {e} | {sev} | {met} | {mx / 1000:.0f} ms |")
+        return lines
+
+
+def check(a, run, rows, db_counts, skew, bounds):
+    """The checks (dicts: id, invariant, held, measured) and the printed tables."""
+    c = Checker(a, run, rows, db_counts, skew, bounds)
+    c.answers()
+    c.rlqs_streams()
+    c.totals()
+    c.windows()
+    c.rest()
+    return c.checks, c.table()

@@ -1,0 +1,459 @@
+"""The deployment under test: Redis (master, replica, Sentinel) and the links per region, the
+`gcounter-rls serve` processes, the RLQS clients, and what is sampled while it runs (Redis keys,
+memory, open files)."""
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from .net import Net, Proxy, free_port, sh
+
+FAKETIME_LIBS = [
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+]
+
+# Defects planted in the service's code (debug builds only; crates/engine/src/plant.rs).
+CODE_PLANTS = ("replay-short", "flush-short", "rlqs-report-ignored")
+# Defects planted in the deployment: regions that share no database; a failover onto a
+# replica that missed every write.
+DEPLOYMENT_PLANTS = ("shared-nothing", "failover-loses")
+
+# Each cell's regional total and time to live, read in one call: a key's hits are the sum of its
+# process fields (`r:` fields are refunds).
+SAMPLE_SCRIPT = """
+local out, cursor = {}, '0'
+repeat
+  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+  cursor = page[1]
+  for _, key in ipairs(page[2]) do
+    local all, hits = redis.call('HGETALL', key), 0
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) ~= 'r:' then hits = hits + (tonumber(all[i + 1]) or 0) end
+    end
+    table.insert(out, key)
+    table.insert(out, tostring(hits))
+    table.insert(out, tostring(redis.call('PTTL', key)))
+  end
+until cursor == '0'
+return out
+"""
+
+
+def mysql(args, sql, db=None):
+    host, port = args.mysql.split(":")
+    cmd = ["mysql", "-uroot", f"-h{host}", f"-P{port}", "-N", "-B", "-e", sql]
+    if db:
+        cmd.insert(1, f"-D{db}")
+    return sh(*cmd).stdout
+
+
+def wait_for(cond, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what}: not within {seconds} s")
+
+
+def tuple_addr(text):
+    host, port = text.rsplit(":", 1)
+    return host, int(port)
+
+
+def proc_on_port(procs, port):
+    """The live redis-server serving `port` (the Sentinel has no --port argument)."""
+    for p in procs:
+        if p.poll() is None and "--port" in p.args and p.args[p.args.index("--port") + 1] == str(port):
+            return p
+    raise RuntimeError(f"no redis-server on port {port}")
+
+
+class Region:
+    pass
+
+
+class KeyHistory:
+    """What the sampler saw of one region's cells: each key's last total, and every decrease or
+    disappearance before its time to live ran out (a count Redis held and then lost)."""
+
+    def __init__(self):
+        self.last = {}  # key -> (hits, monotonic time read, ms to live then)
+        self.findings = []
+
+    def update(self, now, seen):
+        for key, (hits, pttl) in seen.items():
+            before = self.last.get(key)
+            if before and hits < before[0]:
+                self.findings.append(f"{short_key(key)} fell from {before[0]} to {hits}")
+            self.last[key] = (hits, now, pttl)
+        for key, (hits, t, pttl) in list(self.last.items()):
+            # A second of slack for the time between reading the TTL and this sample.
+            if key not in seen and pttl > 0 and now < t + pttl / 1000 - 1.0 and hits > 0:
+                self.findings.append(f"{short_key(key)} ({hits}) vanished "
+                                     f"{t + pttl / 1000 - now:.1f} s before its TTL")
+                self.last[key] = (0, now, 0)
+
+    def totals(self):
+        return {key: v[0] for key, v in self.last.items()}
+
+
+def short_key(key):
+    """The cell's identifier and window number, for a table."""
+    parts = key.split(":")
+    return ":".join(parts[-3:]) if len(parts) > 3 else key
+
+
+class Deployment:
+    # ---- set-up -------------------------------------------------------------------------
+    def config(self):
+        path = os.path.join(self.workdir, "limits.yaml")
+        with open(path, "w") as f:
+            f.write(
+                "domain: chaos\n"
+                "descriptors:\n"
+                "  - key: tenant\n"
+                "    rate_limit:\n"
+                "      unit: second\n"
+                f"      unit_multiplier: {self.args.window_s}\n"
+                f"      requests_per_unit: {self.args.limit}\n"
+                # RLQS traffic only: its own counter, its own over-admission.
+                "  - key: quota\n"
+                "    rate_limit:\n"
+                "      unit: second\n"
+                f"      unit_multiplier: {self.args.window_s}\n"
+                f"      requests_per_unit: {self.args.rlqs_limit}\n"
+            )
+        return path
+
+    def database(self, r):
+        """The region's database: one for all regions, or one each (`shared-nothing`)."""
+        return f"{self.db}_r{r}" if self.args.plant == "shared-nothing" else self.db
+
+    def start_redis(self, region, r):
+        a = self.args
+        region.redis_port = free_port()
+        region.replica_port = free_port()
+        region.sentinel_port = free_port()
+        logs = lambda n: open(os.path.join(self.workdir, f"r{r}-{n}.log"), "w")  # noqa: E731
+        # The processes reach the nodes at the link's host end (a proxy on each node's own port):
+        # the nodes announce that address, so the Sentinel names it. The host end stays
+        # reachable from the host while the link is down, so a cut alone fails nothing over.
+        region.announce = self.net.host_ip(r, "r")
+        for port, extra in ((region.redis_port, []),
+                            (region.replica_port, ["--replicaof", "127.0.0.1", str(region.redis_port)])):
+            p = subprocess.Popen([a.redis_server, "--port", str(port), "--bind", "127.0.0.1",
+                                  "--replica-announce-ip", region.announce,
+                                  "--save", "", "--dir", self.workdir, "--appendonly", "no", *extra],
+                                 stdout=logs(f"redis{port}"), stderr=subprocess.STDOUT)
+            self.redis_procs.append(p)
+        for port in (region.redis_port, region.replica_port):
+            wait_for(lambda: sh(a.redis_cli, "-p", str(port), "ping", check=False).stdout.strip() == "PONG",
+                     10, f"redis on {port}")
+        conf = os.path.join(self.workdir, f"sentinel{r}.conf")
+        with open(conf, "w") as f:
+            f.write(f"port {region.sentinel_port}\nbind 127.0.0.1\n"
+                    f"sentinel monitor m{r} {region.announce} {region.redis_port} 1\n"
+                    f"sentinel down-after-milliseconds m{r} 1000\n"
+                    f"sentinel failover-timeout m{r} 5000\n")
+        self.redis_procs.append(subprocess.Popen([a.redis_server, conf, "--sentinel"], stdout=logs("sentinel"),
+                                                 stderr=subprocess.STDOUT))
+        wait_for(lambda: sh(a.redis_cli, "-p", str(region.sentinel_port), "ping",
+                            check=False).stdout.strip() == "PONG", 10, "sentinel")
+
+    def start_links(self, region, r):
+        # The Sentinel and both Redis nodes sit behind the region's Redis link: each gets a proxy
+        # on the link's host end, and the Sentinel announces the nodes by their proxy addresses.
+        host = self.net.host_ip(r, "r")
+        region.redis_proxies = {}
+        for port in (region.redis_port, region.replica_port, region.sentinel_port):
+            listen = (host, free_port() if not self.net.netns else port)
+            region.redis_proxies[port] = Proxy(listen, ("127.0.0.1", port))
+        region.db_proxy = Proxy((self.net.host_ip(r, "d"), free_port()), tuple_addr(self.args.mysql))
+        if self.net.netns:
+            region.redis_url = f"redis://{host}:{region.sentinel_port}"
+        else:
+            region.redis_url = f"redis://{host}:{region.redis_proxies[region.sentinel_port].sock.getsockname()[1]}"
+        db_port = region.db_proxy.sock.getsockname()[1]
+        region.db_url = f"mysql://root@{self.net.host_ip(r, 'd')}:{db_port}/{self.database(r)}"
+
+    def env(self, r):
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = self.faketime
+        env["FAKETIME"] = f"{self.offsets[r]:+g}"
+        # Timers and deadlines run on the monotonic clock; only the wall clock disagrees.
+        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        env["FAKETIME_DONT_RESET"] = "1"
+        env.pop("GCOUNTER_PLANT", None)
+        if self.args.plant in CODE_PLANTS:
+            env["GCOUNTER_PLANT"] = self.args.plant
+        return env
+
+    def start_process(self, region, r, p):
+        a = self.args
+        grpc, http = region.grpc[p], region.http[p]
+        log = open(os.path.join(self.workdir, f"r{r}-p{p}.log"), "a")
+        proc = subprocess.Popen(
+            self.net.exec_prefix(r) + [
+                a.binary, "serve",
+                "--config", self.config_path,
+                "--region", f"r{r}",
+                "--database-url", region.db_url,
+                "--migrate",
+                "--redis-url", region.redis_url,
+                "--redis-sentinel-master", f"m{r}",
+                # A prefix of the run's own: a port freed by a failover may be taken by another
+                # run's Redis before this one restarts it, and its keys must not count here.
+                "--redis-prefix", f"chaos{self.tag}:",
+                "--grpc-addr", f"127.0.0.1:{grpc}",
+                "--http-addr", f"127.0.0.1:{http}",
+                "--debug-addr", f"127.0.0.1:{free_port()}",
+                "--replay-interval", f"{a.replay_ms}ms",
+                "--global-flush-interval", f"{a.interval_ms}ms",
+                "--global-sync-interval", f"{a.interval_ms}ms",
+                "--global-timeout", "1s",
+                "--publish-floor", str(a.publish_floor),
+                "--max-memory", f"{a.max_memory_mib}MiB",
+                "--rlqs-assignment-ttl", f"{a.rlqs_ttl_s}s",
+                "--log-level", "warn",
+            ],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env(r))
+        region.procs[p] = proc
+        return proc
+
+    def wait_ready(self, region, r, p):
+        url = f"http://127.0.0.1:{region.http[p]}/healthz"
+
+        def ready():
+            if region.procs[p].poll() is not None:
+                raise RuntimeError(f"r{r}-p{p} exited with {region.procs[p].returncode} "
+                                   f"(log: {self.workdir}/r{r}-p{p}.log)")
+            cmd = self.net.exec_prefix(r) + ["curl", "-sf", "-m", "1", url]
+            return subprocess.run(cmd, capture_output=True).returncode == 0
+        wait_for(ready, 60, f"r{r}-p{p} ready")
+
+    def plant_took(self):
+        """With a defect planted in the code, whether every process said it carries it (a
+        release build reads no GCOUNTER_PLANT)."""
+        if self.args.plant not in CODE_PLANTS:
+            return True
+        for r, region in enumerate(self.regions):
+            for p in range(len(region.procs)):
+                with open(os.path.join(self.workdir, f"r{r}-p{p}.log"), errors="replace") as f:
+                    if "planted defects active" not in f.read():
+                        return False
+        return True
+
+    def setup(self):
+        a = self.args
+        self.faketime = next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
+        n = a.regions
+        self.offsets = [(-a.skew_s / 2 + a.skew_s * r / (n - 1)) if n > 1 else 0.0 for r in range(n)]
+        for db in sorted({self.database(r) for r in range(n)}):
+            mysql(a, f"DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}")
+        self.config_path = self.config()
+        self.net = Net(self.tag, n, a.loopback)
+        for r in range(n):
+            region = Region()
+            region.procs = [None] * a.processes
+            # Namespaces have their own loopback: the same ports serve in every region.
+            region.grpc = [free_port() for _ in range(a.processes)]
+            region.http = [free_port() for _ in range(a.processes)]
+            self.start_redis(region, r)
+            self.start_links(region, r)
+            self.regions.append(region)
+        for r, region in enumerate(self.regions):
+            for p in range(a.processes):
+                self.start_process(region, r, p)
+        for r, region in enumerate(self.regions):
+            for p in range(a.processes):
+                self.wait_ready(region, r, p)
+        if not self.plant_took():
+            raise RuntimeError(f"--plant {a.plant}: the processes did not report it; only a debug "
+                               "build carries planted defects")
+        threading.Thread(target=self.sample, daemon=True).start()
+        for r in range(n):
+            self.start_rlqs(r)
+
+    # ---- RLQS load ----------------------------------------------------------------------
+    def start_rlqs(self, r):
+        """One simulated Envoy per region, on the region's first process, for the whole run:
+        it reconnects whenever its stream ends, and prints a line per report and per stream
+        ended, read here as they come."""
+        a = self.args
+        proc = subprocess.Popen(self.net.exec_prefix(r) + [
+            a.rlqs_load, "--target", f"127.0.0.1:{self.regions[r].grpc[0]}",
+            "--domain", "chaos", "--key", "quota", "--streams", "1", "--buckets", "1",
+            "--rate", str(a.rlqs_rate), "--interval", f"{a.rlqs_interval_ms}ms",
+            "--expired", "deny-all", "--duration", "24h", "--trace",
+        ], stdout=subprocess.PIPE, stderr=open(os.path.join(self.workdir, f"r{r}-rlqs.log"), "w"), text=True)
+        self.rlqs_procs.append(proc)
+        events = self.rlqs_events.setdefault(r, [])
+
+        def read():
+            for line in proc.stdout:
+                if line.startswith("{"):
+                    event = json.loads(line)
+                    if "event" in event:
+                        events.append((time.monotonic(), event))
+        threading.Thread(target=read, daemon=True).start()
+
+    def stop_rlqs(self):
+        """End each client just after a report: the report it printed has then left, and what
+        it admitted since is neither reported nor counted."""
+        if not hasattr(self, "rlqs_alive"):
+            # A client that exited before the end of the load is an invariant broken.
+            self.rlqs_alive = [proc.poll() is None for proc in self.rlqs_procs]
+        for r, proc in enumerate(self.rlqs_procs):
+            if proc.poll() is not None:
+                continue
+            events = self.rlqs_events.get(r, [])
+            seen = len(events)
+            deadline = time.monotonic() + 3 * self.args.rlqs_interval_ms / 1000
+            while time.monotonic() < deadline and not any(
+                    e["event"] == "report" for _, e in events[seen:]):
+                time.sleep(0.02)
+            time.sleep(0.2)
+            proc.terminate()
+        for proc in self.rlqs_procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    # ---- sampling -----------------------------------------------------------------------
+    def sample(self):
+        while not self.stop_sampling.is_set():
+            for r, region in enumerate(self.regions):
+                for p, proc in enumerate(region.procs):
+                    try:
+                        with open(f"/proc/{proc.pid}/status") as f:
+                            rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+                        fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
+                    except (OSError, StopIteration):
+                        continue
+                    cur = self.resources.setdefault((r, p), [0, 0])
+                    cur[0], cur[1] = max(cur[0], rss), max(cur[1], fds)
+                self.sample_redis(r, region)
+            self.stop_sampling.wait(2)
+
+    def sample_redis(self, r, region):
+        """Each cell's regional total and time to live, from the region's master, more often
+        than a window (keys expire three windows after their last write). A sample is taken
+        only while exactly one node is master (not in the midst of a failover)."""
+        with self.lock:
+            masters = []
+            for port in (region.redis_port, region.replica_port):
+                role = sh(self.args.redis_cli, "-p", str(port), "role", check=False).stdout.split()
+                if role and role[0] == "master":
+                    masters.append(port)
+            if len(masters) != 1:
+                return
+            out = sh(self.args.redis_cli, "-p", str(masters[0]), "--raw", "eval", SAMPLE_SCRIPT, "0",
+                     f"chaos{self.tag}:*", check=False)
+            if out.returncode != 0 or out.stdout.startswith("ERR"):
+                return
+            lines = out.stdout.splitlines()
+            seen = {}
+            for i in range(0, len(lines) - 2, 3):
+                seen[lines[i]] = (int(lines[i + 1]), int(lines[i + 2]))
+            self.redis_seen.setdefault(r, KeyHistory()).update(time.monotonic(), seen)
+
+    # ---- the Redis failover ---------------------------------------------------------------
+    def failover(self, r, region):
+        """SIGKILL the master; the Sentinel promotes the replica; the old master comes back as
+        a replica of the new one (its port reused, so the proxies stay). With the
+        `failover-loses` plant the promoted node first loses every key, as a replica that
+        missed every write would."""
+        cli = self.args.redis_cli
+        master = sh(cli, "-p", str(region.sentinel_port), "sentinel", "get-master-addr-by-name",
+                    f"m{r}").stdout.split()
+        old = int(master[1])
+        # Read every cell just before the kill and just after the promotion: a count the new
+        # master lacks shows before any process writes it again.
+        self.sample_redis(r, region)
+        proc = proc_on_port(self.redis_procs, old)
+        proc.kill()
+        proc.wait()
+        new = region.replica_port if old == region.redis_port else region.redis_port
+
+        def promoted():
+            m = sh(cli, "-p", str(region.sentinel_port), "sentinel", "get-master-addr-by-name",
+                   f"m{r}", check=False).stdout.split()
+            return len(m) == 2 and int(m[1]) == new
+        wait_for(promoted, 30, f"r{r} Sentinel failover")
+        if self.args.plant == "failover-loses":
+            sh(cli, "-p", str(new), "flushall")
+        self.sample_redis(r, region)
+        p = subprocess.Popen([self.args.redis_server, "--port", str(old), "--bind", "127.0.0.1",
+                              "--replica-announce-ip", region.announce, "--save", "", "--dir", self.workdir,
+                              "--appendonly", "no", "--replicaof", "127.0.0.1", str(new)],
+                             stdout=open(os.path.join(self.workdir, f"r{r}-redis{old}.log"), "a"),
+                             stderr=subprocess.STDOUT)
+        self.redis_procs.append(p)
+
+    # ---- clocks -------------------------------------------------------------------------
+    def skew(self):
+        """Each region's clock minus the database's, as a process of the region reads it, and
+        what each process's `rls_global_clock_offset_seconds` says (the product's own
+        measurement, refreshed by its sync)."""
+        out = []
+        for r in range(self.args.regions):
+            db_now = float(mysql(self.args, "SELECT UNIX_TIMESTAMP(NOW(6))").strip())
+            host_db = time.time()
+            region_now = float(subprocess.run(self.net.exec_prefix(r) + ["date", "+%s.%N"], env=self.env(r),
+                                              capture_output=True, text=True, check=True).stdout)
+            host_region = time.time()
+            gauges = [self.clock_gauge(r, p) for p in range(self.args.processes)]
+            out.append((round(region_now - db_now - (host_region - host_db), 2), gauges))
+        return out
+
+    def clock_gauge(self, r, p):
+        """A process's `rls_global_clock_offset_seconds`, or None when it could not be read."""
+        url = f"http://127.0.0.1:{self.regions[r].http[p]}/metrics"
+        done = subprocess.run(self.net.exec_prefix(r) + ["curl", "-sf", "-m", "2", url],
+                              capture_output=True, text=True)
+        for line in done.stdout.splitlines():
+            if line.startswith("rls_global_clock_offset_seconds "):
+                return float(line.split()[1])
+        return None
+
+    def db_counts(self):
+        """Each region's rows in the global table, summed (its own database's, with
+        `shared-nothing`)."""
+        counts = {}
+        for db in sorted({self.database(r) for r in range(self.args.regions)}):
+            for line in mysql(self.args, "SELECT CAST(region AS CHAR), CAST(SUM(count) AS CHAR) "
+                              "FROM ratelimit_window_counts GROUP BY region", db=db).splitlines():
+                region, count = line.split("\t")
+                counts[region] = counts.get(region, 0) + int(count)
+        return counts
+
+    def teardown(self):
+        self.stop_sampling.set()
+        self.stop_rlqs()
+        for region in self.regions:
+            for proc in region.procs:
+                if proc and proc.poll() is None:
+                    proc.send_signal(signal.SIGCONT)
+                    proc.terminate()
+        for region in self.regions:
+            for proc in region.procs:
+                if proc:
+                    try:
+                        proc.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+        for proc in self.redis_procs:
+            if proc.poll() is None:
+                proc.kill()
+        if self.net:
+            self.net.cleanup()
+        if not self.args.keep:
+            for db in sorted({self.database(r) for r in range(self.args.regions)}):
+                mysql(self.args, f"DROP DATABASE IF EXISTS {db}")
