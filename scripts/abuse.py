@@ -28,7 +28,8 @@ before the attack starts) measures gRPC latency, a well-behaved RLQS client
 (`rls-abuse rlqs-probe`: one long-lived stream reporting every second, a new stream every
 2 s) counts the seconds its long-lived stream holds an unexpired assignment and the new
 streams answered within 2 s, /healthz is fetched every 200 ms on a new connection,
-and the server's RSS is read from /proc every 200 ms. The server runs on config/example.yaml
+and the server's RSS is read from /proc every 200 ms; the CPU time the server and the client
+processes used in the phase is reported beside. The server runs on config/example.yaml
 plus a domain for the RLQS attacks, with --rlqs-abandon-after 10s so the silent streams are
 let go within a phase. Prints one JSON line per phase, then a Markdown table: RSS peak, gRPC
 p99 and errors, the probe's covered seconds and answered new streams, /healthz p99 and
@@ -41,6 +42,7 @@ or RSS passed --rss-bound-mib. New streams are reported, not judged: past the co
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -65,6 +67,23 @@ def rss_mib(pid):
     except OSError:
         return None
     return None
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of a running process, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # utime and stime are the 14th and 15th fields; fields[0] is the 3rd.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds():
+    """CPU time of every client process waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def percentile(values, q):
@@ -158,6 +177,7 @@ def probe(abuse, grpc_port, seconds):
 
 def phase(name, args, server, attack_argvs):
     sampler = Sampler(server.pid, args.http_port)
+    server_cpu, clients_cpu = cpu_seconds(server.pid), children_cpu_seconds()
     sampler.start()
     legit = legit_load(args.loadtest_binary, args.grpc_port, args.seconds + 1)
     quota = probe(args.abuse_binary, args.grpc_port, args.seconds)
@@ -166,6 +186,9 @@ def phase(name, args, server, attack_argvs):
     report = legit.last_json(args.seconds + 30, "the legitimate client")
     probe_report = quota.last_json(args.seconds + 30, "the RLQS probe")
     attack_report = [a.last_json(args.seconds + 30, "the attack") for a in attacks] or None
+    after = cpu_seconds(server.pid)
+    server_cpu = None if server_cpu is None or after is None else after - server_cpu
+    clients_cpu = children_cpu_seconds() - clients_cpu
     time.sleep(1)
     sampler.stop.set()
     sampler.join()
@@ -176,6 +199,7 @@ def phase(name, args, server, attack_argvs):
         "grpc_p99_ms": None if report.get("p99_us") is None else report["p99_us"] / 1000,
         "grpc_answered": answered,
         "grpc_errors": report.get("errors"),
+        "grpc_client_error": report.get("error"),
         "rlqs_seconds": probe_report.get("long_lived_seconds", 0),
         "rlqs_covered": probe_report.get("long_lived_covered", 0),
         "rlqs_short": probe_report.get("short_streams", 0),
@@ -184,6 +208,8 @@ def phase(name, args, server, attack_argvs):
         "rlqs_errors": probe_report.get("errors", probe_report.get("error")),
         "healthz_p99_ms": percentile(sampler.health_ms, 0.99),
         "healthz_failures": sampler.health_failures,
+        "server_cpu_s": None if server_cpu is None else round(server_cpu, 1),
+        "clients_cpu_s": round(clients_cpu, 1),
         "server_alive": server.poll() is None,
         "attack": attack_report,
     }
@@ -191,6 +217,22 @@ def phase(name, args, server, attack_argvs):
         row["healthz_p99_ms"] = round(row["healthz_p99_ms"], 1)
     print(json.dumps(row), flush=True)
     return row
+
+
+def warn_if_autogrouped():
+    """With the kernel's autogroup scheduling on, `nice` does not reach across sessions: a
+    build started from another terminal takes the cores as an equal of the service, and its
+    load shows as attack latency."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            on = f.read().strip() == "1"
+    except OSError:
+        return
+    if on and os.getloadavg()[0] > 1:
+        print("warning: autogroup scheduling is on and the machine is busy: other sessions' "
+              "processes compete with the service whatever their nice value "
+              "(echo 0 > /proc/sys/kernel/sched_autogroup_enabled, or a quiet machine)",
+              file=sys.stderr)
 
 
 def main():
@@ -218,6 +260,7 @@ def main():
     for binary in (args.binary, abuse, args.loadtest_binary):
         if not os.access(binary, os.X_OK):
             sys.exit(f"{binary} not found: cargo build --release --workspace --bins")
+    warn_if_autogrouped()
     args.grpc_port, args.http_port = free_port(), free_port()
     target = f"127.0.0.1:{args.grpc_port}"
     log = tempfile.NamedTemporaryFile(prefix="abuse-server-", suffix=".log", delete=False)
@@ -298,8 +341,8 @@ def main():
     print("| phase | RSS peak (MiB) | gRPC p99 (ms) | gRPC answered / errors "
           "| RLQS stream: seconds with an assignment "
           "| new RLQS streams answered (slowest, ms) "
-          "| /healthz p99 (ms) | /healthz failures |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| /healthz p99 (ms) | /healthz failures | CPU s: server / clients |")
+    print("|---|---|---|---|---|---|---|---|---|")
     failed = False
     for r in rows:
         first = r["rlqs_first_max_ms"]
@@ -308,7 +351,8 @@ def main():
               f"{r['grpc_answered']} / {r['grpc_errors']} | "
               f"{r['rlqs_covered']} of {r['rlqs_seconds']} | "
               f"{r['rlqs_short_answered']} of {r['rlqs_short']} ({first}) | "
-              f"{r['healthz_p99_ms']} | {r['healthz_failures']} |")
+              f"{r['healthz_p99_ms']} | {r['healthz_failures']} | "
+              f"{r['server_cpu_s']} / {r['clients_cpu_s']} |")
         failed |= (not r["server_alive"] or not r["grpc_answered"] or r["grpc_errors"]
                    or r["healthz_failures"]
                    # The first second passes before the first assignment can arrive.
