@@ -81,6 +81,9 @@ pub enum Origin {
     /// Upstream's variable(s), e.g. `SHADOW_MODE` or `HOST and PORT`; `set: false` when
     /// they were unset and the no-argument start applied upstream's default.
     Upstream { variables: String, set: bool },
+    /// Upstream's behaviour, which no variable of upstream's sets, given by the no-argument
+    /// start (`fixed windows`).
+    Behaviour(String),
     /// The flag's default.
     Default,
 }
@@ -105,6 +108,7 @@ impl fmt::Display for Origin {
                 variables,
                 set: false,
             } => write!(f, "upstream's default ({variables} unset)"),
+            Self::Behaviour(what) => write!(f, "the no-argument start (upstream's {what})"),
             Self::Default => f.write_str("default"),
         }
     }
@@ -148,6 +152,9 @@ impl Origins {
             let origin = match matches.value_source(id) {
                 Some(ValueSource::CommandLine) => {
                     match upstream.iter().find(|(flag, ..)| flag == long) {
+                        Some((_, what, _)) if crate::upstream_env::is_behaviour(long) => {
+                            Origin::Behaviour(what.clone())
+                        }
                         Some((_, variables, set)) => Origin::Upstream {
                             variables: variables.clone(),
                             set: *set,

@@ -17,6 +17,7 @@ use crate::transport::TlsFiles;
 mod go_value;
 mod known;
 mod origins;
+pub use origins::is_behaviour;
 mod redis;
 mod xds;
 use self::redis::{redis_tls_files, redis_urls};
@@ -197,6 +198,14 @@ pub fn serve_argv(env: Lookup<'_>) -> Result<UpstreamServe, UpstreamEnvError> {
         if let Some(value) = get(env, variable) {
             flag(&mut argv, rls, name, value);
         }
+    }
+
+    // Upstream's window semantics, which an operator switching expects: fixed windows and
+    // every hit counted, denied or not (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, read by
+    // `serve` as --all-or-nothing, then spares the descriptors that passed, as upstream).
+    flag(&mut argv, "RLS_WINDOWS", "--windows", "fixed".into());
+    if !ours("RLS_COUNT_DENIED") {
+        argv.args.push("--count-denied".into());
     }
 
     // Redis.

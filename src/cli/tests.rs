@@ -198,6 +198,23 @@ fn defaults_are_the_settings_defaults() {
     );
 }
 
+/// `serve` keeps sliding windows without counted denials; the two flags reach the engine.
+#[test]
+fn window_semantics_reach_the_engine() {
+    let engine = |extra: &[&str]| {
+        let settings = serve(extra).expect("valid");
+        let engine = settings.engine.engine_settings(None);
+        (engine.windows, engine.count_denied)
+    };
+    assert_eq!(engine(&[]), (gcounter_engine::Windows::Sliding, false));
+    assert_eq!(
+        engine(&["--windows", "fixed", "--count-denied"]),
+        (gcounter_engine::Windows::Fixed, true)
+    );
+    let error = serve(&["--windows", "tumbling"]).expect_err("not a mode");
+    assert!(error.contains("--windows"), "{error}");
+}
+
 #[test]
 fn invalid_settings_are_usage_errors() {
     for argv in [

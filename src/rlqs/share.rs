@@ -1,18 +1,19 @@
 //! How much of a limit each Envoy may admit next, and the strategy that tells it so.
 //!
-//! The engine counts a limit on a sliding window: its count is the current window's total
-//! plus the previous one's, weighted by what is left of the window. Under sustained demand
+//! With sliding windows the engine counts a limit as the current window's total plus the
+//! previous one's, weighted by what is left of the window. Under sustained demand
 //! that count stays at the limit when the counter grows exactly as fast as the previous
 //! window's weight falls (`previous ÷ window` per second). So the rate the counter may grow
 //! at is that, plus the room left (`limit − count`) spread over [`CONVERGENCE`]; what the
 //! counter's other traffic takes (RLS v3 decisions, other processes, other regions) is
 //! subtracted, and the rest is split between this process's Envoys by their demand
-//! (max-min fair). Each report corrects the next: counts arrive late by one reporting
+//! (max-min fair). With fixed windows nothing slides out: the rate is the room left alone,
+//! and the boundary gives the whole limit back. Each report corrects the next: counts arrive late by one reporting
 //! interval, and the room term pulls the window back to its limit.
 
 use std::time::Duration;
 
-use gcounter_engine::CounterState;
+use gcounter_engine::{CounterState, Windows};
 
 /// The shortest time over which the room left in a window is handed out.
 pub const MIN_CONVERGENCE: Duration = Duration::from_secs(2);
@@ -33,7 +34,11 @@ pub fn convergence(report_interval: Duration) -> Duration {
 /// the window).
 pub fn counter_rate(limit: u64, state: &CounterState, convergence: Duration) -> f64 {
     let window_s = (state.duration_ms.max(1) as f64) / 1_000.0;
-    let previous = state.previous.map_or(0, |cell| cell.total()) as f64;
+    // With fixed windows nothing frees up before the boundary, where the whole limit does.
+    let previous = match state.windows {
+        Windows::Sliding => state.previous.map_or(0, |cell| cell.total()) as f64,
+        Windows::Fixed => 0.0,
+    };
     let freeing = previous / window_s;
     let room = limit as f64 - state.effective() as f64;
     let convergence = convergence.as_secs_f64().clamp(0.001, window_s);

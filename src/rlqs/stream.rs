@@ -465,8 +465,9 @@ fn assign(
     Some(action::assignment(key.id(), wanted, ttl))
 }
 
-/// Counts a usage's allowed requests on the bucket's counters (the part that happened before
-/// the current window began on the previous window's cell) and its demand on the board.
+/// Counts a usage's allowed requests (and its denied ones with `--count-denied`) on the
+/// bucket's counters (the part that happened before the current window began on the
+/// previous window's cell) and its demand on the board.
 async fn count(
     shared: &Shared,
     resolution: &Resolution,
@@ -483,20 +484,27 @@ async fn count(
     let interval_ms = u64::try_from(measured.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
+    // With counted denials (upstream's semantics) what Envoy denied counts as RLS v3's
+    // denials do.
+    let counted = if shared.engine.counts_denied() {
+        allowed.saturating_add(denied)
+    } else {
+        allowed
+    };
     let mut in_current = Vec::with_capacity(counters.len());
     for counter in counters.iter() {
         let position = WindowPosition::at(now_ms, counter.counter.duration_ms);
         let before = interval_ms.saturating_sub(position.elapsed_ms);
         // Requests spread evenly over the interval: the share before the boundary.
         let in_previous =
-            (u128::from(allowed) * u128::from(before) / u128::from(interval_ms)) as u64;
+            (u128::from(counted) * u128::from(before) / u128::from(interval_ms)) as u64;
         let hit = Hit {
             counter: counter.counter.borrowed(),
             limit: counter.limit,
-            cost: allowed,
+            cost: counted,
         };
         shared.engine.count_admitted(hit, in_previous).await;
-        in_current.push(allowed - in_previous.min(allowed));
+        in_current.push(counted - in_previous.min(counted));
     }
     let Some(member) = member else {
         return UsageOutcome::over_capacity;

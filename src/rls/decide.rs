@@ -16,7 +16,8 @@ impl RateLimiter {
     /// admitted past a limit: counts are only ever too high, for that moment).
     ///
     /// With `is_negative_hits`, every limit of the descriptor is refunded `cost` (each within
-    /// what this process consumed of it: `Engine::refund`).
+    /// what this process consumed of it: `Engine::refund`). When denied hits are counted,
+    /// nothing is refunded and every limit counts the hit (`decide_counting_all`).
     pub(super) async fn decide(
         &self,
         workspace: &Arc<str>,
@@ -33,6 +34,11 @@ impl RateLimiter {
                 self.engine.check_with_penalty(hit(first), penalty_ms).await
             };
             return (verdict, first);
+        }
+        if self.engine.counts_denied() && !limited.refund {
+            return self
+                .decide_counting_all(workspace, limited, penalty_ms)
+                .await;
         }
         let mut constrained: Option<(gcounter_engine::Verdict, plan::LimitWindow)> = None;
         for (consumed, window) in limited.windows().enumerate() {
@@ -61,6 +67,7 @@ impl RateLimiter {
                     allowed: true,
                     remaining: u64::from(first.requests_per_unit),
                     until_reset_ms: first.duration_ms,
+                    seen: 0,
                 },
                 first,
             )
@@ -69,6 +76,46 @@ impl RateLimiter {
 }
 
 impl RateLimiter {
+    /// Several limits when denied hits are counted (upstream's semantics): every limit
+    /// counts the hit whatever the others say, as upstream increments every key of a
+    /// request; the answer is the first that denies, else the most constrained.
+    async fn decide_counting_all(
+        &self,
+        workspace: &Arc<str>,
+        limited: &plan::Limited<'_>,
+        penalty_ms: u64,
+    ) -> (Verdict, plan::LimitWindow) {
+        let first = limited.window();
+        let mut answer: Option<(Verdict, plan::LimitWindow)> = None;
+        for window in limited.windows() {
+            let verdict = self
+                .engine
+                .check_with_penalty(limited.hit(workspace, window), penalty_ms)
+                .await;
+            let replaces = match answer {
+                None => true,
+                Some((held, _)) if held.allowed => {
+                    !verdict.allowed || verdict.remaining < held.remaining
+                }
+                Some(_) => false,
+            };
+            if replaces {
+                answer = Some((verdict, window));
+            }
+        }
+        answer.unwrap_or_else(|| {
+            (
+                Verdict {
+                    allowed: true,
+                    remaining: u64::from(first.requests_per_unit),
+                    until_reset_ms: first.duration_ms,
+                    seen: 0,
+                },
+                first,
+            )
+        })
+    }
+
     /// Refunds what one accepted descriptor consumed, in every one of its limits.
     pub(super) async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited<'_>) {
         for window in limited.windows() {

@@ -22,12 +22,24 @@ impl RateLimiter {
         max_cells: usize,
         settings: RlsSettings,
     ) -> (Self, Arc<Metrics>) {
+        let engine = EngineSettings {
+            max_cells,
+            ..EngineSettings::default()
+        };
+        Self::in_process_with(limits, clock, engine, settings)
+    }
+
+    /// [`in_process`](Self::in_process) with the engine's settings (its window semantics).
+    pub fn in_process_with(
+        limits: LimitsConfig,
+        clock: Arc<dyn Clock>,
+        engine: EngineSettings,
+        settings: RlsSettings,
+    ) -> (Self, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::new());
+        let max_cells = engine.max_cells;
         let engine = Arc::new(Engine::new(
-            EngineSettings {
-                max_cells,
-                ..EngineSettings::default()
-            },
+            engine,
             Arc::new(InProcessOrigin::new(max_cells)),
             clock,
             Arc::clone(&metrics) as _,

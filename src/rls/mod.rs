@@ -27,6 +27,8 @@
 
 mod answer;
 mod decide;
+#[cfg(test)]
+mod fixed_tests;
 mod in_process;
 mod inspect;
 mod json;
@@ -425,6 +427,7 @@ impl RateLimiter {
             hits: limited.cost,
             limit,
             used_after: limit.saturating_sub(verdict.remaining),
+            seen: verdict.seen,
         };
         let label = match limited.rule.as_deref() {
             // Labels with request values: capped per rule.

@@ -241,6 +241,11 @@ pub async fn run(
         ("shadow_mode", settings.rls.shadow_mode),
         ("quota_mode", settings.rls.quota_mode),
         ("all_or_nothing", settings.rls.all_or_nothing),
+        (
+            "fixed_windows",
+            settings.engine.windows == gcounter_engine::Windows::Fixed,
+        ),
+        ("count_denied", settings.engine.count_denied),
         ("response_headers", settings.rls.response_headers.is_some()),
         (
             "response_dynamic_metadata",

@@ -91,6 +91,10 @@ pub struct EngineGroup {
     pub max_pending_replay: usize,
     pub final_replay_timeout: NonZeroDuration,
     pub repeated_warning_interval: NonZeroDuration,
+    /// `--windows`.
+    pub windows: gcounter_engine::Windows,
+    /// `--count-denied`.
+    pub count_denied: bool,
 }
 
 impl EngineGroup {
@@ -104,6 +108,8 @@ impl EngineGroup {
             freshness,
             final_replay_timeout: self.final_replay_timeout.get(),
             repeated_warning_interval: self.repeated_warning_interval.get(),
+            windows: self.windows,
+            count_denied: self.count_denied,
             ..EngineSettings::default()
         }
     }
@@ -487,6 +493,8 @@ impl ServeSettings {
                     "repeated-warning-interval",
                     args.telemetry.repeated_warning_interval,
                 )?,
+                windows: args.limits.windows.into(),
+                count_denied: args.limits.count_denied,
             },
             regional,
             region,

@@ -151,6 +151,7 @@ pub(super) fn switches_line(args: &ServeArgs) -> String {
         ("shadow_mode", limits.shadow_mode),
         ("quota_mode", limits.quota_mode),
         ("all_or_nothing", limits.all_or_nothing),
+        ("count_denied", limits.count_denied),
         (
             "response_dynamic_metadata",
             limits.response_dynamic_metadata,

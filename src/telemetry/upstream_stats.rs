@@ -44,6 +44,9 @@ pub struct Usage {
     pub limit: u64,
     /// The window's count after an accepted decision (`limit - remaining`).
     pub used_after: u64,
+    /// The count the decision saw before this hit (upstream's "limit before increase");
+    /// `u64::MAX` when unknown (the penalty box decided): every hit of a denial is then over.
+    pub seen: u64,
 }
 
 /// Upstream's per-rule counters. Which labels exist is decided by the caller (the per-rule
@@ -121,12 +124,28 @@ impl UpstreamStats {
         Arc::clone(rules.entry(key).or_default())
     }
 
+    /// A denied decision's hits as upstream splits them (`checkOverLimitThreshold`): all
+    /// over when the count was at the limit already; else only those past the limit are
+    /// over, and those between the near-limit threshold and the limit are near.
+    fn over_split(&self, hits: u64, limit: u64, seen: u64) -> (u64, u64) {
+        if seen >= limit {
+            return (hits, 0);
+        }
+        let after = seen.saturating_add(hits);
+        let threshold = self.near_limit_threshold(limit);
+        (
+            after.saturating_sub(limit),
+            limit - seen.max(threshold).min(limit),
+        )
+    }
+
     /// One limited decision in `stats` (see [`Self::record`]).
     pub fn count(&self, stats: &RuleStats, outcome: DecisionOutcome, usage: Usage) {
         let Usage {
             hits,
             limit,
             used_after,
+            seen,
         } = usage;
         stats.total_hits.add(hits);
         match outcome {
@@ -140,10 +159,16 @@ impl UpstreamStats {
                         .add(used_after - used_before.max(threshold));
                 }
             }
-            DecisionOutcome::OverLimit => stats.over_limit.add(hits),
+            DecisionOutcome::OverLimit => {
+                let (over, near) = self.over_split(hits, limit, seen);
+                stats.over_limit.add(over);
+                stats.near_limit.add(near);
+            }
             DecisionOutcome::ShadowOverLimit => {
-                stats.over_limit.add(hits);
-                stats.shadow_mode.add(hits);
+                let (over, near) = self.over_split(hits, limit, seen);
+                stats.over_limit.add(over);
+                stats.near_limit.add(near);
+                stats.shadow_mode.add(over);
             }
             DecisionOutcome::Unlimited => {}
         }

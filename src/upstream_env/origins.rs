@@ -65,6 +65,19 @@ const SEVERAL_VARIABLES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Flags the no-argument start always writes for upstream's behaviour, which no variable
+/// of upstream's sets: what the start log says instead of a variable.
+const BEHAVIOUR: &[(&str, &str)] = &[
+    ("windows", "fixed windows"),
+    ("count-denied", "counting of denied hits"),
+];
+
+/// Whether the no-argument start writes `flag` (long, without `--`) for upstream's
+/// behaviour rather than from a variable.
+pub fn is_behaviour(flag: &str) -> bool {
+    BEHAVIOUR.iter().any(|(f, _)| *f == flag)
+}
+
 /// The other xDS flags: one upstream variable each, always set when written.
 const XDS_FLAGS: &[(&str, &str)] = &[
     ("config-xds-node-id", "CONFIG_GRPC_XDS_NODE_ID"),
@@ -120,6 +133,8 @@ pub(super) fn of(args: &[String], env: &Environment) -> Vec<(String, String, boo
             out.push((flag.to_owned(), label, !set.is_empty()));
         } else if let Some((_, variable)) = XDS_FLAGS.iter().find(|(f, _)| *f == flag) {
             out.push((flag.to_owned(), (*variable).to_owned(), true));
+        } else if let Some((_, behaviour)) = BEHAVIOUR.iter().find(|(f, _)| *f == flag) {
+            out.push((flag.to_owned(), (*behaviour).to_owned(), true));
         }
     }
     out

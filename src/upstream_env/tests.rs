@@ -70,6 +70,7 @@ fn serve_argv_maps_upstreams_variables_with_its_defaults() {
         args,
         "--log-level warn --log-format text serve --http-addr 0.0.0.0:9000 \
              --grpc-addr 0.0.0.0:8081 --debug-addr 127.0.0.1:6070 --config /data/ratelimit/config \
+             --windows fixed --count-denied \
              --redis-replay-timeout 10s --redis-url redis://user:p%40ss@redis:6379 --max-connection-age 24h \
              --max-connection-age-grace 1h"
     );
@@ -282,4 +283,30 @@ fn stats_go_where_upstreams_go() {
         let error = statsd(vars).expect_err("refused");
         assert_eq!(error.variable, variable, "{vars:?}: {error}");
     }
+}
+
+/// Upstream's semantics in the no-argument start, unless ours say otherwise (clap then reads
+/// `RLS_WINDOWS` and `RLS_COUNT_DENIED` itself).
+#[test]
+fn the_no_argument_start_asks_for_upstreams_semantics_unless_ours_are_set() {
+    let upstream = [("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "redis:6379")];
+    let args = serve_argv(&env(&upstream)).expect("valid").args;
+    assert!(
+        args.windows(2).any(|w| w == ["--windows", "fixed"]),
+        "{args:?}"
+    );
+    assert!(args.iter().any(|a| a == "--count-denied"), "{args:?}");
+    let ours = [
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "redis:6379"),
+        ("RLS_WINDOWS", "sliding"),
+        ("RLS_COUNT_DENIED", "false"),
+    ];
+    let args = serve_argv(&env(&ours)).expect("valid").args;
+    assert!(
+        !args
+            .iter()
+            .any(|a| a == "--windows" || a == "--count-denied"),
+        "{args:?}"
+    );
 }

@@ -6,3 +6,4 @@ mod global_sql;
 mod quota_fleet;
 mod redis_sentinel;
 mod regional_redis;
+mod upstream_semantics;

@@ -30,6 +30,18 @@ fn refuted(line: &str, env: &HashMap<&str, &str>) -> Option<String> {
     let set = |name: &str| env.get(name).is_some_and(|v| !v.is_empty());
     let claimed_set: Vec<&str>;
     let claimed_unset: Vec<&str>;
+    // Upstream's semantics, which no variable sets: only these two flags, only as upstream.
+    if let Some(what) = source
+        .strip_prefix("the no-argument start (upstream's ")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        let holds = matches!(
+            (flag, value, what),
+            ("--windows", "fixed", "fixed windows")
+                | ("--count-denied", "true", "counting of denied hits")
+        );
+        return (!holds).then(|| format!("{line}: not upstream's behaviour"));
+    }
     if let Some(defaults) = source
         .strip_prefix("upstream's default (")
         .and_then(|rest| rest.strip_suffix(" unset)"))
@@ -179,6 +191,8 @@ async fn every_start_line_names_the_true_source_of_its_value() {
         "--max-connection-age=1h ",
         "--max-connection-age-grace=1h from upstream's default (GRPC_MAX_CONNECTION_AGE_GRACE unset)",
         "--log-level=",
+        "--windows=fixed from the no-argument start (upstream's fixed windows)",
+        "--count-denied=true from the no-argument start (upstream's counting of denied hits)",
     ] {
         let found = settings.iter().filter(|l| l.starts_with(flag)).count();
         // LOG_LEVEL=info is our default: no line for it.

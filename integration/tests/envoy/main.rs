@@ -5,5 +5,6 @@ mod carry_over;
 mod envoy_examples;
 mod envoy_scenarios;
 mod explain_differential;
+mod fixed_windows;
 mod rule_names;
 mod upstream_integration;

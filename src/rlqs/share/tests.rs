@@ -17,6 +17,7 @@ fn state(previous: u64, current: u64, elapsed_ms: u64) -> CounterState {
         previous: cell(previous),
         strict: false,
         penalty_until_ms: None,
+        windows: Default::default(),
     }
 }
 

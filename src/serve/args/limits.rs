@@ -56,6 +56,23 @@ pub struct LimitsArgs {
     /// As a rule's `quota_mode`, for every rule. Also read from upstream's `QUOTA_MODE`.
     #[arg(long, env = "RLS_QUOTA_MODE")]
     pub quota_mode: bool,
+    /// How a limit's window is counted: `sliding` (default) or `fixed` (upstream's)
+    ///
+    /// `fixed`: the count of the current window alone, which starts over on the unit's
+    /// boundary (`now / unit × unit`, UTC), as envoyproxy/ratelimit answers; a client may then
+    /// pass twice the limit across a boundary. `sliding`: the previous window's count still
+    /// weighs, in proportion to what is left of the window. The stored counts are the same
+    /// either way: switching needs no migration. With no arguments: `fixed`.
+    #[arg(long, env = "RLS_WINDOWS", value_enum, default_value = "sliding")]
+    pub windows: super::WindowsArg,
+    /// Denied hits count too: a client calling over its limit keeps its counter growing
+    ///
+    /// As envoyproxy/ratelimit increments its counter on every request. Off: a denial
+    /// consumes nothing. With no arguments: on (with --all-or-nothing from
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, only the refusing descriptors count, as
+    /// upstream then increments only those).
+    #[arg(long, env = "RLS_COUNT_DENIED")]
+    pub count_denied: bool,
     /// All or nothing: an OVER_LIMIT request gives back what its passed descriptors consumed
     ///
     /// Also read from upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.

@@ -60,6 +60,24 @@ pub struct ServeArgs {
     pub telemetry: TelemetryArgs,
 }
 
+/// `--windows`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WindowsArg {
+    /// The current window plus the previous one, weighted by what is left of it (ours)
+    Sliding,
+    /// The current window alone, reset on the unit's boundary (envoyproxy/ratelimit's)
+    Fixed,
+}
+
+impl From<WindowsArg> for gcounter_engine::Windows {
+    fn from(arg: WindowsArg) -> Self {
+        match arg {
+            WindowsArg::Sliding => Self::Sliding,
+            WindowsArg::Fixed => Self::Fixed,
+        }
+    }
+}
+
 /// `--response-header-style`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum HeaderStyleArg {

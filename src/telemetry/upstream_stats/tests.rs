@@ -13,7 +13,39 @@ fn usage(hits: u64, limit: u64, used_after: u64) -> Usage {
         hits,
         limit,
         used_after,
+        seen: used_after.saturating_sub(hits),
     }
+}
+
+/// Upstream's `checkOverLimitThreshold`, as its fixed-cache test with
+/// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT expects: a limit of 14 (threshold 11), a count
+/// of 13 and a hit of 2 is 1 over and 1 near; at the limit already, both hits are over.
+#[test]
+fn a_denial_from_below_the_limit_splits_its_hits_as_upstream() {
+    let stats = UpstreamStats::new();
+    let domain: Arc<str> = Arc::from("d");
+    let label: Arc<str> = Arc::from("d.key5_value5");
+    let denial = |seen| Usage {
+        hits: 2,
+        limit: 14,
+        used_after: 14,
+        seen,
+    };
+    stats.record(&domain, &label, DecisionOutcome::OverLimit, denial(13));
+    assert_eq!(count(&stats, &label, |s| &s.over_limit), 1);
+    assert_eq!(count(&stats, &label, |s| &s.near_limit), 1);
+    stats.record(&domain, &label, DecisionOutcome::OverLimit, denial(15));
+    assert_eq!(count(&stats, &label, |s| &s.over_limit), 3);
+    assert_eq!(count(&stats, &label, |s| &s.near_limit), 1);
+    // Unknown (the penalty box): all over.
+    stats.record(
+        &domain,
+        &label,
+        DecisionOutcome::OverLimit,
+        denial(u64::MAX),
+    );
+    assert_eq!(count(&stats, &label, |s| &s.over_limit), 5);
+    assert_eq!(count(&stats, &label, |s| &s.total_hits), 6);
 }
 
 /// Upstream's arithmetic: threshold floor(10 × 0.8) = 8; a hit of 3 taking the count from
@@ -31,7 +63,12 @@ fn near_limit_counts_only_the_hits_above_the_threshold() {
     record(&label, DecisionOutcome::WithinLimit, 3, 10);
     assert_eq!(count(&stats, &label, |s| &s.near_limit), 2);
     assert_eq!(count(&stats, &label, |s| &s.within_limit), 10);
-    record(&label, DecisionOutcome::ShadowOverLimit, 4, 10);
+    // Denied at the limit already: every hit over.
+    let at_limit = Usage {
+        seen: 10,
+        ..usage(4, 10, 10)
+    };
+    stats.record(&domain, &label, DecisionOutcome::ShadowOverLimit, at_limit);
     assert_eq!(count(&stats, &label, |s| &s.over_limit), 4);
     assert_eq!(count(&stats, &label, |s| &s.shadow_mode), 4);
     assert_eq!(count(&stats, &label, |s| &s.total_hits), 14);
@@ -51,7 +88,10 @@ fn labels_are_cut_as_upstreams_mapper_cuts_the_statsd_key() {
             &domain,
             &Arc::from(label),
             DecisionOutcome::OverLimit,
-            usage(1, 5, 5),
+            Usage {
+                seen: 5,
+                ..usage(1, 5, 5)
+            },
         );
     }
     let mut registry = prometheus_client::registry::Registry::default();

@@ -64,6 +64,7 @@ mod tests {
             allowed: true,
             remaining,
             until_reset_ms: 5,
+            seen: 0,
         }
     }
 

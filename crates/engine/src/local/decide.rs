@@ -12,7 +12,7 @@ use super::decision::{WindowCounts, decide};
 use super::refresh::Turn;
 use super::retry::until_pass_ms;
 use super::table::Lookup;
-use super::{Engine, FOLLOWER_MAX_WAIT, Hit, SharedDecisions, Verdict, WindowPosition};
+use super::{Engine, FOLLOWER_MAX_WAIT, Hit, SharedDecisions, Verdict, WindowPosition, Windows};
 use crate::cell_key::{CellKeyRef, CounterKeyRef};
 use crate::recorder::{DecisionSource, OriginOp};
 
@@ -81,7 +81,7 @@ impl Engine {
         let (given, need) = current.refund(hit.cost, self.table.changes());
         self.queue_replay(need, &key, &current);
         let mut left = hit.cost.saturating_sub(given);
-        let previous_total = match position.previous_sequence() {
+        let previous_total = match self.previous_sequence(&position) {
             Some(sequence) => {
                 let previous_key = key.with_sequence(sequence);
                 let previous = self.cell(previous_key, now_ms, &mut source).await;
@@ -106,7 +106,28 @@ impl Engine {
         Verdict {
             allowed: true,
             remaining: decision.remaining,
-            until_reset_ms: position.until_reset_ms(),
+            until_reset_ms: self.until_reset_ms(&position),
+            seen: decision.seen,
+        }
+    }
+
+    /// The previous cell a decision at `position` reads: none with fixed windows, none for
+    /// the first cell after the epoch.
+    #[inline]
+    pub(super) fn previous_sequence(&self, position: &WindowPosition) -> Option<u64> {
+        match self.settings.windows {
+            Windows::Sliding => position.previous_sequence(),
+            Windows::Fixed => None,
+        }
+    }
+
+    /// When an accepted hit's window resets: the cell's end (upstream's whole seconds with
+    /// fixed windows, as its `duration_until_reset`).
+    #[inline]
+    pub(super) fn until_reset_ms(&self, position: &WindowPosition) -> u64 {
+        match self.settings.windows {
+            Windows::Sliding => position.until_reset_ms(),
+            Windows::Fixed => position.until_boundary_ms(),
         }
     }
 
@@ -138,7 +159,7 @@ impl Engine {
             return penalized(now_ms, until);
         }
         let mut source = DecisionSource::Local;
-        let previous = match position.previous_sequence() {
+        let previous = match self.previous_sequence(&position) {
             Some(sequence) => Some(
                 self.cell(key.with_sequence(sequence), now_ms, &mut source)
                     .await,
@@ -216,7 +237,7 @@ impl Engine {
         key: &CellKeyRef<'_>,
         position: &WindowPosition,
     ) -> Option<(u64, bool)> {
-        let Some(sequence) = position.previous_sequence() else {
+        let Some(sequence) = self.previous_sequence(position) else {
             return Some((0, false));
         };
         if let Some(remembered) = current.previous(self.table.changes()) {
@@ -262,6 +283,7 @@ impl Engine {
             position.duration_ms,
             hit.cost,
             hit.limit,
+            self.settings.count_denied,
             self.table.changes(),
         );
         self.queue_replay(need, key, current);
@@ -283,10 +305,21 @@ impl Engine {
             return Verdict {
                 allowed: true,
                 remaining: decision.remaining,
-                until_reset_ms: position.until_reset_ms(),
+                until_reset_ms: self.until_reset_ms(position),
+                seen: decision.seen,
             };
         }
-        // Denied: nothing was consumed, so the cell's count now is what the decision saw
+        if self.settings.windows == Windows::Fixed {
+            // Only the boundary resets a fixed window.
+            return Verdict {
+                allowed: false,
+                remaining: decision.remaining,
+                until_reset_ms: position.until_boundary_ms(),
+                seen: decision.seen,
+            };
+        }
+        // Denied: nothing was consumed (or, counting denials, this hit's cost, which stays
+        // in the window as any hit), so the cell's count now is what the next request meets
         // (give or take a concurrent accept).
         let counts = WindowCounts {
             current: current.total(),
@@ -301,6 +334,7 @@ impl Engine {
             allowed: false,
             remaining: decision.remaining,
             until_reset_ms: until_pass,
+            seen: decision.seen,
         }
     }
 
@@ -440,5 +474,6 @@ pub(super) fn penalized(now_ms: u64, until_ms: u64) -> Verdict {
         allowed: false,
         remaining: 0,
         until_reset_ms: until_ms.saturating_sub(now_ms),
+        seen: u64::MAX,
     }
 }

@@ -1,4 +1,5 @@
-//! The sliding-window decision (docs/design.md): pure arithmetic, no state.
+//! The window decision (docs/design.md): pure arithmetic, no state. Fixed windows are the
+//! same arithmetic with no previous cell.
 
 /// What one decision concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -6,6 +7,9 @@ pub struct Decision {
     pub allowed: bool,
     /// `max(0, limit − effective)`, where `effective` includes this request's cost.
     pub remaining: u64,
+    /// `effective` before this request's cost: the count the decision saw (what upstream
+    /// calls the limit before increase, for its over- and near-limit stats).
+    pub seen: u64,
 }
 
 /// Decide one request against the counts of the current and previous cells.
@@ -35,12 +39,12 @@ pub fn decide(
         None => (u128::from(previous) * u128::from(weight_ms) / u128::from(duration_ms))
             .min(u128::from(u64::MAX)) as u64,
     };
-    let effective = current
-        .saturating_add(weighted_previous)
-        .saturating_add(cost);
+    let seen = current.saturating_add(weighted_previous);
+    let effective = seen.saturating_add(cost);
     Decision {
         allowed: effective <= limit,
         remaining: limit.saturating_sub(effective),
+        seen,
     }
 }
 

@@ -21,7 +21,7 @@ use quick_cache::Equivalent;
 use super::penalty::PenaltyBox;
 use super::strict::StrictMode;
 use super::table::CellTable;
-use super::{Clock, Engine, WindowPosition};
+use super::{Clock, Engine, WindowPosition, Windows};
 use crate::cell_key::{CellKeyRef, CounterKey, CounterKeyRef};
 
 /// One decision in this many (per thread) is offered to the sketch.
@@ -79,13 +79,18 @@ pub struct CounterState {
     pub strict: bool,
     /// The penalty box holds the counter until then (ms since the epoch).
     pub penalty_until_ms: Option<u64>,
+    /// How decisions read the two cells (fixed windows: the current one alone).
+    pub windows: Windows,
 }
 
 impl CounterState {
-    /// The sliding window's count now: `current + floor(previous × weight)`, as a decision
-    /// with cost 0 sees it.
+    /// The window's count now, as a decision with cost 0 sees it: sliding,
+    /// `current + floor(previous × weight)`; fixed, `current`.
     pub fn effective(&self) -> u64 {
         let current = self.current.map_or(0, |c| c.total());
+        if self.windows == Windows::Fixed {
+            return current;
+        }
         let previous = self.previous.map_or(0, |c| c.total());
         let weight_ms = self.duration_ms.saturating_sub(self.elapsed_ms);
         let weighted = (u128::from(previous) * u128::from(weight_ms)
@@ -290,6 +295,7 @@ pub struct Inspection<'e> {
     penalties: &'e PenaltyBox,
     hitters: &'e HeavyHitters,
     clock: &'e dyn Clock,
+    windows: Windows,
 }
 
 impl Engine {
@@ -301,6 +307,7 @@ impl Engine {
             penalties: &self.penalties,
             hitters: &self.hitters,
             clock: self.clock.as_ref(),
+            windows: self.settings.windows,
         }
     }
 }
@@ -333,6 +340,7 @@ impl Inspection<'_> {
             previous: position.previous_sequence().and_then(view),
             strict: self.strict.is_strict(counter, now_ms),
             penalty_until_ms: self.penalties.held_until(counter, now_ms),
+            windows: self.windows,
         }
     }
 
@@ -430,6 +438,7 @@ mod tests {
             }),
             strict: false,
             penalty_until_ms: None,
+            windows: Default::default(),
         };
         // last 10 s: a third of the current cell's 30 → 1/s
         assert!((state.estimated_rate(10_000) - 1.0).abs() < 1e-9);

@@ -71,7 +71,7 @@ pub use penalty::Penalties;
 pub use publication::{CellGrowth, Publication, Publishable, PublishableWalk};
 pub use retry::until_pass_ms;
 pub use table::Reaped;
-pub use window::WindowPosition;
+pub use window::{WindowPosition, Windows};
 
 use decide::current_key;
 
@@ -126,6 +126,11 @@ pub struct EngineSettings {
     pub final_replay_timeout: Duration,
     /// A repeated warning ("replay failed") is logged once per this interval.
     pub repeated_warning_interval: Duration,
+    /// How decisions read a counter's cells: sliding (ours) or fixed (upstream's).
+    pub windows: Windows,
+    /// Denied hits are counted as hits (as envoyproxy/ratelimit increments its counter on
+    /// every request): a client that keeps calling over the limit keeps its counter growing.
+    pub count_denied: bool,
 }
 
 impl Default for EngineSettings {
@@ -141,6 +146,8 @@ impl Default for EngineSettings {
             freshness: None,
             final_replay_timeout: Duration::from_secs(5),
             repeated_warning_interval: Duration::from_secs(10),
+            windows: Windows::Sliding,
+            count_denied: false,
         }
     }
 }
@@ -163,8 +170,13 @@ pub struct Verdict {
     /// Allowed: milliseconds until the current cell ends (as upstream). Denied: until a
     /// request of the same cost would pass, assuming no more hits (the sliding window's exact
     /// `Retry-After`, see `retry`), or until the penalty box lets the counter out, whichever
-    /// is later.
+    /// is later. With fixed windows: until the current cell ends, in upstream's whole
+    /// seconds, allowed or not.
     pub until_reset_ms: u64,
+    /// The count the decision saw before this hit (the current cell's with fixed windows,
+    /// the sliding estimate otherwise); `u64::MAX` when the penalty box decided. Upstream's
+    /// over- and near-limit stats split a hit by it.
+    pub seen: u64,
 }
 
 pub struct Engine {
@@ -247,6 +259,16 @@ impl Engine {
             clock,
             metrics,
         }
+    }
+
+    /// How decisions read a counter's cells.
+    pub fn windows(&self) -> Windows {
+        self.settings.windows
+    }
+
+    /// Whether denied hits are counted (see [`EngineSettings::count_denied`]).
+    pub fn counts_denied(&self) -> bool {
+        self.settings.count_denied
     }
 
     /// The engine's clock, for the layers that work beside it.
@@ -373,5 +395,7 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod fixed_tests;
 #[cfg(test)]
 mod tests;

@@ -282,7 +282,8 @@ mod tests {
     /// A cell with `count` accepted, queued as the engine queues it.
     fn accepted(queue: &ReplayQueue, identifier: &str, count: u64) -> SharedCell {
         let cell = SharedCell::new(super::super::cell::WindowCell::default());
-        let (_, need) = cell.try_consume(0, 0, 60_000, count, 1_000, &SealedChanges::default());
+        let (_, need) =
+            cell.try_consume(0, 0, 60_000, count, 1_000, false, &SealedChanges::default());
         assert_eq!(need, super::super::cell::ReplayNeed::Enqueue);
         assert!(queue.push(key(identifier), SharedCell::clone(&cell)));
         cell
@@ -336,7 +337,8 @@ mod tests {
 
         // Accepts meanwhile do not queue them twice.
         for cell in &cells {
-            let (_, need) = cell.try_consume(0, 0, 60_000, 1, 1_000, &SealedChanges::default());
+            let (_, need) =
+                cell.try_consume(0, 0, 60_000, 1, 1_000, false, &SealedChanges::default());
             assert_eq!(need, super::super::cell::ReplayNeed::None);
         }
         assert_eq!(queue.len(), 5);

@@ -197,7 +197,14 @@ impl WindowCell {
     /// Decide and, when allowed with a cost, consume `cost` atomically.
     ///
     /// The compare-and-swap makes the check and the increment one step: concurrent requests
-    /// on one cell never admit more than the limit. Denials and peeks consume nothing.
+    /// on one cell never admit more than the limit. Peeks consume nothing; denials consume
+    /// nothing unless `count_denied` (upstream's counter grows on every request), and then
+    /// never turn an accept into a denial of a request that raced them: they add after the
+    /// decision, as the accept's CAS does.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the hot path: no struct built per decision"
+    )]
     pub fn try_consume(
         &self,
         previous_total: u64,
@@ -205,6 +212,7 @@ impl WindowCell {
         duration_ms: u64,
         cost: u64,
         limit: u64,
+        count_denied: bool,
         changes: &SealedChanges,
     ) -> (Decision, ReplayNeed) {
         // Written only when it changes, so a hot cell's cache line is not dirtied per request.
@@ -226,8 +234,14 @@ impl WindowCell {
                 cost,
                 limit,
             );
-            if !decision.allowed || cost == 0 {
+            if cost == 0 {
                 return (decision, ReplayNeed::None);
+            }
+            if !decision.allowed {
+                if !count_denied {
+                    return (decision, ReplayNeed::None);
+                }
+                return (decision, self.add_admitted(cost, changes));
             }
             // Sequentially consistent: see `SealedChanges` (on x86 a locked CAS costs the
             // same either way).

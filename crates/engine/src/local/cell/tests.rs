@@ -7,7 +7,7 @@ use super::*;
 fn denied_requests_consume_nothing() {
     let changes = SealedChanges::default();
     let cell = WindowCell::seeded(PnCount::hits(10), PnCount::hits(0));
-    let (d, need) = cell.try_consume(0, 0, 1_000, 1, 10, &changes);
+    let (d, need) = cell.try_consume(0, 0, 1_000, 1, 10, false, &changes);
     assert!(!d.allowed);
     assert_eq!(need, ReplayNeed::None);
     assert_eq!(cell.regional(), 10);
@@ -18,7 +18,7 @@ fn denied_requests_consume_nothing() {
 fn merges_never_move_a_count_back() {
     let changes = SealedChanges::default();
     let cell = WindowCell::default();
-    cell.try_consume(0, 0, 1_000, 3, 10, &changes);
+    cell.try_consume(0, 0, 1_000, 3, 10, false, &changes);
     cell.merge_regional(PnCount::hits(1), &changes);
     assert_eq!(cell.regional(), 3);
     cell.merge_regional(PnCount::hits(7), &changes);
@@ -29,7 +29,7 @@ fn merges_never_move_a_count_back() {
 
 /// Accept a hit of cost 1 (limit 10): what the caller must do with the replay queue.
 fn accept_one(cell: &WindowCell, changes: &SealedChanges) -> ReplayNeed {
-    cell.try_consume(0, 0, 1_000, 1, 10, changes).1
+    cell.try_consume(0, 0, 1_000, 1, 10, false, changes).1
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn a_cell_is_queued_once_per_replay_cycle() {
     let cell = WindowCell::default();
     assert_eq!(accept_one(&cell, &changes), ReplayNeed::Enqueue);
     assert_eq!(
-        cell.try_consume(0, 0, 1_000, 2, 10, &changes).1,
+        cell.try_consume(0, 0, 1_000, 2, 10, false, &changes).1,
         ReplayNeed::None
     );
     assert_eq!(cell.take_for_replay().hits, 3);
@@ -50,7 +50,7 @@ fn a_cell_is_queued_once_per_replay_cycle() {
 fn a_failed_replay_queues_the_cell_once() {
     let changes = SealedChanges::default();
     let cell = WindowCell::default();
-    cell.try_consume(0, 0, 1_000, 2, 10, &changes);
+    cell.try_consume(0, 0, 1_000, 2, 10, false, &changes);
     assert_eq!(cell.take_for_replay().hits, 2);
     assert!(cell.requeue(), "nobody re-queued it");
     assert_eq!(accept_one(&cell, &changes), ReplayNeed::None);
@@ -74,7 +74,7 @@ fn an_overflowed_cell_is_queued_again_once() {
         !cell.deserves_protection(),
         "replayed and far from its limit"
     );
-    cell.try_consume(0, 0, 1_000, 6, 10, &changes);
+    cell.try_consume(0, 0, 1_000, 6, 10, false, &changes);
     assert!(cell.deserves_protection(), "8 of 10 is near the limit");
 }
 
@@ -82,7 +82,7 @@ fn an_overflowed_cell_is_queued_again_once() {
 fn a_reseeded_cell_resumes_its_own_component() {
     let changes = SealedChanges::default();
     let cell = WindowCell::seeded(PnCount::hits(9), PnCount::hits(4));
-    cell.try_consume(0, 0, 1_000, 1, 20, &changes);
+    cell.try_consume(0, 0, 1_000, 1, 20, false, &changes);
     assert_eq!((cell.regional(), cell.own()), (10, 5));
     cell.merge_own(PnCount::hits(3), &changes);
     assert_eq!(cell.own(), 5, "never backwards");
@@ -107,10 +107,10 @@ fn only_meaningful_changed_counts_are_published() {
     let changes = SealedChanges::default();
     let cell = WindowCell::default();
     for _ in 0..4 {
-        cell.try_consume(0, 0, 1_000, 1, 10, &changes);
+        cell.try_consume(0, 0, 1_000, 1, 10, false, &changes);
     }
     assert_eq!(cell.to_publish(0.5), None, "4 is below half of 10");
-    cell.try_consume(0, 0, 1_000, 1, 10, &changes);
+    cell.try_consume(0, 0, 1_000, 1, 10, false, &changes);
     assert_eq!(cell.to_publish(0.5), Some(PnCount::hits(5)));
     cell.mark_published(PnCount::hits(5));
     assert_eq!(
@@ -133,7 +133,7 @@ fn a_refund_gives_back_only_what_this_process_consumed() {
         "nothing consumed here"
     );
     assert_eq!(
-        cell.try_consume(0, 0, 1_000, 8, 10, &changes).1,
+        cell.try_consume(0, 0, 1_000, 8, 10, false, &changes).1,
         ReplayNeed::Enqueue
     );
     assert_eq!(cell.take_for_replay(), PnCount::new(8, 0));
@@ -148,8 +148,17 @@ fn a_refund_gives_back_only_what_this_process_consumed() {
     assert_eq!(cell.total(), 0, "never below zero");
     assert_eq!(cell.take_for_replay(), PnCount::new(8, 8));
     // the refunded budget is there again, and a later hit counts in full
-    assert!(cell.try_consume(0, 0, 1_000, 10, 10, &changes).0.allowed);
-    assert!(!cell.try_consume(0, 0, 1_000, 1, 10, &changes).0.allowed);
+    assert!(
+        cell.try_consume(0, 0, 1_000, 10, 10, false, &changes)
+            .0
+            .allowed
+    );
+    assert!(
+        !cell
+            .try_consume(0, 0, 1_000, 1, 10, false, &changes)
+            .0
+            .allowed
+    );
 }
 
 #[test]
@@ -187,7 +196,7 @@ fn a_cell_stays_small_with_both_halves() {
 fn refunds_are_published_even_when_hits_did_not_change() {
     let changes = SealedChanges::default();
     let cell = WindowCell::default();
-    cell.try_consume(0, 0, 1_000, 6, 10, &changes);
+    cell.try_consume(0, 0, 1_000, 6, 10, false, &changes);
     let first = cell.to_publish(0.5);
     assert_eq!(first, Some(PnCount::hits(6)));
     cell.mark_published(PnCount::hits(6));
@@ -202,7 +211,7 @@ fn refunds_are_published_even_when_hits_did_not_change() {
 fn a_remembered_previous_total_holds_until_the_previous_cell_changes() {
     let changes = SealedChanges::default();
     let previous = WindowCell::default();
-    previous.try_consume(0, 0, 1_000, 4, 10, &changes);
+    previous.try_consume(0, 0, 1_000, 4, 10, false, &changes);
     let current = WindowCell::default();
     assert_eq!(current.previous(&changes), None, "nothing remembered yet");
     assert_eq!(current.remember_previous(&previous, &changes), (4, false));
@@ -239,7 +248,7 @@ fn a_remembered_previous_total_holds_until_the_previous_cell_changes() {
     );
     stale_after(
         &|| {
-            previous.try_consume(0, 0, 1_000, 1, 100, &changes);
+            previous.try_consume(0, 0, 1_000, 1, 100, false, &changes);
         },
         (9, true),
     );
@@ -255,7 +264,7 @@ fn changes_of_unsealed_cells_keep_remembered_totals() {
     let current = WindowCell::default();
     current.remember_previous(&previous, &changes);
     assert!(previous.is_sealed() && !current.is_sealed());
-    current.try_consume(0, 0, 1_000, 1, 10, &changes);
+    current.try_consume(0, 0, 1_000, 1, 10, false, &changes);
     current.merge_regional(PnCount::hits(5), &changes);
     current.merge_global(PnCount::hits(1), &changes);
     current.on_leaving_table(&changes);
@@ -280,7 +289,16 @@ fn foreign_counts_take_part_in_the_decision() {
     let changes = SealedChanges::default();
     let cell = WindowCell::default();
     cell.merge_global(PnCount::hits(9), &changes);
-    assert!(cell.try_consume(0, 0, 1_000, 1, 10, &changes).0.allowed);
-    assert!(!cell.try_consume(0, 0, 1_000, 1, 10, &changes).0.allowed);
+    assert!(
+        cell.try_consume(0, 0, 1_000, 1, 10, false, &changes)
+            .0
+            .allowed
+    );
+    assert!(
+        !cell
+            .try_consume(0, 0, 1_000, 1, 10, false, &changes)
+            .0
+            .allowed
+    );
     assert_eq!(cell.regional(), 1);
 }

@@ -46,7 +46,7 @@ fn flood(table: &CellTable, sequence: u64) {
 fn use_cell(table: &CellTable, key: &CellKey, cost: u64, limit: u64) {
     let (cell, _) = table.get_or_insert_empty(key);
     assert!(
-        cell.try_consume(0, 0, 60_000, cost, limit, table.changes())
+        cell.try_consume(0, 0, 60_000, cost, limit, false, table.changes())
             .0
             .allowed
     );
@@ -210,7 +210,7 @@ fn an_overflowed_cell_is_not_evicted() {
     let overflowed = key("overflowed", 60_000, 1);
     let (cell, _) = table.get_or_insert_empty(&overflowed);
     assert!(
-        cell.try_consume(0, 0, 60_000, 1, 100, table.changes())
+        cell.try_consume(0, 0, 60_000, 1, 100, false, table.changes())
             .0
             .allowed
     );
