@@ -132,6 +132,11 @@ async fn upstreams_stop_increment_expectations() {
     assert_eq!(up.stat("key5_value5", "over_limit"), 1.0);
     assert_eq!(up.stat("key5_value5", "near_limit"), 3.0);
     assert_eq!(up.stat("key5_value5", "total_hits"), 15.0);
+    // key4, passed in the denied request and given back: every hit within the limit, as
+    // upstream counts them (its test's 5, after the 10 set up here), its near_limit from the count with the hit (3, where
+    // upstream's, from the count without it less the hit, says 2: docs/migration.md).
+    assert_eq!(up.stat("key4_value4", "within_limit"), 15.0);
+    assert_eq!(up.stat("key4_value4", "near_limit"), 3.0);
     // key5 counted the denied hits (15: over whatever comes), key4 did not (13: 2 left, as
     // upstream answers a key it does not charge).
     let after = up.both(1).await;

@@ -191,15 +191,19 @@ async fn the_no_argument_start_has_upstreams_semantics() {
     ask(&mut client, "per_second", "warm").await;
     let start = support::into_fresh_window(SECOND);
     for _ in 0..4 {
-        ask(&mut client, "per_second", "c").await;
+        ask(&mut client, "per_second", "noarg-counted").await;
     }
     support::sleep_until_ms(start + 1_020);
-    let next = ask(&mut client, "per_second", "c").await;
+    let next = ask(&mut client, "per_second", "noarg-counted").await;
     assert_eq!(
         (code(&next), next.limit_remaining, reset_ms(&next)),
         (Code::Ok, 2, 1_000),
         "{next:?}"
     );
+    // The denied 4th hit counted too: 4 + 1 in Redis, as upstream's INCRBY.
+    support::eventually("the five hits replayed to Redis", 5, || {
+        redis_admin::pn_sum_under(LOCAL_REDIS_URL, &prefix, "noarg-counted").0
+    });
     let metrics = service.metrics();
     for switch in ["fixed_windows", "count_denied"] {
         assert_eq!(
