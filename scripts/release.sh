@@ -78,8 +78,10 @@ fi
 # archive carries that full name, so `kind load image-archive` gives the node the image a
 # Deployment naming `gcounter-rls:<version>` finds (podman would name it localhost/...).
 image="docker.io/library/gcounter-rls:$version"
-podman build ${pull[@]+"${pull[@]}"} "${build_args[@]}" --tag "$image" --tag gcounter-rls:dev .
-podman build ${pull[@]+"${pull[@]}"} "${build_args[@]}" --target builder \
+# No intermediate images (--layers=false): the Dockerfile's cache mounts keep the build fast.
+podman build --layers=false ${pull[@]+"${pull[@]}"} "${build_args[@]}" \
+    --tag "$image" --tag gcounter-rls:dev .
+podman build --layers=false ${pull[@]+"${pull[@]}"} "${build_args[@]}" --target builder \
     --tag "localhost/gcounter-rls-builder:$version" . >/dev/null
 podman save --format oci-archive --output "$out/gcounter-rls-$version.oci.tar" "$image"
 
@@ -88,6 +90,7 @@ container="$(podman create "localhost/gcounter-rls-builder:$version")"
 podman cp "$container:/usr/local/bin/gcounter-rls" "$out/$name"
 podman cp "$container:/usr/local/bin/gcounter-rls.debug" "$out/$name.debug"
 podman rm "$container" >/dev/null
+podman rmi "localhost/gcounter-rls-builder:$version" >/dev/null
 "$out/$name" --version | grep -q "$commit" || {
     echo "release.sh: $name --version does not name $commit" >&2
     exit 1

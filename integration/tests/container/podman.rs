@@ -99,14 +99,18 @@ impl Podman {
     }
 
     /// Builds [`IMAGE`] from the repository's Dockerfile on `bases`, never pulling; the
-    /// commit passed in is `commit`. Cached: an unchanged tree reuses every layer, a changed
-    /// one recompiles only what changed (the Dockerfile's cache mounts). The time it took.
+    /// commit passed in is `commit`. Cached by the Dockerfile's cache mounts: a rebuild
+    /// compiles only what changed. No intermediate images are kept (`--layers=false`), and
+    /// the image the new one replaces is removed, so reruns do not fill the disk. The time it
+    /// took.
     pub fn build_image(&self, (builder, runtime): &(String, String), commit: &str) -> Duration {
         let started = Instant::now();
         let context = repo_path("");
+        let previous = self.output(&["image", "inspect", "--format", "{{.Id}}", IMAGE]);
         let args = [
             "build".to_string(),
             "--pull=never".to_string(),
+            "--layers=false".to_string(),
             "--build-arg".to_string(),
             format!("BUILDER_IMAGE={builder}"),
             "--build-arg".to_string(),
@@ -126,7 +130,14 @@ impl Podman {
             "podman build of the Dockerfile failed\n{}",
             describe(&output)
         );
-        started.elapsed()
+        let took = started.elapsed();
+        let previous = String::from_utf8_lossy(&previous.stdout).trim().to_string();
+        let current = self.ok(&["image", "inspect", "--format", "{{.Id}}", IMAGE]);
+        if !previous.is_empty() && previous != current {
+            // Still used by another tag (a release's), or by a container: then it stays.
+            let _ = self.output(&["rmi", &previous]);
+        }
+        took
     }
 }
 

@@ -30,7 +30,7 @@ pub fn documented_files() -> Vec<PathBuf> {
     files
 }
 
-const SKIPPED_DIRS: &[&str] = &["target", ".tools", ".git", "corpus", "artifacts"];
+const SKIPPED_DIRS: &[&str] = &["target", ".tools", ".git", "corpus", "artifacts", "dist"];
 
 fn walk(dir: &Path, relative: &Path, out: &mut Vec<PathBuf>, keep: &dyn Fn(&Path) -> bool) {
     let Ok(entries) = std::fs::read_dir(dir) else {
