@@ -44,6 +44,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,7 +52,7 @@ import threading
 import time
 
 from chaoslib import bounds as bounds_mod
-from chaoslib.check import check, rlqs_phase
+from chaoslib.check import check, db_range, rlqs_phase
 from chaoslib.deploy import CODE_PLANTS, DEPLOYMENT_PLANTS, FAKETIME_LIBS, Deployment, mysql
 from chaoslib.net import NoNamespaces
 from chaoslib.phases import KINDS, Phases
@@ -161,7 +162,25 @@ def preflight(args):
     return bounds
 
 
+def settled_rows(args, run):
+    """The database's rows per region, read once they hold each region's Redis total (but the
+    cells under the floor), or one window after the settling: a cell's last count may wait
+    that long for its flush after the cell expired (a flush backing off after a lossy or cut
+    link). Rows still short then are a finding."""
+    deadline = time.monotonic() + args.window_s
+    while True:
+        db = run.db_counts()
+        if time.monotonic() >= deadline or all(lo <= db.get(f"r{r}", 0) <= hi
+                                                for r, (lo, hi) in enumerate(db_range(args, run))):
+            return db
+        time.sleep(1)
+        for r, region in enumerate(run.regions):
+            run.sample_redis(r, region)
+
+
 def main():
+    # A SIGTERM ends the run through its teardown (namespaces, processes, the database).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
     args = parse()
     bounds = preflight(args)
     run = Run(args)
@@ -186,7 +205,7 @@ def main():
                   f"RLQS {quota / args.rlqs_limit:.2f} × limit, errors {err}, {row['elapsed_s']} s", flush=True)
         run.settle()
         run.stop_sampling.set()
-        db = run.db_counts()
+        db = settled_rows(args, run)
         skew = run.skew()
     except NoNamespaces as e:
         sys.exit(f"{e}: the run needs root and iproute2 (`sudo python3 scripts/chaos.py ...`); "
@@ -207,7 +226,9 @@ def main():
             json.dump({"seed": args.seed, "network": "namespaces" if run.net.netns else "loopback",
                        "plant": args.plant, "phases": kinds, "seconds": round(time.monotonic() - t0),
                        "bounds": [b.as_json() for b in bounds.values()],
-                       "checks": checks, "broken": [c["id"] for c in broken], "table": lines},
+                       "checks": checks, "broken": [c["id"] for c in broken], "table": lines,
+                       "redis_cells": {f"r{r}": h.totals() for r, h in run.redis_seen.items()},
+                       "database_rows": db},
                       f, indent=1, ensure_ascii=False)
     if broken:
         sys.exit("broken: " + "; ".join(f"{c['invariant']} ({c['measured']})" for c in broken))

@@ -67,12 +67,12 @@ def derive(a):
     region = per_proc * m
     db = sides_sum([region, rho - region], c)
     out["v3-degraded-db"] = Bound(
-        "v3-degraded-db", "RLS v3, a database cut, loss or failover", db, rho,
+        "v3-degraded-db", "RLS v3, a database cut or loss", db, rho,
         f"Σ sides min(offered, clean) = min({region:g}, {c:.2f}) + min({rho - region:g}, {c:.2f}) = {db:.2f}",
         "two sides (the region, the others) each decide alone, each within the clean bound")
     redis = sides_sum([per_proc] * m + [rho - region], c)
     out["v3-degraded-redis"] = Bound(
-        "v3-degraded-redis", "RLS v3, a Redis cut or loss", redis, rho,
+        "v3-degraded-redis", "RLS v3, a Redis cut, loss or failover", redis, rho,
         f"Σ sides min(offered, clean) = {m}·min({per_proc:g}, {c:.2f}) + min({rho - region:g}, {c:.2f}) "
         f"= {redis:.2f}",
         "each of the region's processes decides alone, beside the other regions")
@@ -95,14 +95,14 @@ def derive(a):
         "after), and a kill loses at most two reports")
     qdb = sides_sum([q_region, q_rho - q_region], qc)
     out["rlqs-degraded-db"] = Bound(
-        "rlqs-degraded-db", "RLQS, a database cut, loss or failover", qdb, q_rho,
+        "rlqs-degraded-db", "RLQS, a database cut or loss", qdb, q_rho,
         f"min({q_region:g}, {qc:.2f}) + min({q_rho - q_region:g}, {qc:.2f}) = {qdb:.2f}",
         "two sides, each within the clean bound")
     # The region's RLQS load is all on its first process: cut from Redis, the other one adds
     # nothing to the bucket's counter.
     qredis = sides_sum([q_region, q_rho - q_region], qc)
     out["rlqs-degraded-redis"] = Bound(
-        "rlqs-degraded-redis", "RLQS, a Redis cut or loss", qredis, q_rho,
+        "rlqs-degraded-redis", "RLQS, a Redis cut, loss or failover", qredis, q_rho,
         f"min({q_region:g}, {qc:.2f}) + min({q_rho - q_region:g}, {qc:.2f}) = {qredis:.2f}",
         "the stream's server decides alone beside the other regions; the region's other process "
         "carries no RLQS load")

@@ -37,7 +37,7 @@ class Phases:
 
     def drive_process(self, r, p, segments, action, out, timers):
         """Load on one process: each segment (start, end, kind) in seconds of the phase, with
-        `action` run before the second. A segment's kind says how its answers count: `normal`;
+        `action` run before the second (once the first has had all its answers). A segment's kind says how its answers count: `normal`;
         `kill` (the process is SIGKILLed in it: an error answered before the kill is an error,
         one after it a request the kill severed); `stopped` (the process is SIGSTOPped in it:
         its answers may wait for the SIGCONT). `timers` are (delay, function) started with the
@@ -48,11 +48,11 @@ class Phases:
         for delay, fn in timers:
             threading.Timer(delay, fn).start()
         for i, (start, end, kind) in enumerate(segments):
-            if i == 1 and action:
-                action()
             wait = t0 + start - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
+            if i == 1 and action:
+                action()
             seconds = t0 + end - time.monotonic()
             res = {}
             ts = [threading.Thread(target=lambda k, rt: res.__setitem__(k, self.loadtest(r, p, k, rt, seconds)),
@@ -107,19 +107,17 @@ class Phases:
                     None, None, {"kill_at": at})
         if kind == "stop":
             # The victim's load runs on through the stop: the requests it sends meanwhile wait in
-            # the kernel for the SIGCONT.
+            # the kernel for the SIGCONT. The stop starts once the segment before it has had all
+            # its answers, however late a slow machine started it, so that no request of a
+            # `normal` segment meets the stopped process.
             at = self.rng.uniform(0.2, 0.4) * w
             pause = self.args.stop_s
-            stop_at = at + 0.25
 
             def stop():
                 region.procs[p].send_signal(signal.SIGSTOP)
-
-            def cont():
-                region.procs[p].send_signal(signal.SIGCONT)
-            segments = [(0, at, "normal"), (at, stop_at + pause + 0.3, "stopped"),
-                        (stop_at + pause + 0.3, w, "normal")]
-            return segments, None, [(stop_at, stop), (stop_at + pause, cont)], None, None, {}
+                threading.Timer(pause, lambda: region.procs[p].send_signal(signal.SIGCONT)).start()
+            segments = [(0, at, "normal"), (at, at + pause + 0.3, "stopped"), (at + pause + 0.3, w, "normal")]
+            return segments, stop, [], None, None, {}
         if kind in ("cut-db", "cut-redis"):
             link = "d" if kind == "cut-db" else "r"
             proxies = [region.db_proxy] if link == "d" else list(region.redis_proxies.values())
