@@ -35,6 +35,23 @@ fn a_window_held_at_its_limit_grows_as_fast_as_the_previous_one_slides_out() {
 }
 
 #[test]
+fn a_fixed_window_grows_by_its_room_alone() {
+    // half-way with 300 of 600 used in this window and 600 in the previous: sliding counts
+    // 600 and grows at what the previous window frees, 10/s (the test above); fixed counts
+    // 300 and hands out its room, 300 over 2 s, then nothing once the window is full.
+    let two = Duration::from_secs(2);
+    let fixed = |previous, current| CounterState {
+        windows: gcounter_engine::Windows::Fixed,
+        ..state(previous, current, 30_000)
+    };
+    let rate = counter_rate(600, &fixed(600, 300), two);
+    assert!((rate - 150.0).abs() < 1e-9, "{rate}");
+    assert_eq!(counter_rate(600, &fixed(600, 600), two), 0.0);
+    // A full current window with an empty previous one: no room either way.
+    assert_eq!(counter_rate(600, &fixed(0, 600), two), 0.0);
+}
+
+#[test]
 fn the_room_is_handed_out_over_two_reporting_intervals() {
     assert_eq!(convergence(Duration::from_secs(5)), Duration::from_secs(10));
     assert_eq!(convergence(Duration::from_millis(200)), MIN_CONVERGENCE);
