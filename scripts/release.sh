@@ -78,6 +78,11 @@ fi
 # archive carries that full name, so `kind load image-archive` gives the node the image a
 # Deployment naming `gcounter-rls:<version>` finds (podman would name it localhost/...).
 image="docker.io/library/gcounter-rls:$version"
+# The images these names held before, removed once the names move (unless still used).
+replaced=()
+for ref in "$image" localhost/gcounter-rls:dev; do
+    replaced+=($(podman image inspect --format '{{.Id}}' "$ref" 2>/dev/null || true))
+done
 # No intermediate images (--layers=false): the Dockerfile's cache mounts keep the build fast.
 podman build --layers=false ${pull[@]+"${pull[@]}"} "${build_args[@]}" \
     --tag "$image" --tag gcounter-rls:dev .
@@ -91,6 +96,10 @@ podman cp "$container:/usr/local/bin/gcounter-rls" "$out/$name"
 podman cp "$container:/usr/local/bin/gcounter-rls.debug" "$out/$name.debug"
 podman rm "$container" >/dev/null
 podman rmi "localhost/gcounter-rls-builder:$version" >/dev/null
+current="$(podman image inspect --format '{{.Id}}' "$image")"
+for id in ${replaced[@]+"${replaced[@]}"}; do
+    [[ "$id" == "$current" ]] || podman rmi "$id" >/dev/null 2>&1 || true
+done
 "$out/$name" --version | grep -q "$commit" || {
     echo "release.sh: $name --version does not name $commit" >&2
     exit 1
