@@ -152,7 +152,11 @@ class Phases:
                 if not self.net.netns:
                     region.db_proxy.cut = True
                     region.db_proxy.drop_all()
-                self.failover(r, region)
+                # The promotion may take long on a loaded machine: the database link still
+                # comes back on time (the phase heals it), and the phase waits for the failover.
+                t = threading.Thread(target=self.failover, args=(r, region))
+                t.start()
+                self.failing_over.append(t)
 
             def heal():
                 self.net.set_link(r, "d", True)
@@ -189,6 +193,8 @@ class Phases:
             undo()
         for t in threads:
             t.join()
+        while self.failing_over:
+            self.failing_over.pop().join()
         elapsed = time.monotonic() - started
         row = {"phase": index, "kind": kind or "-", "region": r if kind else None,
                "process": p if kind else None, "elapsed_s": round(elapsed, 2), "out": out,
