@@ -51,7 +51,7 @@ pub async fn should_rate_limit_json(
 ) -> JsonReply {
     let span = limiter.tracer().and_then(|tracer| {
         let sampled = tracer.sample(headers)?;
-        Some(tracer.start(sampled, headers, crate::trace::Route::Json))
+        Some(tracer.start(sampled, crate::trace::Route::Json))
     });
     let request = match parse_request(body) {
         Ok(request) => request,

@@ -21,6 +21,7 @@ use tonic::body::Body;
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Code, Request, Response, Status};
 
+use super::traced::NowTraced;
 use super::{Answer, Now, RateLimiter};
 use crate::telemetry::{RequestMethod, RequestOutcome};
 use crate::trace::{self, DecisionTracer, Sampled};
@@ -31,6 +32,8 @@ const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/Sh
 const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+/// What is left of a decision that waits.
+type Waiting = BoxFuture<Result<Answer, Status>>;
 
 /// The route tonic's router serves under `envoy.service.ratelimit.v3.RateLimitService`.
 #[derive(Clone)]
@@ -188,24 +191,16 @@ impl RateLimitRoute {
         let limiter = Arc::clone(&self.limiter);
         let max_request_bytes = self.max_request_bytes;
         // Sampled or not is decided on the headers alone: an unsampled call goes the way it
-        // goes with tracing off. A sampled one reads its metadata from tonic's request.
+        // goes with tracing off; a sampled one the same way, in its span.
         let sampled = limiter
             .tracer()
             .and_then(|tracer| tracer.sample(request.headers()));
-        let state = match sampled {
-            None => Answering::Reading(unary::read(request, max_request_bytes)),
-            Some(sampled) => Answering::Tonic(Self::through_tonic_owned(
-                Arc::clone(&limiter),
-                max_request_bytes,
-                request.map(unary::Replay::new),
-                Some(sampled),
-            )),
-        };
         ShouldRateLimit {
             limiter,
             started,
             max_request_bytes,
-            state,
+            sampled,
+            state: Answering::Reading(unary::read(request, max_request_bytes)),
         }
     }
 
@@ -226,8 +221,8 @@ impl RateLimitRoute {
         )
     }
 
-    /// The answer to a call that is not the common one, or that is traced, by tonic's
-    /// `Grpc::unary`: its checks and refusals.
+    /// The answer to a call that is not the common one, by tonic's `Grpc::unary`: its checks
+    /// and refusals (in its span when `sampled`).
     async fn through_tonic<B>(
         limiter: &RateLimiter,
         max_request_bytes: usize,
@@ -268,6 +263,8 @@ pub struct ShouldRateLimit<B: http_body::Body> {
     limiter: Arc<RateLimiter>,
     started: std::time::Instant,
     max_request_bytes: usize,
+    /// The call is traced: its span starts once its message is read (taken then).
+    sampled: Option<Sampled>,
     state: Answering<B>,
 }
 
@@ -280,8 +277,8 @@ enum Answering<B: http_body::Body> {
     /// Reading the common call's one message.
     Reading(unary::Reading<B>),
     /// A decision that waits (a cold cell, a refund, several limits).
-    Deciding(Pin<Box<dyn Future<Output = Result<Answer, Status>> + Send>>),
-    /// Any other call, or a sampled one when tracing is on: tonic's.
+    Deciding(Waiting),
+    /// Any other call: tonic's.
     Tonic(BoxFuture<http::Response<Body>>),
     /// Answered.
     Answered,
@@ -300,6 +297,18 @@ where
             match &mut this.state {
                 Answering::Reading(reading) => match ready!(Pin::new(reading).poll(cx)) {
                     unary::Read::Whole(message) => {
+                        if let Some(sampled) = this.sampled.take()
+                            && let Some(tracer) = this.limiter.tracer()
+                        {
+                            let span = tracer.start(sampled, trace::Route::Grpc);
+                            match decide_traced(&this.limiter, message, span) {
+                                TracedDecision::Answered(answer) => break unary::respond(answer),
+                                TracedDecision::Waiting(waiting) => {
+                                    this.state = Answering::Deciding(waiting);
+                                    continue;
+                                }
+                            }
+                        }
                         // Decided at once when no descriptor has to wait (the warm path: no
                         // future built, none boxed); otherwise what is left of it is boxed.
                         let request = match this.limiter.decode(message) {
@@ -321,7 +330,7 @@ where
                             Arc::clone(&this.limiter),
                             this.max_request_bytes,
                             *request,
-                            None,
+                            this.sampled.take(),
                         ));
                     }
                 },
@@ -343,6 +352,41 @@ where
             .metrics
             .request_duration(RequestMethod::ShouldRateLimit, this.started.elapsed());
         Poll::Ready(Ok(response))
+    }
+}
+
+/// [`decide_traced`]'s outcome.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the answer is the common case: boxing it would allocate per request"
+)]
+enum TracedDecision {
+    Answered(Result<Answer, Status>),
+    Waiting(Waiting),
+}
+
+/// A sampled call's message, decoded and decided in `span` (a refusal is in it too): the
+/// answer when decided at once, else what is left of the decision, boxed.
+fn decide_traced(
+    limiter: &Arc<RateLimiter>,
+    message: Bytes,
+    span: trace::DecisionSpan,
+) -> TracedDecision {
+    let request = match limiter.decode(message) {
+        Ok(request) => request,
+        Err(refused) => {
+            super::traced::end(span, trace::Path::Warm, &Err(refused.clone()));
+            return TracedDecision::Answered(Err(refused));
+        }
+    };
+    match limiter.should_rate_limit_now_traced(&request, span) {
+        NowTraced::Answered(answer) => TracedDecision::Answered(answer),
+        NowTraced::Later(unfinished, span) => {
+            let limiter = Arc::clone(limiter);
+            TracedDecision::Waiting(Box::pin(async move {
+                limiter.finish_traced(&request, unfinished, span).await
+            }))
+        }
     }
 }
 
@@ -416,14 +460,14 @@ impl<'a> UnaryService<Bytes> for Decode<'a> {
 }
 
 /// [`Decode::call`] for a sampled request: the span starts before the message is decoded (a
-/// refusal is in it too), as a child of the trace in the call's metadata.
+/// refusal is in it too), as a child of the caller's trace.
 fn traced<'a>(
     limiter: &'a RateLimiter,
     tracer: &DecisionTracer,
     sampled: Sampled,
     request: Request<Bytes>,
 ) -> Decided<'a> {
-    let span = tracer.start(sampled, request.metadata().as_ref(), trace::Route::Grpc);
+    let span = tracer.start(sampled, trace::Route::Grpc);
     match limiter.decode(request.into_inner()) {
         Ok(request) => Decided::Later(Box::pin(async move {
             limiter

@@ -21,18 +21,55 @@ impl RateLimiter {
         request: &RateLimitRequest,
         span: DecisionSpan,
     ) -> Result<Answer, Status> {
-        span.request(request);
-        let (answer, path) = match self.should_rate_limit_now(request) {
-            Now::Answered(answer) => (answer, Path::Warm),
-            Now::Later(unfinished) => {
-                let cx = span.context().clone();
-                let answer = self.finish(request, unfinished).with_context(cx).await;
-                (answer, Path::Cold)
+        match self.should_rate_limit_now_traced(request, span) {
+            NowTraced::Answered(answer) => answer,
+            NowTraced::Later(unfinished, span) => {
+                self.finish_traced(request, unfinished, span).await
             }
-        };
-        end(span, path, &answer);
+        }
+    }
+
+    /// [`should_rate_limit_now`](Self::should_rate_limit_now) in `span`: ended (warm) when
+    /// decided at once; otherwise handed back with what is left.
+    pub fn should_rate_limit_now_traced(
+        &self,
+        request: &RateLimitRequest,
+        span: DecisionSpan,
+    ) -> NowTraced {
+        span.request(request);
+        match self.should_rate_limit_now(request) {
+            Now::Answered(answer) => {
+                end(span, Path::Warm, &answer);
+                NowTraced::Answered(answer)
+            }
+            Now::Later(unfinished) => NowTraced::Later(unfinished, span),
+        }
+    }
+
+    /// [`finish`](Self::finish) in `span`'s context, then ends it (cold).
+    pub async fn finish_traced(
+        &self,
+        request: &RateLimitRequest,
+        unfinished: Unfinished,
+        span: DecisionSpan,
+    ) -> Result<Answer, Status> {
+        let cx = span.context().clone();
+        let answer = self.finish(request, unfinished).with_context(cx).await;
+        end(span, Path::Cold, &answer);
         answer
     }
+}
+
+/// [`RateLimiter::should_rate_limit_now_traced`]'s outcome.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the answer is the common case: boxing it would allocate per request"
+)]
+pub enum NowTraced {
+    /// Decided, the span ended.
+    Answered(Result<Answer, Status>),
+    /// To finish in the span ([`RateLimiter::finish_traced`]).
+    Later(Unfinished, DecisionSpan),
 }
 
 impl RateLimiter {

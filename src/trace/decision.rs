@@ -63,10 +63,10 @@ impl std::fmt::Debug for DecisionTracer {
     }
 }
 
-/// A request the sampling decision kept: [`DecisionTracer::start`] builds its span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A request the sampling decision kept: the parent context of its span, built from its
+/// headers; [`DecisionTracer::start`] starts the span in it.
 pub struct Sampled {
-    parent: Option<Parent>,
+    parent: Context,
 }
 
 impl DecisionTracer {
@@ -82,10 +82,13 @@ impl DecisionTracer {
     }
 
     /// Whether this request is traced, from its headers alone: nothing is built for a request
-    /// that is not.
+    /// that is not. A sampled one's parent context is built here (its `tracestate` and
+    /// baggage carried on), so that the headers need not be kept until its span starts.
     pub fn sample(&self, headers: &http::HeaderMap) -> Option<Sampled> {
         let parent = self.head.decide(sampling::caller(headers))?;
-        Some(Sampled { parent })
+        Some(Sampled {
+            parent: parent_context(parent, headers),
+        })
     }
 
     /// The context an unsampled request's awaited calls run in: their spans are not sampled
@@ -95,9 +98,8 @@ impl DecisionTracer {
     }
 
     /// Starts the span of a sampled request, as a child of its caller's span if any.
-    /// `headers`: the request's (its `tracestate` and baggage are carried on).
-    pub fn start(&self, sampled: Sampled, headers: &http::HeaderMap, route: Route) -> DecisionSpan {
-        let parent = parent_context(sampled.parent, headers);
+    pub fn start(&self, sampled: Sampled, route: Route) -> DecisionSpan {
+        let parent = sampled.parent;
         let attributes = match route {
             Route::Grpc => vec![
                 KeyValue::new("rpc.system", "grpc"),

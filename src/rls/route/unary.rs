@@ -162,12 +162,6 @@ pub(super) struct Replay<B: HttpBody> {
     inner: B,
 }
 
-impl<B: HttpBody> Replay<B> {
-    pub(super) fn new(inner: B) -> Self {
-        Self { first: None, inner }
-    }
-}
-
 impl<B> HttpBody for Replay<B>
 where
     B: HttpBody + Unpin,
