@@ -1,32 +1,10 @@
 //! Upstream's semantics in the engine: fixed windows (`--windows fixed`) and denied hits
 //! counted (`--count-denied`), each test failing if the mode were ignored.
 
+use super::tests::Names;
 use super::*;
 use crate::recorder::NoRecorder;
 use crate::regional::InProcessOrigin;
-
-/// A counter's names, shared by a test's hits.
-struct Names {
-    workspace: Arc<str>,
-    namespace: Arc<str>,
-}
-
-impl Names {
-    fn new() -> Self {
-        Self {
-            workspace: "domain".into(),
-            namespace: "3:key/".into(),
-        }
-    }
-
-    fn hit<'a>(&'a self, identifier: &'a str, duration_ms: u64, cost: u64, limit: u64) -> Hit<'a> {
-        Hit {
-            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, duration_ms),
-            limit,
-            cost,
-        }
-    }
-}
 
 /// An engine on `origin` deciding by `clock`, with `windows` and `count_denied`.
 fn engine(
@@ -48,7 +26,7 @@ fn current(engine: &Engine, identifier: &str, duration_ms: u64) -> u64 {
     let names = Names::new();
     let state = engine
         .inspection()
-        .inspect(&names.hit(identifier, duration_ms, 0, 0).counter);
+        .inspect(&names.hit_for(identifier, duration_ms, 0, 0).counter);
     state.current.map_or(0, |cell| cell.total())
 }
 
@@ -60,13 +38,16 @@ async fn a_fixed_window_starts_over_on_the_boundary() {
         clock.set(10_400);
         let engine = engine(Arc::new(InProcessOrigin::new(100)), &clock, windows, false);
         for left in (0..5).rev() {
-            assert_eq!(engine.check(n.hit("a", 1_000, 1, 5)).await.remaining, left);
+            assert_eq!(
+                engine.check(n.hit_for("a", 1_000, 1, 5)).await.remaining,
+                left
+            );
         }
-        assert!(!engine.check(n.hit("a", 1_000, 1, 5)).await.allowed);
+        assert!(!engine.check(n.hit_for("a", 1_000, 1, 5)).await.allowed);
         // The next window, 1 ms in: fixed has the whole limit again; sliding still weighs
         // floor(4.995) = 4 of the previous 5.
         clock.set(11_001);
-        let next = engine.check(n.hit("a", 1_000, 1, 5)).await;
+        let next = engine.check(n.hit_for("a", 1_000, 1, 5)).await;
         match windows {
             Windows::Fixed => assert_eq!((next.allowed, next.remaining), (true, 4)),
             Windows::Sliding => assert_eq!((next.allowed, next.remaining), (true, 0)),
@@ -87,9 +68,9 @@ async fn fixed_windows_answer_upstreams_duration_until_reset() {
         false,
     );
     let hour = 3_600_000;
-    let allowed = engine.check(n.hit("a", hour, 1, 1)).await;
+    let allowed = engine.check(n.hit_for("a", hour, 1, 1)).await;
     assert_eq!((allowed.allowed, allowed.until_reset_ms), (true, 800_000));
-    let denied = engine.check(n.hit("a", hour, 1, 1)).await;
+    let denied = engine.check(n.hit_for("a", hour, 1, 1)).await;
     assert_eq!((denied.allowed, denied.until_reset_ms), (false, 800_000));
 }
 
@@ -101,13 +82,13 @@ async fn counted_denials_grow_the_counter_and_reach_the_region() {
         let origin = Arc::new(InProcessOrigin::new(100));
         let engine = engine(Arc::clone(&origin), &clock, Windows::Fixed, count_denied);
         for _ in 0..3 {
-            assert!(engine.check(n.hit("a", 60_000, 1, 3)).await.allowed);
+            assert!(engine.check(n.hit_for("a", 60_000, 1, 3)).await.allowed);
         }
-        let denied = engine.check(n.hit("a", 60_000, 2, 3)).await;
+        let denied = engine.check(n.hit_for("a", 60_000, 2, 3)).await;
         assert!(!denied.allowed);
         // What the decision saw: upstream's "limit before increase".
         assert_eq!(denied.seen, 3);
-        assert!(!engine.check(n.hit("a", 60_000, 1, 3)).await.allowed);
+        assert!(!engine.check(n.hit_for("a", 60_000, 1, 3)).await.allowed);
         let want = if count_denied { 6 } else { 3 };
         assert_eq!(
             current(&engine, "a", 60_000),
@@ -121,7 +102,7 @@ async fn counted_denials_grow_the_counter_and_reach_the_region() {
             panic!("a second process");
         };
         let other = engine_over(Arc::new(sibling), &clock, count_denied);
-        let peek = other.check(n.hit("a", 60_000, 0, 10)).await;
+        let peek = other.check(n.hit_for("a", 60_000, 0, 10)).await;
         assert_eq!(peek.remaining, 10 - want, "count_denied {count_denied}");
     }
 }
@@ -145,11 +126,11 @@ async fn a_counted_denial_leaves_the_next_window_untouched() {
         true,
     );
     for _ in 0..20 {
-        engine.check(n.hit("a", 60_000, 1, 10)).await;
+        engine.check(n.hit_for("a", 60_000, 1, 10)).await;
     }
     assert_eq!(current(&engine, "a", 60_000), 20);
     clock.set(180_000);
-    let next = engine.check(n.hit("a", 60_000, 1, 10)).await;
+    let next = engine.check(n.hit_for("a", 60_000, 1, 10)).await;
     assert_eq!((next.allowed, next.remaining), (true, 9));
 }
 
@@ -166,13 +147,13 @@ async fn fixed_windows_read_no_previous_cell() {
         false,
     );
     for _ in 0..4 {
-        engine.check(n.hit("a", 1_000, 1, 10)).await;
+        engine.check(n.hit_for("a", 1_000, 1, 10)).await;
     }
     clock.set(11_100);
-    engine.check(n.hit("a", 1_000, 1, 10)).await;
+    engine.check(n.hit_for("a", 1_000, 1, 10)).await;
     let state = engine
         .inspection()
-        .inspect(&n.hit("a", 1_000, 0, 0).counter);
+        .inspect(&n.hit_for("a", 1_000, 0, 0).counter);
     assert_eq!(state.windows, Windows::Fixed);
     assert_eq!(state.effective(), 1);
 }

@@ -398,4 +398,4 @@ impl Engine {
 #[cfg(test)]
 mod fixed_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -62,13 +62,14 @@ fn engine_over<O: RegionalOrigin + 'static>(
     Engine::new(settings, origin.clone(), clock, recorder)
 }
 
-struct Names {
+/// A counter's names, shared by a test's hits (other modules' tests use it too).
+pub(crate) struct Names {
     workspace: Arc<str>,
     namespace: Arc<str>,
 }
 
 impl Names {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             workspace: "domain".into(),
             namespace: "3:key/".into(),
@@ -90,7 +91,7 @@ impl Names {
         self.hit_for(identifier, 1_000, cost, limit)
     }
 
-    fn hit_for<'a>(
+    pub(crate) fn hit_for<'a>(
         &'a self,
         identifier: &'a str,
         duration_ms: u64,

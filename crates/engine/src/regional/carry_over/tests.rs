@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::*;
-use crate::cell_key::CounterKeyRef;
-use crate::local::{Engine, EngineSettings, Hit, ManualClock};
+use crate::local::tests::Names;
+use crate::local::{Engine, EngineSettings, ManualClock};
 use crate::recorder::{DecisionSource, FlushRecord, NoRecorder, OriginOp};
 use crate::regional::InProcessOrigin;
 
@@ -103,32 +103,14 @@ fn counts(cells: &[(&str, u64, u64)]) -> Counts {
     }
 }
 
-struct Names {
-    workspace: Arc<str>,
-    namespace: Arc<str>,
-}
-
-impl Names {
-    fn new() -> Self {
-        Self {
-            workspace: "domain".into(),
-            namespace: "3:key/".into(),
-        }
-    }
-
-    fn hit<'a>(&'a self, identifier: &'a str) -> Hit<'a> {
-        Hit {
-            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, MINUTE_MS),
-            limit: 10,
-            cost: 1,
-        }
-    }
-}
-
 async fn admitted(engine: &Engine, names: &Names, identifier: &str, tries: u64) -> u64 {
     let mut admitted = 0;
     for _ in 0..tries {
-        if engine.check(names.hit(identifier)).await.allowed {
+        if engine
+            .check(names.hit_for(identifier, MINUTE_MS, 1, 10))
+            .await
+            .allowed
+        {
             admitted += 1;
         }
     }
