@@ -61,18 +61,20 @@ impl RateLimiter {
                 constrained = Some((verdict, window));
             }
         }
-        constrained.unwrap_or_else(|| {
-            (
-                gcounter_engine::Verdict {
-                    allowed: true,
-                    remaining: u64::from(first.requests_per_unit),
-                    until_reset_ms: first.duration_ms,
-                    seen: 0,
-                },
-                first,
-            )
-        })
+        constrained.unwrap_or_else(|| untouched(first))
     }
+}
+
+/// The answer when no limit answered (a descriptor's limits are never empty, so only a
+/// defensive default): allowed, with the first limit whole.
+fn untouched(first: plan::LimitWindow) -> (Verdict, plan::LimitWindow) {
+    let verdict = Verdict {
+        allowed: true,
+        remaining: u64::from(first.requests_per_unit),
+        until_reset_ms: first.duration_ms,
+        seen: 0,
+    };
+    (verdict, first)
 }
 
 impl RateLimiter {
@@ -103,17 +105,7 @@ impl RateLimiter {
                 answer = Some((verdict, window));
             }
         }
-        answer.unwrap_or_else(|| {
-            (
-                Verdict {
-                    allowed: true,
-                    remaining: u64::from(first.requests_per_unit),
-                    until_reset_ms: first.duration_ms,
-                    seen: 0,
-                },
-                first,
-            )
-        })
+        answer.unwrap_or_else(|| untouched(first))
     }
 
     /// Refunds what one accepted descriptor consumed, in every one of its limits.
