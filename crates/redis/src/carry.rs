@@ -10,6 +10,9 @@ use crate::replay::cell_ttl_ms;
 use crate::reply::{components, total};
 use crate::settings::{RedisConfigError, RedisSettings};
 
+/// The longest count upstream's keys hold: `u64::MAX` in decimal.
+const COUNT_BYTES: usize = 20;
+
 /// Set the cell's carried component unless it has one, and read the cell (`HGETALL`).
 pub(crate) const CARRY_SCRIPT: &str = include_str!("carry.lua");
 
@@ -48,13 +51,24 @@ impl CountReader {
         })
     }
 
-    /// The count at `name` (`GET`); `None` when the key does not exist.
+    /// The count at `name`; `None` when the key does not exist (or is empty: upstream's
+    /// `INCRBY` never leaves one so).
+    ///
+    /// Read with `GETRANGE`, one byte past the longest count, so that a key holding a large
+    /// value costs [`COUNT_BYTES`] + 1 bytes, not the value: the replaced Redis is not ours.
     pub async fn count(&self, name: &str) -> Result<Option<u64>, OriginError> {
-        let mut get = redis::cmd("GET");
-        get.arg(name);
+        let mut get = redis::cmd("GETRANGE");
+        get.arg(name).arg(0).arg(COUNT_BYTES);
         let value = self.origin.query(&get).await?;
-        if value == redis::Value::Nil {
-            return Ok(None);
+        match &value {
+            redis::Value::Nil => return Ok(None),
+            redis::Value::BulkString(bytes) if bytes.is_empty() => return Ok(None),
+            redis::Value::BulkString(bytes) if bytes.len() > COUNT_BYTES => {
+                return Err(OriginError::InvalidValue(format!(
+                    "Redis key {name:?} holds more than {COUNT_BYTES} bytes, not a count"
+                )));
+            }
+            _ => {}
         }
         total(value, name).map(Some)
     }

@@ -88,6 +88,14 @@ async fn the_reader_reads_integer_keys_and_never_writes_them() {
         reader.count(&text).await,
         Err(OriginError::InvalidValue(_))
     ));
+    // A value longer than any count is refused after reading COUNT_BYTES + 1 of it.
+    let long = format!("{prefix}domain_key_long_1700000000");
+    raw(redis::cmd("SET").arg(&long).arg("7".repeat(1 << 20))).await;
+    assert!(matches!(
+        reader.count(&long).await,
+        Err(OriginError::InvalidValue(_))
+    ));
+    raw(redis::cmd("DEL").arg(&long)).await;
     // Read-only: the key still holds upstream's count.
     let after = raw(redis::cmd("GET").arg(&counted)).await;
     assert_eq!(after, redis::Value::BulkString(b"7".to_vec()));
