@@ -236,38 +236,82 @@ pub async fn exchange(
     }
 }
 
-/// A gRPC call on `path` whose client sends `body` and then resets the stream with
-/// `RST_STREAM(CANCEL)` instead of ending its request. Returns once the server has read the
-/// reset (a PING sent after it came back).
-pub async fn send_then_cancel(addr: SocketAddr, path: &str, body: Vec<u8>) {
-    let tcp = tokio::net::TcpStream::connect(addr)
+/// A gRPC call on `path` whose client sends `body` and then `RST_STREAM(reason)` where
+/// END_STREAM should be, both in one write: the server reads the message and the reset
+/// together, as from a client that gives up at once. Written as raw frames, because h2's
+/// client drops a stream's queued DATA when the stream is reset. Returns once the server
+/// answered a PING sent after them: it has read the reset.
+pub async fn send_then_reset(addr: SocketAddr, path: &str, body: Vec<u8>, reason: h2::Reason) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const DATA: u8 = 0x0;
+    const HEADERS: u8 = 0x1;
+    const RST_STREAM: u8 = 0x3;
+    const SETTINGS: u8 = 0x4;
+    const PING: u8 = 0x6;
+    const END_HEADERS: u8 = 0x4;
+    const ACK: u8 = 0x1;
+
+    let authority = addr.to_string();
+    let mut block = Vec::new();
+    for (name, value) in [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", authority.as_str()),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ] {
+        hpack_literal(&mut block, name, value);
+    }
+    let mut wire = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    wire.extend(frame(SETTINGS, 0, 0, &[]));
+    wire.extend(frame(HEADERS, END_HEADERS, 1, &block));
+    wire.extend(frame(DATA, 0, 1, &body));
+    wire.extend(frame(RST_STREAM, 0, 1, &u32::from(reason).to_be_bytes()));
+    wire.extend(frame(PING, 0, 0, b"reset?!!"));
+
+    let mut tcp = tokio::net::TcpStream::connect(addr)
         .await
         .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    let (client, mut connection) = h2::client::handshake(tcp)
-        .await
-        .unwrap_or_else(|e| panic!("HTTP/2 handshake with {addr}: {e}"));
-    let mut ping = connection.ping_pong().expect("the connection's ping");
-    let driver = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let mut client = client.ready().await.expect("HTTP/2 connection ready");
-    let request = http::Request::post(format!("http://{addr}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("a valid request head");
-    let (_response, mut send) = client
-        .send_request(request, false)
-        .expect("open an HTTP/2 stream");
-    send.send_data(Bytes::from(body), false)
-        .expect("the body sent");
-    send.send_reset(h2::Reason::CANCEL);
-    tokio::time::timeout(TIMEOUT, ping.ping(h2::Ping::opaque()))
+    tcp.write_all(&wire).await.expect("the frames written");
+    let answered = async {
+        loop {
+            let mut head = [0u8; 9];
+            tcp.read_exact(&mut head).await?;
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut payload = vec![0u8; len];
+            tcp.read_exact(&mut payload).await?;
+            if head[3] == PING && head[4] & ACK != 0 {
+                return Ok::<_, std::io::Error>(());
+            }
+        }
+    };
+    tokio::time::timeout(TIMEOUT, answered)
         .await
         .expect("a PING answered within 10 s")
-        .expect("a PING answered");
-    drop((client, send));
-    driver.abort();
+        .expect("the connection open until the PING's answer");
+}
+
+/// An HTTP/2 frame: its 9-byte head, then `payload`.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("a frame under 16 MiB");
+    let mut frame = len.to_be_bytes()[1..].to_vec();
+    frame.extend([kind, flags]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// A header as HPACK's "literal without indexing, new name", unencoded strings under 127
+/// bytes (RFC 7541, 6.2.2).
+fn hpack_literal(block: &mut Vec<u8>, name: &str, value: &str) {
+    block.push(0);
+    for text in [name, value] {
+        let len = u8::try_from(text.len()).ok().filter(|len| *len < 127);
+        block.push(len.expect("a header under 127 bytes"));
+        block.extend_from_slice(text.as_bytes());
+    }
 }
 
 async fn connect(addr: SocketAddr) -> h2::client::SendRequest<Bytes> {

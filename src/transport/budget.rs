@@ -36,6 +36,7 @@ use hyper::service::Service;
 use tonic::Status;
 use tower::Layer;
 
+use super::end_stream::EndStreamChecked;
 use super::messages::BudgetedBody;
 
 /// One connection holds at most this fraction of its pool: it takes eight connections to
@@ -282,7 +283,7 @@ pub struct BodyBudget<S> {
 
 impl<S, B> Service<http::Request<B>> for BodyBudget<S>
 where
-    S: Service<http::Request<BudgetedBody<B>>>,
+    S: Service<http::Request<BudgetedBody<EndStreamChecked<B>>>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -291,8 +292,9 @@ where
     fn call(&self, request: http::Request<B>) -> Self::Future {
         let class = self.connection.pools.class_of(request.uri().path());
         let connection = Arc::clone(&self.connection);
-        self.inner
-            .call(request.map(|inner| BudgetedBody::new(inner, connection, class)))
+        self.inner.call(
+            request.map(|inner| BudgetedBody::new(EndStreamChecked::new(inner), connection, class)),
+        )
     }
 }
 

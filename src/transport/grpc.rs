@@ -29,6 +29,7 @@ use tower::{BoxError, Layer, ServiceBuilder};
 use super::body::GrpcBody;
 use super::budget::{BodyBudgetLayer, BufferedBytes};
 use super::deadline::{ClientDeadlineExpired, RequestDeadlineLayer};
+use super::end_stream::EndStreamChecked;
 use super::inflight::InflightLimitLayer;
 use super::messages::BudgetedBody;
 use super::request_head;
@@ -48,7 +49,7 @@ const MAX_LOCAL_ERROR_RESETS: usize = 1_024;
 const MAX_SEND_BUFFER: usize = 64 << 10;
 
 /// What the routes are called with: hyper's request body inside the body budget.
-pub type GrpcRequest = http::Request<BudgetedBody<Incoming>>;
+pub type GrpcRequest = http::Request<BudgetedBody<EndStreamChecked<Incoming>>>;
 
 /// The gRPC server with its HTTP/2 limits; [`serve`](Self::serve) it on a
 /// [`super::BoundedListener`]'s connections ([`super::grpc_incoming`]).

@@ -20,6 +20,7 @@ use tonic::Status;
 use tower::BoxError;
 
 use super::budget::{Class, ConnectionBudget, PREFIX};
+use super::end_stream::ResetBeforeEnd;
 
 /// A partial message's first allocation: most split messages are a few frames long.
 const FIRST_CAPACITY: usize = 16 << 10;
@@ -208,10 +209,11 @@ fn announced(prefix: &[u8]) -> usize {
 /// (`RST_STREAM(CANCEL)`) maps to `CANCELLED`, which tonic's request decoder reads as the
 /// request's clean end: the message before the reset would be decided and counted as if the
 /// client had finished its request. `ABORTED` instead: a call reset before its request is
-/// whole ends undecided, on every path.
+/// whole ends undecided, on every path, whatever the reset's code ([`ResetBeforeEnd`]).
 fn body_error(error: BoxError) -> Status {
+    let reset = error.is::<ResetBeforeEnd>();
     let status = Status::from_error(error);
-    if status.code() == tonic::Code::Cancelled {
+    if reset || status.code() == tonic::Code::Cancelled {
         return Status::aborted("the client reset the stream before its request was whole");
     }
     status

@@ -8,7 +8,8 @@
 //! (`request_head`), the compressions accepted and a message decompressed within its bound
 //! (`compression`), a per-request deadline (`deadline`), a cap on
 //! requests in flight (`inflight`), a global budget of request bytes being buffered
-//! (`budget`) charged by request bodies that hand on whole messages only (`messages`), the raw-bytes codec that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
+//! (`budget`) charged by request bodies that hand on whole messages only (`messages`), a
+//! client's reset told from its request's end (`end_stream`), the raw-bytes codec that lets `rls` decode (and count) requests itself (`codec`), the HTTP/1 admin server with
 //! its header read timeout (`admin`), the open-files limit (`fd_limit`), binding both
 //! listeners with their caps (`bind`), the first-bytes deadline on any stream (`preface`),
 //! TLS and mTLS with certificates re-read on change (`tls`), and the gRPC server's
@@ -65,6 +66,7 @@ mod codec;
 mod compression;
 mod connection;
 mod deadline;
+mod end_stream;
 mod fd_limit;
 mod grpc;
 mod incoming;
