@@ -51,7 +51,7 @@ import threading
 import time
 import urllib.request
 
-from harness import free_port
+from harness import free_port, warn_if_autogrouped
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where `cargo build --release` put the binaries (a shared CARGO_TARGET_DIR too).
@@ -217,22 +217,6 @@ def phase(name, args, server, attack_argvs):
         row["healthz_p99_ms"] = round(row["healthz_p99_ms"], 1)
     print(json.dumps(row), flush=True)
     return row
-
-
-def warn_if_autogrouped():
-    """With the kernel's autogroup scheduling on, `nice` does not reach across sessions: a
-    build started from another terminal takes the cores as an equal of the service, and its
-    load shows as attack latency."""
-    try:
-        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
-            on = f.read().strip() == "1"
-    except OSError:
-        return
-    if on and os.getloadavg()[0] > 1:
-        print("warning: autogroup scheduling is on and the machine is busy: other sessions' "
-              "processes compete with the service whatever their nice value "
-              "(echo 0 > /proc/sys/kernel/sched_autogroup_enabled, or a quiet machine)",
-              file=sys.stderr)
 
 
 def main():

@@ -79,7 +79,7 @@ import tempfile
 import time
 import urllib.request
 
-from harness import free_port
+from harness import free_port, warn_if_autogrouped
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where `cargo build --release` put the binaries (a shared CARGO_TARGET_DIR too).
@@ -270,6 +270,7 @@ def main():
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT,
                        check=True)
+    warn_if_autogrouped()
 
     work = tempfile.mkdtemp(prefix="rls-bench-")
     limits = os.path.join(work, "limits.yaml")

@@ -1,11 +1,14 @@
 """What the benchmark scripts share to run real processes: a free port, a wait for an HTTP
-endpoint to answer, and a stop that cannot leave a process behind.
+endpoint to answer, a stop that cannot leave a process behind, and a warning when the
+machine's scheduling makes timings unfair.
 
 Imported by the scripts next to it (`python3 scripts/NAME.py` puts this folder on the path).
 """
 
+import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -42,3 +45,19 @@ def stop_all(procs, grace_s):
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def warn_if_autogrouped():
+    """With the kernel's autogroup scheduling on, `nice` does not reach across sessions: a
+    build started from another terminal takes the cores as an equal of the server measured, and
+    its load shows as the server's latency or lost throughput."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            on = f.read().strip() == "1"
+    except OSError:
+        return
+    if on and os.getloadavg()[0] > 1:
+        print("warning: autogroup scheduling is on and the machine is busy: other sessions' "
+              "processes compete with the service whatever their nice value "
+              "(echo 0 > /proc/sys/kernel/sched_autogroup_enabled, or a quiet machine)",
+              file=sys.stderr)
