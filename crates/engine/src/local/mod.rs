@@ -290,8 +290,10 @@ impl Engine {
     }
 
     /// Queue an expired cell's closing replay: its cumulative count again (a resend is
-    /// harmless), which reads back the region's final total of the cell, counts the other
-    /// processes added after this one's last read included (see `CellTable::reap_closing`).
+    /// harmless; zero for a cell this process holds without counting in it, which the origin
+    /// keeps as it is), which reads back the region's final total of the cell, counts the
+    /// other processes added after this one's last read included (see
+    /// `CellTable::reap_closing`).
     fn queue_closing(&self, key: &CellKey, cell: &SharedCell) {
         if !cell.requeue() {
             return;

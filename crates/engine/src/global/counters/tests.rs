@@ -306,6 +306,56 @@ async fn counts_of_a_process_killed_before_its_flush_reach_the_store() {
     dropped_two_flush_intervals_after_expiry(&p2, &clock).await;
 }
 
+/// A cell only one process of its region counts (an RLQS bucket, whose one stream a single
+/// process serves): that process replayed its last counts and died before its flush took
+/// them. Its sibling holds the cell only through the sync (another region counts it too),
+/// with nothing of its own in it; the closing replay at the cell's expiry still reads the
+/// region's final total back, and the row ends at it. Before, only a process with counts of
+/// its own in the cell closed it, and the row stayed short by the dead process's last counts.
+#[tokio::test]
+async fn counts_of_the_only_process_counting_a_cell_reach_the_store_after_its_kill() {
+    let (store, clock) = store_and_clock();
+    let origin = InProcessOrigin::new(1_000);
+    let Some(sibling) = origin.sibling("p2") else {
+        panic!("a second process on the region's origin");
+    };
+    let p1 = process("a", Arc::new(origin), &store, &clock);
+    let p2 = process("a", Arc::new(sibling), &store, &clock);
+    let b = region("b", &store, &clock);
+    assert!(p1.check(50).await.allowed);
+    p1.engine.convergence().replay_now().await;
+    assert_eq!(p1.counters.flush().await.published, 1);
+    // Region b counts the cell too (published from its first hit: it is shared).
+    b.counters.sync().await;
+    b.admit_and_publish(1).await;
+    // p2 learns of the cell from the store only: b's row, and its region's own row.
+    p2.counters.sync().await;
+    assert_eq!(
+        p2.remaining().await,
+        49,
+        "p2 holds the cell, none of it its own"
+    );
+    assert!(p1.check(10).await.allowed);
+    p1.engine.convergence().replay_now().await;
+    drop(p1);
+    assert_eq!(stored_counts_of(&store, "a").get("1:u"), Some(&50));
+
+    clock.set(EXPIRY_MS);
+    assert_eq!(
+        p2.engine.reap_counted().await.held,
+        1,
+        "closing, not dropped"
+    );
+    p2.engine.convergence().replay_now().await;
+    p2.counters.flush().await;
+    assert_eq!(
+        stored_counts_of(&store, "a").get("1:u"),
+        Some(&60),
+        "region a's row ends at its total"
+    );
+    dropped_two_flush_intervals_after_expiry(&p2, &clock).await;
+}
+
 /// Held for one window at most: a store down that long does not keep cells for ever.
 #[tokio::test]
 async fn an_unpublished_cell_is_held_for_one_window_at_most() {
@@ -360,6 +410,16 @@ fn stored_counts(store: &MemoryStore) -> std::collections::BTreeMap<String, u64>
     store
         .rows()
         .into_iter()
+        .map(|row| (row.key.identifier.to_string(), row.count))
+        .collect()
+}
+
+/// Region `region`'s rows in the store, by identifier.
+fn stored_counts_of(store: &MemoryStore, region: &str) -> std::collections::BTreeMap<String, u64> {
+    store
+        .rows()
+        .into_iter()
+        .filter(|row| row.region == region)
         .map(|row| (row.key.identifier.to_string(), row.count))
         .collect()
 }

@@ -317,7 +317,10 @@ impl CellTable {
     /// off, a connection stuck in TCP retransmission after a cut), left those counts out of
     /// the row for good: the others never read the cell again, and the reaper dropped it.
     /// So an expired cell at the floor is not dropped at once: `close` is called once for it
-    /// (the engine queues a closing replay, which reads the region's final total back), and
+    /// (the engine queues a closing replay, which reads the region's final total back), by
+    /// every process that holds it, also one with no count of its own in it (a cell that one
+    /// process of the region counts alone, such as an RLQS bucket whose one stream that process
+    /// serves, is otherwise read again by nobody once that process is killed), and
     /// it stays while that replay is pending or its count is unpublished, for one window of
     /// its duration at most (the regional origin keeps the cell at least that long). A cell
     /// held for the whole window still unpublished is dropped and counted in
@@ -359,8 +362,9 @@ impl CellTable {
                 && cell.at_floor(floor)
             {
                 // The first walk that sees it expired (a walk cut short may close a cell
-                // twice: a resent cumulative count is harmless).
-                let closing = expires_at > last_walk_ms && cell.own() > 0;
+                // twice: a resent cumulative count is harmless). Also a cell with nothing of
+                // this process's own: the process that counted it may be the one that died.
+                let closing = expires_at > last_walk_ms;
                 if closing {
                     close(&key, &cell);
                 }
