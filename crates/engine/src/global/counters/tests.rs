@@ -356,6 +356,40 @@ async fn counts_of_the_only_process_counting_a_cell_reach_the_store_after_its_ki
     dropped_two_flush_intervals_after_expiry(&p2, &clock).await;
 }
 
+/// The reaper's first walk after a cell's expiry may come more than a window after it: it walks
+/// every `reap_interval` (5 s), longer than a short window (a limit per second). That walk
+/// still closes the cell, and keeps it until the next walk, so that the closing replay and a
+/// flush bring the region's final total to its row. Before, a walk past the window the cell
+/// is held for dropped it unclosed, and the row stayed short by a killed process's last
+/// counts.
+#[tokio::test]
+async fn a_cell_first_seen_expired_a_window_late_is_still_closed() {
+    let (store, clock) = store_and_clock();
+    let origin = InProcessOrigin::new(1_000);
+    let Some(sibling) = origin.sibling("p2") else {
+        panic!("a second process on the region's origin");
+    };
+    let p1 = process("a", Arc::new(origin), &store, &clock);
+    let p2 = process("a", Arc::new(sibling), &store, &clock);
+    assert!(p2.check(50).await.allowed);
+    p2.engine.convergence().replay_now().await;
+    assert_eq!(p2.counters.flush().await.published, 1);
+    assert!(p1.check(10).await.allowed);
+    p1.engine.convergence().replay_now().await;
+    drop(p1);
+
+    let late = EXPIRY_MS + 3_600_000 + 1;
+    assert_eq!(
+        reap_at(&p2, &clock, late).await.held,
+        1,
+        "closing, not dropped"
+    );
+    p2.engine.convergence().replay_now().await;
+    publishes_the_regions_total(&p2, &store, 60).await;
+    let reaped = reap_at(&p2, &clock, late + 5_000).await;
+    assert_eq!((reaped.removed, reaped.unpublished), (1, 0));
+}
+
 /// Held for one window at most: a store down that long does not keep cells for ever.
 #[tokio::test]
 async fn an_unpublished_cell_is_held_for_one_window_at_most() {

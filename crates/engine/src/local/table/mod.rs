@@ -322,9 +322,9 @@ impl CellTable {
     /// process of the region counts alone, such as an RLQS bucket whose one stream that process
     /// serves, is otherwise read again by nobody once that process is killed), and
     /// it stays while that replay is pending or its count is unpublished, for one window of
-    /// its duration at most (the regional origin keeps the cell at least that long). A cell
-    /// held for the whole window still unpublished is dropped and counted in
-    /// [`Reaped::unpublished`].
+    /// its duration at most (the regional origin keeps the cell at least that long), or until
+    /// the next walk if the one that closed it came later than that. A cell held that long
+    /// still unpublished is dropped and counted in [`Reaped::unpublished`].
     pub async fn reap_closing(
         &self,
         now_ms: u64,
@@ -358,17 +358,19 @@ impl CellTable {
             let unpublished = floor.is_some_and(|floor| cell.to_publish(floor).is_some());
             let held_until = expires_at.saturating_add(key.duration_ms.max(1));
             if let Some(floor) = floor
-                && now_ms < held_until
                 && cell.at_floor(floor)
             {
                 // The first walk that sees it expired (a walk cut short may close a cell
-                // twice: a resent cumulative count is harmless). Also a cell with nothing of
-                // this process's own: the process that counted it may be the one that died.
+                // twice: a resent cumulative count is harmless), however late: walks come
+                // every `reap_interval`, which may be longer than the window the cell is held
+                // for (a limit per second); closed then, it stays until the next walk. Also a
+                // cell with nothing of this process's own: the process that counted it may be
+                // the one that died.
                 let closing = expires_at > last_walk_ms;
                 if closing {
                     close(&key, &cell);
                 }
-                if closing || unpublished || cell.replay_pending() {
+                if closing || (now_ms < held_until && (unpublished || cell.replay_pending())) {
                     earliest = earliest.min(held_until.min(recheck_at));
                     reaped.held += 1;
                     continue;
