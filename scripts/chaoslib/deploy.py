@@ -74,6 +74,12 @@ def proc_on_port(procs, port):
     raise RuntimeError(f"no redis-server on port {port}")
 
 
+def acked(cli, port):
+    """Whether a replica acknowledged every write the master on `port` took (`WAIT`)."""
+    out = sh(cli, "-p", str(port), "wait", "1", "1000", check=False).stdout.strip()
+    return out.isdigit() and int(out) >= 1
+
+
 class Region:
     pass
 
@@ -140,21 +146,38 @@ class Deployment:
         region.redis_port = free_port()
         region.replica_port = free_port()
         region.sentinel_port = free_port()
-        logs = lambda n: open(os.path.join(self.workdir, f"r{r}-{n}.log"), "w")  # noqa: E731
         # The processes reach the nodes at the link's host end (a proxy on each node's own port):
         # the nodes announce that address, so the Sentinel names it. The host end stays
         # reachable from the host while the link is down, so a cut alone fails nothing over.
         region.announce = self.net.host_ip(r, "r")
         for port, extra in ((region.redis_port, []),
                             (region.replica_port, ["--replicaof", "127.0.0.1", str(region.redis_port)])):
-            p = subprocess.Popen([a.redis_server, "--port", str(port), "--bind", "127.0.0.1",
-                                  "--replica-announce-ip", region.announce,
-                                  "--save", "", "--dir", self.workdir, "--appendonly", "no", *extra],
-                                 stdout=logs(f"redis{port}"), stderr=subprocess.STDOUT)
-            self.redis_procs.append(p)
+            self.redis_procs.append(self.redis_node(region, r, port, extra))
         for port in (region.redis_port, region.replica_port):
             wait_for(lambda: sh(a.redis_cli, "-p", str(port), "ping", check=False).stdout.strip() == "PONG",
                      10, f"redis on {port}")
+
+    def redis_node(self, region, r, port, extra):
+        """A Redis node of region `r` on `port`, starting empty. Each node has its own RDB file
+        (a replica writes the one its master streams it): a node restarted after a failover must
+        not load another node's, let alone another region's, keys."""
+        rdb = f"r{r}-{port}.rdb"
+        try:
+            os.remove(os.path.join(self.workdir, rdb))
+        except FileNotFoundError:
+            pass
+        return subprocess.Popen([self.args.redis_server, "--port", str(port), "--bind", "127.0.0.1",
+                                 "--replica-announce-ip", region.announce, "--save", "", "--dir", self.workdir,
+                                 "--dbfilename", rdb, "--appendonly", "no", *extra],
+                                stdout=open(os.path.join(self.workdir, f"r{r}-redis{port}.log"), "a"),
+                                stderr=subprocess.STDOUT)
+
+    def start_sentinel(self, region, r):
+        """The region's Sentinel, once the links' proxies listen: it reaches the nodes at their
+        proxy addresses, and a master it cannot reach at its start is one it tries to fail
+        over, which holds back its next failover for two `failover-timeout`s."""
+        a = self.args
+        logs = lambda n: open(os.path.join(self.workdir, f"r{r}-{n}.log"), "w")  # noqa: E731
         conf = os.path.join(self.workdir, f"sentinel{r}.conf")
         with open(conf, "w") as f:
             f.write(f"port {region.sentinel_port}\nbind 127.0.0.1\n"
@@ -181,6 +204,7 @@ class Deployment:
             region.redis_url = f"redis://{host}:{region.redis_proxies[region.sentinel_port].sock.getsockname()[1]}"
         db_port = region.db_proxy.sock.getsockname()[1]
         region.db_url = f"mysql://root@{self.net.host_ip(r, 'd')}:{db_port}/{self.database(r)}"
+        self.start_sentinel(region, r)
 
     def env(self, r):
         env = dict(os.environ)
@@ -377,6 +401,14 @@ class Deployment:
         # Read every cell just before the kill and just after the promotion: a count the new
         # master lacks shows before any process writes it again.
         self.sample_redis(r, region)
+        # Every write the master took so far, the sampled ones included, reaches the replica
+        # before the kill: the failover then loses only the writes of the last instant, which
+        # the processes republish. A replica still behind would lose counts as the
+        # `failover-loses` plant does: one restarted by the region's last failover whose first
+        # sync is still under way (a master streams a new replica its keys only after
+        # `repl-diskless-sync-delay`, 5 s, and the Sentinel promotes such a replica), or one
+        # that lags (a loaded machine; replication goes through the link's proxy).
+        wait_for(lambda: acked(cli, old), 30, f"r{r}: the replica's acknowledgement")
         proc = proc_on_port(self.redis_procs, old)
         proc.kill()
         proc.wait()
@@ -390,12 +422,7 @@ class Deployment:
         if self.args.plant == "failover-loses":
             sh(cli, "-p", str(new), "flushall")
         self.sample_redis(r, region)
-        p = subprocess.Popen([self.args.redis_server, "--port", str(old), "--bind", "127.0.0.1",
-                              "--replica-announce-ip", region.announce, "--save", "", "--dir", self.workdir,
-                              "--appendonly", "no", "--replicaof", "127.0.0.1", str(new)],
-                             stdout=open(os.path.join(self.workdir, f"r{r}-redis{old}.log"), "a"),
-                             stderr=subprocess.STDOUT)
-        self.redis_procs.append(p)
+        self.redis_procs.append(self.redis_node(region, r, old, ["--replicaof", "127.0.0.1", str(new)]))
 
     # ---- clocks -------------------------------------------------------------------------
     def skew(self):

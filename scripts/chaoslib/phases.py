@@ -154,7 +154,7 @@ class Phases:
                     region.db_proxy.drop_all()
                 # The promotion may take long on a loaded machine: the database link still
                 # comes back on time (the phase heals it), and the phase waits for the failover.
-                t = threading.Thread(target=self.failover, args=(r, region))
+                t = threading.Thread(target=self.failover_or_record, args=(r, region))
                 t.start()
                 self.failing_over.append(t)
 
@@ -163,6 +163,14 @@ class Phases:
                 region.db_proxy.cut = False
             return full, None, [], cut_and_fail, heal, {}
         raise ValueError(kind)
+
+    def failover_or_record(self, r, region):
+        """A failover on its own thread: what stops it fails the run when the phase ends,
+        rather than leaving a phase that never failed over."""
+        try:
+            self.failover(r, region)
+        except Exception as e:  # noqa: BLE001 - any of them ends the run, said
+            self.failover_errors.append(f"r{r} failover: {e}")
 
     # ---- the run ------------------------------------------------------------------------
     def phase(self, index, kind):
@@ -195,6 +203,8 @@ class Phases:
             t.join()
         while self.failing_over:
             self.failing_over.pop().join()
+        if self.failover_errors:
+            raise RuntimeError("; ".join(self.failover_errors))
         elapsed = time.monotonic() - started
         row = {"phase": index, "kind": kind or "-", "region": r if kind else None,
                "process": p if kind else None, "elapsed_s": round(elapsed, 2), "out": out,
