@@ -74,6 +74,31 @@ def proc_on_port(procs, port):
     raise RuntimeError(f"no redis-server on port {port}")
 
 
+def in_sync(cli, port):
+    """Whether the replica on `port` holds its master's keys: its first sync is done."""
+    info = sh(cli, "-p", str(port), "info", "replication", check=False).stdout
+    return "master_link_status:up" in info and "master_sync_in_progress:0" in info
+
+
+def eligible(cli, sentinel_port, name, port):
+    """Whether the Sentinel would promote the replica on `port`: it sees it up, linked to its
+    master, and with a priority above 0 (its view of the priority is refreshed by INFO, every
+    10 s)."""
+    lines = sh(cli, "-p", str(sentinel_port), "--raw", "sentinel", "replicas", name, check=False).stdout.split("\n")
+    replicas = []
+    for key, value in zip(lines[0::2], lines[1::2]):
+        if key == "name":
+            replicas.append({})
+        if replicas:
+            replicas[-1][key] = value
+    for fields in replicas:
+        if fields.get("port") == str(port):
+            flags = fields.get("flags", "")
+            return (fields.get("master-link-status") == "ok" and fields.get("slave-priority", "0") != "0"
+                    and "down" not in flags and "disconnected" not in flags)
+    return False
+
+
 def acked(cli, port):
     """Whether a replica acknowledged every write the master on `port` took (`WAIT`)."""
     out = sh(cli, "-p", str(port), "wait", "1", "1000", check=False).stdout.strip()
@@ -408,11 +433,12 @@ class Deployment:
         # sync is still under way (a master streams a new replica its keys only after
         # `repl-diskless-sync-delay`, 5 s, and the Sentinel promotes such a replica), or one
         # that lags (a loaded machine; replication goes through the link's proxy).
-        wait_for(lambda: acked(cli, old), 30, f"r{r}: the replica's acknowledgement")
+        new = region.replica_port if old == region.redis_port else region.redis_port
+        wait_for(lambda: eligible(cli, region.sentinel_port, f"m{r}", new) and acked(cli, old), 30,
+                 f"r{r}: the replica in step")
         proc = proc_on_port(self.redis_procs, old)
         proc.kill()
         proc.wait()
-        new = region.replica_port if old == region.redis_port else region.redis_port
 
         def promoted():
             m = sh(cli, "-p", str(region.sentinel_port), "sentinel", "get-master-addr-by-name",
@@ -422,7 +448,21 @@ class Deployment:
         if self.args.plant == "failover-loses":
             sh(cli, "-p", str(new), "flushall")
         self.sample_redis(r, region)
-        self.redis_procs.append(self.redis_node(region, r, old, ["--replicaof", "127.0.0.1", str(new)]))
+        # The node comes back empty, and a Sentinel that sees its new master down for a moment
+        # (a loaded machine: the probes go through the link's proxy) would promote it before its
+        # first sync ends, losing every key: it may be promoted only once in step.
+        self.redis_procs.append(self.redis_node(
+            region, r, old, ["--replicaof", "127.0.0.1", str(new), "--replica-priority", "0"]))
+        threading.Thread(target=self.admit_when_in_sync, args=(r, old), daemon=True).start()
+
+    def admit_when_in_sync(self, r, port):
+        """Let the Sentinel promote the restarted node on `port` once its first sync is done."""
+        cli = self.args.redis_cli
+        try:
+            wait_for(lambda: in_sync(cli, port), 60, f"r{r}: the restarted node's first sync")
+            sh(cli, "-p", str(port), "config", "set", "replica-priority", "100")
+        except (RuntimeError, subprocess.CalledProcessError) as e:
+            self.failover_errors.append(f"r{r}: {e}")
 
     # ---- clocks -------------------------------------------------------------------------
     def skew(self):
