@@ -131,9 +131,10 @@ def main():
                       statistics.quantiles(ratios, n=4)))
 
     print()
-    print(f"| server cores | load cores | no-op req/s | service req/s | service ÷ no-op: "
-          f"median | quartiles | service vs its 1 core |  ({args.rounds} rounds of "
-          f"{args.requests:,} requests)")
+    print(f"{args.rounds} rounds of {args.requests:,} requests to each server per core count")
+    print()
+    print("| server cores | load cores | no-op req/s | service req/s | service ÷ no-op: "
+          "median | quartiles | service vs its 1 core |")
     print("|---|---|---|---|---|---|---|")
     one = next((row[4] for row in table if row[0] == 1), None)
     for n, load, shared, noop_rps, service_rps, ratio, (q1, _, q3) in table:
