@@ -18,7 +18,7 @@ use gcounter_engine::local::WindowPosition;
 
 use super::bucket::BucketCounter;
 use super::memory::{BucketBytes, Charge};
-use super::share::{Level, convergence, counter_rate};
+use super::share::{Burst, Decision, Level, convergence, counter_rate};
 
 /// A split younger than this is reused: every stream of a group asks for its share on each
 /// report and tick, and one computation serves them all.
@@ -73,6 +73,11 @@ struct GroupState {
     changes: usize,
     /// The members' time between reports, smoothed; `None` until a second report.
     report_interval: Option<Duration>,
+    /// What each member's Envoy may still hold of the bursts lent to it (requests), by
+    /// member: lent room that no report has shown yet.
+    held: HashMap<u64, f64>,
+    /// The sum of `held`.
+    held_total: f64,
 }
 
 /// How the group's rate was last shared, and when.
@@ -82,6 +87,8 @@ struct Split {
     level: Level,
     /// The counter is in a penalty box (an RLS v3 denial started it).
     penalized: bool,
+    /// The room no Envoy holds as a burst (the tightest counter's).
+    pool: f64,
 }
 
 /// What the counter's other traffic (not this process's RLQS reports) adds per second.
@@ -110,6 +117,10 @@ pub struct Share {
     pub rate: f64,
     /// The counter is in a penalty box (an RLS v3 denial started it).
     pub penalized: bool,
+    /// The room this member may take at once.
+    pub burst: Burst,
+    /// Over how long the group's room is handed out.
+    pub horizon: Duration,
 }
 
 /// Why a bucket did not join its group.
@@ -202,6 +213,7 @@ impl Drop for Member {
         let empty = {
             let mut state = lock(&self.group.state);
             state.demands.remove(&self.id);
+            state.release(self.id);
             state.changes += 1;
             state.demands.is_empty()
         };
@@ -226,8 +238,22 @@ impl Member {
     /// counted on each counter's current cell (in counter order), `interval` since the
     /// member's previous report (`None` for its first). Constant time: the split is not
     /// computed here.
-    pub fn report(&self, demand: f64, counted: &[u64], interval: Option<Duration>) {
+    ///
+    /// `allowed` requests of the report were admitted by the Envoy, which now holds at most
+    /// `in_bucket` of its burst (the burst its current token bucket was lent): what it was
+    /// lent and has not shown is still held.
+    pub fn report(
+        &self,
+        demand: f64,
+        counted: &[u64],
+        interval: Option<Duration>,
+        allowed: u64,
+        in_bucket: u32,
+    ) {
         let mut state = lock(&self.group.state);
+        let held = state.held.get(&self.id).copied().unwrap_or(0.0);
+        let left = (held - allowed as f64).max(0.0).min(f64::from(in_bucket));
+        state.set_held(self.id, left);
         if let Some(interval) = interval {
             state.report_interval = Some(match state.report_interval {
                 Some(old) => old.mul_f64(0.5) + interval.mul_f64(0.5),
@@ -249,8 +275,45 @@ impl Member {
 
     /// This member's share now: its demand against the group's split, which is computed
     /// again when it is old or enough changed since (see [`CHANGES_PER_SPLIT`]).
+    #[cfg(test)]
     pub fn share(&self, engine: &Engine, now: Instant) -> Share {
         let mut state = lock(&self.group.state);
+        self.share_locked(&mut state, engine, now)
+    }
+
+    /// The strategy `decide` makes of this member's share, and what it lends charged against
+    /// the group's room under the same lock, so two Envoys joining at once cannot both be
+    /// lent the same room. Charged in full even if the Envoy still held an earlier burst: it
+    /// may have spent that just before the new token bucket started full.
+    pub fn decide(
+        &self,
+        engine: &Engine,
+        now: Instant,
+        decide: impl FnOnce(&Share) -> Decision,
+    ) -> Decision {
+        let mut state = lock(&self.group.state);
+        let share = self.share_locked(&mut state, engine, now);
+        let decision = decide(&share);
+        if decision.lent > 0 {
+            let lent = f64::from(decision.lent);
+            let held = state.held.get(&self.id).copied().unwrap_or(0.0);
+            state.set_held(self.id, held + lent);
+            // What is lent leaves the pool and the rates at once; the split is not computed
+            // again for it (O(n log n) a lend in a large group).
+            let members = state.demands.len();
+            let less = lent / share.horizon.as_secs_f64().max(0.001);
+            state.split = state.split.and_then(|split| {
+                Some(Split {
+                    level: split.level.lessen(less, members)?,
+                    pool: (split.pool - lent).max(0.0),
+                    ..split
+                })
+            });
+        }
+        decision
+    }
+
+    fn share_locked(&self, state: &mut GroupState, engine: &Engine, now: Instant) -> Share {
         let members = state.demands.len();
         let current = state.split.filter(|split| {
             now.saturating_duration_since(split.at) < SPLIT_REUSE
@@ -273,6 +336,11 @@ impl Member {
                 split.level.share(demand)
             },
             penalized: split.penalized,
+            burst: Burst {
+                pool: split.pool,
+                held: state.held.get(&self.id).copied().unwrap_or(0.0),
+            },
+            horizon: state.horizon(),
         }
     }
 }
@@ -287,7 +355,8 @@ impl GroupState {
     ) -> Split {
         let mut penalized = false;
         let mut rate = f64::INFINITY;
-        let horizon = convergence(self.report_interval.unwrap_or(FIRST_REPORT_INTERVAL));
+        let mut room = f64::INFINITY;
+        let horizon = self.horizon();
         for (track, counter) in self.tracks.iter_mut().zip(counters) {
             let counter_state = engine.inspection().inspect(&counter.counter.borrowed());
             penalized |= counter_state
@@ -296,11 +365,42 @@ impl GroupState {
             track.observe(&counter_state, now);
             let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
             rate = rate.min(free.max(0.0));
+            room = room.min(counter.limit as f64 - counter_state.effective() as f64);
         }
+        // What the Envoys hold as bursts is room handed out already.
+        let rate = (rate - self.held_total / horizon.as_secs_f64()).max(0.0);
         Split {
             at: now,
             level: Level::of(rate, self.demands.values().map(|(_, demand)| *demand)),
             penalized,
+            pool: (room - self.held_total).max(0.0),
+        }
+    }
+
+    /// Over how long the room is handed out, for the members' reporting interval.
+    fn horizon(&self) -> Duration {
+        convergence(self.report_interval.unwrap_or(FIRST_REPORT_INTERVAL))
+    }
+
+    /// `member` now holds `held` requests of bursts.
+    fn set_held(&mut self, member: u64, held: f64) {
+        let old = if held > 0.0 {
+            self.held.insert(member, held)
+        } else {
+            self.held.remove(&member)
+        };
+        self.held_total = (self.held_total - old.unwrap_or(0.0) + held).max(0.0);
+        if self.held.is_empty() {
+            // No drift from sums of floats once nothing is held.
+            self.held_total = 0.0;
+        }
+    }
+
+    /// `member` left: what it held is no one's, and the others' shares grow by it.
+    fn release(&mut self, member: u64) {
+        if self.held.contains_key(&member) {
+            self.set_held(member, 0.0);
+            self.split = None;
         }
     }
 }

@@ -85,6 +85,21 @@ impl Level {
         Self::Spare(left.max(0.0) / n as f64)
     }
 
+    /// A level that splits `less` (hits per second) fewer between `n` consumers, giving no
+    /// one more than this one does: `None` where only a new split can say (spare that
+    /// `less` overdraws). O(1): lending a burst takes it off every share at once.
+    pub fn lessen(self, less: f64, n: usize) -> Option<Self> {
+        let less = less.max(0.0);
+        match self {
+            Self::Spare(spare) if n > 0 && spare >= less / n as f64 => {
+                Some(Self::Spare(spare - less / n as f64))
+            }
+            Self::Spare(_) => None,
+            // Every capped consumer loses `less`: the sum loses at least that.
+            Self::Capped(level) => Some(Self::Capped((level - less).max(0.0))),
+        }
+    }
+
     /// The share of a consumer that demands `demand`.
     pub fn share(&self, demand: f64) -> f64 {
         let demand = demand.max(0.0);
@@ -129,6 +144,31 @@ const BURST: Duration = Duration::from_secs(1);
 /// A new rate within this fraction of the one assigned keeps the assigned strategy: Envoy
 /// refills a bucket whose strategy changed, so small changes would give away a burst each.
 const HYSTERESIS: f64 = 0.1;
+/// The most an Envoy is handed at once beyond one second of its rate. Spread over two
+/// reporting intervals, a room of a few requests comes at under one a second, and a client
+/// that bursts is refused what its limit allows; where the room is larger, one second of
+/// rate already holds a tenth of it. A burst is lent from the room no Envoy holds yet and
+/// charged in full: Envoy starts a new or changed token bucket with up to `max_tokens`, so
+/// every changed assignment can hand out its `max_tokens` again.
+pub const MAX_BURST: u32 = 10;
+
+/// The room left on a member's counter that it may take at once.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Burst {
+    /// The room (`limit − count`) that no Envoy of the group holds as a burst.
+    pub pool: f64,
+    /// What the member's own Envoy may still hold of the bursts lent to it.
+    pub held: f64,
+}
+
+/// What a member is told, and the burst that lends it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Decision {
+    pub strategy: Strategy,
+    /// Requests lent as a burst: the Envoy may admit them at once, before its next report
+    /// shows them. Zero when no new token bucket is sent.
+    pub lent: u32,
+}
 
 impl Strategy {
     /// The token bucket for `rate` hits per second (or a denial below the slowest rate).
@@ -146,6 +186,23 @@ impl Strategy {
             max_tokens: burst as u32,
             tokens_per_fill: tokens as u32,
             fill_interval_s: interval as u32,
+        }
+    }
+
+    /// The token bucket for `rate` that starts with `burst` tokens (at least one second of
+    /// its rate), at no less than the slowest rate a token bucket states.
+    pub fn with_burst(rate: f64, burst: u32) -> Self {
+        match Self::for_rate(rate.max(SLOWEST_RATE)) {
+            Self::TokenBucket {
+                max_tokens,
+                tokens_per_fill,
+                fill_interval_s,
+            } => Self::TokenBucket {
+                max_tokens: max_tokens.max(burst),
+                tokens_per_fill,
+                fill_interval_s,
+            },
+            other => other,
         }
     }
 
@@ -176,6 +233,51 @@ impl Strategy {
                 }
             }
             _ => wanted,
+        }
+    }
+
+    /// The strategy to send for a share of `rate` and the room `burst` on the counter, when
+    /// `current` is assigned and lent `current_lent` (`horizon`: over how long the group's
+    /// room is handed out).
+    ///
+    /// - While the member's Envoy may still hold the burst it was lent and its rate has not
+    ///   moved, the assignment stays: a changed one would refill the bucket.
+    /// - A new token bucket (a new bucket, or a rate moved past [`HYSTERESIS`]) starts full,
+    ///   so it may lend the room no Envoy holds, up to [`MAX_BURST`]: its tokens come out of
+    ///   the rate (`lent ÷ horizon`), and the board charges them until reports show them.
+    /// - An unchanged strategy lends nothing: Envoy keeps the tokens it has.
+    pub fn decide(
+        current: Option<Strategy>,
+        current_lent: u32,
+        rate: f64,
+        burst: Burst,
+        horizon: Duration,
+    ) -> Decision {
+        let keep = |strategy| Decision { strategy, lent: 0 };
+        if let Some(current @ Self::TokenBucket { .. }) = current
+            && current_lent >= 1
+            && burst.held >= 1.0
+        {
+            let assigned = current.rate().unwrap_or(0.0);
+            if (rate.max(SLOWEST_RATE) - assigned).abs() <= HYSTERESIS * assigned {
+                return keep(current);
+            }
+        }
+        let plain = Self::next(current, rate);
+        if Some(plain) == current {
+            return keep(plain);
+        }
+        let lent = burst.pool.clamp(0.0, f64::from(MAX_BURST)).floor();
+        let rest = (rate - lent / horizon.as_secs_f64().max(0.001)).max(0.0);
+        let steady = (rest * BURST.as_secs_f64()).ceil().max(1.0);
+        if lent <= steady {
+            return keep(plain);
+        }
+        // At most MAX_BURST.
+        let lent = lent as u32;
+        Decision {
+            strategy: Self::with_burst(rest, lent),
+            lent,
         }
     }
 }

@@ -25,7 +25,7 @@ use super::bucket::{Resolution, resolve};
 use super::bucket_key::BucketKey;
 use super::memory::Charge;
 use super::outbox::{Outbox, Unsent};
-use super::share::Strategy;
+use super::share::{Decision, Strategy};
 use super::validate::{StreamFault, bucket_key, usage_counts};
 use super::wire::Outbound;
 use super::{Shared, action};
@@ -57,6 +57,9 @@ struct StreamBucket {
     /// The last report with a request in it.
     last_active: Instant,
     sent: Option<(Strategy, Instant)>,
+    /// The burst the sent strategy lent (its `max_tokens`, 0 for none): what Envoy may hold
+    /// of it at most.
+    lent: u32,
     /// Its bytes against `--rlqs-max-bucket-bytes`.
     _charge: Charge,
 }
@@ -288,7 +291,7 @@ impl QuotaStream {
             if allowed + denied > 0 {
                 bucket.last_active = now;
             }
-            let member = bucket.member.as_ref();
+            let member = bucket.member.as_ref().map(|member| (member, bucket.lent));
             let outcome = count(
                 &shared,
                 &bucket.resolution,
@@ -346,6 +349,7 @@ impl QuotaStream {
                 last_report: now,
                 last_active: now,
                 sent: None,
+                lent: 0,
                 _charge: charge,
             },
         );
@@ -439,19 +443,24 @@ fn assign(
     now: Instant,
 ) -> Option<BucketAction> {
     let current = bucket.sent.map(|(strategy, _)| strategy);
-    let wanted = match &bucket.resolution {
-        Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => Strategy::AllowAll,
+    let keep = |strategy| Decision { strategy, lent: 0 };
+    let decision = match &bucket.resolution {
+        Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => {
+            keep(Strategy::AllowAll)
+        }
         Resolution::Counted { .. } => {
             let member = bucket.member.as_ref()?;
-            let share = member.share(&shared.engine, now);
-            if share.penalized {
-                Strategy::DenyAll
-            } else {
-                Strategy::next(current, share.rate)
-            }
+            member.decide(&shared.engine, now, |share| {
+                if share.penalized {
+                    keep(Strategy::DenyAll)
+                } else {
+                    Strategy::decide(current, bucket.lent, share.rate, share.burst, share.horizon)
+                }
+            })
         }
-        Resolution::Unmatched(_) => shared.settings.unmatched,
+        Resolution::Unmatched(_) => keep(shared.settings.unmatched),
     };
+    let wanted = decision.strategy;
     let ttl = shared.settings.assignment_ttl;
     let due = match bucket.sent {
         None => true,
@@ -459,6 +468,9 @@ fn assign(
     };
     if !due {
         return None;
+    }
+    if Some(wanted) != current {
+        bucket.lent = decision.lent;
     }
     bucket.sent = Some((wanted, now));
     shared.metrics.quota.assignment(kind_of(wanted));
@@ -471,7 +483,7 @@ fn assign(
 async fn count(
     shared: &Shared,
     resolution: &Resolution,
-    member: Option<&Member>,
+    member: Option<(&Member, u32)>,
     allowed: u64,
     denied: u64,
     interval: Option<Duration>,
@@ -506,11 +518,11 @@ async fn count(
         shared.engine.count_admitted(hit, in_previous).await;
         in_current.push(counted - in_previous.min(counted));
     }
-    let Some(member) = member else {
+    let Some((member, lent)) = member else {
         return UsageOutcome::over_capacity;
     };
     let demand = (allowed + denied) as f64 / measured.as_secs_f64();
-    member.report(demand, &in_current, interval);
+    member.report(demand, &in_current, interval, allowed, lent);
     UsageOutcome::counted
 }
 

@@ -1,8 +1,8 @@
 //! The RLQS service's mechanisms through the real binary, each in a test that fails when the
 //! mechanism is taken away: the penalty box turns a bucket's assignment to `DENY_ALL`, a
 //! report that straddles a window boundary is split by time between the two windows, the
-//! stream and report-rate caps refuse, and two Envoys of unequal demand get max-min fair
-//! shares of one counter.
+//! stream and report-rate caps refuse, two Envoys of unequal demand get max-min fair
+//! shares of one counter, and Envoys joining one counter together are lent its room once.
 
 use gcounter_rls_integration as support;
 
@@ -212,5 +212,51 @@ async fn two_envoys_of_unequal_demand_share_one_counter_max_min_fair() {
     assert!(
         (45.0..=55.0).contains(&big_rate),
         "the large one the rest of 60: {big_rate}"
+    );
+}
+
+/// Four Envoys join one fresh counter (10 a minute) at once, each with one request let
+/// through before its first assignment. A new token bucket starts full, so what they may
+/// admit before their next reports (5 s) is each bucket's `max_tokens` and its rate over
+/// those 5 s: with what they reported, never more than the limit and one request of
+/// rounding each (docs/rlqs.md, "Bursts"). Lending each the room it saw, without charging
+/// what the others were lent, gives them 9 + 8 + 7 + 6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoys_joining_one_counter_together_stay_within_the_burst_bound() {
+    const LIMIT: f64 = 10.0;
+    const ENVOYS: usize = 4;
+    const REPORT_INTERVAL_S: f64 = 5.0;
+    let (_dir, service) = serve_limits(&support::one_rule("quota", "user", "minute", 1, 10), &[]);
+    support::stay_in_one_minute(Duration::from_secs(15));
+    let hot = bucket(&[("user", "burst")]);
+    let mut streams = Vec::new();
+    for _ in 0..ENVOYS {
+        streams.push(QuotaStream::opened(service.grpc_addr).await);
+    }
+    for stream in &streams {
+        stream.send_usage("quota", &hot, 1, 4, 0).await;
+    }
+    let mut admissible = ENVOYS as f64;
+    let mut assigned = Vec::new();
+    for stream in &mut streams {
+        let action = stream.action_for(&hot, WAIT).await;
+        if let Assigned::TokenBucket {
+            rate, max_tokens, ..
+        } = action
+        {
+            admissible += f64::from(max_tokens) + rate * REPORT_INTERVAL_S;
+        }
+        assigned.push(action);
+    }
+    println!("{ENVOYS} streams joining: {admissible:.2} admissible, bound {LIMIT} + {ENVOYS}");
+    assert!(
+        admissible <= LIMIT + ENVOYS as f64,
+        "{admissible} admissible before the next reports, over {LIMIT} + {ENVOYS}: {assigned:?}"
+    );
+    assert!(
+        assigned
+            .iter()
+            .any(|a| matches!(a, Assigned::TokenBucket { max_tokens, .. } if *max_tokens >= 6)),
+        "the room is lent at once to one of them: {assigned:?}"
     );
 }

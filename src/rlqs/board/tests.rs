@@ -1,6 +1,7 @@
 use super::super::memory::BucketBytes;
 use super::*;
 use crate::admin::QuotaShares;
+use crate::rlqs::share::Strategy;
 use gcounter_engine::recorder::NoRecorder;
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_engine::{EngineSettings, Hit, ManualClock};
@@ -41,8 +42,8 @@ async fn members_of_one_counter_split_its_rate_by_demand() {
     let (Ok(big), Ok(small)) = (board.join(&counters, 1), board.join(&counters, 2)) else {
         panic!("both join")
     };
-    big.report(24.0, &[0], None);
-    small.report(3.0, &[0], None);
+    big.report(24.0, &[0], None, 0, 0);
+    small.report(3.0, &[0], None, 0, 0);
     let now = Instant::now();
     // an empty window: its 600 over two reporting intervals of 5 s, 60 a second, more than
     // both want: each gets its demand and half the rest
@@ -61,7 +62,7 @@ async fn members_of_one_counter_split_its_rate_by_demand() {
         cost: 600,
     };
     engine.count_admitted(hit, 0).await;
-    big.report(24.0, &[600], Some(Duration::from_secs(5)));
+    big.report(24.0, &[600], Some(Duration::from_secs(5)), 0, 0);
     let later = now + SPLIT_REUSE;
     assert_eq!(big.share(&engine, later).rate, 0.0);
     assert_eq!(small.share(&engine, later).rate, 0.0);
@@ -85,7 +86,7 @@ fn a_split_over_demand_is_max_min_fair() {
         .filter_map(|s| board.join(&counters, s).ok())
         .collect();
     for (member, demand) in members.iter().zip([100.0, 10.0, 10.0]) {
-        member.report(demand, &[0], None);
+        member.report(demand, &[0], None, 0, 0);
     }
     let now = Instant::now();
     let shares: Vec<f64> = members.iter().map(|m| m.share(&engine, now).rate).collect();
@@ -124,7 +125,7 @@ fn a_large_group_computes_its_split_a_bounded_number_of_times() {
     let now = Instant::now();
     let mut computed = 0;
     for member in &members {
-        member.report(1.0, &[1], Some(Duration::from_secs(5)));
+        member.report(1.0, &[1], Some(Duration::from_secs(5)), 0, 0);
         let _ = member.share(&engine, now);
         // A share that computed the split starts its count of changes again.
         if lock(&member.group.state).changes == 0 {
@@ -135,4 +136,81 @@ fn a_large_group_computes_its_split_a_bounded_number_of_times() {
     // changes), never one per report.
     assert!(computed <= 40, "{computed} splits for 4,000 reports");
     assert!(computed >= 2, "the split follows the reports: {computed}");
+}
+
+/// The lending against one counter: what one member is lent no other can be, until a
+/// report shows it spent; a member that leaves gives back what it held.
+#[tokio::test]
+async fn what_is_lent_is_charged_until_a_report_shows_it() {
+    let engine = engine();
+    let board = board(100);
+    let counters = counters(10);
+    let (Ok(first), Ok(second)) = (board.join(&counters, 1), board.join(&counters, 2)) else {
+        panic!("both join")
+    };
+    let now = Instant::now();
+    let decide = |member: &Member, at| {
+        member.decide(&engine, at, |share| {
+            Strategy::decide(None, 0, share.rate, share.burst, share.horizon)
+        })
+    };
+    // An empty window of 10: the first is lent all of it, the second nothing.
+    let lent = decide(&first, now);
+    assert_eq!(lent.lent, 10, "{lent:?}");
+    let second_share = second.share(&engine, now);
+    assert_eq!(second_share.burst.pool, 0.0, "{second_share:?}");
+    assert_eq!(second_share.rate, 0.0, "the room is held: no rate either");
+    assert_eq!(decide(&second, now).strategy, Strategy::DenyAll);
+
+    // The first reports 4 of its 10 admitted: counted, 6 still held, the pool still empty.
+    let hit = Hit {
+        counter: counters[0].counter.borrowed(),
+        limit: 10,
+        cost: 4,
+    };
+    engine.count_admitted(hit, 0).await;
+    first.report(4.0, &[4], Some(Duration::from_secs(5)), 4, 10);
+    let share = second.share(&engine, now);
+    assert_eq!(share.burst.pool, 0.0, "{share:?}");
+    assert_eq!(first.share(&engine, now).burst.held, 6.0);
+
+    // A report under a bucket that lent nothing (a new token bucket replaced it) shows the
+    // Envoy holds none of it.
+    first.report(0.0, &[0], Some(Duration::from_secs(5)), 0, 0);
+    assert_eq!(second.share(&engine, now + SPLIT_REUSE).burst.pool, 6.0);
+
+    // Lent again, then gone: what it held is back in the pool.
+    assert_eq!(decide(&first, now + SPLIT_REUSE).lent, 6);
+    assert_eq!(second.share(&engine, now + SPLIT_REUSE).burst.pool, 0.0);
+    drop(first);
+    assert_eq!(second.share(&engine, now + SPLIT_REUSE).burst.pool, 6.0);
+}
+
+/// Envoys joining one fresh counter together: each new token bucket starts full, and all of
+/// them with their rates until the next reports (5 s) stay within the room and one token of
+/// rounding each (the bound of docs/rlqs.md).
+#[test]
+fn envoys_joining_together_stay_within_the_room() {
+    let engine = engine();
+    let board = board(100);
+    let counters = counters(10);
+    let members: Vec<Member> = (0..5)
+        .filter_map(|s| board.join(&counters, s).ok())
+        .collect();
+    let now = Instant::now();
+    let mut admissible = 0.0;
+    for member in &members {
+        member.report(1.0, &[0], None, 0, 0);
+        let decision = member.decide(&engine, now, |share| {
+            Strategy::decide(None, 0, share.rate, share.burst, share.horizon)
+        });
+        if let Strategy::TokenBucket { max_tokens, .. } = decision.strategy {
+            admissible += f64::from(max_tokens) + decision.strategy.rate().unwrap_or(0.0) * 5.0;
+        }
+    }
+    assert!(
+        admissible <= 10.0 + members.len() as f64,
+        "{admissible} admissible before the next reports"
+    );
+    assert!(admissible >= 10.0, "the room is handed out: {admissible}");
 }

@@ -109,3 +109,106 @@ fn a_rate_close_to_the_assigned_one_keeps_the_assignment() {
     assert_eq!(Strategy::next(Some(assigned), 0.0), Strategy::DenyAll);
     assert_eq!(Strategy::next(None, 10.4), Strategy::for_rate(10.4));
 }
+
+const HORIZON: Duration = Duration::from_secs(10);
+
+fn burst(pool: f64, held: f64) -> Burst {
+    Burst { pool, held }
+}
+
+#[test]
+fn a_lone_bucket_on_a_fresh_counter_is_lent_the_room_at_once() {
+    // 10 a minute, one counted: 9 of room, over 10 s 0.9 a second. Lent all 9 at once,
+    // nothing is left to the rate but the slowest a token bucket states.
+    let decision = Strategy::decide(None, 0, 0.9, burst(9.0, 0.0), HORIZON);
+    assert_eq!(decision.lent, 9);
+    assert_eq!(
+        decision.strategy,
+        Strategy::TokenBucket {
+            max_tokens: 9,
+            tokens_per_fill: 1,
+            fill_interval_s: 60,
+        }
+    );
+    // The room held, the rate 0: the burst stays while the Envoy may hold it (a changed
+    // bucket would start full again).
+    let kept = Strategy::decide(Some(decision.strategy), 9, 0.0, burst(0.0, 9.0), HORIZON);
+    assert_eq!(
+        kept,
+        Decision {
+            strategy: decision.strategy,
+            lent: 0
+        }
+    );
+    // Shown spent: the denial.
+    let spent = Strategy::decide(Some(decision.strategy), 9, 0.0, burst(0.0, 0.0), HORIZON);
+    assert_eq!(
+        spent,
+        Decision {
+            strategy: Strategy::DenyAll,
+            lent: 0
+        }
+    );
+}
+
+#[test]
+fn a_burst_is_never_more_than_the_room_no_envoy_holds() {
+    // 3.7 unheld: 3 lent, out of the rate (3 over 10 s).
+    let decision = Strategy::decide(None, 0, 1.0, burst(3.7, 0.0), HORIZON);
+    assert_eq!(decision.lent, 3);
+    let rate = decision.strategy.rate().unwrap_or(0.0);
+    assert!((rate - 0.7).abs() < 0.05, "{rate}");
+    // Nothing unheld: the rate alone.
+    let decision = Strategy::decide(None, 0, 1.0, burst(0.0, 0.0), HORIZON);
+    assert_eq!(
+        decision,
+        Decision {
+            strategy: Strategy::for_rate(1.0),
+            lent: 0
+        }
+    );
+    // A large room: at most MAX_BURST, a second of the rate less.
+    let decision = Strategy::decide(None, 0, 5.0, burst(600.0, 0.0), HORIZON);
+    assert_eq!(decision.lent, MAX_BURST);
+    assert_eq!(decision.strategy, Strategy::with_burst(4.0, MAX_BURST));
+}
+
+#[test]
+fn a_rate_whose_second_holds_the_burst_lends_nothing() {
+    let decision = Strategy::decide(None, 0, 60.0, burst(600.0, 0.0), HORIZON);
+    assert_eq!(
+        decision,
+        Decision {
+            strategy: Strategy::for_rate(60.0),
+            lent: 0
+        }
+    );
+}
+
+#[test]
+fn an_unchanged_assignment_lends_nothing() {
+    // Envoy keeps an identical bucket's tokens: nothing new to lend, nothing to charge.
+    let assigned = Strategy::for_rate(2.0);
+    let decision = Strategy::decide(Some(assigned), 0, 2.1, burst(9.0, 0.0), HORIZON);
+    assert_eq!(
+        decision,
+        Decision {
+            strategy: assigned,
+            lent: 0
+        }
+    );
+    // A rate that moved: a new bucket, lent the room.
+    let decision = Strategy::decide(Some(assigned), 0, 0.9, burst(9.0, 0.0), HORIZON);
+    assert_eq!(decision.lent, 9);
+}
+
+#[test]
+fn lending_takes_what_is_lent_off_the_shares_at_once() {
+    // 2 a second spare for each of 3: 3 a second less is 1 spare each.
+    assert_eq!(Level::Spare(2.0).lessen(3.0, 3), Some(Level::Spare(1.0)));
+    // Less spare than is lent: only a new split can say.
+    assert_eq!(Level::Spare(0.5).lessen(3.0, 3), None);
+    // Capped at 5: every capped share loses all of it.
+    assert_eq!(Level::Capped(5.0).lessen(2.0, 3), Some(Level::Capped(3.0)));
+    assert_eq!(Level::Capped(1.0).lessen(2.0, 3), Some(Level::Capped(0.0)));
+}
