@@ -313,8 +313,8 @@ fn an_rlqs_envoy_and_an_rls_envoy_share_one_limit() {
 /// raised to 10 a minute): 5 requests a second for 8 s. RLS v3 admits 10. Its first request
 /// goes through before any assignment; the first assignment lends the bucket the rest of
 /// the room at once, so it admits 9 or 10, and never more than the limit and one request
-/// of rounding (docs/rlqs.md, "Bursts"). Spread over two reporting intervals, the room came
-/// at 0.9 a second: 6 or 7 admitted.
+/// of rounding (docs/rlqs.md, "Bursts"), 9 of them in the first 2 s. Spread over two
+/// reporting intervals, the room came at 0.9 a second: 5 of the first 10 measured.
 #[test]
 fn an_rlqs_envoy_admits_a_burst_what_the_limit_allows() {
     const LIMIT: usize = 10;
@@ -344,18 +344,24 @@ fn an_rlqs_envoy_admits_a_burst_what_the_limit_allows() {
         std::fs::read_to_string(&envoy.log_path)
             .is_ok_and(|log| log.contains("A new TokenBucket has been configured"))
     });
-    let admitted = first
-        + (1..40u32)
-            .filter(|n| {
-                let at = start + Duration::from_millis(200) * *n;
-                std::thread::sleep(at.saturating_duration_since(Instant::now()));
-                client.get("/", &user).status == 200
-            })
-            .count();
-    println!("RLQS burst: {admitted} of 40 admitted on a limit of {LIMIT}");
+    // On a loaded machine the requests can take longer than the minute has left: a request
+    // of the next window is not counted (the window gives the limit back).
+    let window = support::now_ms() / MINUTE.as_millis() as u64;
+    let rest: Vec<bool> = (1..40u32)
+        .map(|n| {
+            let at = start + Duration::from_millis(200) * n;
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            client.get("/", &user).status == 200
+                && support::now_ms() / MINUTE.as_millis() as u64 == window
+        })
+        .collect();
+    let admitted = first + rest.iter().filter(|ok| **ok).count();
+    // The first 2 s: the room comes at once, not at 0.9 a second (3 or 4 of 10).
+    let at_once = first + rest[..9].iter().filter(|ok| **ok).count();
+    println!("RLQS burst: {admitted} of 40 admitted, {at_once} of the first 10, limit {LIMIT}");
     assert!(
-        (LIMIT - 1..=LIMIT + 1).contains(&admitted),
-        "{admitted} of 40 admitted in 8 s on a limit of {LIMIT}{}",
+        at_once >= LIMIT - 1 && (LIMIT - 1..=LIMIT + 1).contains(&admitted),
+        "{admitted} of 40 admitted in 8 s, {at_once} of the first 10, on a limit of {LIMIT}{}",
         client.context()
     );
 }
