@@ -33,6 +33,7 @@ const OTHER_TOOLS_FLAGS: &[&str] = &[
     "--test",
     "--lib",
     "--nocapture",
+    "--no-capture",
     "--warm-up-time",
     "--measurement-time",
     "--help",
