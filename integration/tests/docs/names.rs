@@ -144,6 +144,7 @@ const OTHER_NAMES: &[&str] = &[
     "SETTINGS_MAX_HEADER_LIST_SIZE",
     "GOAWAY",
     "RST_STREAM",
+    "NO_ERROR",
     "ENHANCE_YOUR_CALM",
     "SO_REUSEPORT",
     "TCP_NODELAY",
