@@ -176,10 +176,14 @@ class Server:
             r'^rls_runtime_stall_seconds_bucket\{le="([^"]+)"\} (\S+)', text, re.M)}
 
 
-def h2load(port, body, requests):
+def h2load(port, body, requests, cores=(LOAD_CORE,)):
+    """Hot-key throughput: one h2load thread per core of `cores`, 4 connections each with 16
+    streams."""
+    threads = len(cores)
     out = subprocess.run(
-        ["taskset", "-c", LOAD_CORE, "h2load", "-n", str(requests), "-c", "4", "-m", "16",
-         "-t", "1", "-d", body, "-H", "content-type: application/grpc", "-H", "te: trailers",
+        ["taskset", "-c", ",".join(map(str, cores)), "h2load", "-n", str(requests),
+         "-c", str(4 * threads), "-m", "16", "-t", str(threads), "-d", body,
+         "-H", "content-type: application/grpc", "-H", "te: trailers",
          f"http://127.0.0.1:{port}{METHOD}"],
         capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out).group(1))

@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from bench import LOADTEST, METHOD, NOOP, ROOT, SERVICE, Server, LIMITS
+from bench import LIMITS, LOADTEST, NOOP, ROOT, SERVICE, Server, h2load
 from harness import free_port, warn_if_autogrouped
 
 
@@ -50,21 +49,6 @@ def load_cores(n, total):
     left (shared)."""
     rest = list(range(n, total))
     return (rest, False) if rest else (list(range(total)), True)
-
-
-def h2load(port, body, requests, cores):
-    threads = len(cores)
-    out = subprocess.run(
-        ["taskset", "-c", ",".join(map(str, cores)), "h2load", "-n", str(requests),
-         "-c", str(4 * threads), "-m", "16", "-t", str(threads), "-d", body,
-         "-H", "content-type: application/grpc", "-H", "te: trailers",
-         f"http://127.0.0.1:{port}{METHOD}"],
-        capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out).group(1))
-    ok = int(re.search(r"status codes: (\d+) 2xx", out).group(1))
-    if ok != requests:
-        sys.exit(f"h2load: {ok} of {requests} requests answered 2xx\n{out}")
-    return rps
 
 
 def main():
