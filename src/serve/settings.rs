@@ -39,7 +39,7 @@ mod derived;
 mod values;
 use crate::telemetry::statsd::StatsdSettings;
 use derived::{
-    largest_cell_bytes, redis_tls, region, response_time_in_milliseconds, rls_settings,
+    largest_cell_bytes, max_cells, redis_tls, region, response_time_in_milliseconds, rls_settings,
     sentinel_master, statsd_settings, transport_settings,
 };
 pub use values::{MAX_REGION_BYTES, NonZeroDuration, Region};
@@ -297,11 +297,10 @@ impl ServeSettings {
                 args.global.global_contended_overload
             );
         }
-        if !(1..=MAX_CELLS_CEILING).contains(&args.engine.max_cells) {
-            anyhow::bail!(
-                "--max-cells must be 1 to {MAX_CELLS_CEILING}, got {}",
-                args.engine.max_cells
-            );
+        if let Some(max_cells) = args.engine.max_cells
+            && !(1..=MAX_CELLS_CEILING).contains(&max_cells)
+        {
+            anyhow::bail!("--max-cells must be 1 to {MAX_CELLS_CEILING}, got {max_cells}");
         }
         if !(1..=MAX_PENDING_REPLAY_CEILING).contains(&args.engine.max_pending_replay) {
             anyhow::bail!(
@@ -477,7 +476,11 @@ impl ServeSettings {
                 metrics_path: args.listeners.metrics_path.clone(),
             },
             engine: EngineGroup {
-                max_cells: args.engine.max_cells,
+                max_cells: max_cells(
+                    args.engine.max_cells,
+                    memory.cells.value,
+                    args.redis.redis_url.is_empty(),
+                ),
                 max_cell_bytes: memory.cells.value,
                 largest_cell_bytes,
                 replay_interval: NonZeroDuration::flag(

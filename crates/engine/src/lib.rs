@@ -21,9 +21,9 @@ pub mod sharded;
 pub mod throttle;
 
 pub use local::{
-    CELL_OVERHEAD_BYTES, CellView, Check, Clock, Convergence, CounterState, DEFAULT_MAX_CELL_BYTES,
-    Engine, EngineSettings, Hit, InspectedCounter, Inspection, ManualClock, Penalties, Publication,
-    SKETCH_CAPACITY, SystemClock, Verdict, Windows,
+    CELL_OVERHEAD_BYTES, CellBudget, CellView, Check, Clock, Convergence, CounterState,
+    DEFAULT_MAX_CELL_BYTES, Engine, EngineSettings, Hit, InspectedCounter, Inspection, ManualClock,
+    Penalties, Publication, SKETCH_CAPACITY, SystemClock, Verdict, Windows,
 };
 pub use throttle::Throttle;
 

@@ -10,10 +10,12 @@ use crate::duration_arg::{DurationRange, hours, millis};
 pub struct EngineArgs {
     /// Cap on window cells held in memory [range: 1 to 1000000000]
     ///
-    /// The least recently used are evicted first. Cells protected from eviction (at or near
-    /// their limit) come on top, bounded by --max-cell-bytes.
-    #[arg(long, env = "RLS_MAX_CELLS", default_value_t = 1_000_000)]
-    pub max_cells: usize,
+    /// Default: as many as --max-cell-bytes holds (its evictable share over the bytes of the
+    /// smallest cell, the embedded origin's part of it included). The least recently used
+    /// are evicted first. Cells protected from eviction (at or near their limit) come on top,
+    /// bounded by --max-cell-bytes.
+    #[arg(long, env = "RLS_MAX_CELLS")]
+    pub max_cells: Option<usize>,
     /// Memory of the whole process; the byte budgets below are derived from it [range: 128MiB to 1PiB]
     ///
     /// Default: 75% of the container's memory limit (cgroup v2 or v1); without one, no limit

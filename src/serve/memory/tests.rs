@@ -37,6 +37,31 @@ fn a_container_limit_sets_every_budget() {
     assert_eq!(settings.limits.metrics.max_detailed_series, Some(576));
 }
 
+/// Unset, `--max-cells` is what the evictable share of the cell budget holds of the smallest
+/// cell (with the in-process origin's component): a cell's weight is then the bytes it holds,
+/// not the budget over a fixed cap, and a larger limit holds more cells.
+#[test]
+fn the_cell_cap_follows_the_cell_budget_unless_set() {
+    let smallest = gcounter_engine::CELL_OVERHEAD_BYTES
+        + gcounter_engine::regional::IN_PROCESS_COMPONENT_BYTES;
+    for limit in [256 * MIB, 4 << 30] {
+        let settings = in_container(&[], limit).expect("valid");
+        let evictable = settings.engine.max_cell_bytes / 8 * 5;
+        assert_eq!(settings.engine.max_cells as u64, evictable / smallest);
+    }
+    let four_gib = in_container(&[], 4 << 30).expect("valid").engine.max_cells;
+    // More than the fixed 1,000,000 the flag defaulted to (~3.6 M).
+    assert!(four_gib > 3_000_000, "{four_gib} cells in 4 GiB");
+    let set = in_container(&["--max-cells", "1000"], 4 << 30).expect("valid");
+    assert_eq!(set.engine.max_cells, 1_000);
+    // With Redis as the origin a cell holds no component here: more cells fit.
+    let redis = in_container(&["--redis-url", "redis://127.0.0.1:6379"], 4 << 30)
+        .expect("valid")
+        .engine
+        .max_cells;
+    assert!(redis > four_gib, "{redis} ≤ {four_gib}");
+}
+
 #[test]
 fn a_set_flag_wins_over_its_share() {
     let settings = in_container(

@@ -38,6 +38,27 @@ pub(super) fn largest_cell_bytes(args: &ServeArgs) -> u64 {
         .saturating_add(entries * 12 + 1_024)
 }
 
+/// `--max-cells`, else as many cells as `cell_bytes` (`--max-cell-bytes`) holds: its evictable
+/// share over the bytes of the smallest cell (with the in-process origin's component when it
+/// is the origin). A fixed default beside a larger byte budget weighed each cell at the
+/// budget over the cap, more than it holds: the budget counted up to twice the memory the
+/// cells took, and `--max-memory` bought no more cells.
+pub(super) fn max_cells(flag: Option<usize>, cell_bytes: u64, embedded: bool) -> usize {
+    if let Some(max_cells) = flag {
+        return max_cells;
+    }
+    let origin = if embedded {
+        gcounter_engine::regional::IN_PROCESS_COMPONENT_BYTES
+    } else {
+        0
+    };
+    let evictable = gcounter_engine::CellBudget::new(1, cell_bytes).table_bytes;
+    let cells = evictable / CELL_OVERHEAD_BYTES.saturating_add(origin);
+    usize::try_from(cells)
+        .unwrap_or(usize::MAX)
+        .clamp(1, MAX_CELLS_CEILING)
+}
+
 /// The transport's bounds: the flags, with the budgets of `memory` in force.
 pub(super) fn transport_settings(args: &ServeArgs, memory: &MemoryPlan) -> TransportSettings {
     let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);

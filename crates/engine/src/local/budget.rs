@@ -64,6 +64,11 @@ pub struct CellBudget {
     /// evictable cells too. Protected cells come on top, at most `protected_bytes / min
     /// weight` of them (0.3 × `max_cells`).
     pub min_cell_weight: u64,
+    /// What the regional origin holds in this process per cell
+    /// ([`RegionalOrigin::bytes_per_cell`](crate::regional::RegionalOrigin::bytes_per_cell)):
+    /// the in-process origin's component, 0 with a remote origin. Part of each cell's weight,
+    /// so the budget counts the embedded default's whole cost of a live cell.
+    pub origin_cell_bytes: u64,
 }
 
 impl CellBudget {
@@ -79,12 +84,23 @@ impl CellBudget {
             strict_bytes: max_bytes / 32,
             penalty_bytes: max_bytes / 32,
             min_cell_weight: table_bytes.div_ceil(max_cells).max(1),
+            origin_cell_bytes: 0,
         }
     }
 
-    /// A cell's weight against the budget: its bytes, at least the minimum.
+    /// This budget, each cell weighing `bytes` more for the regional origin's part of it.
+    pub fn with_origin_cell_bytes(self, bytes: u64) -> Self {
+        Self {
+            origin_cell_bytes: bytes,
+            ..self
+        }
+    }
+
+    /// A cell's weight against the budget: its bytes and the origin's, at least the minimum.
     pub fn weigh(&self, key: &CellKey) -> u64 {
-        cell_bytes(key).max(self.min_cell_weight)
+        cell_bytes(key)
+            .saturating_add(self.origin_cell_bytes)
+            .max(self.min_cell_weight)
     }
 }
 
@@ -106,6 +122,15 @@ mod tests {
         assert!(evictable <= 1_000, "{evictable} evictable cells fit");
         let protected = budget.protected_bytes / budget.min_cell_weight;
         assert!(protected <= 300, "{protected} protected cells fit");
+    }
+
+    #[test]
+    fn a_cell_weighs_the_origins_part_of_it_too() {
+        let key = CellKey::new("d", "1:k/", "1:a", 1_000, 1);
+        let budget = CellBudget::new(1_000_000_000, 1 << 30);
+        assert_eq!(budget.weigh(&key), cell_bytes(&key));
+        let embedded = budget.with_origin_cell_bytes(64);
+        assert_eq!(embedded.weigh(&key), cell_bytes(&key) + 64);
     }
 
     #[test]

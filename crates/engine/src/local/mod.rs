@@ -235,7 +235,8 @@ impl Engine {
         clock: Arc<dyn Clock>,
         metrics: Arc<dyn Recorder>,
     ) -> Self {
-        let budget = CellBudget::new(settings.max_cells, settings.max_cell_bytes);
+        let budget = CellBudget::new(settings.max_cells, settings.max_cell_bytes)
+            .with_origin_cell_bytes(origin.bytes_per_cell());
         Self {
             table: CellTable::new(budget, settings.largest_cell_bytes),
             replay: ReplayQueue::new(

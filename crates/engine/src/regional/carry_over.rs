@@ -155,6 +155,10 @@ impl RegionalOrigin for CarryOverOrigin {
         self.inner.replay(batch)
     }
 
+    fn bytes_per_cell(&self) -> u64 {
+        self.inner.bytes_per_cell()
+    }
+
     fn max_replay_batch(&self) -> usize {
         self.inner.max_replay_batch()
     }

@@ -10,8 +10,13 @@ use super::{CellRead, OriginFuture, RegionalOrigin};
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 
+/// A 128-bit hash of a cell's or a counter's key, as two words: a `u128` is 16-byte aligned on
+/// x86-64, which padded each component's entry from 40 to 48 bytes and its slot in the map
+/// from 48 to 64 (the slot count is the in-process origin's footprint per live cell).
+type Hash128 = [u64; 2];
+
 /// One PN-counter component: a cell (by the 128-bit hash of its key) and a process.
-type ComponentKey = (u128, u16);
+type ComponentKey = (Hash128, u16);
 
 /// The G-Counter cells of a region, bounded like the engine's cell table so memory stays
 /// capped. In the embedded default the region is this one process; tests make several
@@ -37,9 +42,41 @@ pub struct InProcessOrigin {
     refunds: Arc<Cache<ComponentKey, u64>>,
     /// The region's penalty box: counter (by the 128-bit hash of its key) → until when (ms).
     /// Bounded to a sixteenth of the components: penalized counters are a few hot clients.
-    penalties: Arc<Cache<u128, u64>>,
+    penalties: Arc<Cache<Hash128, u64>>,
     processes: Arc<Processes>,
     process: u16,
+}
+
+/// What one component costs in the map: its slot (56 B on x86-64: the key, the count,
+/// quick_cache's state and list links) and its share of the hash table (a 4-byte index and a
+/// control byte at a load of 7/16 to 7/8). In the embedded default each live cell has one
+/// (this process's), so the engine weighs each cell with it
+/// ([`RegionalOrigin::bytes_per_cell`]).
+pub const COMPONENT_BYTES: u64 = 64;
+
+/// A map of at most `items` entries that keeps no ghosts. quick_cache remembers the hashes of
+/// evicted keys (half as many as it holds, by default) to admit a returning key as hot: each
+/// ghost takes a whole slot. Under a flood of unique keys this map evicts as the cell table
+/// does, and its ghosts were ~35 B of resident memory per live cell that no budget counted;
+/// a store of counts gains nothing from them (a cell's component is published once per
+/// replay, not looked up again and again).
+fn bounded<K: Eq + std::hash::Hash + Clone, V: Clone>(items: usize) -> Cache<K, V> {
+    let items = items.max(1);
+    let options = quick_cache::OptionsBuilder::new()
+        .estimated_items_capacity(items)
+        .weight_capacity(items as u64)
+        .ghost_allocation(0.0)
+        .build();
+    match options {
+        Ok(options) => Cache::with_options(
+            options,
+            quick_cache::UnitWeighter,
+            quick_cache::DefaultHashBuilder::default(),
+            quick_cache::sync::DefaultLifecycle::default(),
+        ),
+        // Only when a required option is missing; both are set above.
+        Err(_) => Cache::new(items),
+    }
 }
 
 /// The component index of a cell's carried-over count ([`RegionalOrigin::seed`]): above every
@@ -57,9 +94,9 @@ struct Processes {
 impl InProcessOrigin {
     pub fn new(max_cells: usize) -> Self {
         Self {
-            components: Arc::new(Cache::new(max_cells.max(1))),
-            refunds: Arc::new(Cache::new(max_cells.max(1))),
-            penalties: Arc::new(Cache::new((max_cells / 16).max(1))),
+            components: Arc::new(bounded(max_cells)),
+            refunds: Arc::new(bounded(max_cells)),
+            penalties: Arc::new(bounded(max_cells / 16)),
             processes: Arc::new(Processes {
                 names: Mutex::new(vec!["local".into()]),
                 count: AtomicU16::new(1),
@@ -95,7 +132,7 @@ impl InProcessOrigin {
         })
     }
 
-    fn read_now(&self, cell: u128) -> CellRead {
+    fn read_now(&self, cell: Hash128) -> CellRead {
         let mut read = CellRead::default();
         if let Some(carried) = self.components.get(&(cell, CARRIED)) {
             read.total = read.total.plus(PnCount::new(carried, 0));
@@ -112,7 +149,7 @@ impl InProcessOrigin {
 
     /// One process's component of a cell, refunds capped at its hits (a refunds entry may
     /// outlive an evicted hits entry).
-    fn component(&self, cell: u128, process: u16) -> PnCount {
+    fn component(&self, cell: Hash128, process: u16) -> PnCount {
         let hits = self.components.get(&(cell, process)).unwrap_or(0);
         if hits == 0 {
             return PnCount::default();
@@ -124,7 +161,7 @@ impl InProcessOrigin {
     /// Keep the larger of the stored and published cumulative counts, per half (refunds
     /// capped at hits). Only this process's replay task writes its components, one batch at a
     /// time, so read-then-write is safe.
-    fn publish(&self, cell: u128, cumulative: PnCount) -> PnCount {
+    fn publish(&self, cell: Hash128, cumulative: PnCount) -> PnCount {
         let key = (cell, self.process);
         let stored = self.component(cell, self.process);
         let merged = stored.merge(cumulative).capped();
@@ -138,12 +175,12 @@ impl InProcessOrigin {
     }
 }
 
-fn cell_hash(key: &CellKey) -> u128 {
+fn cell_hash(key: &CellKey) -> Hash128 {
     let strings = [&*key.workspace, &*key.namespace, &*key.identifier];
     key_hash(strings, key.duration_ms, &key.sequence.to_le_bytes())
 }
 
-fn counter_hash(key: &CounterKey) -> u128 {
+fn counter_hash(key: &CounterKey) -> Hash128 {
     let strings = [&*key.workspace, &*key.namespace, &*key.identifier];
     // A different field count than a cell's hash: a counter never collides with a cell.
     key_hash(strings, key.duration_ms, b"penalty")
@@ -151,7 +188,7 @@ fn counter_hash(key: &CounterKey) -> u128 {
 
 /// A counter's strings and window, then `tail`: what a cell (its sequence) or a penalty adds
 /// to the counter's identity.
-fn key_hash(strings: [&str; 3], duration_ms: u64, tail: &[u8]) -> u128 {
+fn key_hash(strings: [&str; 3], duration_ms: u64, tail: &[u8]) -> Hash128 {
     let mut hasher = Xxh3::new();
     // Each string behind its length: the fields cannot run together.
     for field in strings {
@@ -160,7 +197,8 @@ fn key_hash(strings: [&str; 3], duration_ms: u64, tail: &[u8]) -> u128 {
     }
     hasher.update(&duration_ms.to_le_bytes());
     hasher.update(tail);
-    hasher.digest128()
+    let hash = hasher.digest128();
+    [hash as u64, (hash >> 64) as u64]
 }
 
 /// The most cells the in-process origin applies between two yields of the replay.
@@ -191,6 +229,12 @@ impl RegionalOrigin for InProcessOrigin {
     /// cells); 64 cells hold it ~50 µs.
     fn max_replay_batch(&self) -> usize {
         IN_PROCESS_REPLAY_BATCH
+    }
+
+    /// This process's component of each cell. (Refunds and carried-over counts, kept only
+    /// for the cells that have some, are not counted: they are a few cells' worth.)
+    fn bytes_per_cell(&self) -> u64 {
+        COMPONENT_BYTES
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {
@@ -226,6 +270,12 @@ impl RegionalOrigin for InProcessOrigin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_component_takes_no_alignment_padding() {
+        // A `u128` key is 16-byte aligned: the entry would be 48 bytes, its slot 80.
+        assert_eq!(std::mem::size_of::<(ComponentKey, u64)>(), 32);
+    }
 
     #[tokio::test]
     async fn siblings_share_the_penalty_box_and_keep_the_later_moment() {

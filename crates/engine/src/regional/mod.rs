@@ -18,7 +18,7 @@ use std::pin::Pin;
 pub use breaker::CircuitState;
 pub use carry_over::{CarryOverOrigin, CarrySettings, CarrySource};
 pub use guard::{GuardSettings, GuardedOrigin};
-pub use in_process::InProcessOrigin;
+pub use in_process::{COMPONENT_BYTES as IN_PROCESS_COMPONENT_BYTES, InProcessOrigin};
 
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
@@ -92,6 +92,14 @@ pub trait RegionalOrigin: Send + Sync + 'static {
     /// into its component, per half) and return each cell's region total, in batch order, in
     /// one round trip.
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>>;
+
+    /// Bytes this process holds for the origin per live cell: an in-process origin's
+    /// component of it. The engine weighs each cell with them, so the cell budget
+    /// (`--max-cell-bytes`, and `--max-memory` it is derived from) counts what the embedded
+    /// default really holds per cell. A remote origin holds nothing per cell here: 0.
+    fn bytes_per_cell(&self) -> u64 {
+        0
+    }
 
     /// The most cells one [`replay`](Self::replay) call should carry; the replay splits its
     /// pending cells into batches of at most this (and of `EngineSettings::replay_batch`)
