@@ -141,7 +141,10 @@ def loadtest(grpc_port, cores, key_space, rate=None, seconds=None):
 def settle(http_port):
     """Waits until the replay queue is empty (what the flood queued has reached the origin)."""
     for _ in range(100):
-        if metric(metrics(http_port), r"rls_pending_replay_cells") == 0:
+        text = metrics(http_port)
+        if not re.search(r"^rls_replay_pending_cells ", text, re.M):
+            sys.exit("the service reports no rls_replay_pending_cells")
+        if metric(text, r"rls_replay_pending_cells") == 0:
             return
         time.sleep(0.2)
 

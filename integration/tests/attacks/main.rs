@@ -2,5 +2,6 @@
 //! container): the nextest config runs each alone, so no timing-sensitive test runs beside them.
 
 mod memory_limit;
+mod memory_per_cell;
 mod rlqs_abuse;
 mod transport_abuse;
