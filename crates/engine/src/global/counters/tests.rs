@@ -268,6 +268,33 @@ async fn dropped_two_flush_intervals_after_expiry(process: &Region, clock: &Manu
     assert_eq!((reaped.removed, reaped.unpublished), (1, 0));
 }
 
+/// Two processes of region `a` on one in-process origin.
+fn two_processes_of_a(store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> (Region, Region) {
+    let origin = InProcessOrigin::new(1_000);
+    let Some(sibling) = origin.sibling("p2") else {
+        panic!("a second process on the region's origin");
+    };
+    let p1 = process("a", Arc::new(origin), store, clock);
+    let p2 = process("a", Arc::new(sibling), store, clock);
+    (p1, p2)
+}
+
+/// Region `a`'s p2 counted 50 and flushed them; then p1 counted 10, replayed them to the
+/// region's origin and was killed before any flush took them. Returns p2.
+async fn p2_after_p1_killed_unflushed(
+    store: &Arc<MemoryStore>,
+    clock: &Arc<ManualClock>,
+) -> Region {
+    let (p1, p2) = two_processes_of_a(store, clock);
+    assert!(p2.check(50).await.allowed);
+    p2.engine.convergence().replay_now().await;
+    assert_eq!(p2.counters.flush().await.published, 1);
+    assert!(p1.check(10).await.allowed);
+    p1.engine.convergence().replay_now().await;
+    drop(p1);
+    p2
+}
+
 /// A process that replayed its last counts and died before its flush took them: the
 /// region's other process accepted nothing in the cell since, so it never read them and its
 /// flushes left them out of the row. The closing replay at the cell's expiry reads the
@@ -276,18 +303,7 @@ async fn dropped_two_flush_intervals_after_expiry(process: &Region, clock: &Manu
 #[tokio::test]
 async fn counts_of_a_process_killed_before_its_flush_reach_the_store() {
     let (store, clock) = store_and_clock();
-    let origin = InProcessOrigin::new(1_000);
-    let Some(sibling) = origin.sibling("p2") else {
-        panic!("a second process on the region's origin");
-    };
-    let p1 = process("a", Arc::new(origin), &store, &clock);
-    let p2 = process("a", Arc::new(sibling), &store, &clock);
-    assert!(p2.check(50).await.allowed);
-    p2.engine.convergence().replay_now().await;
-    assert_eq!(p2.counters.flush().await.published, 1);
-    assert!(p1.check(10).await.allowed);
-    p1.engine.convergence().replay_now().await;
-    drop(p1);
+    let p2 = p2_after_p1_killed_unflushed(&store, &clock).await;
     assert_eq!(
         p2.counters.flush().await,
         Flushed::default(),
@@ -315,12 +331,7 @@ async fn counts_of_a_process_killed_before_its_flush_reach_the_store() {
 #[tokio::test]
 async fn counts_of_the_only_process_counting_a_cell_reach_the_store_after_its_kill() {
     let (store, clock) = store_and_clock();
-    let origin = InProcessOrigin::new(1_000);
-    let Some(sibling) = origin.sibling("p2") else {
-        panic!("a second process on the region's origin");
-    };
-    let p1 = process("a", Arc::new(origin), &store, &clock);
-    let p2 = process("a", Arc::new(sibling), &store, &clock);
+    let (p1, p2) = two_processes_of_a(&store, &clock);
     let b = region("b", &store, &clock);
     assert!(p1.check(50).await.allowed);
     p1.engine.convergence().replay_now().await;
@@ -365,18 +376,7 @@ async fn counts_of_the_only_process_counting_a_cell_reach_the_store_after_its_ki
 #[tokio::test]
 async fn a_cell_first_seen_expired_a_window_late_is_still_closed() {
     let (store, clock) = store_and_clock();
-    let origin = InProcessOrigin::new(1_000);
-    let Some(sibling) = origin.sibling("p2") else {
-        panic!("a second process on the region's origin");
-    };
-    let p1 = process("a", Arc::new(origin), &store, &clock);
-    let p2 = process("a", Arc::new(sibling), &store, &clock);
-    assert!(p2.check(50).await.allowed);
-    p2.engine.convergence().replay_now().await;
-    assert_eq!(p2.counters.flush().await.published, 1);
-    assert!(p1.check(10).await.allowed);
-    p1.engine.convergence().replay_now().await;
-    drop(p1);
+    let p2 = p2_after_p1_killed_unflushed(&store, &clock).await;
 
     let late = EXPIRY_MS + 3_600_000 + 1;
     assert_eq!(
