@@ -199,6 +199,12 @@ def loadtest(port, args, seconds=None, rate=None, cores=LOAD_CORE, key_space=100
     pace = (["--sequential", "--duration", "1h", "--warmup", "0s"] if sequential else
             ["--rate", str(rate or args.rate), "--duration", f"{seconds or args.seconds}s",
              "--warmup", "0s" if seconds else "1s"])
+    return run_loadtest(port, cores, key_space, pace)
+
+
+def run_loadtest(port, cores, key_space, pace):
+    """`gcounter-loadtest` on `cores` over `key_space` keys of the bench limit, at `pace`
+    (its flags of rate or sequence, duration and warm-up); its JSON report."""
     out = subprocess.run(
         ["taskset", "-c", cores, LOADTEST, "--target", f"127.0.0.1:{port}",
          "--domain", "bench", "--descriptor", "remote_address=10.0.{key}",

@@ -36,13 +36,13 @@ import tempfile
 import time
 import urllib.request
 
+from bench import LOADTEST, run_loadtest
 from harness import free_port, stop_all, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
                        "release")
 SERVICE = os.path.join(RELEASE, "gcounter-rls")
-LOADTEST = os.path.join(RELEASE, "gcounter-loadtest")
 LIMITS = """\
 domain: bench
 descriptors:
@@ -128,14 +128,7 @@ class Cgroup:
 def loadtest(grpc_port, cores, key_space, rate=None, seconds=None):
     pace = (["--rate", str(rate), "--duration", f"{seconds}s", "--warmup", "1s"] if rate else
             ["--sequential", "--duration", "24h", "--warmup", "0s"])
-    out = subprocess.run(
-        ["taskset", "-c", cores, LOADTEST, "--target", f"127.0.0.1:{grpc_port}",
-         "--domain", "bench", "--descriptor", "remote_address=10.0.{key}",
-         "--key-space", str(key_space), "--connections", "4", "--concurrency", "64", *pace],
-        capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"loadtest failed ({out.returncode}): {out.stderr}{out.stdout}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_loadtest(grpc_port, cores, key_space, pace)
 
 
 def settle(http_port):

@@ -121,6 +121,18 @@ impl PerCell {
     fn ratio(&self) -> f64 {
         self.resident / self.counted.max(1.0)
     }
+
+    /// Resident memory per live cell within `range` × what the budget counts.
+    fn assert_counted_as_held(&self, range: &std::ops::RangeInclusive<f64>) {
+        assert!(
+            range.contains(&self.ratio()),
+            "resident {:.0} B per live cell, counted {:.0} B: the budget must count what is held \
+             (ratio {:.2}, within {range:?})",
+            self.resident,
+            self.counted,
+            self.ratio()
+        );
+    }
 }
 
 async fn flood_and_measure(service: &Service, keys: u64) -> PerCell {
@@ -177,14 +189,7 @@ async fn a_flood_past_the_budget_in_a_container_is_counted_as_held() {
         "{} live cells: the flood must pass the budget",
         measured.live
     );
-    assert!(
-        FLOOD_RATIO.contains(&measured.ratio()),
-        "resident {:.0} B per live cell, counted {:.0} B: the budget must count what is held \
-         (ratio {:.2}, within {FLOOD_RATIO:?})",
-        measured.resident,
-        measured.counted,
-        measured.ratio()
-    );
+    measured.assert_counted_as_held(&FLOOD_RATIO);
 }
 
 /// A larger `--max-memory` holds more cells, each counted at what it holds (a fixed cap in
@@ -197,12 +202,5 @@ async fn every_counter_a_large_budget_holds_is_counted_as_held() {
     // Each counter holds its current window's cell and the previous window's; key 0's were
     // the warm-up's.
     assert_eq!(measured.live, 2 * (KEYS - 1), "every counter stays live");
-    assert!(
-        RATIO.contains(&measured.ratio()),
-        "resident {:.0} B per live cell, counted {:.0} B: the budget must count what is held \
-         (ratio {:.2}, within {RATIO:?})",
-        measured.resident,
-        measured.counted,
-        measured.ratio()
-    );
+    measured.assert_counted_as_held(&RATIO);
 }
