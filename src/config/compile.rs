@@ -11,6 +11,7 @@ use serde_saphyr::Spanned;
 
 use super::error::ConfigError;
 use super::glob::Glob;
+use super::guarantee::{Guarantee, Sharing};
 use super::limits::{DomainLimits, Level, Node, ValueMatch};
 use super::place::Place;
 use super::raw::{RawDescriptor, RawFile, RawRateLimit};
@@ -33,9 +34,12 @@ pub(crate) struct CompiledDomain {
 /// Checks `raw` and builds its domain, pushing every problem to `errors`.
 /// Returns the domain whenever it has a name, even if other parts are wrong,
 /// so that a duplicate domain is still reported.
+/// `sharing`: the tier the service shares counts through, if any; a `never_above` limit is
+/// refused with it.
 pub(crate) fn compile_file(
     file: &str,
     raw: &RawFile,
+    sharing: Option<Sharing>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<CompiledDomain> {
     let first_error = errors.len();
@@ -65,6 +69,7 @@ pub(crate) fn compile_file(
         shared_file: Arc::from(file),
         errors,
         rules: Vec::new(),
+        sharing,
     };
     let domain_name = domain.map_or("", |d| d.value.as_str());
     let root = match &raw.descriptors {
@@ -99,14 +104,15 @@ struct RulePlace<'a> {
     value_to_metric: bool,
 }
 
-/// What a `rate_limit` or a `rate_limits` list gives a rule: its limits, name, replaces and
-/// penalty.
+/// What a `rate_limit` or a `rate_limits` list gives a rule: its limits, name, replaces,
+/// penalty and guarantee.
 struct RuleLimits {
     limit: RuleLimit,
     more_limits: Box<[RuleLimit]>,
     name: Option<Arc<str>>,
     replaces: Box<[Arc<str>]>,
     penalty_ms: u64,
+    guarantee: Guarantee,
 }
 
 struct Compiler<'a> {
@@ -116,6 +122,8 @@ struct Compiler<'a> {
     errors: &'a mut Vec<ConfigError>,
     /// Rules in config order (pre-order).
     rules: Vec<Arc<Rule>>,
+    /// The tier the service shares counts through: `never_above` is refused with it.
+    sharing: Option<Sharing>,
 }
 
 /// Where a descriptor of a level was first declared, to name it in a

@@ -6,7 +6,8 @@
 //! reported (`shape`); errors with file, line and place (`error`, `locate`); bounded
 //! reading (`read`: regular files only, a byte cap, a YAML depth cap); the compiled tree and
 //! its matching (`compile`, `limits`, `glob`); `Rule`/`Unit` (a rule's `limit` and, from our
-//! `rate_limits` extension, its `more_limits`); the `penalty` extension (`penalty`); where each
+//! `rate_limits` extension, its `more_limits`); the `penalty` extension (`penalty`); the
+//! `guarantee` extension and the tiers that refuse `never_above` (`guarantee`); where each
 //! node, rule and domain was declared (`place`) and a read-only view of the tree with the walk
 //! of one descriptor (`limits::tree`), for `explain` and the Envoy lint; which
 //! files a directory means, as upstream's runtime walks it (`walk`); loading and merging
@@ -15,6 +16,7 @@
 mod compile;
 mod error;
 mod glob;
+mod guarantee;
 mod limits;
 mod load;
 mod locate;
@@ -32,6 +34,7 @@ mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub(crate) use glob::Glob;
+pub use guarantee::{Guarantee, Sharing};
 pub use limits::tree::{MatchKind, NodeView, Step, Trace, TraceEnd, ValuePattern};
 pub use limits::yaml::DOCUMENT_SEPARATOR;
 pub use limits::{BucketOrderError, DomainLimits, Found, LimitsConfig};

@@ -51,6 +51,8 @@ pub(crate) struct RawRateLimit {
     pub unit_multiplier: Option<Spanned<u32>>,
     /// Our extension: a client that goes over stays denied this long (`5m`; `penalty`).
     pub penalty: Option<Spanned<String>>,
+    /// Our extension: `never_below` (the default) or `never_above` (`guarantee`).
+    pub guarantee: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

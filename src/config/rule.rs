@@ -53,6 +53,9 @@ pub struct Rule {
     /// `penalty` (our extension): a client over this limit stays denied this many ms; 0 for
     /// none.
     pub penalty_ms: u64,
+    /// `guarantee` (our extension), for every limit of the rule: `never_above` is decided
+    /// exactly and never shared out as RLQS token buckets.
+    pub guarantee: super::Guarantee,
     /// Human-readable path as upstream's stats key (`domain.key_value.key2`);
     /// not injective, for logs and metrics only.
     pub path: Arc<str>,
@@ -150,7 +153,15 @@ impl Rule {
                 humantime::format_duration(penalty)
             ));
         }
+        if self.guarantee == super::Guarantee::NeverAbove {
+            line.push_str(", guarantee: never_above");
+        }
         line
+    }
+
+    /// Whether the rule never admits above its limit (`guarantee: never_above`).
+    pub fn is_never_above(&self) -> bool {
+        self.guarantee == super::Guarantee::NeverAbove
     }
 }
 

@@ -85,6 +85,7 @@ const RATE_LIMIT_FIELDS: &[(&str, Expected)] = &[
     ("replaces", Expected::Replaces),
     ("unit_multiplier", Expected::Count),
     ("penalty", Expected::Text),
+    ("guarantee", Expected::Text),
 ];
 
 const REPLACES_FIELDS: &[(&str, Expected)] = &[("name", Expected::Text)];

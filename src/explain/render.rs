@@ -76,6 +76,9 @@ fn descriptor_block(out: &mut String, number: usize, d: &DescriptorReport) {
             if rule.penalty_ms > 0 {
                 extras.push(format!("penalty {} ms", rule.penalty_ms));
             }
+            if rule.guarantee == crate::config::Guarantee::NeverAbove.as_str() {
+                extras.push("guarantee never_above: never admits above its limit".to_owned());
+            }
             if !rule.replaces.is_empty() {
                 extras.push(format!("replaces {}", rule.replaces.join(", ")));
             }

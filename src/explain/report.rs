@@ -63,6 +63,8 @@ pub struct RuleReport {
     pub shadow_mode: bool,
     pub quota_mode: bool,
     pub penalty_ms: u64,
+    /// `never_below` (the default) or `never_above`.
+    pub guarantee: &'static str,
     pub replaces: Vec<String>,
 }
 
@@ -343,6 +345,7 @@ fn rule_report(rule: &Rule) -> RuleReport {
         shadow_mode: rule.shadow_mode,
         quota_mode: rule.quota_mode,
         penalty_ms: rule.penalty_ms,
+        guarantee: rule.guarantee.as_str(),
         replaces: rule.replaces.iter().map(|r| r.to_string()).collect(),
     }
 }

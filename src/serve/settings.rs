@@ -15,7 +15,7 @@ use anyhow::Context;
 use super::args::HeaderStyleArg;
 use crate::admin;
 use crate::byte_size_arg::Bytes;
-use crate::config::{LoadOptions, ReadLimits};
+use crate::config::{LoadOptions, ReadLimits, Sharing};
 use crate::environment::{Environment, Origins};
 use crate::rlqs::QuotaSettings;
 use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
@@ -434,6 +434,13 @@ impl ServeSettings {
                     ..GlobalSettings::default()
                 },
             });
+        // `guarantee: never_above` holds on one process only for now: a limits file with it
+        // is refused while counts are shared (at start, and on every reload).
+        let sharing = match (&regional, &global) {
+            (Regional::Redis(_), _) => Some(Sharing::Redis),
+            (Regional::InProcess, Some(_)) => Some(Sharing::GlobalCounters),
+            (Regional::InProcess, None) => None,
+        };
         let quota = QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value);
         let statsd = statsd_settings(&args, env)?;
         let carry_over = crate::carry_over::CarryOverGroup::from_flags(
@@ -464,6 +471,7 @@ impl ServeSettings {
                     },
                     ignore_dot_files: args.limits.read.ignore_dot_files,
                     merge_domains: args.limits.read.merge_domain_config,
+                    sharing,
                 },
                 metrics: MetricsSettings {
                     max_series_per_rule: args.telemetry.max_metric_series_per_rule,

@@ -174,6 +174,7 @@ fn policy(policy: &RateLimitPolicy) -> RawRateLimit {
                 })
                 .collect()
         }),
+        // The proto has no `guarantee`: a control plane's limits stay `never_below`.
         ..RawRateLimit::default()
     }
 }

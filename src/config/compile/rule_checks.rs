@@ -79,7 +79,18 @@ impl Compiler<'_> {
                 }
             },
         };
-        let (limit, penalty_ms) = (limit?, penalty_ms?);
+        let guarantee = match &raw.guarantee {
+            Some(guarantee) if limit == Some(RuleLimit::Unlimited) => {
+                self.error(
+                    line_of(guarantee),
+                    &format!("{place}.guarantee"),
+                    "`unlimited: true` must not be combined with `guarantee`",
+                );
+                None
+            }
+            guarantee => self.guarantee(guarantee.as_ref(), &place),
+        };
+        let (limit, penalty_ms, guarantee) = (limit?, penalty_ms?, guarantee?);
         if !replaces_ok {
             return None;
         }
@@ -92,6 +103,7 @@ impl Compiler<'_> {
                 name: name.map(Arc::from),
                 replaces: replaces.into_boxed_slice(),
                 penalty_ms,
+                guarantee,
             },
         ))
     }
@@ -125,6 +137,9 @@ impl Compiler<'_> {
         let mut limits = Vec::with_capacity(list.value.len());
         let mut windows: Vec<(u64, String, Option<usize>)> = Vec::new();
         let mut penalty_ms = 0;
+        // Every entry's guarantee, which must be one (the limits of a descriptor are decided
+        // together, all-or-nothing): the first entry's, with its place.
+        let mut guarantee: Option<(Guarantee, String)> = None;
         let mut ok = true;
         for (j, spanned) in list.value.iter().enumerate() {
             let entry_place = format!("{place}[{j}]");
@@ -166,6 +181,26 @@ impl Compiler<'_> {
                         entry_ok = false;
                     }
                 }
+            }
+            match self.guarantee(raw.guarantee.as_ref(), &entry_place) {
+                None => entry_ok = false,
+                Some(this) => match &guarantee {
+                    None => guarantee = Some((this, entry_place.clone())),
+                    Some((first, first_place)) if *first != this => {
+                        let field_line = raw.guarantee.as_ref().and_then(line_of);
+                        self.error(
+                            field_line.or(line),
+                            &format!("{entry_place}.guarantee"),
+                            format!(
+                                "every entry of `rate_limits` must have the same guarantee: \
+                                 this one is `{this}`, {first_place} `{first}` (`never_below` \
+                                 when not given)"
+                            ),
+                        );
+                        entry_ok = false;
+                    }
+                    Some(_) => {}
+                },
             }
             if !entry_ok {
                 ok = false;
@@ -217,6 +252,7 @@ impl Compiler<'_> {
                 name: None,
                 replaces: Box::new([]),
                 penalty_ms,
+                guarantee: guarantee.map_or(Guarantee::NeverBelow, |(g, _)| g),
             },
         ))
     }
@@ -245,12 +281,35 @@ impl Compiler<'_> {
             detailed_metric: descriptor.detailed_metric.unwrap_or(false),
             value_to_metric: at.value_to_metric,
             penalty_ms: limits.penalty_ms,
+            guarantee: limits.guarantee,
             path: at.path.into(),
             series: RuleSeries::default(),
             place: Place::new(Arc::clone(&self.shared_file), at.line),
         });
         self.rules.push(Arc::clone(&rule));
         rule
+    }
+
+    /// A limit's `guarantee` at `place` (its block or list entry): the default when absent;
+    /// `None` (reported) when unknown, or `never_above` while the service shares counts
+    /// through a tier that does not hold it.
+    fn guarantee(&mut self, field: Option<&Spanned<String>>, place: &str) -> Option<Guarantee> {
+        let Some(field) = field else {
+            return Some(Guarantee::NeverBelow);
+        };
+        let at = format!("{place}.guarantee");
+        match Guarantee::parse(&field.value) {
+            Err(problem) => {
+                self.error(line_of(field), &at, problem);
+                None
+            }
+            Ok(Guarantee::NeverAbove) if self.sharing.is_some() => {
+                let refusal = self.sharing.map(Sharing::refusal).unwrap_or_default();
+                self.error(line_of(field), &at, refusal);
+                None
+            }
+            Ok(guarantee) => Some(guarantee),
+        }
     }
 
     fn unlimited(&mut self, raw: &RawRateLimit, place: &str) -> Option<RuleLimit> {

@@ -120,10 +120,15 @@ fn rule_fields(out: &mut String, rule: &Rule, indent: &str) {
         named.push(format!("replaces: [{}]", list.join(", ")));
     }
     let penalty = (rule.penalty_ms > 0).then(|| format!("penalty: \"{}ms\"", rule.penalty_ms));
+    // On every entry of a list: the loader wants them all the same.
+    let guarantee = rule
+        .is_never_above()
+        .then(|| format!("guarantee: {}", rule.guarantee));
     if rule.more_limits.is_empty() {
         let mut parts = limit_fields(&rule.limit);
         parts.extend(named);
         parts.extend(penalty);
+        parts.extend(guarantee);
         field(format!("rate_limit: {{{}}}", parts.join(", ")));
         return;
     }
@@ -133,6 +138,7 @@ fn rule_fields(out: &mut String, rule: &Rule, indent: &str) {
         if i == 0 {
             parts.extend(penalty.clone());
         }
+        parts.extend(guarantee.clone());
         entries.push(format!("{{{}}}", parts.join(", ")));
     }
     field(format!("rate_limits: [{}]", entries.join(", ")));

@@ -21,6 +21,7 @@ fn rule(limit: RuleLimit) -> Rule {
         detailed_metric: false,
         value_to_metric: false,
         penalty_ms: 0,
+        guarantee: crate::config::Guarantee::NeverBelow,
         path: "d.k".into(),
         series: RuleSeries::default(),
         place: Place::default(),

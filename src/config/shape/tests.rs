@@ -37,7 +37,7 @@ descriptors:
              refuses a quoted value too)",
             "limits.yaml:9: descriptors[1].rate_limit.burst: unknown field `burst`, expected one \
              of `unit`, `requests_per_unit`, `unlimited`, `name`, `replaces`, \
-             `unit_multiplier`, `penalty`",
+             `unit_multiplier`, `penalty`, `guarantee`",
             "limits.yaml:11: descriptors[2].rate_limits[0].requests_per_unit: expected a whole \
              number from 0 to 4294967295, got -1",
             "limits.yaml:12: descriptors[2].descriptors: expected a list, got a mapping",

@@ -1,0 +1,165 @@
+use super::*;
+
+#[test]
+fn both_spellings_parse_and_anything_else_is_refused_naming_the_choices() {
+    assert_eq!(Guarantee::parse("never_above"), Ok(Guarantee::NeverAbove));
+    assert_eq!(Guarantee::parse("never_below"), Ok(Guarantee::NeverBelow));
+    assert_eq!(Guarantee::default(), Guarantee::NeverBelow);
+    for bad in ["never-above", "NEVER_ABOVE", "", "exact"] {
+        let problem = Guarantee::parse(bad).expect_err(bad);
+        assert!(problem.contains("`never_above`"), "{problem}");
+    }
+}
+
+#[test]
+fn the_refusal_names_the_tier_and_the_way_out() {
+    let redis = Sharing::Redis.refusal();
+    assert!(redis.contains("--redis-url"), "{redis}");
+    assert!(redis.contains("never_below"), "{redis}");
+    let global = Sharing::GlobalCounters.refusal();
+    assert!(global.contains("--database-url"), "{global}");
+}
+
+use crate::config::test_files::{temp_dir, write};
+use crate::config::{LimitsConfig, LoadOptions, load_path, load_str};
+
+const NEVER_ABOVE: &str = "\
+domain: d
+descriptors:
+  - key: api_key
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1000
+      guarantee: never_above
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: user
+    rate_limits:
+      - {unit: second, requests_per_unit: 5, guarantee: never_above}
+      - {unit: day, requests_per_unit: 500, guarantee: never_above}
+";
+
+fn rule<'c>(config: &'c LimitsConfig, key: &str) -> &'c crate::config::Rule {
+    config
+        .domain("d")
+        .and_then(|d| d.find([(key, "x")].into_iter()))
+        .map(|r| &**r)
+        .unwrap_or_else(|| panic!("no rule for {key}"))
+}
+
+/// The only error of `yaml`, rendered.
+fn error(yaml: &str) -> String {
+    let errors = match load_str("bad.yaml", yaml) {
+        Ok(_) => panic!("config accepted:\n{yaml}"),
+        Err(e) => e.into_vec(),
+    };
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    errors[0].to_string()
+}
+
+#[test]
+fn the_key_compiles_into_the_rule_and_the_default_is_never_below() {
+    let config = load_str("g.yaml", NEVER_ABOVE).expect("loads");
+    assert_eq!(rule(&config, "api_key").guarantee, Guarantee::NeverAbove);
+    assert_eq!(rule(&config, "ip").guarantee, Guarantee::NeverBelow);
+    assert_eq!(rule(&config, "user").guarantee, Guarantee::NeverAbove);
+    assert!(
+        rule(&config, "api_key")
+            .dump_line()
+            .ends_with(", guarantee: never_above"),
+        "{}",
+        rule(&config, "api_key").dump_line()
+    );
+    assert!(!rule(&config, "ip").dump_line().contains("guarantee"));
+}
+
+#[test]
+fn the_yaml_dump_keeps_the_guarantee() {
+    let config = load_str("g.yaml", NEVER_ABOVE).expect("loads");
+    let again = load_str("again.yaml", &config.dump_yaml()).expect("dump loads");
+    for key in ["api_key", "ip", "user"] {
+        assert_eq!(
+            rule(&again, key).guarantee,
+            rule(&config, key).guarantee,
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_value_is_refused_with_file_line_and_place() {
+    let e = error(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      guarantee: never-above\n",
+    );
+    assert!(
+        e.starts_with("bad.yaml:7: descriptors[0].rate_limit.guarantee: unknown guarantee"),
+        "{e}"
+    );
+    let e = error(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, guarantee: [never_above]}\n",
+    );
+    assert!(e.contains("descriptors[0].rate_limit.guarantee"), "{e}");
+}
+
+#[test]
+fn unlimited_and_a_guarantee_are_refused_together() {
+    let e = error(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, guarantee: never_above}\n",
+    );
+    assert!(
+        e.starts_with("bad.yaml:4: descriptors[0].rate_limit.guarantee: `unlimited: true`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_entries_of_a_list_must_agree() {
+    let e = error(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: second, requests_per_unit: 1, guarantee: never_above}\n      - {unit: hour, requests_per_unit: 10}\n",
+    );
+    assert!(
+        e.starts_with("bad.yaml:6: descriptors[0].rate_limits[1].guarantee: every entry"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_service_sharing_counts_refuses_never_above_naming_each_place() {
+    let dir = temp_dir();
+    let path = write(dir.path(), "limits.yaml", NEVER_ABOVE);
+    for sharing in [Sharing::Redis, Sharing::GlobalCounters] {
+        let options = LoadOptions {
+            sharing: Some(sharing),
+            ..LoadOptions::default()
+        };
+        let errors = load_path(&path, &options).expect_err("refused").into_vec();
+        let shown = path.display().to_string();
+        let places: Vec<String> = errors
+            .iter()
+            .map(|e| format!("{}:{}: {}", e.file, e.line.unwrap_or(0), e.place))
+            .collect();
+        assert_eq!(
+            places,
+            [
+                format!("{shown}:7: descriptors[0].rate_limit.guarantee"),
+                format!("{shown}:12: descriptors[2].rate_limits[0].guarantee"),
+                format!("{shown}:13: descriptors[2].rate_limits[1].guarantee"),
+            ],
+            "{sharing:?}"
+        );
+        assert!(errors.iter().all(|e| e.problem == sharing.refusal()));
+    }
+    // Without a tier that shares counts, and for never_below limits with one, it loads.
+    load_path(&path, &LoadOptions::default()).expect("one process");
+    let dir = temp_dir();
+    let below = write(
+        dir.path(),
+        "limits.yaml",
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, guarantee: never_below}\n",
+    );
+    let redis = LoadOptions {
+        sharing: Some(Sharing::Redis),
+        ..LoadOptions::default()
+    };
+    load_path(&below, &redis).expect("never_below with Redis");
+}
