@@ -331,6 +331,7 @@ fn idle_reap() {
         counter: CounterKeyRef::new(&workspace, &namespace, "short", 1_000),
         limit: 1_000,
         cost: 1,
+        exact: false,
     };
     decide(&engine, short);
     let cells = engine.live_cells();

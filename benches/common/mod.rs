@@ -33,6 +33,7 @@ impl Ids {
             counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, MINUTE_MS),
             limit,
             cost: 1,
+            exact: false,
         }
     }
 }

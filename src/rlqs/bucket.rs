@@ -27,6 +27,9 @@ pub enum Resolution {
         counters: Arc<[BucketCounter]>,
         /// The rule's `shadow_mode` (or the service's): counted, always allowed.
         shadow: bool,
+        /// The rule's `guarantee: never_above`: counted, always denied (token buckets let
+        /// Envoy admit a share on its own before it reports, which could go above the limit).
+        never_above: bool,
         /// The rule's label (its path) for logs and `/counters`.
         rule_path: Arc<str>,
     },
@@ -78,6 +81,10 @@ pub fn resolve<'a>(
                 })
                 .collect(),
             shadow: limited.shadow_mode || service_shadow,
+            never_above: limited
+                .rule
+                .as_ref()
+                .is_some_and(|rule| rule.is_never_above()),
             rule_path: limited
                 .rule_path
                 .as_deref()

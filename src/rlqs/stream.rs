@@ -448,6 +448,10 @@ fn assign(
         Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => {
             keep(Strategy::AllowAll)
         }
+        // Shares of a never_above counter are not exact yet: refused, never over-admitted.
+        Resolution::Counted {
+            never_above: true, ..
+        } => keep(Strategy::DenyAll),
         Resolution::Counted { .. } => {
             let member = bucket.member.as_ref()?;
             member.decide(&shared.engine, now, |share| {
@@ -514,6 +518,7 @@ async fn count(
             counter: counter.counter.borrowed(),
             limit: counter.limit,
             cost: counted,
+            exact: false,
         };
         shared.engine.count_admitted(hit, in_previous).await;
         in_current.push(counted - in_previous.min(counted));

@@ -140,6 +140,8 @@ impl Limited<'_> {
             ),
             limit: u64::from(window.requests_per_unit),
             cost: self.cost,
+            // A request override has no rule: never_below, as upstream.
+            exact: self.rule.as_ref().is_some_and(|rule| rule.is_never_above()),
         }
     }
 

@@ -387,6 +387,7 @@ async fn simulate(
                         counter: CounterKeyRef::new(&workspace, &namespace, identifier, window),
                         limit: scenario.limit,
                         cost: 1,
+                        exact: false,
                     })
                     .await;
                 let allowed = answer(requests, &verdict);

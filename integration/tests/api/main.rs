@@ -7,6 +7,7 @@ mod engine_bounds;
 mod explain_service;
 mod grpc_edge;
 mod multi_limits;
+mod never_above;
 mod one_worker;
 mod penalty_box;
 mod quota_errors;

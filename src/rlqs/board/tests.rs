@@ -60,6 +60,7 @@ async fn members_of_one_counter_split_its_rate_by_demand() {
         counter: counter.counter.borrowed(),
         limit: 600,
         cost: 600,
+        exact: false,
     };
     engine.count_admitted(hit, 0).await;
     big.report(24.0, &[600], Some(Duration::from_secs(5)), 0, 0);
@@ -167,6 +168,7 @@ async fn what_is_lent_is_charged_until_a_report_shows_it() {
         counter: counters[0].counter.borrowed(),
         limit: 10,
         cost: 4,
+        exact: false,
     };
     engine.count_admitted(hit, 0).await;
     first.report(4.0, &[4], Some(Duration::from_secs(5)), 4, 10);

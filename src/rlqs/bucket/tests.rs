@@ -116,3 +116,17 @@ fn shadow_sharing_unlimited_and_unmatched_buckets() {
         Resolution::Unmatched(Unmatched::Order(BucketOrderError::Ambiguous { .. }))
     ));
 }
+
+#[test]
+fn a_never_above_rule_marks_its_buckets_and_no_other() {
+    let limits = limits(
+        "domain: d\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 10, guarantee: never_above}\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 10}\n",
+    );
+    let never_above = |entries: &[(&str, &str)]| match resolve(&limits, "d", bucket(entries), false)
+    {
+        Resolution::Counted { never_above, .. } => never_above,
+        other => panic!("not counted: {other:?}"),
+    };
+    assert!(never_above(&[("api_key", "k")]));
+    assert!(!never_above(&[("user", "u")]));
+}

@@ -48,7 +48,7 @@ impl Engine {
             && self.refresh_needed(&current, &key, now_ms).is_none()
             && let Some(previous) = self.previous_total(&current, &key, &position)
         {
-            let verdict = self.consume(
+            let consumed = self.consume(
                 &hit,
                 &key,
                 &position,
@@ -56,7 +56,16 @@ impl Engine {
                 &current,
                 DecisionSource::Local,
             );
-            return Check::Ready(self.penalize_denial(verdict, &hit, penalty_ms, now_ms));
+            if let Some(verdict) = consumed {
+                return Check::Ready(self.penalize_denial(verdict, &hit, penalty_ms, now_ms));
+            }
+            // Withdrawn (an exact hit accepted after its window ended): decided again now.
+            let now_ms = self.clock.now_ms();
+            let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
+            let key = current_key(&hit, &position);
+            return Check::Slow(Box::pin(
+                self.check_slow(hit, key, position, now_ms, penalty_ms),
+            ));
         }
         // Boxed: the slow path's future is large, and rare.
         Check::Slow(Box::pin(
@@ -147,9 +156,9 @@ impl Engine {
     pub(super) async fn check_slow(
         &self,
         hit: Hit<'_>,
-        key: CellKeyRef<'_>,
-        position: WindowPosition,
-        now_ms: u64,
+        mut key: CellKeyRef<'_>,
+        mut position: WindowPosition,
+        mut now_ms: u64,
         penalty_ms: u64,
     ) -> Verdict {
         if penalty_ms > 0
@@ -158,26 +167,33 @@ impl Engine {
             self.metrics.decision_source(DecisionSource::Origin);
             return penalized(now_ms, until);
         }
-        let mut source = DecisionSource::Local;
-        let previous = match self.previous_sequence(&position) {
-            Some(sequence) => Some(
-                self.cell(key.with_sequence(sequence), now_ms, &mut source)
-                    .await,
-            ),
-            None => None,
-        };
-        let current = self.cell(key, now_ms, &mut source).await;
-        let previous = previous.map_or((0, false), |previous| {
-            current.remember_previous(&previous, self.table.changes())
-        });
-        if let Some(freshness) = self.settings.freshness
-            && let Some(op) = self.refresh_needed(&current, &key, now_ms)
-            && self.refresh(&current, &key, op, now_ms, freshness).await
-        {
-            source = DecisionSource::Origin;
+        loop {
+            let mut source = DecisionSource::Local;
+            let previous = match self.previous_sequence(&position) {
+                Some(sequence) => Some(
+                    self.cell(key.with_sequence(sequence), now_ms, &mut source)
+                        .await,
+                ),
+                None => None,
+            };
+            let current = self.cell(key, now_ms, &mut source).await;
+            let previous = previous.map_or((0, false), |previous| {
+                current.remember_previous(&previous, self.table.changes())
+            });
+            if let Some(freshness) = self.settings.freshness
+                && let Some(op) = self.refresh_needed(&current, &key, now_ms)
+                && self.refresh(&current, &key, op, now_ms, freshness).await
+            {
+                source = DecisionSource::Origin;
+            }
+            if let Some(verdict) = self.consume(&hit, &key, &position, previous, &current, source) {
+                return self.penalize_denial(verdict, &hit, penalty_ms, now_ms);
+            }
+            // Withdrawn (an exact hit accepted after its window ended): decided again now.
+            now_ms = self.clock.now_ms();
+            position = WindowPosition::at(now_ms, hit.counter.duration_ms);
+            key = current_key(&hit, &position);
         }
-        let verdict = self.consume(&hit, &key, &position, previous, &current, source);
-        self.penalize_denial(verdict, &hit, penalty_ms, now_ms)
     }
 
     /// A denial on a rule with a penalty puts the counter in the box (here at once, in the
@@ -265,7 +281,10 @@ impl Engine {
     }
 
     /// Decide from memory, consume on accept, and queue the cell for replay. `previous` is
-    /// the previous cell's total and whether another region counts in it.
+    /// the previous cell's total and whether another region counts in it. `None`: an exact
+    /// hit's accept was withdrawn (it reached its cell after a later window read the cell's
+    /// total: [`WindowCell::withdraw_if_sealed`]); the caller decides it again at a time read
+    /// now.
     pub(super) fn consume(
         &self,
         hit: &Hit<'_>,
@@ -274,7 +293,7 @@ impl Engine {
         (previous_total, previous_shared): (u64, bool),
         current: &SharedCell,
         source: DecisionSource,
-    ) -> Verdict {
+    ) -> Option<Verdict> {
         let now_ms = position.now_ms();
         self.hitters.offer(&key.counter, hit.limit);
         let (decision, need) = current.try_consume(
@@ -287,6 +306,13 @@ impl Engine {
             self.table.changes(),
         );
         self.queue_replay(need, key, current);
+        if decision.allowed
+            && hit.exact
+            && let Some(need) = current.withdraw_if_sealed(hit.cost, self.table.changes())
+        {
+            self.queue_replay(need, key, current);
+            return None;
+        }
         // Early in a window the current cell has no foreign count yet: the previous one's
         // tells that the limit is shared. A peek (cost 0) is no demand: not counted.
         if hit.cost > 0 && (current.global() > 0 || previous_shared) {
@@ -302,21 +328,21 @@ impl Engine {
         self.metrics.decision_source(source);
         if decision.allowed {
             self.onset.note(current, key, hit.cost, hit.limit, now_ms);
-            return Verdict {
+            return Some(Verdict {
                 allowed: true,
                 remaining: decision.remaining,
                 until_reset_ms: self.until_reset_ms(position),
                 seen: decision.seen,
-            };
+            });
         }
         if self.settings.windows == Windows::Fixed {
             // Only the boundary resets a fixed window.
-            return Verdict {
+            return Some(Verdict {
                 allowed: false,
                 remaining: decision.remaining,
                 until_reset_ms: position.until_boundary_ms(),
                 seen: decision.seen,
-            };
+            });
         }
         // Denied: nothing was consumed (or, counting denials, this hit's cost, which stays
         // in the window as any hit), so the cell's count now is what the next request meets
@@ -330,12 +356,12 @@ impl Engine {
         let until_pass = until_pass_ms(counts, hit.cost, hit.limit)
             // A cost above the limit never passes: the end of the cell, as before.
             .unwrap_or_else(|| position.until_reset_ms());
-        Verdict {
+        Some(Verdict {
             allowed: false,
             remaining: decision.remaining,
             until_reset_ms: until_pass,
             seen: decision.seen,
-        }
+        })
     }
 
     /// A warm cell straight from memory; a cold one seeded from the regional origin (one read

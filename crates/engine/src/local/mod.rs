@@ -160,6 +160,11 @@ pub struct Hit<'a> {
     pub limit: u64,
     /// 0 checks without consuming.
     pub cost: u64,
+    /// The limit must never be exceeded (`guarantee: never_above`), even by an accept that
+    /// reaches its cell after a later window already read the cell's total (a thread delayed
+    /// across the boundary): such an accept is withdrawn and the hit decided again, at the
+    /// time it is decided now.
+    pub exact: bool,
 }
 
 /// The engine's answer for one hit.

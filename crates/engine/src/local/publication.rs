@@ -392,6 +392,7 @@ mod tests {
                         counter: CounterKeyRef::new(&workspace, &namespace, "1:u", 3_600_000),
                         limit: 100,
                         cost: 1,
+                        exact: false,
                     };
                     deciding.check(hit).await.allowed
                 });

@@ -102,6 +102,7 @@ impl Names {
             counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, duration_ms),
             limit,
             cost,
+            exact: false,
         }
     }
 }
@@ -312,6 +313,7 @@ async fn hit_each(engine: &Engine, count: u32) {
                 counter: CounterKeyRef::new(&workspace, &namespace, &identifier, 1_000),
                 limit: 10,
                 cost: 1,
+                exact: false,
             })
             .await;
     }

@@ -239,6 +239,7 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
                         counter: CounterKeyRef::new(&workspace, &namespace, identifier, window),
                         limit: scenario.limit,
                         cost: 1,
+                        exact: false,
                     })
                     .await;
                 let (allowed, ask) = state.decide(p, key, at);

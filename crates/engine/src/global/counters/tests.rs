@@ -130,6 +130,7 @@ impl Names {
             counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, 3_600_000),
             limit: 100,
             cost,
+            exact: false,
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::WindowCell;
+use super::{ReplayNeed, WindowCell};
 
 /// How many times the count of a sealed cell (one whose total a later window's cell
 /// remembers) changed, or a sealed cell left the table: one per engine. A remembered
@@ -63,6 +63,28 @@ impl WindowCell {
         if self.sealed.load(Ordering::SeqCst) {
             changes.note();
         }
+    }
+
+    /// Withdraws an accept of `cost` just made in this cell (`try_consume` allowed it) if a
+    /// later window's decision may have read the cell's total without it: the accept was
+    /// decided at a time before the window's end and reached the cell after it. A single
+    /// limiter would have decided it in the later window; the caller decides it again there.
+    /// Returns `None` when it stands; when withdrawn, whether the caller must queue the cell
+    /// for replay (the refund must reach the origin as any refund does).
+    ///
+    /// Sequentially consistent: the accept's compare-and-swap comes before this load of
+    /// `sealed`, and a later window stores `sealed` before it loads the counts, so either
+    /// that window read the accept or this load sees `sealed` (see [`SealedChanges`]).
+    pub fn withdraw_if_sealed(&self, cost: u64, changes: &SealedChanges) -> Option<ReplayNeed> {
+        if cost == 0 || !self.sealed.load(Ordering::SeqCst) {
+            return None;
+        }
+        // A refund of this process's own accept (within `own`, so within the refund rule):
+        // both halves only grow, and the replay publishes the pair as for any refund.
+        self.own_refunds.fetch_add(cost, Ordering::AcqRel);
+        self.regional.refunds.fetch_add(cost, Ordering::SeqCst);
+        self.after_change(changes);
+        Some(self.claim_queue_slot())
     }
 
     /// Whether a later window's cell remembers this cell's total.

@@ -302,3 +302,38 @@ fn foreign_counts_take_part_in_the_decision() {
     );
     assert_eq!(cell.regional(), 1);
 }
+
+/// An exact (never_above) accept decided before its window ended that reaches the cell
+/// after the next window read its total: withdrawn, so the total the next window decided
+/// on stays true, and the withdrawal travels to the origin as a refund.
+#[test]
+fn an_accept_after_a_later_window_read_the_cell_is_withdrawn() {
+    let changes = SealedChanges::default();
+    let cell = WindowCell::default();
+    let (d, _) = cell.try_consume(0, 500, 1_000, 1, 10, false, &changes);
+    assert!(d.allowed);
+    assert_eq!(
+        cell.withdraw_if_sealed(1, &changes),
+        None,
+        "in time: stands"
+    );
+    let later = WindowCell::default();
+    assert_eq!(later.remember_previous(&cell, &changes), (1, false));
+    cell.take_for_replay();
+    // Decided at 999 ms, in this window; its compare-and-swap lands after the next one read.
+    let (d, _) = cell.try_consume(0, 999, 1_000, 2, 10, false, &changes);
+    assert!(d.allowed);
+    assert_eq!(
+        cell.withdraw_if_sealed(2, &changes),
+        Some(ReplayNeed::None),
+        "withdrawn; the accept already queued the cell"
+    );
+    assert_eq!(cell.total(), 1, "what the next window read");
+    let replayed = cell.take_for_replay();
+    assert_eq!((replayed.hits, replayed.refunds), (3, 2));
+    assert_eq!(
+        later.previous(&changes),
+        None,
+        "its remembered total is re-read"
+    );
+}

@@ -26,6 +26,7 @@ async fn decide(counters: &GlobalCounters, identifier: &str, times: u64) -> u64 
             counter: CounterKeyRef::new(&workspace, &namespace, identifier, 3_600_000),
             limit: 600,
             cost: 1,
+            exact: false,
         };
         admitted += u64::from(counters.engine.check(hit).await.allowed);
     }
