@@ -16,7 +16,7 @@ descriptors:
   - key: tenant
     value: \"gl*\"
     share_threshold: true
-    rate_limit: {unit: hour, requests_per_unit: 9}
+    rate_limit: {unit: hour, requests_per_unit: 9, guarantee: never_above}
   - key: tenant
     descriptors:
       - key: path
@@ -48,6 +48,7 @@ fn a_limited_descriptor_shows_its_path_rule_and_counter() {
         ("acme", "limits.yaml:3")
     );
     assert_eq!(rule.limits, ["5 per minute"]);
+    assert_eq!(rule.guarantee, "never_below");
     let counter = report.counter.expect("counter");
     assert_eq!(counter.namespace, "6:tenant=4:acme/");
     assert_eq!(counter.identifier, "4:acme");
@@ -60,6 +61,19 @@ fn a_limited_descriptor_shows_its_path_rule_and_counter() {
 fn a_shared_wildcard_and_an_unlimited_rule() {
     let report = one(&[("tenant", "globex")]);
     assert_eq!(report.entries[0].matched, Some("shared_wildcard"));
+    assert_eq!(
+        report.rule.as_ref().map(|r| r.guarantee),
+        Some("never_above")
+    );
+    let mut text = String::new();
+    crate::explain::render::explanation(
+        &mut text,
+        &explain(
+            &limits(),
+            &request("d", vec![descriptor(&[("tenant", "globex")])]),
+        ),
+    );
+    assert!(text.contains("guarantee never_above"), "{text}");
     let counter = report.counter.expect("counter");
     assert!(counter.shared);
     assert_eq!(
