@@ -22,8 +22,9 @@ pub mod throttle;
 
 pub use local::{
     CELL_OVERHEAD_BYTES, CellBudget, CellView, Check, Clock, Convergence, CounterState,
-    DEFAULT_MAX_CELL_BYTES, Engine, EngineSettings, Hit, InspectedCounter, Inspection, ManualClock,
-    Penalties, Publication, SKETCH_CAPACITY, SystemClock, Verdict, Windows,
+    DEFAULT_MAX_CELL_BYTES, Engine, EngineSettings, GHOST_ALLOCATION, GHOST_BYTES, Hit,
+    InspectedCounter, Inspection, ManualClock, Penalties, Publication, SKETCH_CAPACITY,
+    SystemClock, Verdict, Windows,
 };
 pub use throttle::Throttle;
 

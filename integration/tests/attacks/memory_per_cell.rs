@@ -1,9 +1,9 @@
 //! Memory per live cell through the whole service: under a flood of unique keys, what the
 //! process really holds per live cell (its resident memory: the table, the embedded origin's
 //! components, the replay queue's buffer, the allocator's overhead) is within 0.83–1.2 × what
-//! the cell budget counts per live cell while the budget holds every counter, and within
-//! 0.83–1.35 × when the flood passes it (in a container whose limit the budgets are derived
-//! from, with no OOM kill).
+//! the cell budget counts per live cell, whether the budget holds every counter or the flood
+//! passes it (in a container whose limit the budgets are derived from, with no OOM kill; the
+//! table's ghosts counted).
 //!
 //! The scaled form of the container run in BENCHMARKS.md ("Memory per live cell"). The test
 //! makes a memory cgroup of its own (cgroup v1 or v2, as root) and fails, saying what is
@@ -25,12 +25,11 @@ const LIMIT: u64 = 256 * MIB;
 const FLOOD_KEYS: u64 = 200_000;
 /// Unique keys under a budget that holds them all.
 const KEYS: u64 = 100_000;
-/// Resident bytes per live cell ÷ counted bytes per live cell.
+/// Resident bytes per live cell ÷ counted bytes per live cell. Under a flood past the budget
+/// this holds only because the table's ghosts (the hashes of evicted keys quick_cache keeps to
+/// admit a returning key as hot, up to half as many slots as it holds cells) are counted:
+/// uncounted, they made it ~1.27 ×.
 const RATIO: std::ops::RangeInclusive<f64> = 0.83..=1.2;
-/// The same under a flood past the budget: the table's ghosts (the hashes of evicted keys
-/// quick_cache keeps to admit a returning key as hot, up to half as many slots as it holds
-/// cells) are resident and not counted, ~1.27 × in the release build (BENCHMARKS.md).
-const FLOOD_RATIO: std::ops::RangeInclusive<f64> = 0.83..=1.35;
 
 /// A year's window: no cell expires or rolls over during the test.
 const YAML: &str = "\
@@ -189,7 +188,7 @@ async fn a_flood_past_the_budget_in_a_container_is_counted_as_held() {
         "{} live cells: the flood must pass the budget",
         measured.live
     );
-    measured.assert_counted_as_held(&FLOOD_RATIO);
+    measured.assert_counted_as_held(&RATIO);
 }
 
 /// A larger `--max-memory` holds more cells, each counted at what it holds (a fixed cap in

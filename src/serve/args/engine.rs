@@ -11,8 +11,8 @@ pub struct EngineArgs {
     /// Cap on window cells held in memory [range: 1 to 1000000000]
     ///
     /// Default: as many as --max-cell-bytes holds (its evictable share over the bytes of the
-    /// smallest cell, the embedded origin's part of it included). The least recently used
-    /// are evicted first. Cells protected from eviction (at or near their limit) come on top,
+    /// smallest cell, the embedded origin's part of it and its share of the slots that
+    /// remember evicted keys included). The least recently used are evicted first. Cells protected from eviction (at or near their limit) come on top,
     /// bounded by --max-cell-bytes.
     #[arg(long, env = "RLS_MAX_CELLS")]
     pub max_cells: Option<usize>,

@@ -38,19 +38,23 @@ fn a_container_limit_sets_every_budget() {
 }
 
 /// Unset, `--max-cells` is what the evictable share of the cell budget holds of the smallest
-/// cell (with the in-process origin's component): a cell's weight is then the bytes it holds,
-/// not the budget over a fixed cap, and a larger limit holds more cells.
+/// cell (with the in-process origin's component and its share of the table's ghosts): a
+/// cell's weight is then the bytes it holds, not the budget over a fixed cap, and a larger
+/// limit holds more cells.
 #[test]
 fn the_cell_cap_follows_the_cell_budget_unless_set() {
+    let ghost_share =
+        (gcounter_engine::GHOST_BYTES as f64 * gcounter_engine::GHOST_ALLOCATION) as u64;
     let smallest = gcounter_engine::CELL_OVERHEAD_BYTES
-        + gcounter_engine::regional::IN_PROCESS_COMPONENT_BYTES;
+        + gcounter_engine::regional::IN_PROCESS_COMPONENT_BYTES
+        + ghost_share;
     for limit in [256 * MIB, 4 << 30] {
         let settings = in_container(&[], limit).expect("valid");
         let evictable = settings.engine.max_cell_bytes / 8 * 5;
         assert_eq!(settings.engine.max_cells as u64, evictable / smallest);
     }
     let four_gib = in_container(&[], 4 << 30).expect("valid").engine.max_cells;
-    // More than the fixed 1,000,000 the flag defaulted to (~3.6 M).
+    // More than the fixed 1,000,000 the flag defaulted to (~3.0 M).
     assert!(four_gib > 3_000_000, "{four_gib} cells in 4 GiB");
     let set = in_container(&["--max-cells", "1000"], 4 << 30).expect("valid");
     assert_eq!(set.engine.max_cells, 1_000);

@@ -40,7 +40,7 @@ pub(super) fn largest_cell_bytes(args: &ServeArgs) -> u64 {
 
 /// `--max-cells`, else as many cells as `cell_bytes` (`--max-cell-bytes`) holds: its evictable
 /// share over the bytes of the smallest cell (with the in-process origin's component when it
-/// is the origin). A fixed default beside a larger byte budget weighed each cell at the
+/// is the origin) and its share of the table's ghosts. A fixed default beside a larger byte budget weighed each cell at the
 /// budget over the cap, more than it holds: the budget counted up to twice the memory the
 /// cells took, and `--max-memory` bought no more cells.
 pub(super) fn max_cells(flag: Option<usize>, cell_bytes: u64, embedded: bool) -> usize {
@@ -52,8 +52,9 @@ pub(super) fn max_cells(flag: Option<usize>, cell_bytes: u64, embedded: bool) ->
     } else {
         0
     };
-    let evictable = gcounter_engine::CellBudget::new(1, cell_bytes).table_bytes;
-    let cells = evictable / CELL_OVERHEAD_BYTES.saturating_add(origin);
+    let cells = gcounter_engine::CellBudget::new(usize::MAX, cell_bytes)
+        .with_origin_cell_bytes(origin)
+        .evictable_cells();
     usize::try_from(cells)
         .unwrap_or(usize::MAX)
         .clamp(1, MAX_CELLS_CEILING)

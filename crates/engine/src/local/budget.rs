@@ -9,15 +9,36 @@
 use crate::cell_key::CellKey;
 
 /// What a cell holds besides its key's strings: the key itself, the `SharedCell` and its
-/// allocation, and quick_cache's slot, links, hash-table entry and ghost record.
-/// Sizes on x86-64: `CellKey` 72 B, the `SharedCell` 8 B, the cell's allocation 88 B (its
-/// counters, both halves of each PN-counter, the remembered previous total, with the
-/// `triomphe::Arc`'s count; before the remembered total: 72 B with std's `Arc` and its two
-/// counts, 88 B too), quick_cache ~40 B per resident entry with its share of ghosts. The memory
-/// bench measured 241 B per live cell with the in-process origin's ~50 B component included,
+/// allocation, and quick_cache's slot, links and hash-table entry (its ghosts are counted
+/// apart: [`GHOST_BYTES`]). Sizes on x86-64: `CellKey` 72 B, the `SharedCell` 8 B, the cell's
+/// allocation 88 B (its counters, both halves of each PN-counter, the remembered previous
+/// total, with the `triomphe::Arc`'s count; before the remembered total: 72 B with std's `Arc`
+/// and its two counts, 88 B too), quick_cache ~40 B per resident entry. The memory bench
+/// measured 241 B per live cell with the in-process origin's ~50 B component included,
 /// before refunds added 16 B to the cell (the in-process origin keeps refunds in a map of
 /// their own, filled only by components that have some).
 pub const CELL_OVERHEAD_BYTES: u64 = 208;
+
+/// The share of the cells it holds whose evicted keys the table remembers (quick_cache's
+/// default, set explicitly so that [`CellBudget::ghost_bytes`] reserves what it keeps).
+///
+/// quick_cache's S3-FIFO keeps the hash of each evicted key (a ghost) and admits a key that
+/// returns while its ghost remains as hot. Without ghosts a new key turns hot only if it is
+/// hit again while in the small cold ring (3 % of the table once the hot ring is full), so
+/// a working set larger than the budget, skewed as clients are, would lose its frequent
+/// keys to one-off ones. The ghosts are kept, and their memory is counted instead.
+pub const GHOST_ALLOCATION: f64 = 0.5;
+
+/// One slot of the cell table's slab on x86-64: the key, the `SharedCell`, quick_cache's
+/// state, hit count and list links, whatever the slot holds (a cell, a ghost, or nothing
+/// since its cell left: the slab never shrinks). Checked against quick_cache's own count
+/// by the table's tests.
+pub const TABLE_SLOT_BYTES: u64 = 104;
+
+/// What one ghost holds: a whole slot of the slab (a ghost is a 64-bit hash in a slot sized
+/// for a cell) and its share of the hash table (a 4-byte index and a control byte at a load
+/// of 7/16 to 7/8).
+pub const GHOST_BYTES: u64 = TABLE_SLOT_BYTES + 8;
 
 /// Bytes of one replay-queue entry besides its key's strings.
 pub const QUEUE_ENTRY_BYTES: u64 =
@@ -42,11 +63,14 @@ pub fn cell_bytes(key: &CellKey) -> u64 {
 }
 
 /// `--max-cell-bytes` shared out. The shares are fixed so the sum never exceeds the budget:
-/// evictable cells 5/8, protected cells 3/16, the replay queue 1/16, the other regions'
-/// components sync read 1/16, strict mode 1/32, the penalty box 1/32.
+/// evictable cells 5/8 (with the ghosts of evicted ones), protected cells 3/16, the replay
+/// queue 1/16, the other regions' components sync read 1/16, strict mode 1/32, the penalty
+/// box 1/32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CellBudget {
-    /// Weight capacity of the evictable cells of the table.
+    /// Bytes of the evictable cells of the table and of the ghosts of evicted ones: the
+    /// cells' weight capacity is what the ghosts at their fullest leave
+    /// ([`CellBudget::evictable_weight`]).
     pub table_bytes: u64,
     /// Bytes of cells taken out of eviction (at or near their limit, or holding unreplayed
     /// work); past it such cells are evicted like any other.
@@ -60,9 +84,12 @@ pub struct CellBudget {
     pub strict_bytes: u64,
     /// Bytes of penalty-box entries.
     pub penalty_bytes: u64,
-    /// The least a cell weighs: the evictable share / `max_cells`, so `--max-cells` caps the
-    /// evictable cells too. Protected cells come on top, at most `protected_bytes / min
-    /// weight` of them (0.3 × `max_cells`).
+    /// The cap in cells (`--max-cells`).
+    pub max_cells: u64,
+    /// The least a cell weighs: the evictable weight / `max_cells`, so `--max-cells` caps
+    /// the evictable cells too. Protected cells come on top, at most `protected_bytes / min
+    /// weight` of them (0.3 × `max_cells` × `table_bytes / evictable_weight`, about 0.36 ×
+    /// `max_cells` with a derived `--max-cells`).
     pub min_cell_weight: u64,
     /// What the regional origin holds in this process per cell
     /// ([`RegionalOrigin::bytes_per_cell`](crate::regional::RegionalOrigin::bytes_per_cell)):
@@ -83,9 +110,50 @@ impl CellBudget {
             components_bytes: max_bytes / 16,
             strict_bytes: max_bytes / 32,
             penalty_bytes: max_bytes / 32,
-            min_cell_weight: table_bytes.div_ceil(max_cells).max(1),
+            max_cells,
+            min_cell_weight: 1,
             origin_cell_bytes: 0,
         }
+        .with_min_cell_weight()
+    }
+
+    /// Computed once: a cell is weighed on every insert and eviction.
+    fn with_min_cell_weight(self) -> Self {
+        Self {
+            min_cell_weight: self.evictable_weight().div_ceil(self.max_cells).max(1),
+            ..self
+        }
+    }
+
+    /// What the smallest cell weighs: its fixed overhead and the origin's part.
+    pub fn smallest_cell_bytes(&self) -> u64 {
+        CELL_OVERHEAD_BYTES.saturating_add(self.origin_cell_bytes)
+    }
+
+    /// The most evictable cells the table holds: `max_cells`, or as many of the smallest
+    /// cell, each with its share of ghosts, as the evictable share holds. The ghosts follow
+    /// it, not `max_cells` alone: a `--max-cells` far above what the bytes hold would let
+    /// quick_cache keep ghosts for cells that never fit.
+    pub fn evictable_cells(&self) -> u64 {
+        let ghost_share = (GHOST_BYTES as f64 * GHOST_ALLOCATION) as u64;
+        let fit = self.table_bytes / self.smallest_cell_bytes().saturating_add(ghost_share);
+        self.max_cells.min(fit).max(1)
+    }
+
+    /// Ghosts the table keeps at most (quick_cache keeps up to one more per shard, from
+    /// rounding each shard's share up).
+    pub fn ghost_slots(&self) -> u64 {
+        (self.evictable_cells() as f64 * GHOST_ALLOCATION) as u64
+    }
+
+    /// The ghosts' bytes at their fullest, reserved out of the evictable share.
+    pub fn ghost_bytes(&self) -> u64 {
+        self.ghost_slots().saturating_mul(GHOST_BYTES)
+    }
+
+    /// Weight capacity of the evictable cells: the evictable share less the ghosts'.
+    pub fn evictable_weight(&self) -> u64 {
+        self.table_bytes.saturating_sub(self.ghost_bytes()).max(1)
     }
 
     /// This budget, each cell weighing `bytes` more for the regional origin's part of it.
@@ -94,6 +162,7 @@ impl CellBudget {
             origin_cell_bytes: bytes,
             ..self
         }
+        .with_min_cell_weight()
     }
 
     /// A cell's weight against the budget: its bytes and the origin's, at least the minimum.
@@ -118,10 +187,48 @@ mod tests {
             + budget.strict_bytes
             + budget.penalty_bytes;
         assert!(sum <= 1 << 20);
-        let evictable = budget.table_bytes / budget.min_cell_weight;
+        let evictable = budget.evictable_weight() / budget.min_cell_weight;
         assert!(evictable <= 1_000, "{evictable} evictable cells fit");
+        assert_eq!(
+            budget.evictable_weight() + budget.ghost_bytes(),
+            budget.table_bytes
+        );
         let protected = budget.protected_bytes / budget.min_cell_weight;
-        assert!(protected <= 300, "{protected} protected cells fit");
+        assert!(protected <= 400, "{protected} protected cells fit");
+    }
+
+    /// The ghosts' reserve follows the cells the bytes hold: a cap in cells far above them
+    /// (quick_cache sized its ghosts by it) would keep gigabytes of ghosts in a 64 MiB
+    /// budget.
+    #[test]
+    fn the_ghosts_are_reserved_for_the_cells_that_fit() {
+        let budget = CellBudget::new(100_000_000, 64 << 20);
+        let ghost_share = (GHOST_BYTES as f64 * GHOST_ALLOCATION) as u64;
+        let fit = budget.table_bytes / (CELL_OVERHEAD_BYTES + ghost_share);
+        assert_eq!(budget.evictable_cells(), fit);
+        assert!(budget.ghost_bytes() < budget.table_bytes / 4);
+        assert_eq!(
+            budget.evictable_weight() + budget.ghost_bytes(),
+            budget.table_bytes
+        );
+    }
+
+    /// With `--max-cells` derived from the bytes, the smallest cell weighs what it holds, not
+    /// its share of the ghosts too: a budget that charged every cell for ghosts counted ~20 %
+    /// more than the process holds while no cell is evicted.
+    #[test]
+    fn the_smallest_cell_weighs_what_it_holds() {
+        let derived = CellBudget::new(usize::MAX, 1 << 30).with_origin_cell_bytes(64);
+        let cells = derived.evictable_cells();
+        let budget = CellBudget::new(cells as usize, 1 << 30).with_origin_cell_bytes(64);
+        assert!(
+            budget.min_cell_weight <= budget.smallest_cell_bytes() + 1,
+            "{} B for a cell of {} B",
+            budget.min_cell_weight,
+            budget.smallest_cell_bytes()
+        );
+        // and the table holds them beside their ghosts (but for the minimum's rounding up)
+        assert!(budget.evictable_weight() / budget.min_cell_weight >= cells - cells / 200);
     }
 
     #[test]

@@ -56,7 +56,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-pub use budget::{CELL_OVERHEAD_BYTES, CellBudget};
+pub use budget::{CELL_OVERHEAD_BYTES, CellBudget, GHOST_ALLOCATION, GHOST_BYTES};
 pub use cell::WindowCell;
 pub use check::{Check, CheckFuture, SlowCheck};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -338,7 +338,8 @@ impl Engine {
     }
 
     /// What each structure keyed by a cell holds against its share of `max_cell_bytes`
-    /// (see [`CellBudget`]), as the structures weigh their entries: for a metrics scrape.
+    /// (see [`CellBudget`]), as the structures weigh their entries (the cell table with the
+    /// slots its ghosts hold): for a metrics scrape.
     pub fn memory(&self) -> [PoolBytes; 5] {
         let budget = CellBudget::new(self.settings.max_cells, self.settings.max_cell_bytes);
         let pool = |pool, (bytes, budget)| PoolBytes {
@@ -352,7 +353,8 @@ impl Engine {
                 (
                     self.table
                         .evictable_bytes()
-                        .saturating_add(self.table.protected_bytes()),
+                        .saturating_add(self.table.protected_bytes())
+                        .saturating_add(self.table.ghost_bytes()),
                     budget.table_bytes.saturating_add(budget.protected_bytes),
                 ),
             ),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use quick_cache::sync::{Cache, GuardResult, PlaceholderGuard};
 use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
 
-use super::budget::CellBudget;
+use super::budget::{CellBudget, GHOST_ALLOCATION, GHOST_BYTES, TABLE_SLOT_BYTES};
 use super::cell::{SealedChanges, SharedCell, WindowCell};
 use crate::cell_key::{CellKey, CellKeyRef, PrehashedKeys};
 
@@ -151,7 +151,7 @@ impl CellTable {
             capacity: budget.protected_bytes,
             budget,
         };
-        let capacity = budget.table_bytes.max(1);
+        let capacity = budget.evictable_weight();
         // Each shard's lock is crossbeam's `ShardedLock` (quick_cache's `sharded-lock`): a
         // reader locks the slot of its own thread, so readers on two cores write no common
         // line even in one shard. With parking_lot's `RwLock` a read lock was a locked add on
@@ -175,7 +175,13 @@ impl CellTable {
             shards /= 2;
         }
         let options = OptionsBuilder::new()
-            .estimated_items_capacity((capacity / budget.min_cell_weight.max(1)) as usize)
+            // quick_cache keeps ghosts for `GHOST_ALLOCATION` of these: the budget reserved
+            // their bytes (`CellBudget::ghost_bytes`) and the table counts them when held
+            // (`CellTable::ghost_bytes`).
+            .estimated_items_capacity(
+                usize::try_from(budget.evictable_cells()).unwrap_or(usize::MAX),
+            )
+            .ghost_allocation(GHOST_ALLOCATION)
             .weight_capacity(capacity)
             .shards(shards)
             .build();
@@ -420,9 +426,22 @@ impl CellTable {
         self.protection.reserved.load(Ordering::Acquire)
     }
 
-    /// Weight of the evictable cells (at most the table's share of the budget).
+    /// Weight of the evictable cells (at most the table's share of the budget less the
+    /// ghosts').
     pub fn evictable_bytes(&self) -> u64 {
         self.cells.weight()
+    }
+
+    /// Bytes of the slots the table holds beyond its live cells: the ghosts of evicted cells
+    /// (quick_cache keeps each in a whole slot) and the slots freed since (the slab never
+    /// shrinks; a new cell takes one first). Resident memory that no cell's weight counts:
+    /// under a flood past the budget, up to [`CellBudget::ghost_bytes`], which the budget
+    /// keeps for them. Takes each shard's read lock in turn: for a metrics scrape.
+    pub fn ghost_bytes(&self) -> u64 {
+        let slots = self.cells.memory_used().entries as u64 / TABLE_SLOT_BYTES;
+        slots
+            .saturating_sub(self.cells.len() as u64)
+            .saturating_mul(GHOST_BYTES)
     }
 }
 

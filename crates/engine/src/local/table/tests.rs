@@ -218,3 +218,40 @@ fn an_overflowed_cell_is_not_evicted() {
     flood(&table, 1);
     assert!(table.get(&overflowed.borrowed()).is_some());
 }
+
+/// `TABLE_SLOT_BYTES` is quick_cache's slot: a table that never evicted holds one slot per
+/// cell and no ghost.
+#[test]
+fn a_slot_of_the_table_is_what_the_budget_says() {
+    let table = table_of(10_000);
+    for i in 0..1_000 {
+        table.get_or_insert_empty(&key(&i.to_string(), 60_000, 1));
+    }
+    assert_eq!(
+        table.cells.memory_used().entries as u64,
+        1_000 * TABLE_SLOT_BYTES
+    );
+    assert_eq!(table.ghost_bytes(), 0);
+}
+
+/// Under a flood past the budget quick_cache keeps the hashes of evicted keys, each in a
+/// whole slot: the table counts them, within what the budget reserved for them.
+#[test]
+fn the_ghosts_of_a_flood_are_counted_within_their_reserve() {
+    let budget = CellBudget::new(1_000, 1_000 * 1_024);
+    let table = CellTable::new(budget, 1_024);
+    flood(&table, 1);
+    let ghosts = table.ghost_bytes();
+    let reserve = budget.ghost_bytes();
+    assert!(
+        ghosts > reserve * 9 / 10,
+        "{ghosts} B of ghosts, {reserve} B reserved"
+    );
+    // quick_cache rounds each shard's share of ghosts up
+    let shards = table.cells.num_shards() as u64;
+    assert!(
+        ghosts <= reserve + shards * GHOST_BYTES,
+        "{ghosts} B of ghosts"
+    );
+    assert!(table.evictable_bytes() + ghosts <= budget.table_bytes + shards * GHOST_BYTES);
+}
