@@ -274,7 +274,12 @@ impl Member {
     pub fn report(&self, demand: f64, counted: &[u64], interval: Option<Duration>, allowed: u64) {
         let mut state = lock(&self.group.state);
         let mut holding = state.held.get(&self.id).copied().unwrap_or_default();
-        holding.current = (holding.current - allowed as f64).max(0.0);
+        // The requests came from the old bucket or the new one: the counter has them now, so
+        // the two hold no more than what they were lent less these.
+        let allowed = allowed as f64;
+        let from_old = allowed.min(holding.retiring);
+        holding.retiring -= from_old;
+        holding.current = (holding.current - (allowed - from_old)).max(0.0);
         if holding.retiring > 0.0 {
             holding.reports_since_change = holding.reports_since_change.saturating_add(1);
             if holding.reports_since_change >= REPORTS_TO_RETIRE {
