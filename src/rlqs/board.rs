@@ -15,11 +15,10 @@ use std::time::{Duration, Instant};
 use gcounter_engine::Engine;
 use gcounter_engine::cell_key::CounterKey;
 use gcounter_engine::local::WindowPosition;
-use gcounter_engine::plant::{self, Plant};
 
 use super::bucket::BucketCounter;
 use super::memory::{BucketBytes, Charge};
-use super::share::{Burst, Decision, Level, Strategy, convergence, counter_rate};
+use super::share::{Burst, Decision, Level, convergence, counter_rate};
 
 /// A split younger than this is reused: every stream of a group asks for its share on each
 /// report and tick, and one computation serves them all.
@@ -39,14 +38,6 @@ const MIN_SAMPLE: Duration = Duration::from_millis(200);
 /// What a group holds beside its counters' strings: the board's entry, the group, its state
 /// and one track.
 const GROUP_OVERHEAD: usize = 640;
-/// Other traffic slower than this (hits per second: one a minute) leaves a member alone on
-/// its counter.
-const QUIET: f64 = 1.0 / 60.0;
-/// A replaced bucket's burst stays charged until this many reports came after the change:
-/// the first may have been sent before Envoy applied it (and a report does not say which
-/// bucket its requests came from), the second covers only time after it, so everything the
-/// old bucket admitted has been counted by then.
-const REPORTS_TO_RETIRE: u8 = 2;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -84,27 +75,9 @@ struct GroupState {
     report_interval: Option<Duration>,
     /// What each member's Envoy may still hold of the bursts lent to it (requests), by
     /// member: lent room that no report has shown yet.
-    held: HashMap<u64, Holding>,
-    /// The sum of `held`, current and retiring.
+    held: HashMap<u64, f64>,
+    /// The sum of `held`.
     held_total: f64,
-}
-
-/// What one member's Envoy may still hold of the bursts lent to it.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-struct Holding {
-    /// Lent to its current bucket and not shown by a report yet.
-    current: f64,
-    /// Lent to buckets since replaced: the Envoy may have spent it before it applied the
-    /// change, so it stays charged until [`REPORTS_TO_RETIRE`] reports came after it.
-    retiring: f64,
-    /// Reports since the last change that retired a burst.
-    reports_since_change: u8,
-}
-
-impl Holding {
-    fn total(&self) -> f64 {
-        self.current + self.retiring
-    }
 }
 
 /// How the group's rate was last shared, and when.
@@ -116,8 +89,6 @@ struct Split {
     penalized: bool,
     /// The room no Envoy holds as a burst (the tightest counter's).
     pool: f64,
-    /// One member, and no other traffic shows on the counters.
-    lone: bool,
 }
 
 /// What the counter's other traffic (not this process's RLQS reports) adds per second.
@@ -268,25 +239,21 @@ impl Member {
     /// member's previous report (`None` for its first). Constant time: the split is not
     /// computed here.
     ///
-    /// `allowed` requests of the report were admitted by the Envoy: what its current bucket
-    /// was lent and no report has shown is still held. A replaced bucket's burst is held
-    /// until [`REPORTS_TO_RETIRE`] reports came after the change.
-    pub fn report(&self, demand: f64, counted: &[u64], interval: Option<Duration>, allowed: u64) {
+    /// `allowed` requests of the report were admitted by the Envoy, which now holds at most
+    /// `in_bucket` of its burst (the burst its current token bucket was lent): what it was
+    /// lent and has not shown is still held.
+    pub fn report(
+        &self,
+        demand: f64,
+        counted: &[u64],
+        interval: Option<Duration>,
+        allowed: u64,
+        in_bucket: u32,
+    ) {
         let mut state = lock(&self.group.state);
-        let mut holding = state.held.get(&self.id).copied().unwrap_or_default();
-        // The requests came from the old bucket or the new one: the counter has them now, so
-        // the two hold no more than what they were lent less these.
-        let allowed = allowed as f64;
-        let from_old = allowed.min(holding.retiring);
-        holding.retiring -= from_old;
-        holding.current = (holding.current - (allowed - from_old)).max(0.0);
-        if holding.retiring > 0.0 {
-            holding.reports_since_change = holding.reports_since_change.saturating_add(1);
-            if holding.reports_since_change >= REPORTS_TO_RETIRE {
-                holding.retiring = 0.0;
-            }
-        }
-        state.set_held(self.id, holding);
+        let held = state.held.get(&self.id).copied().unwrap_or(0.0);
+        let left = (held - allowed as f64).max(0.0).min(f64::from(in_bucket));
+        state.set_held(self.id, left);
         if let Some(interval) = interval {
             state.report_interval = Some(match state.report_interval {
                 Some(old) => old.mul_f64(0.5) + interval.mul_f64(0.5),
@@ -314,37 +281,23 @@ impl Member {
         self.share_locked(&mut state, engine, now)
     }
 
-    /// The strategy `decide` makes of this member's share (`current`: the strategy its
-    /// Envoy has), and what it lends charged against the group's room under the same lock, so
-    /// two Envoys joining at once cannot both be lent the same room. A changed strategy
-    /// replaces the Envoy's bucket: what the old one was lent stays charged, retiring, until
-    /// reports show the change applied (the Envoy may have spent it just before), and the new
-    /// one's burst is charged on top.
+    /// The strategy `decide` makes of this member's share, and what it lends charged against
+    /// the group's room under the same lock, so two Envoys joining at once cannot both be
+    /// lent the same room. Charged in full even if the Envoy still held an earlier burst: it
+    /// may have spent that just before the new token bucket started full.
     pub fn decide(
         &self,
         engine: &Engine,
         now: Instant,
-        current: Option<Strategy>,
         decide: impl FnOnce(&Share) -> Decision,
     ) -> Decision {
         let mut state = lock(&self.group.state);
         let share = self.share_locked(&mut state, engine, now);
         let decision = decide(&share);
-        if Some(decision.strategy) != current
-            && let Some(mut holding) = state.held.get(&self.id).copied()
-        {
-            if !plant::planted(Plant::RlqsRetireAtOnce) {
-                holding.retiring += holding.current;
-            }
-            holding.current = 0.0;
-            holding.reports_since_change = 0;
-            state.set_held(self.id, holding);
-        }
-        if decision.lent > 0 && !plant::planted(Plant::RlqsLendUncharged) {
+        if decision.lent > 0 {
             let lent = f64::from(decision.lent);
-            let mut holding = state.held.get(&self.id).copied().unwrap_or_default();
-            holding.current += lent;
-            state.set_held(self.id, holding);
+            let held = state.held.get(&self.id).copied().unwrap_or(0.0);
+            state.set_held(self.id, held + lent);
             // What is lent leaves the pool and the rates at once; the split is not computed
             // again for it (O(n log n) a lend in a large group).
             let members = state.demands.len();
@@ -385,8 +338,7 @@ impl Member {
             penalized: split.penalized,
             burst: Burst {
                 pool: split.pool,
-                held: state.held.get(&self.id).map_or(0.0, Holding::total),
-                lone: split.lone,
+                held: state.held.get(&self.id).copied().unwrap_or(0.0),
             },
             horizon: state.horizon(),
         }
@@ -402,7 +354,6 @@ impl GroupState {
         now: Instant,
     ) -> Split {
         let mut penalized = false;
-        let mut others_quiet = true;
         let mut rate = f64::INFINITY;
         let mut room = f64::INFINITY;
         let horizon = self.horizon();
@@ -412,14 +363,6 @@ impl GroupState {
                 .penalty_until_ms
                 .is_some_and(|until| until > counter_state.now_ms);
             track.observe(&counter_state, now);
-            // Another process's or region's count on the counter, or traffic beyond this
-            // group's reports: someone else may spend the room.
-            let only_ours = |cell: Option<gcounter_engine::CellView>| {
-                cell.is_none_or(|cell| cell.global == 0 && cell.regional == cell.own)
-            };
-            others_quiet &= track.others_rate < QUIET
-                && only_ours(counter_state.current)
-                && only_ours(counter_state.previous);
             let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
             rate = rate.min(free.max(0.0));
             room = room.min(counter.limit as f64 - counter_state.effective() as f64);
@@ -431,7 +374,6 @@ impl GroupState {
             level: Level::of(rate, self.demands.values().map(|(_, demand)| *demand)),
             penalized,
             pool: (room - self.held_total).max(0.0),
-            lone: self.demands.len() == 1 && others_quiet && !plant::planted(Plant::RlqsLoneCapped),
         }
     }
 
@@ -440,15 +382,14 @@ impl GroupState {
         convergence(self.report_interval.unwrap_or(FIRST_REPORT_INTERVAL))
     }
 
-    /// `member` now holds `held` of bursts.
-    fn set_held(&mut self, member: u64, held: Holding) {
-        let old = if held.total() > 0.0 {
+    /// `member` now holds `held` requests of bursts.
+    fn set_held(&mut self, member: u64, held: f64) {
+        let old = if held > 0.0 {
             self.held.insert(member, held)
         } else {
             self.held.remove(&member)
         };
-        let old = old.map_or(0.0, |old| old.total());
-        self.held_total = (self.held_total - old + held.total()).max(0.0);
+        self.held_total = (self.held_total - old.unwrap_or(0.0) + held).max(0.0);
         if self.held.is_empty() {
             // No drift from sums of floats once nothing is held.
             self.held_total = 0.0;
@@ -458,7 +399,7 @@ impl GroupState {
     /// `member` left: what it held is no one's, and the others' shares grow by it.
     fn release(&mut self, member: u64) {
         if self.held.contains_key(&member) {
-            self.set_held(member, Holding::default());
+            self.set_held(member, 0.0);
             self.split = None;
         }
     }

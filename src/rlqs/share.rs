@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-use gcounter_engine::plant::{self, Plant};
 use gcounter_engine::{CounterState, Windows};
 
 /// The shortest time over which the room left in a window is handed out.
@@ -145,13 +144,12 @@ const BURST: Duration = Duration::from_secs(1);
 /// A new rate within this fraction of the one assigned keeps the assigned strategy: Envoy
 /// refills a bucket whose strategy changed, so small changes would give away a burst each.
 const HYSTERESIS: f64 = 0.1;
-/// The most an Envoy that shares its counter is handed at once beyond one second of its
-/// rate. Spread over two reporting intervals, a room of a few requests comes at under one a
-/// second, and a client that bursts is refused what its limit allows; where the room is
-/// larger, one second of rate already holds a tenth of it. A burst is lent from the room no
-/// Envoy holds yet and charged in full: Envoy starts a new or changed token bucket with up to
-/// `max_tokens`, so every changed assignment can hand out its `max_tokens` again. An Envoy
-/// alone on its counter may be lent the whole room (see [`Burst::lone`]).
+/// The most an Envoy is handed at once beyond one second of its rate. Spread over two
+/// reporting intervals, a room of a few requests comes at under one a second, and a client
+/// that bursts is refused what its limit allows; where the room is larger, one second of
+/// rate already holds a tenth of it. A burst is lent from the room no Envoy holds yet and
+/// charged in full: Envoy starts a new or changed token bucket with up to `max_tokens`, so
+/// every changed assignment can hand out its `max_tokens` again.
 pub const MAX_BURST: u32 = 10;
 
 /// The room left on a member's counter that it may take at once.
@@ -161,20 +159,6 @@ pub struct Burst {
     pub pool: f64,
     /// What the member's own Envoy may still hold of the bursts lent to it.
     pub held: f64,
-    /// The member is alone on its counter and no other traffic shows on it: it may be lent
-    /// the whole pool, not [`MAX_BURST`], and a burst past that is taken back once it is not.
-    pub lone: bool,
-}
-
-impl Burst {
-    /// The most this member may be lent, or hold lent, at once.
-    fn cap(&self) -> f64 {
-        if self.lone {
-            self.pool
-        } else {
-            f64::from(MAX_BURST)
-        }
-    }
 }
 
 /// What a member is told, and the burst that lends it.
@@ -256,15 +240,11 @@ impl Strategy {
     /// `current` is assigned and lent `current_lent` (`horizon`: over how long the group's
     /// room is handed out).
     ///
-    /// - A bucket lent more than [`MAX_BURST`] while it was alone is taken back once it is
-    ///   not: a changed, smaller bucket replaces it (Envoy drops the old one), while the board
-    ///   keeps what the old one may still hold charged until reports show it.
     /// - While the member's Envoy may still hold the burst it was lent and its rate has not
     ///   moved, the assignment stays: a changed one would refill the bucket.
     /// - A new token bucket (a new bucket, or a rate moved past [`HYSTERESIS`]) starts full,
-    ///   so it may lend the room no Envoy holds, up to [`MAX_BURST`] (all of it to a lone
-    ///   member): its tokens come out of the rate (`lent ÷ horizon`), and the board charges
-    ///   them until reports show them.
+    ///   so it may lend the room no Envoy holds, up to [`MAX_BURST`]: its tokens come out of
+    ///   the rate (`lent ÷ horizon`), and the board charges them until reports show them.
     /// - An unchanged strategy lends nothing: Envoy keeps the tokens it has.
     pub fn decide(
         current: Option<Strategy>,
@@ -274,10 +254,7 @@ impl Strategy {
         horizon: Duration,
     ) -> Decision {
         let keep = |strategy| Decision { strategy, lent: 0 };
-        let take_back =
-            !burst.lone && current_lent > MAX_BURST && !plant::planted(Plant::RlqsNoTakeBack);
-        if !take_back
-            && let Some(current @ Self::TokenBucket { .. }) = current
+        if let Some(current @ Self::TokenBucket { .. }) = current
             && current_lent >= 1
             && burst.held >= 1.0
         {
@@ -286,23 +263,18 @@ impl Strategy {
                 return keep(current);
             }
         }
-        // Taken back: a bucket of the share as it is now, never the oversized one.
-        let plain = if take_back {
-            Self::for_rate(rate)
-        } else {
-            Self::next(current, rate)
-        };
-        if Some(plain) == current && !take_back {
+        let plain = Self::next(current, rate);
+        if Some(plain) == current {
             return keep(plain);
         }
-        let lent = burst.pool.min(burst.cap()).max(0.0).floor();
+        let lent = burst.pool.clamp(0.0, f64::from(MAX_BURST)).floor();
         let rest = (rate - lent / horizon.as_secs_f64().max(0.001)).max(0.0);
         let steady = (rest * BURST.as_secs_f64()).ceil().max(1.0);
         if lent <= steady {
             return keep(plain);
         }
-        // At most the pool: a finite, non-negative count of requests.
-        let lent = lent.min(f64::from(u32::MAX)) as u32;
+        // At most MAX_BURST.
+        let lent = lent as u32;
         Decision {
             strategy: Self::with_burst(rest, lent),
             lent,

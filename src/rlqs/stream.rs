@@ -291,7 +291,7 @@ impl QuotaStream {
             if allowed + denied > 0 {
                 bucket.last_active = now;
             }
-            let member = bucket.member.as_ref();
+            let member = bucket.member.as_ref().map(|member| (member, bucket.lent));
             let outcome = count(
                 &shared,
                 &bucket.resolution,
@@ -454,7 +454,7 @@ fn assign(
         } => keep(Strategy::DenyAll),
         Resolution::Counted { .. } => {
             let member = bucket.member.as_ref()?;
-            member.decide(&shared.engine, now, current, |share| {
+            member.decide(&shared.engine, now, |share| {
                 if share.penalized {
                     keep(Strategy::DenyAll)
                 } else {
@@ -487,7 +487,7 @@ fn assign(
 async fn count(
     shared: &Shared,
     resolution: &Resolution,
-    member: Option<&Member>,
+    member: Option<(&Member, u32)>,
     allowed: u64,
     denied: u64,
     interval: Option<Duration>,
@@ -523,11 +523,11 @@ async fn count(
         shared.engine.count_admitted(hit, in_previous).await;
         in_current.push(counted - in_previous.min(counted));
     }
-    let Some(member) = member else {
+    let Some((member, lent)) = member else {
         return UsageOutcome::over_capacity;
     };
     let demand = (allowed + denied) as f64 / measured.as_secs_f64();
-    member.report(demand, &in_current, interval, allowed);
+    member.report(demand, &in_current, interval, allowed, lent);
     UsageOutcome::counted
 }
 

@@ -1,6 +1,5 @@
-//! Planted defects for the chaos checker (`scripts/chaos.py --plant`) and the tests of the
-//! RLQS bursts: a checker that never goes red proves nothing, so each invariant it checks has
-//! a defect that must turn it red.
+//! Planted defects for the chaos checker (`scripts/chaos.py --plant`): a checker that never
+//! goes red proves nothing, so each invariant it checks has a defect that must turn it red.
 //!
 //! A defect is planted by naming it in `GCOUNTER_PLANT` (comma-separated). Only debug builds
 //! read the variable: in a release build [`planted`] is a constant `false` and the planted
@@ -16,15 +15,6 @@ pub enum Plant {
     /// Every third RLQS usage report is read and then ignored: its counts never reach a
     /// counter.
     RlqsReportIgnored,
-    /// An RLQS bucket alone on its counter is lent no more than one that shares it.
-    RlqsLoneCapped,
-    /// A lone RLQS burst is never taken back when another bucket joins its counter.
-    RlqsNoTakeBack,
-    /// A replaced RLQS bucket's burst stops being charged at the change, not once reports
-    /// show it spent.
-    RlqsRetireAtOnce,
-    /// What an RLQS bucket is lent is not charged against its counter's room.
-    RlqsLendUncharged,
 }
 
 impl Plant {
@@ -34,10 +24,6 @@ impl Plant {
             Self::ReplayShort => "replay-short",
             Self::FlushShort => "flush-short",
             Self::RlqsReportIgnored => "rlqs-report-ignored",
-            Self::RlqsLoneCapped => "rlqs-lone-capped",
-            Self::RlqsNoTakeBack => "rlqs-no-take-back",
-            Self::RlqsRetireAtOnce => "rlqs-retire-at-once",
-            Self::RlqsLendUncharged => "rlqs-lend-uncharged",
         }
     }
 }
@@ -80,10 +66,6 @@ pub fn planted_names() -> Vec<&'static str> {
         Plant::ReplayShort,
         Plant::FlushShort,
         Plant::RlqsReportIgnored,
-        Plant::RlqsLoneCapped,
-        Plant::RlqsNoTakeBack,
-        Plant::RlqsRetireAtOnce,
-        Plant::RlqsLendUncharged,
     ]
     .into_iter()
     .filter(|plant| planted(*plant))

@@ -1,7 +1,7 @@
 use super::super::memory::BucketBytes;
 use super::*;
 use crate::admin::QuotaShares;
-use crate::rlqs::share::{MAX_BURST, Strategy};
+use crate::rlqs::share::Strategy;
 use gcounter_engine::recorder::NoRecorder;
 use gcounter_engine::regional::InProcessOrigin;
 use gcounter_engine::{EngineSettings, Hit, ManualClock};
@@ -42,8 +42,8 @@ async fn members_of_one_counter_split_its_rate_by_demand() {
     let (Ok(big), Ok(small)) = (board.join(&counters, 1), board.join(&counters, 2)) else {
         panic!("both join")
     };
-    big.report(24.0, &[0], None, 0);
-    small.report(3.0, &[0], None, 0);
+    big.report(24.0, &[0], None, 0, 0);
+    small.report(3.0, &[0], None, 0, 0);
     let now = Instant::now();
     // an empty window: its 600 over two reporting intervals of 5 s, 60 a second, more than
     // both want: each gets its demand and half the rest
@@ -63,7 +63,7 @@ async fn members_of_one_counter_split_its_rate_by_demand() {
         exact: false,
     };
     engine.count_admitted(hit, 0).await;
-    big.report(24.0, &[600], Some(Duration::from_secs(5)), 0);
+    big.report(24.0, &[600], Some(Duration::from_secs(5)), 0, 0);
     let later = now + SPLIT_REUSE;
     assert_eq!(big.share(&engine, later).rate, 0.0);
     assert_eq!(small.share(&engine, later).rate, 0.0);
@@ -87,7 +87,7 @@ fn a_split_over_demand_is_max_min_fair() {
         .filter_map(|s| board.join(&counters, s).ok())
         .collect();
     for (member, demand) in members.iter().zip([100.0, 10.0, 10.0]) {
-        member.report(demand, &[0], None, 0);
+        member.report(demand, &[0], None, 0, 0);
     }
     let now = Instant::now();
     let shares: Vec<f64> = members.iter().map(|m| m.share(&engine, now).rate).collect();
@@ -126,7 +126,7 @@ fn a_large_group_computes_its_split_a_bounded_number_of_times() {
     let now = Instant::now();
     let mut computed = 0;
     for member in &members {
-        member.report(1.0, &[1], Some(Duration::from_secs(5)), 0);
+        member.report(1.0, &[1], Some(Duration::from_secs(5)), 0, 0);
         let _ = member.share(&engine, now);
         // A share that computed the split starts its count of changes again.
         if lock(&member.group.state).changes == 0 {
@@ -140,8 +140,7 @@ fn a_large_group_computes_its_split_a_bounded_number_of_times() {
 }
 
 /// The lending against one counter: what one member is lent no other can be, until a
-/// report shows it spent; a replaced bucket's burst stays charged until two reports came
-/// after the change; a member that leaves gives back what it held.
+/// report shows it spent; a member that leaves gives back what it held.
 #[tokio::test]
 async fn what_is_lent_is_charged_until_a_report_shows_it() {
     let engine = engine();
@@ -152,7 +151,7 @@ async fn what_is_lent_is_charged_until_a_report_shows_it() {
     };
     let now = Instant::now();
     let decide = |member: &Member, at| {
-        member.decide(&engine, at, None, |share| {
+        member.decide(&engine, at, |share| {
             Strategy::decide(None, 0, share.rate, share.burst, share.horizon)
         })
     };
@@ -172,85 +171,21 @@ async fn what_is_lent_is_charged_until_a_report_shows_it() {
         exact: false,
     };
     engine.count_admitted(hit, 0).await;
-    first.report(4.0, &[4], Some(Duration::from_secs(5)), 4);
+    first.report(4.0, &[4], Some(Duration::from_secs(5)), 4, 10);
     let share = second.share(&engine, now);
     assert_eq!(share.burst.pool, 0.0, "{share:?}");
     assert_eq!(first.share(&engine, now).burst.held, 6.0);
 
-    // Its bucket replaced by one that lends nothing: the 6 stay charged through the first
-    // report after the change (sent, perhaps, before Envoy applied it), and are free after
-    // the second.
-    let replaced = first.decide(&engine, now, Some(lent.strategy), |_| Decision {
-        strategy: Strategy::DenyAll,
-        lent: 0,
-    });
-    assert_eq!(replaced.lent, 0);
-    let later = now + SPLIT_REUSE;
-    first.report(0.0, &[0], Some(Duration::from_secs(5)), 0);
-    assert_eq!(second.share(&engine, later).burst.pool, 0.0);
-    first.report(0.0, &[0], Some(Duration::from_secs(5)), 0);
-    let later = later + SPLIT_REUSE;
-    assert_eq!(second.share(&engine, later).burst.pool, 6.0);
+    // A report under a bucket that lent nothing (a new token bucket replaced it) shows the
+    // Envoy holds none of it.
+    first.report(0.0, &[0], Some(Duration::from_secs(5)), 0, 0);
+    assert_eq!(second.share(&engine, now + SPLIT_REUSE).burst.pool, 6.0);
 
     // Lent again, then gone: what it held is back in the pool.
-    assert_eq!(decide(&first, later).lent, 6);
-    assert_eq!(second.share(&engine, later).burst.pool, 0.0);
+    assert_eq!(decide(&first, now + SPLIT_REUSE).lent, 6);
+    assert_eq!(second.share(&engine, now + SPLIT_REUSE).burst.pool, 0.0);
     drop(first);
-    assert_eq!(second.share(&engine, later).burst.pool, 6.0);
-}
-
-/// A member alone on a fresh counter is lent the whole room at once, not MAX_BURST; once
-/// another joins, the burst is taken back by a changed, smaller bucket, and what the old one
-/// was lent stays charged until two reports after the change: the joiner is lent nothing
-/// of it before.
-#[test]
-fn a_lone_member_is_lent_the_room_and_it_is_taken_back_when_another_joins() {
-    let engine = engine();
-    let board = board(100);
-    let counters = counters(600);
-    let now = Instant::now();
-    let Ok(first) = board.join(&counters, 1) else {
-        panic!("joins")
-    };
-    first.report(5.0, &[0], None, 0);
-    let decide = |member: &Member, current: Option<(Strategy, u32)>, at| {
-        member.decide(&engine, at, current.map(|(s, _)| s), |share| {
-            let (strategy, lent) = current.unzip();
-            Strategy::decide(
-                strategy,
-                lent.unwrap_or(0),
-                share.rate,
-                share.burst,
-                share.horizon,
-            )
-        })
-    };
-    let lone = decide(&first, None, now);
-    assert_eq!(lone.lent, 600, "the whole room at once: {lone:?}");
-
-    let Ok(second) = board.join(&counters, 2) else {
-        panic!("joins")
-    };
-    second.report(5.0, &[0], None, 0);
-    let at = now + SPLIT_REUSE;
-    assert_eq!(second.share(&engine, at).burst.pool, 0.0);
-    assert_eq!(decide(&second, None, at).strategy, Strategy::DenyAll);
-    // Taken back: a changed bucket, lending at most MAX_BURST.
-    let back = decide(&first, Some((lone.strategy, lone.lent)), at);
-    assert_ne!(back.strategy, lone.strategy, "{back:?}");
-    assert!(back.lent <= MAX_BURST, "{back:?}");
-    // The first report after the change may come from the old bucket: still charged.
-    first.report(5.0, &[0], Some(Duration::from_secs(5)), 0);
-    let at = at + SPLIT_REUSE;
-    assert_eq!(second.share(&engine, at).burst.pool, 0.0);
-    assert_eq!(second.share(&engine, at).rate, 0.0);
-    // The second covers only the new bucket: the room is back, less what the new one lent.
-    first.report(5.0, &[0], Some(Duration::from_secs(5)), 0);
-    let at = at + SPLIT_REUSE;
-    let share = second.share(&engine, at);
-    assert_eq!(share.burst.pool, 600.0 - f64::from(back.lent), "{share:?}");
-    assert!(share.rate > 1.0, "{share:?}");
-    assert!(!share.burst.lone);
+    assert_eq!(second.share(&engine, now + SPLIT_REUSE).burst.pool, 6.0);
 }
 
 /// Envoys joining one fresh counter together: each new token bucket starts full, and all of
@@ -267,8 +202,8 @@ fn envoys_joining_together_stay_within_the_room() {
     let now = Instant::now();
     let mut admissible = 0.0;
     for member in &members {
-        member.report(1.0, &[0], None, 0);
-        let decision = member.decide(&engine, now, None, |share| {
+        member.report(1.0, &[0], None, 0, 0);
+        let decision = member.decide(&engine, now, |share| {
             Strategy::decide(None, 0, share.rate, share.burst, share.horizon)
         });
         if let Strategy::TokenBucket { max_tokens, .. } = decision.strategy {

@@ -113,25 +113,14 @@ fn a_rate_close_to_the_assigned_one_keeps_the_assignment() {
 const HORIZON: Duration = Duration::from_secs(10);
 
 fn burst(pool: f64, held: f64) -> Burst {
-    Burst {
-        pool,
-        held,
-        lone: false,
-    }
-}
-
-fn lone(pool: f64, held: f64) -> Burst {
-    Burst {
-        lone: true,
-        ..burst(pool, held)
-    }
+    Burst { pool, held }
 }
 
 #[test]
 fn a_lone_bucket_on_a_fresh_counter_is_lent_the_room_at_once() {
     // 10 a minute, one counted: 9 of room, over 10 s 0.9 a second. Lent all 9 at once,
     // nothing is left to the rate but the slowest a token bucket states.
-    let decision = Strategy::decide(None, 0, 0.9, lone(9.0, 0.0), HORIZON);
+    let decision = Strategy::decide(None, 0, 0.9, burst(9.0, 0.0), HORIZON);
     assert_eq!(decision.lent, 9);
     assert_eq!(
         decision.strategy,
@@ -222,43 +211,4 @@ fn lending_takes_what_is_lent_off_the_shares_at_once() {
     // Capped at 5: every capped share loses all of it.
     assert_eq!(Level::Capped(5.0).lessen(2.0, 3), Some(Level::Capped(3.0)));
     assert_eq!(Level::Capped(1.0).lessen(2.0, 3), Some(Level::Capped(0.0)));
-}
-
-#[test]
-fn a_lone_bucket_is_lent_the_whole_room_past_the_cap() {
-    // 600 a minute, one counted: 599 of room, 59.9 a second over 10 s. Alone, all of it at
-    // once; sharing the counter, MAX_BURST.
-    let decision = Strategy::decide(None, 0, 59.9, lone(599.0, 0.0), HORIZON);
-    assert_eq!(decision.lent, 599);
-    assert_eq!(decision.strategy, Strategy::with_burst(0.0, 599));
-    let shared = Strategy::decide(None, 0, 59.9, burst(599.0, 0.0), HORIZON);
-    assert_eq!(shared.strategy, Strategy::for_rate(59.9));
-    assert_eq!(shared.lent, 0);
-}
-
-#[test]
-fn a_lone_burst_is_taken_back_once_the_bucket_shares_its_counter() {
-    let lent = Strategy::with_burst(0.0, 599);
-    // Still alone and holding it: kept (a changed bucket would start full again).
-    let kept = Strategy::decide(Some(lent), 599, 0.0, lone(0.0, 599.0), HORIZON);
-    assert_eq!(
-        kept,
-        Decision {
-            strategy: lent,
-            lent: 0
-        }
-    );
-    // Another Envoy on the counter: a changed bucket replaces it, even with the rate
-    // unmoved and the burst still held, lending no more than MAX_BURST.
-    let back = Strategy::decide(Some(lent), 599, 0.0, burst(0.0, 599.0), HORIZON);
-    assert_eq!(
-        back,
-        Decision {
-            strategy: Strategy::DenyAll,
-            lent: 0
-        }
-    );
-    let back = Strategy::decide(Some(lent), 599, 3.0, burst(40.0, 599.0), HORIZON);
-    assert_ne!(back.strategy, lent);
-    assert_eq!(back.lent, MAX_BURST);
 }
