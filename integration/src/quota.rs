@@ -132,6 +132,20 @@ impl QuotaStream {
             .expect("the stream's request side is open");
     }
 
+    /// Sends `report` every `every` until the stream's request side closes, as an Envoy
+    /// reports each interval whether or not its responses are read.
+    pub fn report_every(&self, every: Duration, report: RateLimitQuotaUsageReports) {
+        let reports = self.reports.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if reports.send(report.clone()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
     /// A stream to the service at `addr`, which must open.
     pub async fn opened(addr: SocketAddr) -> QuotaStream {
         QuotaStream::open(addr).await.expect("stream opens")

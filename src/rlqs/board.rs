@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use gcounter_engine::Engine;
 use gcounter_engine::cell_key::CounterKey;
 use gcounter_engine::local::WindowPosition;
+use gcounter_engine::plant::{self, Plant};
 
 use super::bucket::BucketCounter;
 use super::memory::{BucketBytes, Charge};
@@ -35,6 +36,8 @@ const DEMAND_WEIGHT: f64 = 0.8;
 const FIRST_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 /// The rate of the counter's other traffic is measured over at least this long.
 const MIN_SAMPLE: Duration = Duration::from_millis(200);
+/// Other traffic on a counter slower than this (one hit a minute) leaves its bucket alone.
+const QUIET: f64 = 1.0 / 60.0;
 /// What a group holds beside its counters' strings: the board's entry, the group, its state
 /// and one track.
 const GROUP_OVERHEAD: usize = 640;
@@ -52,6 +55,8 @@ pub struct QuotaBoard {
     max_members: usize,
     /// Where groups charge their bytes (the buckets' budget).
     memory: Arc<BucketBytes>,
+    /// No other process counts on these counters ([`super::QuotaSettings::sole_process`]).
+    sole_process: bool,
 }
 
 /// The Envoys (streams and buckets) counting on one counter.
@@ -89,6 +94,8 @@ struct Split {
     penalized: bool,
     /// The room no Envoy holds as a burst (the tightest counter's).
     pool: f64,
+    /// One member and no other traffic on the counters: see [`Burst::alone`].
+    alone: bool,
 }
 
 /// What the counter's other traffic (not this process's RLQS reports) adds per second.
@@ -133,12 +140,13 @@ pub enum JoinRefused {
 }
 
 impl QuotaBoard {
-    pub fn new(max_members: usize, memory: Arc<BucketBytes>) -> Self {
+    pub fn new(max_members: usize, sole_process: bool, memory: Arc<BucketBytes>) -> Self {
         Self {
             groups: Mutex::new(HashMap::new()),
             next_member: AtomicU64::new(1),
             max_members,
             memory,
+            sole_process,
         }
     }
 
@@ -294,7 +302,7 @@ impl Member {
         let mut state = lock(&self.group.state);
         let share = self.share_locked(&mut state, engine, now);
         let decision = decide(&share);
-        if decision.lent > 0 {
+        if decision.lent > 0 && !plant::planted(Plant::RlqsLendUncharged) {
             let lent = f64::from(decision.lent);
             let held = state.held.get(&self.id).copied().unwrap_or(0.0);
             state.set_held(self.id, held + lent);
@@ -323,6 +331,10 @@ impl Member {
             Some(split) => split,
             None => {
                 let split = state.compute_split(&self.group.counters, engine, now);
+                let split = Split {
+                    alone: split.alone && self.board.sole_process,
+                    ..split
+                };
                 state.split = Some(split);
                 state.changes = 0;
                 split
@@ -339,6 +351,7 @@ impl Member {
             burst: Burst {
                 pool: split.pool,
                 held: state.held.get(&self.id).copied().unwrap_or(0.0),
+                alone: split.alone,
             },
             horizon: state.horizon(),
         }
@@ -354,6 +367,7 @@ impl GroupState {
         now: Instant,
     ) -> Split {
         let mut penalized = false;
+        let mut others = false;
         let mut rate = f64::INFINITY;
         let mut room = f64::INFINITY;
         let horizon = self.horizon();
@@ -363,6 +377,7 @@ impl GroupState {
                 .penalty_until_ms
                 .is_some_and(|until| until > counter_state.now_ms);
             track.observe(&counter_state, now);
+            others |= track.others_rate >= QUIET;
             let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
             rate = rate.min(free.max(0.0));
             room = room.min(counter.limit as f64 - counter_state.effective() as f64);
@@ -374,6 +389,7 @@ impl GroupState {
             level: Level::of(rate, self.demands.values().map(|(_, demand)| *demand)),
             penalized,
             pool: (room - self.held_total).max(0.0),
+            alone: self.demands.len() == 1 && !others,
         }
     }
 

@@ -118,7 +118,11 @@ impl QuotaService {
         shutdown: CancellationToken,
     ) -> Self {
         let memory = Arc::new(BucketBytes::new(settings.max_bucket_bytes));
-        let board = QuotaBoard::new(settings.max_group_members, Arc::clone(&memory));
+        let board = QuotaBoard::new(
+            settings.max_group_members,
+            settings.sole_process,
+            Arc::clone(&memory),
+        );
         Self {
             shared: Arc::new(Shared {
                 limits,

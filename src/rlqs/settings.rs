@@ -23,6 +23,9 @@ pub struct QuotaSettings {
     /// Buckets counting on one counter.
     pub max_group_members: usize,
     pub max_reports_per_second: u32,
+    /// No other process counts on these counters (no Redis, no global counters): a bucket
+    /// alone on its counter here is alone in the fleet, and may be lent the whole room.
+    pub sole_process: bool,
 }
 
 impl Default for QuotaSettings {
@@ -38,14 +41,19 @@ impl Default for QuotaSettings {
             max_bucket_bytes: 256 << 20,
             max_group_members: 10_000,
             max_reports_per_second: 1_000,
+            sole_process: true,
         }
     }
 }
 
 impl QuotaSettings {
-    /// From the flags (clap has checked their ranges) and the bucket bytes of the memory
-    /// plan.
-    pub fn from_args(args: &crate::serve::args::QuotaArgs, max_bucket_bytes: u64) -> Self {
+    /// From the flags (clap has checked their ranges), the bucket bytes of the memory plan and
+    /// whether counts are shared with other processes.
+    pub fn from_args(
+        args: &crate::serve::args::QuotaArgs,
+        max_bucket_bytes: u64,
+        sole_process: bool,
+    ) -> Self {
         use crate::serve::args::UnmatchedArg;
         Self {
             unmatched: match args.rlqs_unmatched {
@@ -62,6 +70,7 @@ impl QuotaSettings {
             max_bucket_bytes: usize::try_from(max_bucket_bytes).unwrap_or(usize::MAX),
             max_group_members: args.rlqs_max_group_members as usize,
             max_reports_per_second: args.rlqs_max_reports_per_second,
+            sole_process,
         }
     }
 }

@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+use gcounter_engine::plant::{self, Plant};
 use gcounter_engine::{CounterState, Windows};
 
 /// The shortest time over which the room left in a window is handed out.
@@ -144,12 +145,11 @@ const BURST: Duration = Duration::from_secs(1);
 /// A new rate within this fraction of the one assigned keeps the assigned strategy: Envoy
 /// refills a bucket whose strategy changed, so small changes would give away a burst each.
 const HYSTERESIS: f64 = 0.1;
-/// The most an Envoy is handed at once beyond one second of its rate. Spread over two
-/// reporting intervals, a room of a few requests comes at under one a second, and a client
-/// that bursts is refused what its limit allows; where the room is larger, one second of
-/// rate already holds a tenth of it. A burst is lent from the room no Envoy holds yet and
-/// charged in full: Envoy starts a new or changed token bucket with up to `max_tokens`, so
-/// every changed assignment can hand out its `max_tokens` again.
+/// The most an Envoy sharing its counter is handed at once beyond one second of its rate.
+/// Spread over two reporting intervals, a room of a few requests comes at under one a
+/// second, and a client that bursts is refused what its limit allows; where the room is
+/// larger, one second of rate already holds a tenth of it. A bucket alone on its counter is
+/// lent the whole room (see [`Strategy::decide`]).
 pub const MAX_BURST: u32 = 10;
 
 /// The room left on a member's counter that it may take at once.
@@ -159,6 +159,9 @@ pub struct Burst {
     pub pool: f64,
     /// What the member's own Envoy may still hold of the bursts lent to it.
     pub held: f64,
+    /// The member is the only one of its group and no other traffic shows on its counters:
+    /// nobody else can want the room.
+    pub alone: bool,
 }
 
 /// What a member is told, and the burst that lends it.
@@ -240,11 +243,19 @@ impl Strategy {
     /// `current` is assigned and lent `current_lent` (`horizon`: over how long the group's
     /// room is handed out).
     ///
+    /// - Only a bucket's first token bucket is lent a burst. Envoy creates it full, so what
+    ///   it is lent it holds; a changed bucket may start with what the old one had left
+    ///   instead, and a burst charged on every change was room no Envoy got (three Envoys at
+    ///   steady load admitted 0.85 of their limit so).
+    /// - A bucket alone on its counter is lent all the room no Envoy holds; one that shares
+    ///   it, up to [`MAX_BURST`]. The tokens come out of the rate (`lent ÷ horizon`), and the
+    ///   board charges them until reports show them.
+    /// - Once the counter is shared, a bucket lent more than [`MAX_BURST`] is taken back: it
+    ///   is sent the plain token bucket of its share, which Envoy starts anew, so it holds
+    ///   no more than one second of that rate. What it may have spent of the old one stays
+    ///   charged until its next report shows it.
     /// - While the member's Envoy may still hold the burst it was lent and its rate has not
     ///   moved, the assignment stays: a changed one would refill the bucket.
-    /// - A new token bucket (a new bucket, or a rate moved past [`HYSTERESIS`]) starts full,
-    ///   so it may lend the room no Envoy holds, up to [`MAX_BURST`]: its tokens come out of
-    ///   the rate (`lent ÷ horizon`), and the board charges them until reports show them.
     /// - An unchanged strategy lends nothing: Envoy keeps the tokens it has.
     pub fn decide(
         current: Option<Strategy>,
@@ -254,26 +265,34 @@ impl Strategy {
         horizon: Duration,
     ) -> Decision {
         let keep = |strategy| Decision { strategy, lent: 0 };
+        let cap = if burst.alone && !plant::planted(Plant::RlqsLoneCapped) {
+            f64::from(u32::MAX)
+        } else {
+            f64::from(MAX_BURST)
+        };
         if let Some(current @ Self::TokenBucket { .. }) = current
             && current_lent >= 1
             && burst.held >= 1.0
         {
+            if current_lent > MAX_BURST && !burst.alone && !plant::planted(Plant::RlqsNoTakeBack) {
+                return keep(Self::for_rate(rate));
+            }
             let assigned = current.rate().unwrap_or(0.0);
             if (rate.max(SLOWEST_RATE) - assigned).abs() <= HYSTERESIS * assigned {
                 return keep(current);
             }
         }
         let plain = Self::next(current, rate);
-        if Some(plain) == current {
+        if Some(plain) == current || matches!(current, Some(Self::TokenBucket { .. })) {
             return keep(plain);
         }
-        let lent = burst.pool.clamp(0.0, f64::from(MAX_BURST)).floor();
+        let lent = burst.pool.clamp(0.0, cap).floor();
         let rest = (rate - lent / horizon.as_secs_f64().max(0.001)).max(0.0);
         let steady = (rest * BURST.as_secs_f64()).ceil().max(1.0);
         if lent <= steady {
             return keep(plain);
         }
-        // At most MAX_BURST.
+        // At most u32::MAX.
         let lent = lent as u32;
         Decision {
             strategy: Self::with_burst(rest, lent),

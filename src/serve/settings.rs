@@ -441,7 +441,8 @@ impl ServeSettings {
             (Regional::InProcess, Some(_)) => Some(Sharing::GlobalCounters),
             (Regional::InProcess, None) => None,
         };
-        let quota = QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value);
+        let quota =
+            QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value, sharing.is_none());
         let statsd = statsd_settings(&args, env)?;
         let carry_over = crate::carry_over::CarryOverGroup::from_flags(
             args.redis.carry_over_from_redis.as_deref(),

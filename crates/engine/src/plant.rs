@@ -1,5 +1,6 @@
-//! Planted defects for the chaos checker (`scripts/chaos.py --plant`): a checker that never
-//! goes red proves nothing, so each invariant it checks has a defect that must turn it red.
+//! Planted defects for the chaos checker (`scripts/chaos.py --plant`) and the tests of the
+//! RLQS bursts: a checker that never goes red proves nothing, so each invariant it checks has
+//! a defect that must turn it red.
 //!
 //! A defect is planted by naming it in `GCOUNTER_PLANT` (comma-separated). Only debug builds
 //! read the variable: in a release build [`planted`] is a constant `false` and the planted
@@ -15,6 +16,12 @@ pub enum Plant {
     /// Every third RLQS usage report is read and then ignored: its counts never reach a
     /// counter.
     RlqsReportIgnored,
+    /// An RLQS bucket alone on its counter is lent no more than one that shares it.
+    RlqsLoneCapped,
+    /// A lone RLQS burst is never taken back when another bucket joins its counter.
+    RlqsNoTakeBack,
+    /// What an RLQS bucket is lent is not charged against its counter's room.
+    RlqsLendUncharged,
 }
 
 impl Plant {
@@ -24,6 +31,9 @@ impl Plant {
             Self::ReplayShort => "replay-short",
             Self::FlushShort => "flush-short",
             Self::RlqsReportIgnored => "rlqs-report-ignored",
+            Self::RlqsLoneCapped => "rlqs-lone-capped",
+            Self::RlqsNoTakeBack => "rlqs-no-take-back",
+            Self::RlqsLendUncharged => "rlqs-lend-uncharged",
         }
     }
 }
@@ -66,6 +76,9 @@ pub fn planted_names() -> Vec<&'static str> {
         Plant::ReplayShort,
         Plant::FlushShort,
         Plant::RlqsReportIgnored,
+        Plant::RlqsLoneCapped,
+        Plant::RlqsNoTakeBack,
+        Plant::RlqsLendUncharged,
     ]
     .into_iter()
     .filter(|plant| planted(*plant))

@@ -188,23 +188,33 @@ async fn the_stream_and_report_rate_caps_refuse() {
 /// Two Envoys on one counter (600 a minute: 60 a second to hand out over an empty window):
 /// one wanting 100 a second, one 10. Max-min fair: the small one gets all it wants, the
 /// large one the rest; an equal split (30 and 30) would refuse the small one nothing but
-/// starve the large one of what the small one leaves.
+/// starve the large one of what the small one leaves. The first to report is alone and lent
+/// the whole room; once the second joins, that burst is taken back and stays charged until
+/// its next report (every 5 s, as Envoy 1.40's) shows what it spent.
 #[tokio::test]
 async fn two_envoys_of_unequal_demand_share_one_counter_max_min_fair() {
     let (_dir, service) = serve_limits(&support::one_rule("quota", "user", "minute", 1, 600), &[]);
-    support::stay_in_one_minute(Duration::from_secs(15));
+    support::stay_in_one_minute(Duration::from_secs(40));
     let mut big = QuotaStream::opened(service.grpc_addr).await;
     let mut small = QuotaStream::opened(service.grpc_addr).await;
     let hot = bucket(&[("user", "hot")]);
-    // First reports: what each let through in its first second (none counted yet: the
-    // Envoys denied, so the window stays empty and its whole rate is to share).
+    // Reports of what each let through (none counted: the Envoys denied, so the window
+    // stays empty and its whole rate is to share).
     big.send_usage("quota", &hot, 0, 100, 0).await;
     small.send_usage("quota", &hot, 0, 10, 0).await;
     let _ = big.action_for(&hot, WAIT).await;
     let _ = small.action_for(&hot, WAIT).await;
-    // The next tick computes both shares from both demands.
-    let big_rate = rate(&big.action_until(&hot, WAIT, |a| rate(a) < 55.0).await);
-    let small_rate = rate(&small.action_until(&hot, WAIT, |a| rate(a) < 15.0).await);
+    let every = Duration::from_secs(5);
+    big.report_every(every, report("quota", vec![usage(&hot, 0, 500, 5)]));
+    small.report_every(every, report("quota", vec![usage(&hot, 0, 50, 5)]));
+    // Once the burst is shown, both shares come from both demands.
+    let shared = |a: &Assigned, most: f64| matches!(a, Assigned::TokenBucket { rate, .. } if (1.0..most).contains(rate));
+    let big_rate = rate(&big.action_until(&hot, 3 * WAIT, |a| shared(a, 55.0)).await);
+    let small_rate = rate(
+        &small
+            .action_until(&hot, 3 * WAIT, |a| shared(a, 15.0))
+            .await,
+    );
     assert!(
         (8.0..=12.0).contains(&small_rate),
         "the small Envoy gets its 10 a second: {small_rate}"

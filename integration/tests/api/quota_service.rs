@@ -40,15 +40,22 @@ async fn reports_count_on_the_counter_rls_decides_on() {
         }
         other => panic!("a first report gets a token bucket, not {other:?}"),
     }
-    // counter inspection shows the stream's demand and share
+    // counter inspection shows the stream's demand and share (the rate beyond its burst:
+    // alone on the counter, the bucket was lent the whole room at once, so next to none)
     let inspected = service.debug_get("/counters?domain=quota&descriptor=user%3Dalice");
     let body: serde_json::Value = serde_json::from_slice(&inspected.body).expect("JSON");
     let shares = body["rlqs"].as_array().expect("an rlqs list");
     assert_eq!(shares.len(), 1, "{body}");
     assert!(
+        shares[0]["demand_per_second"]
+            .as_f64()
+            .is_some_and(|d| d > 0.0),
+        "{body}"
+    );
+    assert!(
         shares[0]["share_per_second"]
             .as_f64()
-            .is_some_and(|s| s > 0.0),
+            .is_some_and(|s| s >= 0.0),
         "{body}"
     );
     // A second later, as Envoy reports, it let 59 more through: the minute's limit of 60 is

@@ -6,5 +6,6 @@ mod envoy_examples;
 mod envoy_scenarios;
 mod explain_differential;
 mod fixed_windows;
+mod rlqs_bursts;
 mod rule_names;
 mod upstream_integration;

@@ -18,6 +18,7 @@ fn engine() -> Engine {
 fn board(max_members: usize) -> Arc<QuotaBoard> {
     Arc::new(QuotaBoard::new(
         max_members,
+        true,
         Arc::new(BucketBytes::new(1 << 20)),
     ))
 }
@@ -98,7 +99,7 @@ fn a_split_over_demand_is_max_min_fair() {
 fn a_full_group_refuses_members_and_charges_its_counters_once() {
     let engine = engine();
     let memory = Arc::new(BucketBytes::new(1 << 20));
-    let board = Arc::new(QuotaBoard::new(2, Arc::clone(&memory)));
+    let board = Arc::new(QuotaBoard::new(2, true, Arc::clone(&memory)));
     let counters = counters(600);
     let first = board.join(&counters, 1).expect("room");
     let charged = memory.used();
@@ -215,4 +216,33 @@ fn envoys_joining_together_stay_within_the_room() {
         "{admissible} admissible before the next reports"
     );
     assert!(admissible >= 10.0, "the room is handed out: {admissible}");
+}
+
+#[test]
+fn a_member_is_alone_until_another_joins_and_only_on_a_sole_process() {
+    let engine = engine();
+    let board = board(100);
+    let counters = counters(600);
+    let Ok(first) = board.join(&counters, 1) else {
+        panic!("joins")
+    };
+    let now = Instant::now();
+    assert!(first.share(&engine, now).burst.alone);
+    let Ok(second) = board.join(&counters, 2) else {
+        panic!("joins")
+    };
+    assert!(!first.share(&engine, now).burst.alone);
+    drop(second);
+    assert!(first.share(&engine, now).burst.alone);
+
+    // Counts shared with other processes: another process may hold a bucket of it too.
+    let shared = Arc::new(QuotaBoard::new(
+        100,
+        false,
+        Arc::new(BucketBytes::new(1 << 20)),
+    ));
+    let Ok(lone) = shared.join(&counters, 1) else {
+        panic!("joins")
+    };
+    assert!(!lone.share(&engine, now).burst.alone);
 }

@@ -113,7 +113,19 @@ fn a_rate_close_to_the_assigned_one_keeps_the_assignment() {
 const HORIZON: Duration = Duration::from_secs(10);
 
 fn burst(pool: f64, held: f64) -> Burst {
-    Burst { pool, held }
+    Burst {
+        pool,
+        held,
+        alone: false,
+    }
+}
+
+fn alone(pool: f64, held: f64) -> Burst {
+    Burst {
+        pool,
+        held,
+        alone: true,
+    }
 }
 
 #[test]
@@ -197,9 +209,61 @@ fn an_unchanged_assignment_lends_nothing() {
             lent: 0
         }
     );
-    // A rate that moved: a new bucket, lent the room.
+    // A rate that moved: a changed bucket, lent nothing (Envoy may start it with what the
+    // old one had left, so a charged burst would be room no Envoy got).
     let decision = Strategy::decide(Some(assigned), 0, 0.9, burst(9.0, 0.0), HORIZON);
+    assert_eq!(
+        decision,
+        Decision {
+            strategy: Strategy::for_rate(0.9),
+            lent: 0
+        }
+    );
+    // After a denial, Envoy creates the token bucket anew: lent.
+    let decision = Strategy::decide(Some(Strategy::DenyAll), 0, 0.9, burst(9.0, 0.0), HORIZON);
     assert_eq!(decision.lent, 9);
+}
+
+#[test]
+fn a_bucket_alone_on_its_counter_is_lent_the_whole_room() {
+    // 600 a minute, a fresh counter: all 600 at once, nothing left to the rate.
+    let decision = Strategy::decide(None, 0, 60.0, alone(600.0, 0.0), HORIZON);
+    assert_eq!(decision.lent, 600);
+    assert_eq!(decision.strategy, Strategy::with_burst(0.0, 600));
+    // Shared, the same room lends at most MAX_BURST.
+    let shared = Strategy::decide(None, 0, 5.0, burst(600.0, 0.0), HORIZON);
+    assert_eq!(shared.lent, MAX_BURST);
+}
+
+#[test]
+fn a_lone_burst_is_taken_back_once_the_counter_is_shared() {
+    let lone = Strategy::decide(None, 0, 6.0, alone(60.0, 0.0), HORIZON);
+    assert_eq!(lone.lent, 60);
+    // Still alone, still held: kept (a changed bucket would start full again).
+    let kept = Strategy::decide(Some(lone.strategy), 60, 0.0, alone(0.0, 40.0), HORIZON);
+    assert_eq!(kept.strategy, lone.strategy);
+    // Another Envoy joined, the room all held: its rate has not moved, yet the burst goes,
+    // for the plain bucket of its share (a denial while nothing is left to share).
+    let taken = Strategy::decide(Some(lone.strategy), 60, 0.0, burst(0.0, 40.0), HORIZON);
+    assert_eq!(
+        taken,
+        Decision {
+            strategy: Strategy::DenyAll,
+            lent: 0
+        }
+    );
+    let taken = Strategy::decide(Some(lone.strategy), 60, 1.0, burst(0.0, 40.0), HORIZON);
+    assert_eq!(taken.strategy, Strategy::for_rate(1.0));
+    // A burst within the cap is not taken back: its Envoy keeps it.
+    let small = Strategy::decide(None, 0, 1.0, burst(5.0, 0.0), HORIZON);
+    let kept = Strategy::decide(
+        Some(small.strategy),
+        small.lent,
+        0.5,
+        burst(0.0, 5.0),
+        HORIZON,
+    );
+    assert_eq!(kept.strategy, small.strategy);
 }
 
 #[test]
