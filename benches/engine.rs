@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::{Ids, START_MS, address, decide};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use gcounter_engine::regional::InProcessOrigin;
-use gcounter_engine::{Engine, EngineSettings, ManualClock};
+use gcounter_engine::{Engine, EngineSettings, Hit, ManualClock};
 use gcounter_rls::telemetry::Metrics;
 
 /// Never reached: every decision accepts.
@@ -53,6 +53,16 @@ fn warm_one_key(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     group.bench_function("warm decision, one key", |b| {
         b.iter(|| decide(&engine, black_box(ids.hit("10.0.0.1", LIMIT))))
+    });
+    // A `guarantee: never_above` limit: the same accept, and the check that its window was
+    // not read by the next one before the count landed.
+    let exact = |identifier| Hit {
+        exact: true,
+        ..ids.hit(identifier, LIMIT)
+    };
+    decide(&engine, exact("10.0.0.2"));
+    group.bench_function("warm decision, one key, never_above", |b| {
+        b.iter(|| decide(&engine, black_box(exact("10.0.0.2"))))
     });
     group.finish();
 }
