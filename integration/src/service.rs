@@ -368,6 +368,16 @@ impl Service {
         self.get_on(self.debug_addr, path)
     }
 
+    /// The sliding count of `descriptor` (`key=value` pairs, URL-encoded) in `domain`, as
+    /// counter inspection shows it; 0 while the counter is unknown.
+    pub fn sliding_count(&self, domain: &str, descriptor: &str) -> u64 {
+        let inspected = self.debug_get(&format!(
+            "/counters?domain={domain}&descriptor={descriptor}"
+        ));
+        let body: serde_json::Value = serde_json::from_slice(&inspected.body).unwrap_or_default();
+        body["sliding_count"].as_u64().unwrap_or(0)
+    }
+
     fn get_on(&self, addr: SocketAddr, path: &str) -> HttpResponse {
         http_get(addr, path, &[]).unwrap_or_else(|e| {
             panic!(

@@ -330,11 +330,8 @@ impl Member {
         let split = match current {
             Some(split) => split,
             None => {
-                let split = state.compute_split(&self.group.counters, engine, now);
-                let split = Split {
-                    alone: split.alone && self.board.sole_process,
-                    ..split
-                };
+                let split =
+                    state.compute_split(&self.group.counters, engine, now, self.board.sole_process);
                 state.split = Some(split);
                 state.changes = 0;
                 split
@@ -360,11 +357,14 @@ impl Member {
 
 impl GroupState {
     /// The counters' rate now and its split between the members' demands: O(n log n).
+    /// `sole_process`: no other process counts on the counters, so a lone member here is
+    /// alone in the fleet.
     fn compute_split(
         &mut self,
         counters: &[BucketCounter],
         engine: &Engine,
         now: Instant,
+        sole_process: bool,
     ) -> Split {
         let mut penalized = false;
         let mut others = false;
@@ -389,7 +389,7 @@ impl GroupState {
             level: Level::of(rate, self.demands.values().map(|(_, demand)| *demand)),
             penalized,
             pool: (room - self.held_total).max(0.0),
-            alone: self.demands.len() == 1 && !others,
+            alone: sole_process && self.demands.len() == 1 && !others,
         }
     }
 

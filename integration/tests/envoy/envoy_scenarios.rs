@@ -296,11 +296,7 @@ fn an_rlqs_envoy_and_an_rls_envoy_share_one_limit() {
         rlqs.context()
     );
     // Envoy reports every 5 s: wait for its report of every request it let through.
-    let counted = || {
-        let inspected = service.debug_get("/counters?domain=quota&descriptor=api_key%3Dbob");
-        let body: serde_json::Value = serde_json::from_slice(&inspected.body).unwrap_or_default();
-        body["sliding_count"].as_u64().unwrap_or(0)
-    };
+    let counted = || service.sliding_count("quota", "api_key%3Dbob");
     support::wait_for(
         Duration::from_secs(15),
         "the RLQS Envoy's report of bob",

@@ -208,13 +208,7 @@ fn rlqs_envoys_bursting_together_stay_within_the_bound() {
         .iter()
         .filter(|client| client.get("/", &[("x-api-key", user)]).status == 200)
         .count();
-    let counted = || {
-        let inspected = service.debug_get(&format!(
-            "/counters?domain=quota&descriptor=api_key%3D{user}"
-        ));
-        let body: serde_json::Value = serde_json::from_slice(&inspected.body).unwrap_or_default();
-        body["sliding_count"].as_u64().unwrap_or(0)
-    };
+    let counted = || service.sliding_count("quota", &format!("api_key%3D{user}"));
     support::wait_for(
         Duration::from_secs(10),
         "every first report counted",

@@ -12,8 +12,9 @@ pub struct EngineArgs {
     ///
     /// Default: as many as --max-cell-bytes holds (its evictable share over the bytes of the
     /// smallest cell, the embedded origin's part of it and its share of the slots that
-    /// remember evicted keys included). The least recently used are evicted first. Cells protected from eviction (at or near their limit) come on top,
-    /// bounded by --max-cell-bytes.
+    /// remember evicted keys included). The least recently used are evicted first. Cells
+    /// protected from eviction (at or near their limit) come on top, bounded by
+    /// --max-cell-bytes.
     #[arg(long, env = "RLS_MAX_CELLS")]
     pub max_cells: Option<usize>,
     /// Memory of the whole process; the byte budgets below are derived from it [range: 128MiB to 1PiB]

@@ -40,9 +40,9 @@ pub(super) fn largest_cell_bytes(args: &ServeArgs) -> u64 {
 
 /// `--max-cells`, else as many cells as `cell_bytes` (`--max-cell-bytes`) holds: its evictable
 /// share over the bytes of the smallest cell (with the in-process origin's component when it
-/// is the origin) and its share of the table's ghosts. A fixed default beside a larger byte budget weighed each cell at the
-/// budget over the cap, more than it holds: the budget counted up to twice the memory the
-/// cells took, and `--max-memory` bought no more cells.
+/// is the origin) and its share of the table's ghosts. A fixed default beside a larger byte
+/// budget weighed each cell at the budget over the cap, more than it holds: the budget
+/// counted up to twice the memory the cells took, and `--max-memory` bought no more cells.
 pub(super) fn max_cells(flag: Option<usize>, cell_bytes: u64, embedded: bool) -> usize {
     if let Some(max_cells) = flag {
         return max_cells;

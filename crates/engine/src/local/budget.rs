@@ -40,6 +40,9 @@ pub const TABLE_SLOT_BYTES: u64 = 104;
 /// of 7/16 to 7/8).
 pub const GHOST_BYTES: u64 = TABLE_SLOT_BYTES + 8;
 
+/// The ghosts' bytes per evictable cell at their fullest.
+const GHOST_SHARE_BYTES: u64 = (GHOST_BYTES as f64 * GHOST_ALLOCATION) as u64;
+
 /// Bytes of one replay-queue entry besides its key's strings.
 pub const QUEUE_ENTRY_BYTES: u64 =
     (size_of::<CellKey>() + size_of::<super::cell::SharedCell>()) as u64;
@@ -135,8 +138,7 @@ impl CellBudget {
     /// it, not `max_cells` alone: a `--max-cells` far above what the bytes hold would let
     /// quick_cache keep ghosts for cells that never fit.
     pub fn evictable_cells(&self) -> u64 {
-        let ghost_share = (GHOST_BYTES as f64 * GHOST_ALLOCATION) as u64;
-        let fit = self.table_bytes / self.smallest_cell_bytes().saturating_add(ghost_share);
+        let fit = self.table_bytes / self.smallest_cell_bytes().saturating_add(GHOST_SHARE_BYTES);
         self.max_cells.min(fit).max(1)
     }
 
@@ -203,8 +205,7 @@ mod tests {
     #[test]
     fn the_ghosts_are_reserved_for_the_cells_that_fit() {
         let budget = CellBudget::new(100_000_000, 64 << 20);
-        let ghost_share = (GHOST_BYTES as f64 * GHOST_ALLOCATION) as u64;
-        let fit = budget.table_bytes / (CELL_OVERHEAD_BYTES + ghost_share);
+        let fit = budget.table_bytes / (CELL_OVERHEAD_BYTES + GHOST_SHARE_BYTES);
         assert_eq!(budget.evictable_cells(), fit);
         assert!(budget.ghost_bytes() < budget.table_bytes / 4);
         assert_eq!(
