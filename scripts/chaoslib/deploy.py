@@ -460,7 +460,12 @@ class Deployment:
         cli = self.args.redis_cli
         try:
             wait_for(lambda: in_sync(cli, port), 60, f"r{r}: the restarted node's first sync")
-            sh(cli, "-p", str(port), "config", "set", "replica-priority", "100")
+            # The Sentinel may be reconfiguring the node at that moment (it briefly turns
+            # master, then replica of the new master again): a refused CONFIG SET is tried
+            # again.
+            wait_for(lambda: sh(cli, "-p", str(port), "config", "set", "replica-priority", "100",
+                                check=False).returncode == 0,
+                     10, f"r{r}: the restarted node made promotable")
         except (RuntimeError, subprocess.CalledProcessError) as e:
             self.failover_errors.append(f"r{r}: {e}")
 
