@@ -50,7 +50,14 @@ descriptors:
     rate_limit: { unit: year, requests_per_unit: 1000000000 }
 """
 # The pools of --max-cell-bytes (`rls_memory_bytes{pool}`).
-CELL_POOLS = ("cells", "replay_queue", "foreign_components", "strict_mode", "penalty_box")
+CELL_POOLS = (
+    "cells",
+    "replay_queue",
+    "foreign_components",
+    "strict_mode",
+    "penalty_box",
+    "rights",
+)
 UNITS = {"": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30,
          "gib": 1 << 30}
 

@@ -18,6 +18,7 @@
 //! Processes are killed when their handle is dropped, including while a failed test
 //! unwinds; their output goes to log files under `target/tmp/e2e-logs/`.
 
+pub mod bounded;
 pub mod cgroup;
 pub mod check_config;
 mod envoy;

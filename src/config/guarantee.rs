@@ -4,8 +4,9 @@
 //! process deciding alone would (docs/bounded-counter.md).
 //!
 //! `never_above` is offered on one process (the embedded default), where every decision is
-//! exact; the tiers that share counts (Redis, the global counters) do not hold it yet, so a
-//! service running with them refuses such a limit (`Sharing`) instead of ignoring it.
+//! exact, and across the processes of a region, which spend rights taken from Redis (the
+//! engine's `rights`); the global counters do not hold it yet, so a service running with
+//! them refuses such a limit (`Sharing`) instead of ignoring it.
 
 use std::fmt;
 
@@ -51,8 +52,6 @@ impl fmt::Display for Guarantee {
 /// built on yet: a config with such a limit is refused while the service runs with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharing {
-    /// `--redis-url`: the processes of a region share counts through Redis.
-    Redis,
     /// `--database-url`: the regions share counts through the global counters.
     GlobalCounters,
 }
@@ -60,17 +59,14 @@ pub enum Sharing {
 impl Sharing {
     /// Why a `never_above` limit is refused with this tier.
     pub(crate) fn refusal(self) -> String {
-        let tier = match self {
-            Sharing::Redis => "the service runs with Redis (`--redis-url`)",
-            Sharing::GlobalCounters => {
-                "the service runs with the global counters (`--database-url`)"
-            }
-        };
-        format!(
-            "`guarantee: never_above` is offered on one process only (the embedded default) \
-             and {tier}, where counts travel between processes and could admit above the \
-             limit; remove the key (the default is `never_below`) or run without that tier"
-        )
+        match self {
+            Sharing::GlobalCounters => "`guarantee: never_above` is offered on one process and \
+                 across the processes of one region (Redis), not across regions: the service \
+                 runs with the global counters (`--database-url`), where counts travel between \
+                 regions and could admit above the limit; remove the key (the default is \
+                 `never_below`) or run without `--database-url`"
+                .to_owned(),
+        }
     }
 }
 

@@ -434,15 +434,12 @@ impl ServeSettings {
                     ..GlobalSettings::default()
                 },
             });
-        // `guarantee: never_above` holds on one process only for now: a limits file with it
-        // is refused while counts are shared (at start, and on every reload).
-        let sharing = match (&regional, &global) {
-            (Regional::Redis(_), _) => Some(Sharing::Redis),
-            (Regional::InProcess, Some(_)) => Some(Sharing::GlobalCounters),
-            (Regional::InProcess, None) => None,
-        };
-        let quota =
-            QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value, sharing.is_none());
+        // `guarantee: never_above` holds on one process and across the processes of a
+        // region (rights taken from Redis), not yet across regions: a limits file with it is
+        // refused while the global counters run (at start, and on every reload).
+        let sharing = global.as_ref().map(|_| Sharing::GlobalCounters);
+        let sole_process = matches!(regional, Regional::InProcess) && global.is_none();
+        let quota = QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value, sole_process);
         let statsd = statsd_settings(&args, env)?;
         let carry_over = crate::carry_over::CarryOverGroup::from_flags(
             args.redis.carry_over_from_redis.as_deref(),

@@ -20,7 +20,7 @@ pub struct PoolLabels {
     /// The plan's pools: `cell_bytes`, `request_bytes`, `transport`, `metric_series`,
     /// `reserve`; and the shares of `cell_bytes` sampled at scrape time with what they hold
     /// (`rls_memory_bytes`): `cells`, `replay_queue`, `strict_mode`, `penalty_box`,
-    /// `foreign_components`.
+    /// `rights`, `foreign_components`.
     pub pool: &'static str,
 }
 

@@ -84,7 +84,7 @@ struct SwitchLabels {
 /// One byte budget and what is held against it, sampled at scrape time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryPool {
-    /// The `pool` label: `cells`, `replay_queue`, `strict_mode`, `penalty_box`,
+    /// The `pool` label: `cells`, `replay_queue`, `strict_mode`, `penalty_box`, `rights`,
     /// `foreign_components`, `request_bytes`.
     pub pool: &'static str,
     pub bytes: u64,

@@ -22,6 +22,9 @@ pub enum Plant {
     RlqsNoTakeBack,
     /// What an RLQS bucket is lent is not charged against its counter's room.
     RlqsLendUncharged,
+    /// A `never_above` limit on a shared origin is decided from this process's counts alone,
+    /// without rights.
+    NeverAboveUnshared,
 }
 
 impl Plant {
@@ -34,6 +37,7 @@ impl Plant {
             Self::RlqsLoneCapped => "rlqs-lone-capped",
             Self::RlqsNoTakeBack => "rlqs-no-take-back",
             Self::RlqsLendUncharged => "rlqs-lend-uncharged",
+            Self::NeverAboveUnshared => "never-above-unshared",
         }
     }
 }
@@ -79,6 +83,7 @@ pub fn planted_names() -> Vec<&'static str> {
         Plant::RlqsLoneCapped,
         Plant::RlqsNoTakeBack,
         Plant::RlqsLendUncharged,
+        Plant::NeverAboveUnshared,
     ]
     .into_iter()
     .filter(|plant| planted(*plant))

@@ -19,6 +19,8 @@ pub enum OriginOp {
     Strict,
     /// Batched accepted work.
     Replay,
+    /// Rights of a `never_above` counter taken or given back (`regional::rights`).
+    Rights,
 }
 
 impl OriginOp {
@@ -29,6 +31,7 @@ impl OriginOp {
             Self::Stale => "stale",
             Self::Strict => "strict",
             Self::Replay => "replay",
+            Self::Rights => "rights",
         }
     }
 }

@@ -16,7 +16,8 @@
 //! Sentinel (`connect`); a connection made lazily in a spawned task and made again after it
 //! fails (`lazy`: the cluster's, Sentinel's master's); the master the sentinels name and
 //! which errors mean it moved (`sentinel`); replay's pipelines per slot (`replay`); the
-//! region's penalty box, one expiring key per penalized counter (`penalty`); replies and
+//! region's penalty box, one expiring key per penalized counter (`penalty`); the rights of
+//! `never_above` counters its processes took (`rights`); replies and
 //! errors (`reply`); the key layout (`key`); a cell's carried-over component and the reader
 //! of the replaced limiter's counts (`carry`); throwaway `redis-server`s for tests: plain, TLS,
 //! a Unix socket with a password, a cluster, a Sentinel set that fails over (`testing`).
@@ -28,6 +29,7 @@ mod lazy;
 mod penalty;
 mod replay;
 mod reply;
+mod rights;
 mod sentinel;
 mod settings;
 #[cfg(any(test, feature = "testing"))]
@@ -41,7 +43,9 @@ pub use carry::CountReader;
 use connect::Backend;
 use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::pn::PnCount;
-use gcounter_engine::regional::{CellRead, OriginError, OriginFuture, RegionalOrigin};
+use gcounter_engine::regional::{
+    CellRead, OriginError, OriginFuture, RegionalOrigin, RightsAsk, RightsReturn,
+};
 use replay::REPLAY_SCRIPT;
 use reply::{cluster_error, components, origin_error, sentinel_error};
 pub use settings::{
@@ -152,6 +156,52 @@ impl RedisOrigin {
     }
 }
 
+impl RedisOrigin {
+    /// Commands whose replies nobody reads, each on the key it names, in as few round trips
+    /// as the backend allows: one pipeline on one node or Sentinel's master; on a cluster,
+    /// one call each (the keys sit in different slots), sent together.
+    pub(crate) async fn run_all(&self, commands: Vec<redis::Cmd>) -> Result<(), OriginError> {
+        if commands.is_empty() {
+            return Ok(());
+        }
+        match &self.backend {
+            Backend::Single(manager) => {
+                let mut pipe = redis::pipe();
+                for cmd in commands {
+                    pipe.add_command(cmd).ignore();
+                }
+                let mut conn = manager.clone();
+                pipe.query_async::<()>(&mut conn)
+                    .await
+                    .map_err(origin_error)
+            }
+            Backend::Cluster(cluster) => {
+                let (conn, generation) = cluster.connection().await?;
+                let sent = commands.into_iter().map(|cmd| {
+                    let mut conn = conn.clone();
+                    async move { cmd.query_async::<Value>(&mut conn).await }
+                });
+                for outcome in futures_util::future::join_all(sent).await {
+                    outcome.map_err(|error| cluster_error(cluster, generation, error))?;
+                }
+                Ok(())
+            }
+            Backend::Sentinel(master) => {
+                // A write that lands on a demoted master fails (READONLY), which moves the
+                // origin.
+                let mut pipe = redis::pipe();
+                for cmd in commands {
+                    pipe.add_command(cmd).ignore();
+                }
+                let (mut conn, generation) = master.connection().await?;
+                pipe.query_async::<()>(&mut conn)
+                    .await
+                    .map_err(|error| sentinel_error(master, generation, error))
+            }
+        }
+    }
+}
+
 impl RegionalOrigin for RedisOrigin {
     fn name(&self) -> &'static str {
         "redis"
@@ -176,6 +226,19 @@ impl RegionalOrigin for RedisOrigin {
 
     fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
         Box::pin(self.read_penalty(counter))
+    }
+
+    /// Every process of the region decides from it.
+    fn shares_rights(&self) -> bool {
+        true
+    }
+
+    fn take_rights<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64> {
+        Box::pin(self.take(ask))
+    }
+
+    fn give_back_rights<'a>(&'a self, returns: &'a [RightsReturn]) -> OriginFuture<'a, ()> {
+        Box::pin(self.give_back(returns))
     }
 
     /// Moves to another master under Sentinel (one node and a cluster keep 0).

@@ -5,12 +5,8 @@
 //! Key: the counter's cell key without the sequence, then `:penalty` (same hash tag, so it
 //! lands in the slot of the counter's cells; no cell key ends in a non-number).
 
-use futures_util::future::join_all;
-use redis::Value;
-
 use crate::RedisOrigin;
-use crate::connect::Backend;
-use crate::reply::{cluster_error, origin_error, sentinel_error, total};
+use crate::reply::total;
 use gcounter_engine::cell_key::{CellKey, CounterKey};
 use gcounter_engine::regional::OriginError;
 
@@ -69,45 +65,7 @@ impl RedisOrigin {
                 cmd
             })
             .collect();
-        if commands.is_empty() {
-            return Ok(());
-        }
-        match &self.backend {
-            Backend::Single(manager) => {
-                let mut pipe = redis::pipe();
-                for cmd in commands {
-                    pipe.add_command(cmd).ignore();
-                }
-                let mut conn = manager.clone();
-                pipe.query_async::<()>(&mut conn)
-                    .await
-                    .map_err(origin_error)
-            }
-            Backend::Cluster(cluster) => {
-                // Keys of different counters sit in different slots: one call each, together.
-                let (conn, generation) = cluster.connection().await?;
-                let sent = commands.into_iter().map(|cmd| {
-                    let mut conn = conn.clone();
-                    async move { cmd.query_async::<Value>(&mut conn).await }
-                });
-                for outcome in join_all(sent).await {
-                    outcome.map_err(|error| cluster_error(cluster, generation, error))?;
-                }
-                Ok(())
-            }
-            Backend::Sentinel(master) => {
-                // One master holds every key: one pipeline, as on one node. A write that
-                // lands on a demoted master fails (READONLY), which moves the origin.
-                let mut pipe = redis::pipe();
-                for cmd in commands {
-                    pipe.add_command(cmd).ignore();
-                }
-                let (mut conn, generation) = master.connection().await?;
-                pipe.query_async::<()>(&mut conn)
-                    .await
-                    .map_err(|error| sentinel_error(master, generation, error))
-            }
-        }
+        self.run_all(commands).await
     }
 
     pub(crate) async fn read_penalty(&self, counter: &CounterKey) -> Result<u64, OriginError> {

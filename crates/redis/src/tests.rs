@@ -54,7 +54,7 @@ fn settings(urls: &[String], cluster: bool) -> RedisSettings {
 }
 
 /// Another process of the same region: same Redis, same prefix, its own field.
-fn another_process(origin: &RedisOrigin, urls: &[String]) -> RedisOrigin {
+pub(crate) fn another_process(origin: &RedisOrigin, urls: &[String]) -> RedisOrigin {
     RedisOrigin::connect(RedisSettings {
         urls: urls.to_vec(),
         cluster: origin.is_cluster(),
@@ -65,7 +65,7 @@ fn another_process(origin: &RedisOrigin, urls: &[String]) -> RedisOrigin {
 }
 
 /// The machine's Redis, or a failed test saying how to start it.
-async fn local_redis() -> RedisOrigin {
+pub(crate) async fn local_redis() -> RedisOrigin {
     let reachable = tokio::time::timeout(
         Duration::from_secs(2),
         tokio::net::TcpStream::connect("127.0.0.1:6379"),
@@ -122,7 +122,7 @@ async fn fields(url: &str, name: &str) -> HashMap<String, String> {
     admin(url, &["HGETALL", name]).await
 }
 
-fn cell(identifier: &str, duration_ms: u64, sequence: u64) -> CellKey {
+pub(crate) fn cell(identifier: &str, duration_ms: u64, sequence: u64) -> CellKey {
     CellKey {
         workspace: "d".into(),
         namespace: "1:k/".into(),
@@ -1041,7 +1041,7 @@ async fn replayed_within_30s(origin: &RedisOrigin, batch: &[(CellKey, u64)]) -> 
     }
 }
 
-fn sentinel_settings(set: &SentinelSet, password: Option<&str>) -> RedisSettings {
+pub(crate) fn sentinel_settings(set: &SentinelSet, password: Option<&str>) -> RedisSettings {
     RedisSettings {
         urls: set.sentinel_urls(),
         sentinel: Some(SentinelMaster {

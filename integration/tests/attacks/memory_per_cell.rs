@@ -42,12 +42,13 @@ descriptors:
 ";
 
 /// The pools of `--max-cell-bytes` (`rls_memory_bytes{pool}`).
-const CELL_POOLS: [&str; 5] = [
+const CELL_POOLS: [&str; 6] = [
     "cells",
     "replay_queue",
     "foreign_components",
     "strict_mode",
     "penalty_box",
+    "rights",
 ];
 
 struct Reading {

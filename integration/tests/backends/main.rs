@@ -3,6 +3,7 @@
 
 mod cleanup;
 mod global_sql;
+mod never_above_redis;
 mod never_above_refused;
 mod quota_fleet;
 mod redis_sentinel;

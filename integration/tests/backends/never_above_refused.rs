@@ -1,8 +1,9 @@
-//! `guarantee: never_above` is held on one process only: with Redis (the processes of a
-//! region) or the global counters (regions), where counts travel and could admit above the
-//! limit, a limits file with it is refused, naming each limit's file, line and place: at
-//! start the service exits with the message; on a hot reload the running config stays and
-//! the rejection is counted and logged, as for any bad config.
+//! `guarantee: never_above` is held on one process and across the processes of a region
+//! (Redis), not across regions yet: with the global counters, where counts travel between
+//! regions and could admit above the limit, a limits file with it is refused, naming each
+//! limit's file, line and place: at start the service exits with the message; on a hot
+//! reload the running config stays and the rejection is counted and logged, as for any bad
+//! config.
 
 use gcounter_rls_integration as support;
 
@@ -45,46 +46,48 @@ fn refused_at_start(config: &str, extra: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-#[test]
-fn a_service_sharing_counts_refuses_never_above_at_start() {
-    let redis = redis_testing::PlainRedis::start_or_fail();
-    let url = redis.url();
-    let (dir, path) = support::limits_file(NEVER_ABOVE);
-    let config = path.to_string_lossy().into_owned();
+/// The global counters of a test: a SQLite file in `dir`, region `r1`.
+fn global_counters(dir: &tempfile::TempDir) -> Vec<String> {
     let database = format!(
         "sqlite://{}?mode=rwc",
         dir.path().join("global.db").display()
     );
-    let tiers: [(&[&str], &str); 2] = [
-        (&["--redis-url", &url], "--redis-url"),
-        (
-            &["--database-url", &database, "--region", "r1"],
-            "--database-url",
-        ),
-    ];
-    for (args, flag) in tiers {
-        let (code, stderr) = refused_at_start(&config, args);
-        assert_eq!(code, Some(1), "{flag}: {stderr}");
-        let place = format!("{config}:7: descriptors[0].rate_limit.guarantee:");
-        assert!(stderr.contains(&place), "{flag}: no {place:?} in {stderr}");
-        assert!(
-            stderr.contains("`guarantee: never_above` is offered on one process only"),
-            "{flag}: {stderr}"
-        );
-        assert!(stderr.contains(flag), "{flag}: {stderr}");
-    }
-    // The same file without the key starts with Redis.
+    vec![
+        "--database-url".into(),
+        database,
+        "--region".into(),
+        "r1".into(),
+    ]
+}
+
+const REFUSAL: &str = "`guarantee: never_above` is offered on one process and across the processes of one region (Redis), not across regions";
+
+#[test]
+fn the_global_counters_refuse_never_above_at_start_and_redis_takes_it() {
+    let (dir, path) = support::limits_file(NEVER_ABOVE);
+    let config = path.to_string_lossy().into_owned();
+    let global = global_counters(&dir);
+    let global: Vec<&str> = global.iter().map(String::as_str).collect();
+    let (code, stderr) = refused_at_start(&config, &global);
+    assert_eq!(code, Some(1), "{stderr}");
+    let place = format!("{config}:7: descriptors[0].rate_limit.guarantee:");
+    assert!(stderr.contains(&place), "no {place:?} in {stderr}");
+    assert!(stderr.contains(REFUSAL), "{stderr}");
+    assert!(stderr.contains("--database-url"), "{stderr}");
+    // The same file starts with Redis (the processes of a region share rights), and without
+    // the key with the global counters.
+    let redis = redis_testing::PlainRedis::start_or_fail();
+    drop(Service::start(&path, &["--redis-url", &redis.url()]));
     support::replace_file(&path, NEVER_BELOW);
-    let service = Service::start(&path, &["--redis-url", &url]);
-    drop(service);
+    drop(Service::start(&path, &global));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reload_to_never_above_with_redis_keeps_the_running_config() {
-    let redis = redis_testing::PlainRedis::start_or_fail();
-    let url = redis.url();
-    let (_dir, path) = support::limits_file(NEVER_BELOW);
-    let service = Service::start(&path, &["--redis-url", &url]);
+async fn a_reload_to_never_above_with_the_global_counters_keeps_the_running_config() {
+    let (dir, path) = support::limits_file(NEVER_BELOW);
+    let global = global_counters(&dir);
+    let global: Vec<&str> = global.iter().map(String::as_str).collect();
+    let service = Service::start(&path, &global);
     let client = grpc::rls_client(service.grpc_addr).await;
     let entries = [("api_key", "k")];
     assert_eq!(
@@ -100,9 +103,8 @@ async fn a_reload_to_never_above_with_redis_keeps_the_running_config() {
     support::eventually("a rejected reload", true, || {
         service.config_reloads("error") >= 1.0
     });
-    let needle = "`guarantee: never_above` is offered on one process only";
     support::eventually("the rejection logged", true, || {
-        service.log_tail(50).contains(needle)
+        service.log_tail(50).contains(REFUSAL)
     });
     assert!(
         service

@@ -134,6 +134,7 @@ async fn new_series_appear_on_metrics_after_a_few_requests() {
         "replay_queue",
         "strict_mode",
         "penalty_box",
+        "rights",
         "foreign_components",
         "request_bytes",
     ] {

@@ -105,11 +105,12 @@ impl Metrics {
         registry.register(
             "memory_bytes",
             "Bytes held against each bounded pool: cells (the cell table, evictable and \
-             protected), replay_queue, strict_mode, penalty_box, foreign_components (the other \
-             regions' components of the cells sync read) (shares of --max-cell-bytes), \
-             request_bytes (request bytes being buffered, --max-buffered-request-bytes) \
-             and rlqs_buckets (RLQS buckets' ids, state and groups, --rlqs-max-bucket-bytes); \
-             their budgets are in rls_memory_budget_bytes",
+             protected), replay_queue, strict_mode, penalty_box, rights (of never_above \
+             limits, with Redis), foreign_components (the other regions' components of the \
+             cells sync read) (shares of --max-cell-bytes), request_bytes (request bytes \
+             being buffered, --max-buffered-request-bytes) and rlqs_buckets (RLQS buckets' \
+             ids, state and groups, --rlqs-max-bucket-bytes); their budgets are in \
+             rls_memory_budget_bytes",
             memory_bytes.clone(),
         );
         let decisions = Family::<DecisionLabels, ShardedCounter>::default();
@@ -196,7 +197,7 @@ impl Metrics {
         );
         registry.register(
             "origin_operations",
-            "Regional origin calls by operation (cold, stale, strict, replay) and result",
+            "Regional origin calls by operation (cold, stale, strict, replay, rights) and result",
             origin_operations.clone(),
         );
         registry.register(

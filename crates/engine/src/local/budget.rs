@@ -66,9 +66,9 @@ pub fn cell_bytes(key: &CellKey) -> u64 {
 }
 
 /// `--max-cell-bytes` shared out. The shares are fixed so the sum never exceeds the budget:
-/// evictable cells 5/8 (with the ghosts of evicted ones), protected cells 3/16, the replay
+/// evictable cells 5/8 (with the ghosts of evicted ones), protected cells 5/32, the replay
 /// queue 1/16, the other regions' components sync read 1/16, strict mode 1/32, the penalty
-/// box 1/32.
+/// box 1/32, the rights of `never_above` counters 1/32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CellBudget {
     /// Bytes of the evictable cells of the table and of the ghosts of evicted ones: the
@@ -87,6 +87,8 @@ pub struct CellBudget {
     pub strict_bytes: u64,
     /// Bytes of penalty-box entries.
     pub penalty_bytes: u64,
+    /// Bytes of the rights this process holds of `never_above` counters (`local::rights`).
+    pub rights_bytes: u64,
     /// The cap in cells (`--max-cells`).
     pub max_cells: u64,
     /// The least a cell weighs: the evictable weight / `max_cells`, so `--max-cells` caps
@@ -108,11 +110,12 @@ impl CellBudget {
         let table_bytes = max_bytes / 8 * 5;
         Self {
             table_bytes,
-            protected_bytes: max_bytes / 16 * 3,
+            protected_bytes: max_bytes / 32 * 5,
             replay_bytes: max_bytes / 16,
             components_bytes: max_bytes / 16,
             strict_bytes: max_bytes / 32,
             penalty_bytes: max_bytes / 32,
+            rights_bytes: max_bytes / 32,
             max_cells,
             min_cell_weight: 1,
             origin_cell_bytes: 0,
@@ -187,7 +190,8 @@ mod tests {
             + budget.replay_bytes
             + budget.components_bytes
             + budget.strict_bytes
-            + budget.penalty_bytes;
+            + budget.penalty_bytes
+            + budget.rights_bytes;
         assert!(sum <= 1 << 20);
         let evictable = budget.evictable_weight() / budget.min_cell_weight;
         assert!(evictable <= 1_000, "{evictable} evictable cells fit");

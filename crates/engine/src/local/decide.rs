@@ -31,6 +31,13 @@ impl Engine {
     /// denied for `penalty_ms` (in this process at once, in the region's other processes
     /// once they read the origin: a cold cell, a refresh). 0: no penalty.
     pub fn check_with_penalty<'a>(&'a self, hit: Hit<'a>, penalty_ms: u64) -> Check<'a> {
+        if hit.exact
+            && hit.cost > 0
+            && self.origin.shares_rights()
+            && !crate::plant::planted(crate::plant::Plant::NeverAboveUnshared)
+        {
+            return Check::Slow(Box::pin(self.check_with_rights(hit, penalty_ms)));
+        }
         let now_ms = self.clock.now_ms();
         if penalty_ms > 0
             && let Some(until) = self.penalties.held_until(&hit.counter, now_ms)
@@ -89,6 +96,9 @@ impl Engine {
         let current = self.cell(key, now_ms, &mut source).await;
         let (given, need) = current.refund(hit.cost, self.table.changes());
         self.queue_replay(need, &key, &current);
+        if hit.exact && self.origin.shares_rights() {
+            self.refund_rights(&key, given);
+        }
         let mut left = hit.cost.saturating_sub(given);
         let previous_total = match self.previous_sequence(&position) {
             Some(sequence) => {

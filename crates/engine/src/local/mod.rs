@@ -27,7 +27,8 @@
 //! - `replay`: batching with a queue bounded in entries and bytes, cancellation-safe (a
 //!   dropped replay queues its unsettled cells again); `refresh`: single-flight refreshes.
 //! - `strict` (strict mode after a denial), `penalty` (the penalty box, shared with the
-//!   region through the origin), `clock`, `deadlines`.
+//!   region through the origin), `rights` (`never_above` limits on an origin other processes
+//!   share: each admission spends a right taken from it), `clock`, `deadlines`.
 //! - `inspect`: `InspectedCounter` (filled in by the server, served by its admin port) and
 //!   the sampled Space-Saving heavy-hitters sketch.
 
@@ -48,6 +49,7 @@ mod publication;
 mod refresh;
 mod replay;
 mod retry;
+mod rights;
 mod strict;
 mod table;
 mod window;
@@ -86,6 +88,7 @@ use inspect::HeavyHitters;
 use penalty::PenaltyBox;
 use refresh::RefreshGate;
 use replay::ReplayQueue;
+use rights::HeldRights;
 use strict::StrictMode;
 use table::CellTable;
 
@@ -190,6 +193,8 @@ pub struct Engine {
     replay: ReplayQueue,
     strict: StrictMode,
     penalties: PenaltyBox,
+    /// Rights of `never_above` counters taken from a shared origin (`rights`).
+    rights: HeldRights,
     /// The other regions' components of the cells sync read (`components`).
     components: ForeignComponents,
     hitters: HeavyHitters,
@@ -220,7 +225,7 @@ pub struct Engine {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolBytes {
     /// `cells` (the cell table: evictable and protected cells), `replay_queue`,
-    /// `strict_mode`, `penalty_box` or `foreign_components`.
+    /// `strict_mode`, `penalty_box`, `rights` or `foreign_components`.
     pub pool: &'static str,
     pub bytes: u64,
     pub budget: u64,
@@ -251,6 +256,7 @@ impl Engine {
             ),
             strict: StrictMode::new(budget.strict_bytes),
             penalties: PenaltyBox::new(budget.penalty_bytes),
+            rights: HeldRights::new(budget.rights_bytes),
             components: ForeignComponents::new(budget.components_bytes),
             hitters: HeavyHitters::default(),
             refresh_gate: RefreshGate::default(),
@@ -340,7 +346,7 @@ impl Engine {
     /// What each structure keyed by a cell holds against its share of `max_cell_bytes`
     /// (see [`CellBudget`]), as the structures weigh their entries (the cell table with the
     /// slots its ghosts hold): for a metrics scrape.
-    pub fn memory(&self) -> [PoolBytes; 5] {
+    pub fn memory(&self) -> [PoolBytes; 6] {
         let budget = CellBudget::new(self.settings.max_cells, self.settings.max_cell_bytes);
         let pool = |pool, (bytes, budget)| PoolBytes {
             pool,
@@ -361,6 +367,7 @@ impl Engine {
             pool("replay_queue", self.replay.bytes()),
             pool("strict_mode", self.strict.bytes()),
             pool("penalty_box", self.penalties.bytes()),
+            pool("rights", self.rights.bytes()),
             pool(
                 "foreign_components",
                 (self.components.bytes(), self.components.max_bytes()),
@@ -382,6 +389,7 @@ impl Engine {
                     convergence.republish_after_origin_change().await;
                     convergence.replay_now().await;
                     convergence.recover_overflowed().await;
+                    self.give_back_rights(false).await;
                 }
                 _ = self.replay.batch_ready() => self.convergence().replay_now().await,
                 _ = reap.tick() => {
@@ -395,6 +403,7 @@ impl Engine {
             }
         }
         let unpublished = self.convergence().final_replay().await;
+        self.give_back_rights(true).await;
         if unpublished > 0 {
             tracing::error!(
                 cells = unpublished,

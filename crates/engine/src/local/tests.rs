@@ -351,6 +351,7 @@ async fn memory_reports_each_pool_against_its_share_of_the_budget() {
             "replay_queue",
             "strict_mode",
             "penalty_box",
+            "rights",
             "foreign_components"
         ]
     );

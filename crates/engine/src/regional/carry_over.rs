@@ -179,6 +179,18 @@ impl RegionalOrigin for CarryOverOrigin {
         self.inner.penalty_until(counter)
     }
 
+    fn shares_rights(&self) -> bool {
+        self.inner.shares_rights()
+    }
+
+    fn take_rights<'a>(&'a self, ask: &'a super::RightsAsk) -> OriginFuture<'a, u64> {
+        self.inner.take_rights(ask)
+    }
+
+    fn give_back_rights<'a>(&'a self, returns: &'a [super::RightsReturn]) -> OriginFuture<'a, ()> {
+        self.inner.give_back_rights(returns)
+    }
+
     fn epoch(&self) -> u64 {
         self.inner.epoch()
     }

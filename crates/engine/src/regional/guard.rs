@@ -237,6 +237,33 @@ impl<O: RegionalOrigin + ?Sized> RegionalOrigin for GuardedOrigin<O> {
         ))
     }
 
+    fn shares_rights(&self) -> bool {
+        self.inner.shares_rights()
+    }
+
+    /// Bounded like a read: a decision waits for it.
+    fn take_rights<'a>(&'a self, ask: &'a super::RightsAsk) -> OriginFuture<'a, u64> {
+        let span = origin_span!("regional.take_rights", self.inner.name(), 1);
+        Box::pin(traced(
+            span,
+            self.guarded(self.read_timeout, move || self.inner.take_rights(ask)),
+        ))
+    }
+
+    fn give_back_rights<'a>(&'a self, returns: &'a [super::RightsReturn]) -> OriginFuture<'a, ()> {
+        let span = origin_span!(
+            "regional.give_back_rights",
+            self.inner.name(),
+            returns.len()
+        );
+        Box::pin(traced(
+            span,
+            self.guarded(self.replay_timeout, move || {
+                self.inner.give_back_rights(returns)
+            }),
+        ))
+    }
+
     /// Not admitted by the breaker: tried whatever its state, bounded by the replay timeout
     /// and `deadline`. A success still closes the circuit; a failure does not extend it.
     fn replay_final<'a>(

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use quick_cache::sync::Cache;
 use xxhash_rust::xxh3::Xxh3;
 
-use super::{CellRead, OriginFuture, RegionalOrigin};
+use super::{CellRead, OriginFuture, RegionalOrigin, RightsAsk, RightsReturn, room};
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 
@@ -43,6 +43,10 @@ pub struct InProcessOrigin {
     /// The region's penalty box: counter (by the 128-bit hash of its key) → until when (ms).
     /// Bounded to a sixteenth of the components: penalized counters are a few hot clients.
     penalties: Arc<Cache<Hash128, u64>>,
+    /// The rights of `never_above` counters its processes took (module `rights`), for
+    /// several processes sharing one store ([`InProcessOrigin::sibling`]): one process alone
+    /// decides exactly without them.
+    rights: Arc<Mutex<RightsBook>>,
     processes: Arc<Processes>,
     process: u16,
 }
@@ -79,6 +83,64 @@ fn bounded<K: Eq + std::hash::Hash + Clone, V: Clone>(items: usize) -> Cache<K, 
     }
 }
 
+/// Takes per cell, and per counter the newest cell taken from (older cells are closed to
+/// takes). Bounded like the components; a forgotten count could grant its room twice, so
+/// the bound is far above what tests of several in-process processes use.
+struct RightsBook {
+    taken: std::collections::HashMap<Hash128, u64>,
+    newest: std::collections::HashMap<Hash128, u64>,
+    max_entries: usize,
+}
+
+impl RightsBook {
+    fn take(&mut self, ask: &RightsAsk) -> u64 {
+        let counter = counter_hash(&ask.cell.counter().to_owned_key());
+        let sequence = ask.cell.sequence;
+        let newest = self.newest.get(&counter).copied().unwrap_or(0);
+        if sequence < newest
+            || self.taken.len() >= self.max_entries
+            || self.newest.len() >= self.max_entries
+        {
+            return 0;
+        }
+        if sequence > newest {
+            self.newest.insert(counter, sequence);
+            // No take weighs a cell two windows back: forget it.
+            let oldest = newest.saturating_sub(1).max(sequence.saturating_sub(3));
+            for old in oldest..sequence.saturating_sub(1) {
+                let mut key = ask.cell.clone();
+                key.sequence = old;
+                self.taken.remove(&cell_hash(&key));
+            }
+        }
+        let taken = self.taken.get(&cell_hash(&ask.cell)).copied().unwrap_or(0);
+        let previous = match sequence.checked_sub(1).filter(|_| ask.sliding) {
+            Some(before) => {
+                let mut key = ask.cell.clone();
+                key.sequence = before;
+                self.taken.get(&cell_hash(&key)).copied().unwrap_or(0)
+            }
+            None => 0,
+        };
+        let room = room(
+            ask.limit,
+            taken,
+            previous,
+            ask.cell.duration_ms,
+            ask.elapsed_ms,
+        );
+        let granted = ask.want.min(room);
+        self.taken.insert(cell_hash(&ask.cell), taken + granted);
+        granted
+    }
+
+    fn give_back(&mut self, returned: &RightsReturn) {
+        if let Some(taken) = self.taken.get_mut(&cell_hash(&returned.cell)) {
+            *taken = taken.saturating_sub(returned.count);
+        }
+    }
+}
+
 /// The component index of a cell's carried-over count ([`RegionalOrigin::seed`]): above every
 /// process's (at most 65,535 processes, indices 0 to 65,534).
 const CARRIED: u16 = u16::MAX;
@@ -97,6 +159,11 @@ impl InProcessOrigin {
             components: Arc::new(bounded(max_cells)),
             refunds: Arc::new(bounded(max_cells)),
             penalties: Arc::new(bounded(max_cells / 16)),
+            rights: Arc::new(Mutex::new(RightsBook {
+                taken: std::collections::HashMap::new(),
+                newest: std::collections::HashMap::new(),
+                max_entries: max_cells.max(1),
+            })),
             processes: Arc::new(Processes {
                 names: Mutex::new(vec!["local".into()]),
                 count: AtomicU16::new(1),
@@ -127,6 +194,7 @@ impl InProcessOrigin {
             components: Arc::clone(&self.components),
             refunds: Arc::clone(&self.refunds),
             penalties: Arc::clone(&self.penalties),
+            rights: Arc::clone(&self.rights),
             processes: Arc::clone(&self.processes),
             process: u16::try_from(index).ok()?,
         })
@@ -264,6 +332,29 @@ impl RegionalOrigin for InProcessOrigin {
     fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
         let until = self.penalties.get(&counter_hash(counter)).unwrap_or(0);
         Box::pin(std::future::ready(Ok(until)))
+    }
+
+    /// Only once a sibling shares the store: a process alone is the whole region, and its
+    /// own exact decision is the rule.
+    fn shares_rights(&self) -> bool {
+        self.processes.count.load(Ordering::Acquire) > 1
+    }
+
+    fn take_rights<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64> {
+        let granted = self
+            .rights
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(ask);
+        Box::pin(std::future::ready(Ok(granted)))
+    }
+
+    fn give_back_rights<'a>(&'a self, returns: &'a [RightsReturn]) -> OriginFuture<'a, ()> {
+        let mut book = self.rights.lock().unwrap_or_else(PoisonError::into_inner);
+        for returned in returns {
+            book.give_back(returned);
+        }
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 

@@ -11,6 +11,7 @@ mod breaker;
 mod carry_over;
 mod guard;
 mod in_process;
+mod rights;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,6 +20,7 @@ pub use breaker::CircuitState;
 pub use carry_over::{CarryOverOrigin, CarrySettings, CarrySource};
 pub use guard::{GuardSettings, GuardedOrigin};
 pub use in_process::{COMPONENT_BYTES as IN_PROCESS_COMPONENT_BYTES, InProcessOrigin};
+pub use rights::{RightsAsk, RightsReturn, room};
 
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
@@ -136,6 +138,28 @@ pub trait RegionalOrigin: Send + Sync + 'static {
     fn penalty_until<'a>(&'a self, counter: &'a CounterKey) -> OriginFuture<'a, u64> {
         let _ = counter;
         Box::pin(std::future::ready(Ok(0)))
+    }
+
+    /// Whether other processes decide from this origin's counts too: then a `never_above`
+    /// limit is decided from rights taken from it ([`take_rights`](Self::take_rights)), as
+    /// one process's exact decision would not bound the region's admissions. An origin that
+    /// is this process alone (the embedded default) answers `false`.
+    fn shares_rights(&self) -> bool {
+        false
+    }
+
+    /// Take up to `ask.want` rights of a `never_above` counter's cell, atomically with every
+    /// other process's takes: how many were granted (module `rights`). The default, for an
+    /// origin that keeps no rights, grants none.
+    fn take_rights<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64> {
+        let _ = ask;
+        Box::pin(std::future::ready(Ok(0)))
+    }
+
+    /// Give back rights this process holds and will never spend.
+    fn give_back_rights<'a>(&'a self, returns: &'a [RightsReturn]) -> OriginFuture<'a, ()> {
+        let _ = returns;
+        Box::pin(std::future::ready(Ok(())))
     }
 
     /// Changes when the origin's store was replaced by one that may lack what this process

@@ -1,0 +1,275 @@
+//! `never_above` limits when other processes decide from the same origin (Redis): every
+//! unit admitted spends a right this process took from the region (`regional::rights`), so
+//! the region's admissions never exceed what one process deciding alone would admit.
+//!
+//! One process exact on its own counts is not enough there: each process sees the others'
+//! admissions only after a replay, and a decision from local memory may take what another
+//! process already took. Rights move instead of counts: a process takes a few at a time, as
+//! many as it expects to spend before its next replay (twice its demand over a replay
+//! interval, at least the hit's cost), spends them from memory, and gives back what it will
+//! not spend (idle for [`IDLE_MS`], or of a cell its clock has left) on the replay cadence
+//! and at shutdown.
+//!
+//! The cell table still records every admission, so inspection, metrics and the replayed
+//! counts stay as for any limit; the rights decide first and the table's own rule after
+//! (it only ever denies more).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
+
+use super::decide::current_key;
+use super::{Engine, Hit, Verdict, WindowPosition, Windows};
+use crate::cell_key::{CellKey, CellKeyRef};
+use crate::recorder::{DecisionSource, OriginOp};
+use crate::regional::{RightsAsk, RightsReturn};
+
+/// Rights held this long without a request go back to the region.
+pub const IDLE_MS: u64 = 1_000;
+
+/// Bytes of one holding besides its key's strings: the key, the holding's allocation (four
+/// counters and the `Arc`'s counts) and quick_cache's bookkeeping.
+pub const HOLDING_BYTES: u64 = size_of::<CellKey>() as u64 + 8 + 48 + 40;
+
+/// The rights this process holds, per cell of a `never_above` counter. Bounded in bytes
+/// (its share of `--max-cell-bytes`): a holding evicted under a flood of counters takes its
+/// rights with it, which the region counts as spent until their cell ends (never above,
+/// never lost for more than two windows).
+pub(super) struct HeldRights {
+    cells: Cache<CellKey, Arc<Holding>, HoldingWeighter>,
+    max_bytes: u64,
+}
+
+#[derive(Clone)]
+struct HoldingWeighter;
+
+impl Weighter<CellKey, Arc<Holding>> for HoldingWeighter {
+    fn weight(&self, key: &CellKey, _: &Arc<Holding>) -> u64 {
+        HOLDING_BYTES + key.heap_bytes() as u64
+    }
+}
+
+/// One cell's rights in this process.
+#[derive(Debug, Default)]
+pub(super) struct Holding {
+    /// Taken and not spent.
+    rights: AtomicU64,
+    /// Cost offered since the last take: the demand the next take is sized by.
+    offered: AtomicU64,
+    /// When the last take was asked (ms; 0: never).
+    since_ms: AtomicU64,
+    /// When a hit last came (ms): idle holdings give their rights back.
+    last_hit_ms: AtomicU64,
+}
+
+impl Holding {
+    fn offer(&self, cost: u64, now_ms: u64) {
+        self.offered.fetch_add(cost, Ordering::Relaxed);
+        self.last_hit_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Spends `cost` rights if it holds as many.
+    fn spend(&self, cost: u64) -> bool {
+        self.rights
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_sub(cost)
+            })
+            .is_ok()
+    }
+
+    pub(super) fn add(&self, rights: u64) {
+        self.rights.fetch_add(rights, Ordering::AcqRel);
+    }
+
+    fn take_all(&self) -> u64 {
+        self.rights.swap(0, Ordering::AcqRel)
+    }
+
+    /// How many rights to ask for: twice the demand measured since the last take over
+    /// `horizon_ms` (a replay interval), at least `cost`, at most `limit`. The first take of
+    /// a cell asks for `cost`; under steady demand the asks double until they cover it.
+    fn want(&self, cost: u64, now_ms: u64, horizon_ms: u64, limit: u64) -> u64 {
+        let offered = self.offered.swap(0, Ordering::Relaxed);
+        let since = self.since_ms.swap(now_ms, Ordering::Relaxed);
+        let span = now_ms.saturating_sub(since).max(horizon_ms).max(1);
+        let demand = u128::from(offered) * 2 * u128::from(horizon_ms) / u128::from(span);
+        u64::try_from(demand)
+            .unwrap_or(u64::MAX)
+            .min(limit)
+            .max(cost)
+    }
+}
+
+impl HeldRights {
+    pub(super) fn new(max_bytes: u64) -> Self {
+        let max_bytes = max_bytes.max(HOLDING_BYTES);
+        Self {
+            cells: Cache::with_weighter(
+                usize::try_from(max_bytes / HOLDING_BYTES).unwrap_or(usize::MAX),
+                max_bytes,
+                HoldingWeighter,
+            ),
+            max_bytes,
+        }
+    }
+
+    pub(super) fn holding(&self, key: &CellKey) -> Arc<Holding> {
+        match self
+            .cells
+            .get_or_insert_with(key, || Ok::<_, std::convert::Infallible>(Arc::default()))
+        {
+            Ok(holding) => holding,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Bytes held, against the share of the budget.
+    pub(super) fn bytes(&self) -> (u64, u64) {
+        (self.cells.weight(), self.max_bytes)
+    }
+
+    /// Takes out of the holdings the rights this process will not spend: all of them when
+    /// `everything`, else those of cells its clock has left and of idle holdings. Holdings
+    /// of cells that have ended are forgotten.
+    fn returns(&self, now_ms: u64, everything: bool) -> Vec<RightsReturn> {
+        let mut returns = Vec::new();
+        let mut ended = Vec::new();
+        for (cell, holding) in self.cells.iter() {
+            let current = WindowPosition::at(now_ms, cell.duration_ms).sequence;
+            let over = cell.sequence < current;
+            let idle =
+                now_ms.saturating_sub(holding.last_hit_ms.load(Ordering::Relaxed)) >= IDLE_MS;
+            if over {
+                ended.push(cell.clone());
+            }
+            if everything || over || idle {
+                let count = holding.take_all();
+                if count > 0 {
+                    returns.push(RightsReturn { cell, count });
+                }
+            }
+        }
+        for cell in ended {
+            self.cells.remove(&cell);
+        }
+        returns
+    }
+}
+
+impl Engine {
+    /// A `never_above` hit when other processes share the origin: a right of the current
+    /// cell first (taken from the region when none is held), then the cell table's own
+    /// decision at the same instant. No right: denied.
+    pub(super) async fn check_with_rights(&self, hit: Hit<'_>, penalty_ms: u64) -> Verdict {
+        let now_ms = self.clock.now_ms();
+        if penalty_ms > 0
+            && let Some(until) = self.penalties.held_until(&hit.counter, now_ms)
+        {
+            self.metrics.decision_source(DecisionSource::Local);
+            return super::decide::penalized(now_ms, until);
+        }
+        let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
+        let key = current_key(&hit, &position);
+        // The right decides the bound; the table records the admission in the same cell
+        // (its own withdrawal of late accepts is for one process alone).
+        let recorded = Hit {
+            exact: false,
+            ..hit
+        };
+        let owned = key.to_owned_key();
+        let holding = self.rights.holding(&owned);
+        holding.offer(hit.cost, now_ms);
+        if !holding.spend(hit.cost) {
+            let ask = RightsAsk {
+                want: holding.want(
+                    hit.cost,
+                    now_ms,
+                    self.settings.replay_interval.as_millis() as u64,
+                    hit.limit,
+                ),
+                cell: owned,
+                limit: hit.limit,
+                elapsed_ms: position.elapsed_ms,
+                sliding: self.settings.windows == Windows::Sliding,
+            };
+            let started = std::time::Instant::now();
+            let taken = self.origin.take_rights(&ask).await;
+            self.metrics
+                .origin_call(OriginOp::Rights, taken.is_ok(), started.elapsed());
+            match taken {
+                Ok(granted) => holding.add(granted),
+                Err(error) => {
+                    tracing::debug!(%error, origin = self.origin.name(), "taking rights failed; deciding from the rights held");
+                }
+            }
+            if !holding.spend(hit.cost) {
+                return self
+                    .deny_without_rights(recorded, key, position, now_ms, &hit, penalty_ms)
+                    .await;
+            }
+        }
+        let verdict = self
+            .check_slow(recorded, key, position, now_ms, penalty_ms)
+            .await;
+        if !verdict.allowed {
+            // Not admitted: the right is still this process's to spend.
+            holding.add(hit.cost);
+        }
+        verdict
+    }
+
+    /// The region's rights of the cell are spent (or out of reach): denied, with the
+    /// counts the table holds for the answer's figures.
+    async fn deny_without_rights(
+        &self,
+        recorded: Hit<'_>,
+        key: CellKeyRef<'_>,
+        position: WindowPosition,
+        now_ms: u64,
+        hit: &Hit<'_>,
+        penalty_ms: u64,
+    ) -> Verdict {
+        let peek = Hit {
+            cost: 0,
+            ..recorded
+        };
+        let seen = self.check_slow(peek, key, position, now_ms, 0).await;
+        let verdict = Verdict {
+            allowed: false,
+            remaining: 0,
+            until_reset_ms: self.until_reset_ms(&position),
+            seen: seen.seen,
+        };
+        self.penalize_denial(verdict, hit, penalty_ms, now_ms)
+    }
+
+    /// A refund of a `never_above` hit given back in the current cell is this process's to
+    /// spend again: the region's admissions net of refunds shrank by as much.
+    pub(super) fn refund_rights(&self, key: &CellKeyRef<'_>, given: u64) {
+        if given > 0 {
+            self.rights.holding(&key.to_owned_key()).add(given);
+        }
+    }
+
+    /// Gives back the rights this process will not spend (see [`HeldRights::returns`]); all
+    /// of them at shutdown. Rights whose return fails stay counted as spent until their
+    /// cell ends.
+    pub(super) async fn give_back_rights(&self, everything: bool) {
+        let returns = self.rights.returns(self.clock.now_ms(), everything);
+        if returns.is_empty() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let given = self.origin.give_back_rights(&returns).await;
+        self.metrics
+            .origin_call(OriginOp::Rights, given.is_ok(), started.elapsed());
+        if let Err(error) = given {
+            tracing::debug!(%error, origin = self.origin.name(), cells = returns.len(), "giving rights back failed; they return when their cells end");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,177 @@
+//! Several processes sharing one in-process store decide a `never_above` counter from rights.
+
+use std::sync::Arc;
+
+use super::super::tests::Names;
+use super::super::{Engine, EngineSettings, ManualClock, Windows};
+use crate::recorder::NoRecorder;
+use crate::regional::{InProcessOrigin, RegionalOrigin};
+
+const WINDOW_MS: u64 = 1_000;
+
+/// `processes` engines on one store and one manual clock.
+fn fleet(processes: usize, windows: Windows) -> (Vec<Arc<Engine>>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(0));
+    let store = InProcessOrigin::new(10_000);
+    let mut origins: Vec<Arc<dyn RegionalOrigin>> = Vec::new();
+    for p in 1..processes {
+        match store.sibling(&format!("p{p}")) {
+            Some(sibling) => origins.push(Arc::new(sibling)),
+            None => panic!("a test makes fewer than 65,536 processes"),
+        }
+    }
+    origins.push(Arc::new(store));
+    let engines = origins
+        .into_iter()
+        .map(|origin| {
+            let settings = EngineSettings {
+                windows,
+                ..EngineSettings::default()
+            };
+            Arc::new(Engine::new(
+                settings,
+                origin,
+                clock.clone(),
+                Arc::new(NoRecorder),
+            ))
+        })
+        .collect();
+    (engines, clock)
+}
+
+/// The highest `effective ÷ limit` of any admission in `log` (time, cost; in the order the
+/// fleet admitted them), by the rule one process deciding alone applies: the oracle reads
+/// nothing but the log.
+fn highest_effective(log: &[(u64, u64)], limit: u64, sliding: bool) -> f64 {
+    let mut per_cell = std::collections::HashMap::<u64, u64>::new();
+    let mut highest = 0.0_f64;
+    for &(at, cost) in log {
+        let (sequence, elapsed) = (at / WINDOW_MS, at % WINDOW_MS);
+        let current = per_cell.entry(sequence).or_default();
+        *current += cost;
+        let current = *current;
+        let previous = if sliding && sequence > 0 {
+            per_cell.get(&(sequence - 1)).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        let weight = previous * (WINDOW_MS - elapsed) / WINDOW_MS;
+        highest = highest.max((current + weight) as f64 / limit as f64);
+    }
+    highest
+}
+
+/// Three processes offered about 6 × the limit, in bursts, for 20 windows: what they admit
+/// and when.
+async fn run(exact: bool, windows: Windows) -> Vec<(u64, u64)> {
+    let (engines, clock) = fleet(3, windows);
+    let names = Names::new();
+    let mut log = Vec::new();
+    let mut seed = 7_u64;
+    for step in 0..(20 * WINDOW_MS / 5) {
+        let now = step * 5;
+        clock.set(now);
+        for (p, engine) in engines.iter().enumerate() {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // each process in turn is the busy one for a window: demand moves
+            let busy = (now / WINDOW_MS) as usize % 3 == p;
+            let hits = (seed >> 60) % if busy { 5 } else { 2 };
+            for _ in 0..hits {
+                let mut hit = names.hit_for("tokens", WINDOW_MS, 1, 100);
+                hit.exact = exact;
+                if engine.check(hit).await.allowed {
+                    log.push((now, 1));
+                }
+            }
+        }
+        if now % 100 == 0 {
+            for engine in &engines {
+                engine.convergence().replay_now().await;
+                engine.give_back_rights(false).await;
+            }
+        }
+    }
+    log
+}
+
+#[tokio::test]
+async fn processes_sharing_a_store_never_admit_above_the_sliding_rule() {
+    let log = run(true, Windows::Sliding).await;
+    let highest = highest_effective(&log, 100, true);
+    assert!(highest <= 1.0, "effective reached {highest} × the limit");
+    // and they admit close to what one limiter would (100 a window, 20 windows, less the
+    // first window's slide-in)
+    assert!(log.len() >= 1_700, "{} admitted", log.len());
+    // the oracle catches an excess: the same fleet on `never_below` goes above
+    let loose = run(false, Windows::Sliding).await;
+    assert!(highest_effective(&loose, 100, true) > 1.0);
+}
+
+#[tokio::test]
+async fn processes_sharing_a_store_admit_at_most_the_limit_per_fixed_window() {
+    let log = run(true, Windows::Fixed).await;
+    assert!(highest_effective(&log, 100, false) <= 1.0);
+    let mut per_window = std::collections::BTreeMap::<u64, u64>::new();
+    for (at, cost) in &log {
+        *per_window.entry(at / WINDOW_MS).or_default() += cost;
+    }
+    // every window saw demand above the limit: each admitted it, or nearly (rights the
+    // quiet processes held when the window ended)
+    assert!(
+        per_window.values().all(|&n| (90..=100).contains(&n)),
+        "{per_window:?}"
+    );
+}
+
+#[tokio::test]
+async fn rights_left_idle_go_back_to_the_region() {
+    let (engines, clock) = fleet(2, Windows::Fixed);
+    let names = Names::new();
+    let minute = 60_000;
+    let hit = || {
+        let mut hit = names.hit_for("k", minute, 1, 10);
+        hit.exact = true;
+        hit
+    };
+    // the first process takes in growing asks, and holds some of its last one
+    for _ in 0..4 {
+        assert!(engines[0].check(hit()).await.allowed);
+    }
+    let mut admitted = 0;
+    for _ in 0..10 {
+        admitted += u64::from(engines[1].check(hit()).await.allowed);
+    }
+    clock.advance(super::IDLE_MS);
+    engines[0].give_back_rights(false).await;
+    let mut more = 0;
+    for _ in 0..10 {
+        more += u64::from(engines[1].check(hit()).await.allowed);
+    }
+    assert!(more > 0, "the idle process's rights came back");
+    assert_eq!(
+        4 + admitted + more,
+        10,
+        "the region admitted its limit, no more"
+    );
+}
+
+#[tokio::test]
+async fn a_refund_is_the_refunding_process_to_spend_again() {
+    let (engines, _) = fleet(2, Windows::Fixed);
+    let names = Names::new();
+    let hit = |cost| {
+        let mut hit = names.hit_for("k", 60_000, cost, 10);
+        hit.exact = true;
+        hit
+    };
+    assert!(engines[0].check(hit(10)).await.allowed);
+    engines[0].refund(hit(4)).await;
+    assert!(
+        !engines[1].check(hit(1)).await.allowed,
+        "the region's rights are all taken"
+    );
+    assert!(engines[0].check(hit(4)).await.allowed);
+    assert!(!engines[0].check(hit(1)).await.allowed);
+}
