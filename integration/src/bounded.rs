@@ -8,6 +8,50 @@
 //! `effective` is at least this, so a value above the limit is an admission above the rule,
 //! whatever the calls' latencies.
 
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+
+use crate::Service;
+use crate::grpc::{self, RlsClient};
+use crate::load::Sent;
+
+/// The admitted calls of `sent`: when each was sent and answered (ms since the epoch).
+pub fn admitted<'a>(sent: impl IntoIterator<Item = &'a Sent>) -> Vec<(u64, u64)> {
+    sent.into_iter()
+        .filter(|s| {
+            s.first_status()
+                .is_some_and(|status| status.code == Code::Ok as i32)
+        })
+        .map(|s| (s.sent_ms, s.received_ms))
+        .collect()
+}
+
+/// `per_service` clients on each of `services`, each its own connection, interleaved (a
+/// paced load's calls go round them: every service gets its share).
+pub async fn clients(services: &[Service], per_service: usize) -> Vec<RlsClient> {
+    let mut clients = Vec::new();
+    for _ in 0..per_service {
+        for service in services {
+            clients.push(grpc::rls_client(service.grpc_addr).await);
+        }
+    }
+    clients
+}
+
+/// Sends `count` hits of `domain`'s `key` = `value` one after another through `client`: how
+/// many were admitted.
+pub async fn burst(
+    client: &mut RlsClient,
+    count: usize,
+    (domain, key, value): (&str, &str, &str),
+) -> usize {
+    let mut admitted = 0;
+    for _ in 0..count {
+        let answer = grpc::should_rate_limit(client, grpc::hit(domain, key, value)).await;
+        admitted += usize::from(grpc::overall(&answer) == Code::Ok);
+    }
+    admitted
+}
+
 /// The least `effective` of the admission `at` (sent, received ms) among `admissions`, on a
 /// sliding window of `window_ms`.
 pub fn least_effective(admissions: &[(u64, u64)], at: (u64, u64), window_ms: u64) -> u64 {

@@ -97,7 +97,8 @@ pub enum Command {
     CheckConfig(CheckConfigArgs),
     /// Explain a request's decision: descriptors, the rule, its counter, the service's answer
     Explain(Box<crate::explain::ExplainArgs>),
-    /// Create or upgrade the global counters table (`ratelimit_window_counts`)
+    /// Create or upgrade the global counters' tables (`ratelimit_window_counts`, and
+    /// `ratelimit_rights` for `never_above` limits)
     Migrate(DatabaseArgs),
     /// Delete expired global counter rows, in bounded batches
     Cleanup(CleanupArgs),

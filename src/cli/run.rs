@@ -210,7 +210,6 @@ fn load_options(
         ignore_dot_files,
         merge_domains,
         // The check knows no backend: `never_above` is checked as one process runs it.
-        sharing: None,
     })
 }
 

@@ -11,7 +11,7 @@ use serde_saphyr::Spanned;
 
 use super::error::ConfigError;
 use super::glob::Glob;
-use super::guarantee::{Guarantee, Sharing};
+use super::guarantee::Guarantee;
 use super::limits::{DomainLimits, Level, Node, ValueMatch};
 use super::place::Place;
 use super::raw::{RawDescriptor, RawFile, RawRateLimit};
@@ -34,12 +34,9 @@ pub(crate) struct CompiledDomain {
 /// Checks `raw` and builds its domain, pushing every problem to `errors`.
 /// Returns the domain whenever it has a name, even if other parts are wrong,
 /// so that a duplicate domain is still reported.
-/// `sharing`: the tier the service shares counts through, if any; a `never_above` limit is
-/// refused with it.
 pub(crate) fn compile_file(
     file: &str,
     raw: &RawFile,
-    sharing: Option<Sharing>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<CompiledDomain> {
     let first_error = errors.len();
@@ -69,7 +66,6 @@ pub(crate) fn compile_file(
         shared_file: Arc::from(file),
         errors,
         rules: Vec::new(),
-        sharing,
     };
     let domain_name = domain.map_or("", |d| d.value.as_str());
     let root = match &raw.descriptors {
@@ -122,8 +118,6 @@ struct Compiler<'a> {
     errors: &'a mut Vec<ConfigError>,
     /// Rules in config order (pre-order).
     rules: Vec<Arc<Rule>>,
-    /// The tier the service shares counts through: `never_above` is refused with it.
-    sharing: Option<Sharing>,
 }
 
 /// Where a descriptor of a level was first declared, to name it in a

@@ -3,10 +3,9 @@
 //! room for and may go over while counts travel; `never_above` never admits more than one
 //! process deciding alone would (docs/bounded-counter.md).
 //!
-//! `never_above` is offered on one process (the embedded default), where every decision is
-//! exact, and across the processes of a region, which spend rights taken from Redis (the
-//! engine's `rights`); the global counters do not hold it yet, so a service running with
-//! them refuses such a limit (`Sharing`) instead of ignoring it.
+//! On one process (the embedded default) every decision is exact; where other processes
+//! decide the same counters (Redis, the global counters) each admission spends a right taken
+//! from the store they share (the engine's `rights`).
 
 use std::fmt;
 
@@ -45,28 +44,6 @@ impl Guarantee {
 impl fmt::Display for Guarantee {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// A tier that shares a limit's counts beyond this process, which `never_above` is not
-/// built on yet: a config with such a limit is refused while the service runs with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sharing {
-    /// `--database-url`: the regions share counts through the global counters.
-    GlobalCounters,
-}
-
-impl Sharing {
-    /// Why a `never_above` limit is refused with this tier.
-    pub(crate) fn refusal(self) -> String {
-        match self {
-            Sharing::GlobalCounters => "`guarantee: never_above` is offered on one process and \
-                 across the processes of one region (Redis), not across regions: the service \
-                 runs with the global counters (`--database-url`), where counts travel between \
-                 regions and could admit above the limit; remove the key (the default is \
-                 `never_below`) or run without `--database-url`"
-                .to_owned(),
-        }
     }
 }
 

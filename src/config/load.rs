@@ -13,7 +13,6 @@ use serde_saphyr::{
 
 use super::compile::{compile_file, line_of};
 use super::error::{ConfigError, ConfigErrors};
-use super::guarantee::Sharing;
 use super::limits::{DomainLimits, LimitsConfig};
 use super::locate::path_at;
 use super::raw::RawFile;
@@ -31,9 +30,6 @@ pub struct LoadOptions {
     /// The same domain in several files merges (upstream's `MERGE_DOMAIN_CONFIG`); its
     /// top-level descriptors must still be distinct.
     pub merge_domains: bool,
-    /// The tier the service shares counts through, if any: a limit with `guarantee:
-    /// never_above` is refused with it (not built there yet), at start and on a reload.
-    pub sharing: Option<Sharing>,
 }
 
 impl From<ReadLimits> for LoadOptions {
@@ -136,7 +132,6 @@ struct Loader {
     /// Bytes this load may still read (the cap is for all files together).
     bytes_left: u64,
     merge_domains: bool,
-    sharing: Option<Sharing>,
 }
 
 /// A domain as loaded so far.
@@ -156,7 +151,6 @@ impl Loader {
             declared: HashMap::new(),
             bytes_left: options.limits.max_bytes,
             merge_domains: options.merge_domains,
-            sharing: options.sharing,
         }
     }
 
@@ -183,7 +177,7 @@ impl Loader {
     /// Validates, compiles and adds one parsed source, whatever it was read from.
     fn add_raw(&mut self, file: &str, raw: &RawFile) {
         let top_level = top_level_descriptors(file, raw);
-        let Some(compiled) = compile_file(file, raw, self.sharing, &mut self.errors) else {
+        let Some(compiled) = compile_file(file, raw, &mut self.errors) else {
             return;
         };
         match self.declared.entry(compiled.limits.name().clone()) {

@@ -34,7 +34,7 @@ mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub(crate) use glob::Glob;
-pub use guarantee::{Guarantee, Sharing};
+pub use guarantee::Guarantee;
 pub use limits::tree::{MatchKind, NodeView, Step, Trace, TraceEnd, ValuePattern};
 pub use limits::yaml::DOCUMENT_SEPARATOR;
 pub use limits::{BucketOrderError, DomainLimits, Found, LimitsConfig};

@@ -15,7 +15,7 @@ use anyhow::Context;
 use super::args::HeaderStyleArg;
 use crate::admin;
 use crate::byte_size_arg::Bytes;
-use crate::config::{LoadOptions, ReadLimits, Sharing};
+use crate::config::{LoadOptions, ReadLimits};
 use crate::environment::{Environment, Origins};
 use crate::rlqs::QuotaSettings;
 use crate::rls::{HeaderNames, HeaderStyle, RequestLimits, RlsSettings};
@@ -434,10 +434,6 @@ impl ServeSettings {
                     ..GlobalSettings::default()
                 },
             });
-        // `guarantee: never_above` holds on one process and across the processes of a
-        // region (rights taken from Redis), not yet across regions: a limits file with it is
-        // refused while the global counters run (at start, and on every reload).
-        let sharing = global.as_ref().map(|_| Sharing::GlobalCounters);
         let sole_process = matches!(regional, Regional::InProcess) && global.is_none();
         let quota = QuotaSettings::from_args(&args.quota, memory.rlqs_buckets.value, sole_process);
         let statsd = statsd_settings(&args, env)?;
@@ -469,7 +465,6 @@ impl ServeSettings {
                     },
                     ignore_dot_files: args.limits.read.ignore_dot_files,
                     merge_domains: args.limits.read.merge_domain_config,
-                    sharing,
                 },
                 metrics: MetricsSettings {
                     max_series_per_rule: args.telemetry.max_metric_series_per_rule,

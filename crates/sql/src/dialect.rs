@@ -44,7 +44,7 @@ impl Dialect {
     }
 
     /// Writes the `n`th placeholder (1-based).
-    fn placeholder(self, sql: &mut String, n: usize) {
+    pub(crate) fn placeholder(self, sql: &mut String, n: usize) {
         match self.0 {
             DbBackend::Postgres => {
                 let _ = write!(sql, "${n}");

@@ -27,12 +27,14 @@ use gcounter_engine::global::{
     StoreFuture, SyncQuery, SyncRead, SyncedRow, check_region,
 };
 use gcounter_engine::redact::{redact_in, redact_url};
+use gcounter_engine::regional::{RightsAsk, RightsReturn};
 use overlap::{ReadOverlap, UpsertTimer};
 
 mod decode;
 mod dialect;
 pub mod entity;
 mod overlap;
+mod rights;
 #[cfg(test)]
 mod tests;
 
@@ -359,7 +361,7 @@ impl SqlStore {
             let n = self.delete_expired_batch(now_ms, batch).await?;
             deleted += n;
             if n < batch {
-                return Ok(deleted);
+                return Ok(deleted + self.cleanup_rights(now_ms, batch).await?);
             }
             // Let the flushers' statements in between batches.
             tokio::task::yield_now().await;
@@ -414,6 +416,14 @@ impl GlobalStore for SqlStore {
 
     fn clock_us(&self) -> StoreFuture<'_, Option<u64>> {
         Box::pin(self.clock_now())
+    }
+
+    fn take_rights<'a>(&'a self, ask: &'a RightsAsk) -> StoreFuture<'a, u64> {
+        Box::pin(self.take_rights_now(ask))
+    }
+
+    fn give_back_rights<'a>(&'a self, returns: &'a [RightsReturn]) -> StoreFuture<'a, ()> {
+        Box::pin(self.give_back_rights_now(returns))
     }
 }
 

@@ -23,11 +23,15 @@ use gcounter_engine::pn::PnCount;
 use migration::TABLE;
 
 mod incremental;
+mod rights;
 use incremental::{
     a_late_commit_is_read_within_the_overlap_and_by_a_full_sync_after,
     an_incremental_sync_reads_a_cells_changed_rows_not_all_of_them,
     an_incremental_sync_reads_only_cells_changed_since_its_mark,
     rows_from_before_change_stamps_are_read_as_changed,
+};
+use rights::{
+    concurrent_takes_grant_the_limit_exactly, rights_are_taken_by_the_rule_and_given_back,
 };
 
 const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
@@ -863,7 +867,9 @@ macro_rules! store_tests {
             shared invalid_regions_are_refused,
             shared empty_publish_writes_nothing,
             shared gcounter_laws,
+            shared rights_are_taken_by_the_rule_and_given_back,
             sql rows_from_before_refunds_keep_working,
+            sql concurrent_takes_grant_the_limit_exactly,
             sql migration_is_idempotent_and_creates_the_indexes,
             sql stored_columns_follow_the_design,
             sql cleanup_deletes_in_bounded_batches,

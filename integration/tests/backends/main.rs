@@ -4,7 +4,7 @@
 mod cleanup;
 mod global_sql;
 mod never_above_redis;
-mod never_above_refused;
+mod never_above_regions;
 mod quota_fleet;
 mod redis_sentinel;
 mod regional_redis;

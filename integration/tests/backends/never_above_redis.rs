@@ -8,11 +8,10 @@ use gcounter_rls_integration as support;
 
 use std::time::Duration;
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use gcounter_redis::testing as redis_testing;
-use support::Service;
-use support::grpc::{self, RlsClient};
-use support::load::{self, Sent};
+use support::grpc;
+use support::load;
+use support::{Service, bounded};
 
 const PROCESSES: usize = 3;
 
@@ -27,39 +26,18 @@ fn region(limits: &str, redis: &str, extra: &[&str]) -> (tempfile::TempDir, Vec<
     (dir, services)
 }
 
-/// Three clients on each service, each its own connection.
-async fn clients(services: &[Service]) -> Vec<RlsClient> {
-    let mut clients = Vec::new();
-    for _ in 0..3 {
-        for service in services {
-            clients.push(grpc::rls_client(service.grpc_addr).await);
-        }
-    }
-    clients
-}
-
-fn admitted(sent: &[Sent]) -> Vec<(u64, u64)> {
-    sent.iter()
-        .filter(|s| {
-            s.first_status()
-                .is_some_and(|status| status.code == Code::Ok as i32)
-        })
-        .map(|s| (s.sent_ms, s.received_ms))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn processes_of_a_region_admit_exactly_the_limit_of_a_fixed_window() {
     let redis = redis_testing::PlainRedis::start_or_fail();
     let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 300, guarantee: never_above}\n";
     let (_dir, services) = region(limits, &redis.url(), &["--windows", "fixed"]);
-    let clients = clients(&services).await;
+    let clients = bounded::clients(&services, 3).await;
     support::stay_in_one_minute(Duration::from_secs(10));
     let hit = |_| grpc::hit("bounded", "api_key", "k");
     // Ten times the limit over nine connections to three processes.
     let first = load::paced(clients.clone(), 2_000.0, Duration::from_millis(1_500), hit).await;
     load::assert_no_grpc_errors(&first, "the fixed-window load");
-    let during = admitted(&first).len();
+    let during = bounded::admitted(&first).len();
     assert!(
         during <= 300,
         "{during} admitted in one window of a limit of 300"
@@ -69,7 +47,7 @@ async fn processes_of_a_region_admit_exactly_the_limit_of_a_fixed_window() {
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let second = load::paced(clients, 1_000.0, Duration::from_millis(1_000), hit).await;
     load::assert_no_grpc_errors(&second, "the second load");
-    let after = admitted(&second).len();
+    let after = bounded::admitted(&second).len();
     println!("admitted {during} under load, {after} after the idle rights came back");
     assert_eq!(
         during + after,
@@ -91,7 +69,7 @@ fn sliding_limits() -> String {
 async fn processes_of_a_region_never_go_above_the_sliding_window_rule() {
     let redis = redis_testing::PlainRedis::start_or_fail();
     let (_dir, services) = region(&sliding_limits(), &redis.url(), &[]);
-    let clients = clients(&services).await;
+    let clients = bounded::clients(&services, 3).await;
     // From the start of a window, four windows at twenty times the limit.
     let first_cell = support::into_fresh_window(Duration::from_millis(WINDOW_MS)) / WINDOW_MS;
     let sent = load::paced(clients, 400.0, Duration::from_millis(4 * WINDOW_MS), |_| {
@@ -99,8 +77,8 @@ async fn processes_of_a_region_never_go_above_the_sliding_window_rule() {
     })
     .await;
     load::assert_no_grpc_errors(&sent, "the sliding-window load");
-    let admissions = admitted(&sent);
-    let above = support::bounded::above_the_rule(&admissions, WINDOW_MS, SLIDING_LIMIT);
+    let admissions = bounded::admitted(&sent);
+    let above = bounded::above_the_rule(&admissions, WINDOW_MS, SLIDING_LIMIT);
     assert!(
         above.is_empty(),
         "{} admissions above the rule (limit {SLIDING_LIMIT} per {WINDOW_MS} ms), the first: \
@@ -110,7 +88,7 @@ async fn processes_of_a_region_never_go_above_the_sliding_window_rule() {
     );
     // The check has teeth: it comes near the limit in every window of the load.
     for cell in first_cell..first_cell + 4 {
-        let most = support::bounded::most_in_window(&admissions, cell, WINDOW_MS);
+        let most = bounded::most_in_window(&admissions, cell, WINDOW_MS);
         println!("window {cell}: least effective up to {most} of {SLIDING_LIMIT}");
         assert!(
             most >= SLIDING_LIMIT / 2,
@@ -119,15 +97,7 @@ async fn processes_of_a_region_never_go_above_the_sliding_window_rule() {
     }
 }
 
-/// Sends `count` hits one after another through `client`: how many were admitted.
-async fn burst(client: &mut RlsClient, count: usize) -> usize {
-    let mut admitted = 0;
-    for _ in 0..count {
-        let answer = grpc::should_rate_limit(client, grpc::hit("bounded", "api_key", "k")).await;
-        admitted += usize::from(grpc::overall(&answer) == Code::Ok);
-    }
-    admitted
-}
+const HIT: (&str, &str, &str) = ("bounded", "api_key", "k");
 
 /// A process killed while it holds rights: nobody spends them (they count as spent), and
 /// they are back in full two windows later.
@@ -140,17 +110,17 @@ async fn a_killed_processs_rights_are_back_within_two_windows() {
     let mut survivor = grpc::rls_client(services[1].grpc_addr).await;
     // The first process takes in growing asks (1, 2, 4, 8, …) and holds what it has not
     // spent of the last one when it is killed.
-    let spent = burst(&mut doomed, 12).await;
+    let spent = bounded::burst(&mut doomed, 12, HIT).await;
     assert_eq!(spent, 12);
     services[0].send_signal("KILL");
-    let others = burst(&mut survivor, 2 * SLIDING_LIMIT as usize).await;
+    let others = bounded::burst(&mut survivor, 2 * SLIDING_LIMIT as usize, HIT).await;
     assert!(
         spent + others < SLIDING_LIMIT as usize,
         "the killed process's rights were spent again: {spent} + {others}"
     );
     // Two windows later its takes no longer weigh: the whole limit is there again.
     support::sleep_until_ms((cell + 2) * WINDOW_MS + 20);
-    let back = burst(&mut survivor, 2 * SLIDING_LIMIT as usize).await;
+    let back = bounded::burst(&mut survivor, 2 * SLIDING_LIMIT as usize, HIT).await;
     assert_eq!(back, SLIDING_LIMIT as usize);
 }
 
@@ -163,7 +133,7 @@ async fn with_redis_down_processes_spend_what_they_hold_then_refuse() {
     let (_dir, services) = region(limits, &redis.url(), &["--windows", "fixed"]);
     support::stay_in_one_minute(Duration::from_secs(20));
     let mut client = grpc::rls_client(services[0].grpc_addr).await;
-    let before = burst(&mut client, 30).await;
+    let before = bounded::burst(&mut client, 30, HIT).await;
     assert_eq!(before, 30);
     redis.server.kill();
     let clients = vec![
@@ -175,7 +145,7 @@ async fn with_redis_down_processes_spend_what_they_hold_then_refuse() {
     })
     .await;
     load::assert_no_grpc_errors(&sent, "calls with Redis down");
-    let during = admitted(&sent);
+    let during = bounded::admitted(&sent);
     // What the first process held (at most its last take) and nothing from the second.
     assert!(
         during.len() < 30,

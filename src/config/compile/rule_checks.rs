@@ -291,8 +291,7 @@ impl Compiler<'_> {
     }
 
     /// A limit's `guarantee` at `place` (its block or list entry): the default when absent;
-    /// `None` (reported) when unknown, or `never_above` while the service shares counts
-    /// through a tier that does not hold it.
+    /// `None` (reported) when unknown.
     fn guarantee(&mut self, field: Option<&Spanned<String>>, place: &str) -> Option<Guarantee> {
         let Some(field) = field else {
             return Some(Guarantee::NeverBelow);
@@ -301,11 +300,6 @@ impl Compiler<'_> {
         match Guarantee::parse(&field.value) {
             Err(problem) => {
                 self.error(line_of(field), &at, problem);
-                None
-            }
-            Ok(Guarantee::NeverAbove) if self.sharing.is_some() => {
-                let refusal = self.sharing.map(Sharing::refusal).unwrap_or_default();
-                self.error(line_of(field), &at, refusal);
                 None
             }
             Ok(guarantee) => Some(guarantee),

@@ -11,15 +11,7 @@ fn both_spellings_parse_and_anything_else_is_refused_naming_the_choices() {
     }
 }
 
-#[test]
-fn the_refusal_names_the_tier_and_the_way_out() {
-    let global = Sharing::GlobalCounters.refusal();
-    assert!(global.contains("--database-url"), "{global}");
-    assert!(global.contains("never_below"), "{global}");
-}
-
-use crate::config::test_files::{temp_dir, write};
-use crate::config::{LimitsConfig, LoadOptions, load_path, load_str};
+use crate::config::{LimitsConfig, load_str};
 
 const NEVER_ABOVE: &str = "\
 domain: d
@@ -119,43 +111,4 @@ fn the_entries_of_a_list_must_agree() {
         e.starts_with("bad.yaml:6: descriptors[0].rate_limits[1].guarantee: every entry"),
         "{e}"
     );
-}
-
-#[test]
-fn the_global_counters_refuse_never_above_naming_each_place() {
-    let dir = temp_dir();
-    let path = write(dir.path(), "limits.yaml", NEVER_ABOVE);
-    let sharing = Sharing::GlobalCounters;
-    let options = LoadOptions {
-        sharing: Some(sharing),
-        ..LoadOptions::default()
-    };
-    let errors = load_path(&path, &options).expect_err("refused").into_vec();
-    let shown = path.display().to_string();
-    let places: Vec<String> = errors
-        .iter()
-        .map(|e| format!("{}:{}: {}", e.file, e.line.unwrap_or(0), e.place))
-        .collect();
-    assert_eq!(
-        places,
-        [
-            format!("{shown}:7: descriptors[0].rate_limit.guarantee"),
-            format!("{shown}:12: descriptors[2].rate_limits[0].guarantee"),
-            format!("{shown}:13: descriptors[2].rate_limits[1].guarantee"),
-        ]
-    );
-    assert!(errors.iter().all(|e| e.problem == sharing.refusal()));
-    // Without a tier that shares counts, and for never_below limits with one, it loads.
-    load_path(&path, &LoadOptions::default()).expect("one process");
-    let dir = temp_dir();
-    let below = write(
-        dir.path(),
-        "limits.yaml",
-        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, guarantee: never_below}\n",
-    );
-    let global = LoadOptions {
-        sharing: Some(Sharing::GlobalCounters),
-        ..LoadOptions::default()
-    };
-    load_path(&below, &global).expect("never_below with the global counters");
 }

@@ -175,6 +175,11 @@ impl GlobalCounters {
         settings: GlobalSettings,
         metrics: Arc<dyn Recorder>,
     ) -> Self {
+        // `never_above` limits take their rights from the store every region shares.
+        engine.keep_rights_in(Arc::new(super::GlobalRights::new(
+            Arc::clone(&store),
+            settings.timeout,
+        )));
         // The flush publishes what the table holds: an expired cell gets the region's final
         // count and is published before it leaves (`CellTable::reap_closing`).
         // Rechecked after two flush intervals: the closing replay and a flush (jittered) are

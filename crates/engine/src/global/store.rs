@@ -296,6 +296,23 @@ pub trait GlobalStore: Send + Sync + 'static {
     fn migrate_schema(&self) -> StoreFuture<'_, ()> {
         Box::pin(async { Ok(()) })
     }
+
+    /// Take up to `ask.want` rights of a `never_above` counter's cell, atomically with every
+    /// region's takes ([`RightsRow::take`](crate::regional::RightsRow::take) on the counter's
+    /// row): how many were granted. A store that keeps no rights refuses.
+    fn take_rights<'a>(&'a self, ask: &'a crate::regional::RightsAsk) -> StoreFuture<'a, u64> {
+        let _ = ask;
+        Box::pin(async { Err(StoreError::Query("this store keeps no rights".into())) })
+    }
+
+    /// Give back rights a process holds and will never spend.
+    fn give_back_rights<'a>(
+        &'a self,
+        returns: &'a [crate::regional::RightsReturn],
+    ) -> StoreFuture<'a, ()> {
+        let _ = returns;
+        Box::pin(async { Err(StoreError::Query("this store keeps no rights".into())) })
+    }
 }
 
 /// One distinct row of a publish, ready to write: values already clamped to BIGINT.

@@ -33,7 +33,7 @@ impl Engine {
     pub fn check_with_penalty<'a>(&'a self, hit: Hit<'a>, penalty_ms: u64) -> Check<'a> {
         if hit.exact
             && hit.cost > 0
-            && self.origin.shares_rights()
+            && self.decides_from_rights()
             && !crate::plant::planted(crate::plant::Plant::NeverAboveUnshared)
         {
             return Check::Slow(Box::pin(self.check_with_rights(hit, penalty_ms)));
@@ -96,7 +96,7 @@ impl Engine {
         let current = self.cell(key, now_ms, &mut source).await;
         let (given, need) = current.refund(hit.cost, self.table.changes());
         self.queue_replay(need, &key, &current);
-        if hit.exact && self.origin.shares_rights() {
+        if hit.exact && self.decides_from_rights() {
             self.refund_rights(&key, given);
         }
         let mut left = hit.cost.saturating_sub(given);

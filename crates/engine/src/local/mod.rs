@@ -193,8 +193,11 @@ pub struct Engine {
     replay: ReplayQueue,
     strict: StrictMode,
     penalties: PenaltyBox,
-    /// Rights of `never_above` counters taken from a shared origin (`rights`).
+    /// Rights of `never_above` counters taken from a shared origin or keeper (`rights`).
     rights: HeldRights,
+    /// Where rights are taken when not from the origin: the global counters' store, set once
+    /// they run (`keep_rights_in`).
+    rights_keeper: std::sync::OnceLock<Arc<dyn crate::regional::RightsKeeper>>,
     /// The other regions' components of the cells sync read (`components`).
     components: ForeignComponents,
     hitters: HeavyHitters,
@@ -257,6 +260,7 @@ impl Engine {
             strict: StrictMode::new(budget.strict_bytes),
             penalties: PenaltyBox::new(budget.penalty_bytes),
             rights: HeldRights::new(budget.rights_bytes),
+            rights_keeper: std::sync::OnceLock::new(),
             components: ForeignComponents::new(budget.components_bytes),
             hitters: HeavyHitters::default(),
             refresh_gate: RefreshGate::default(),

@@ -1,6 +1,7 @@
-//! `never_above` limits when other processes decide from the same origin (Redis): every
-//! unit admitted spends a right this process took from the region (`regional::rights`), so
-//! the region's admissions never exceed what one process deciding alone would admit.
+//! `never_above` limits when other processes decide the same counters: every unit admitted
+//! spends a right this process took from the region's origin (Redis), or, with the global
+//! counters, from their store, shared by every region (`regional::rights`), so the fleet's
+//! admissions never exceed what one process deciding alone would admit.
 //!
 //! One process exact on its own counts is not enough there: each process sees the others'
 //! admissions only after a replay, and a decision from local memory may take what another
@@ -24,7 +25,7 @@ use super::decide::current_key;
 use super::{Engine, Hit, Verdict, WindowPosition, Windows};
 use crate::cell_key::{CellKey, CellKeyRef};
 use crate::recorder::{DecisionSource, OriginOp};
-use crate::regional::{RightsAsk, RightsReturn};
+use crate::regional::{RightsAsk, RightsKeeper, RightsReturn};
 
 /// Rights held this long without a request go back to the region.
 pub const IDLE_MS: u64 = 1_000;
@@ -62,6 +63,12 @@ pub(super) struct Holding {
     since_ms: AtomicU64,
     /// When a hit last came (ms): idle holdings give their rights back.
     last_hit_ms: AtomicU64,
+    /// Held while a take is on its way: concurrent decisions that found no right wait for it
+    /// and spend what it brought, instead of each asking the origin for one.
+    taking: tokio::sync::Mutex<()>,
+    /// When a take last failed (ms; 0: never): the decisions that waited behind it, and
+    /// those of the next [`IDLE_MS`], are denied without asking again.
+    failed_ms: AtomicU64,
 }
 
 impl Holding {
@@ -159,6 +166,43 @@ impl HeldRights {
 }
 
 impl Engine {
+    /// Takes the rights of `never_above` limits from `keeper` from now on, instead of the
+    /// regional origin: the global counters' store, which every region shares. Set once;
+    /// a second call changes nothing.
+    pub fn keep_rights_in(&self, keeper: Arc<dyn RightsKeeper>) {
+        let _ = self.rights_keeper.set(keeper);
+    }
+
+    /// Whether `never_above` hits are decided from rights: other processes (of the region,
+    /// or of other regions) decide the same counters.
+    pub(super) fn decides_from_rights(&self) -> bool {
+        self.rights_keeper.get().is_some() || self.origin.shares_rights()
+    }
+
+    fn rights_source(&self) -> &'static str {
+        match self.rights_keeper.get() {
+            Some(keeper) => keeper.name(),
+            None => self.origin.name(),
+        }
+    }
+
+    async fn take_from_source(&self, ask: &RightsAsk) -> Result<u64, crate::regional::OriginError> {
+        match self.rights_keeper.get() {
+            Some(keeper) => keeper.take(ask).await,
+            None => self.origin.take_rights(ask).await,
+        }
+    }
+
+    async fn give_back_to_source(
+        &self,
+        returns: &[RightsReturn],
+    ) -> Result<(), crate::regional::OriginError> {
+        match self.rights_keeper.get() {
+            Some(keeper) => keeper.give_back(returns).await,
+            None => self.origin.give_back_rights(returns).await,
+        }
+    }
+
     /// A `never_above` hit when other processes share the origin: a right of the current
     /// cell first (taken from the region when none is held), then the cell table's own
     /// decision at the same instant. No right: denied.
@@ -181,34 +225,10 @@ impl Engine {
         let owned = key.to_owned_key();
         let holding = self.rights.holding(&owned);
         holding.offer(hit.cost, now_ms);
-        if !holding.spend(hit.cost) {
-            let ask = RightsAsk {
-                want: holding.want(
-                    hit.cost,
-                    now_ms,
-                    self.settings.replay_interval.as_millis() as u64,
-                    hit.limit,
-                ),
-                cell: owned,
-                limit: hit.limit,
-                elapsed_ms: position.elapsed_ms,
-                sliding: self.settings.windows == Windows::Sliding,
-            };
-            let started = std::time::Instant::now();
-            let taken = self.origin.take_rights(&ask).await;
-            self.metrics
-                .origin_call(OriginOp::Rights, taken.is_ok(), started.elapsed());
-            match taken {
-                Ok(granted) => holding.add(granted),
-                Err(error) => {
-                    tracing::debug!(%error, origin = self.origin.name(), "taking rights failed; deciding from the rights held");
-                }
-            }
-            if !holding.spend(hit.cost) {
-                return self
-                    .deny_without_rights(recorded, key, position, now_ms, &hit, penalty_ms)
-                    .await;
-            }
+        if !holding.spend(hit.cost) && !self.take_rights(&holding, &hit, owned, &position).await {
+            return self
+                .deny_without_rights(recorded, key, position, now_ms, &hit, penalty_ms)
+                .await;
         }
         let verdict = self
             .check_slow(recorded, key, position, now_ms, penalty_ms)
@@ -218,6 +238,51 @@ impl Engine {
             holding.add(hit.cost);
         }
         verdict
+    }
+
+    /// Takes rights of `cell` from the origin, one take at a time per holding, and spends
+    /// `hit.cost` of them: whether it could.
+    async fn take_rights(
+        &self,
+        holding: &Holding,
+        hit: &Hit<'_>,
+        cell: CellKey,
+        position: &WindowPosition,
+    ) -> bool {
+        let _turn = holding.taking.lock().await;
+        // A take that finished while this one waited may have brought enough.
+        if holding.spend(hit.cost) {
+            return true;
+        }
+        let now_ms = self.clock.now_ms();
+        let failed = holding.failed_ms.load(Ordering::Relaxed);
+        if failed != 0 && now_ms.saturating_sub(failed) < IDLE_MS {
+            return false;
+        }
+        let ask = RightsAsk {
+            want: holding.want(
+                hit.cost,
+                now_ms,
+                self.settings.replay_interval.as_millis() as u64,
+                hit.limit,
+            ),
+            cell,
+            limit: hit.limit,
+            elapsed_ms: position.elapsed_ms,
+            sliding: self.settings.windows == Windows::Sliding,
+        };
+        let started = std::time::Instant::now();
+        let taken = self.take_from_source(&ask).await;
+        self.metrics
+            .origin_call(OriginOp::Rights, taken.is_ok(), started.elapsed());
+        match taken {
+            Ok(granted) => holding.add(granted),
+            Err(error) => {
+                holding.failed_ms.store(now_ms.max(1), Ordering::Relaxed);
+                tracing::debug!(%error, keeper = self.rights_source(), "taking rights failed; deciding from the rights held");
+            }
+        }
+        holding.spend(hit.cost)
     }
 
     /// The region's rights of the cell are spent (or out of reach): denied, with the
@@ -262,11 +327,11 @@ impl Engine {
             return;
         }
         let started = std::time::Instant::now();
-        let given = self.origin.give_back_rights(&returns).await;
+        let given = self.give_back_to_source(&returns).await;
         self.metrics
             .origin_call(OriginOp::Rights, given.is_ok(), started.elapsed());
         if let Err(error) = given {
-            tracing::debug!(%error, origin = self.origin.name(), cells = returns.len(), "giving rights back failed; they return when their cells end");
+            tracing::debug!(%error, keeper = self.rights_source(), cells = returns.len(), "giving rights back failed; they return when their cells end");
         }
     }
 }

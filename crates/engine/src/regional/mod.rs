@@ -20,7 +20,7 @@ pub use breaker::CircuitState;
 pub use carry_over::{CarryOverOrigin, CarrySettings, CarrySource};
 pub use guard::{GuardSettings, GuardedOrigin};
 pub use in_process::{COMPONENT_BYTES as IN_PROCESS_COMPONENT_BYTES, InProcessOrigin};
-pub use rights::{RightsAsk, RightsReturn, room};
+pub use rights::{RightsAsk, RightsKeeper, RightsReturn, RightsRow, counter_id, room};
 
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;

@@ -23,7 +23,115 @@
 //! What a process held when it was killed is never given back: it counts as spent until its
 //! cell ends, and its weight on the next cell decays to nothing by that cell's end.
 
+use xxhash_rust::xxh3::Xxh3;
+
+use super::OriginFuture;
 use crate::cell_key::CellKey;
+
+/// Where `never_above` rights are kept when it is not the regional origin: the global
+/// counters' store, shared by every region (`global::GlobalRights`). The engine takes from
+/// it instead of the origin once one is set (`Engine::keep_rights_in`).
+pub trait RightsKeeper: Send + Sync + 'static {
+    /// A short name for logs ("mysql", "postgres", "sqlite", "memory").
+    fn name(&self) -> &'static str;
+
+    /// As [`RegionalOrigin::take_rights`](super::RegionalOrigin::take_rights).
+    fn take<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64>;
+
+    /// As [`RegionalOrigin::give_back_rights`](super::RegionalOrigin::give_back_rights).
+    fn give_back<'a>(&'a self, returns: &'a [RightsReturn]) -> OriginFuture<'a, ()>;
+}
+
+/// A counter's rights as a store keeps them in one row: the newest cell taken from, its
+/// takes, and the takes of the cell before it (what weighs on the newest). A take of an
+/// older cell is refused (it is closed); a take of a later one moves the row on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RightsRow {
+    pub newest: u64,
+    pub taken: u64,
+    pub previous_taken: u64,
+}
+
+impl RightsRow {
+    /// What a take of `ask` grants from `row` (`None`: the counter has none yet), and the row
+    /// to write after it (`None`: nothing changes).
+    pub fn take(row: Option<Self>, ask: &RightsAsk) -> (u64, Option<Self>) {
+        let sequence = ask.cell.sequence;
+        let row = row.unwrap_or(Self {
+            newest: sequence,
+            ..Self::default()
+        });
+        let (taken, previous) = if sequence == row.newest {
+            (row.taken, row.previous_taken)
+        } else if sequence > row.newest {
+            let previous = if sequence == row.newest + 1 {
+                row.taken
+            } else {
+                0
+            };
+            (0, previous)
+        } else {
+            // A later cell's room was computed from this one's takes: closed.
+            return (0, None);
+        };
+        let weighs = if ask.sliding { previous } else { 0 };
+        let granted = ask.want.min(room(
+            ask.limit,
+            taken,
+            weighs,
+            ask.cell.duration_ms,
+            ask.elapsed_ms,
+        ));
+        if granted == 0 && sequence == row.newest {
+            return (0, None);
+        }
+        let next = Self {
+            newest: sequence,
+            taken: taken + granted,
+            previous_taken: previous,
+        };
+        (granted, Some(next))
+    }
+
+    /// The row after `count` unspent rights of cell `sequence` came back (`None`: nothing
+    /// changes; rights of a cell that no longer weighs are simply gone).
+    pub fn give_back(self, sequence: u64, count: u64) -> Option<Self> {
+        if sequence == self.newest {
+            Some(Self {
+                taken: self.taken.saturating_sub(count),
+                ..self
+            })
+        } else if sequence + 1 == self.newest {
+            Some(Self {
+                previous_taken: self.previous_taken.saturating_sub(count),
+                ..self
+            })
+        } else {
+            None
+        }
+    }
+
+    /// When the row stops mattering (ms since the epoch): two windows after its newest cell
+    /// began, no take weighs it.
+    pub fn expires_at_ms(&self, duration_ms: u64) -> u64 {
+        self.newest
+            .saturating_add(2)
+            .saturating_mul(duration_ms.max(1))
+    }
+}
+
+/// The 128-bit identity of a cell's counter under which a store keeps its rights: every
+/// process and version computes the same (golden-tested below).
+pub fn counter_id(cell: &CellKey) -> [u8; 16] {
+    let mut hasher = Xxh3::new();
+    for field in [&*cell.workspace, &*cell.namespace, &*cell.identifier] {
+        hasher.update(&(field.len() as u64).to_le_bytes());
+        hasher.update(field.as_bytes());
+    }
+    hasher.update(&cell.duration_ms.to_le_bytes());
+    hasher.update(b"rights");
+    hasher.digest128().to_be_bytes()
+}
 
 /// A process's ask for rights of one cell of a `never_above` counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +182,50 @@ mod tests {
         assert_eq!(room(100, 50, 60, 1_000, 1_000), 50);
         // rounded down, as one process deciding alone rounds it
         assert_eq!(room(10, 0, 3, 1_000, 500), 9);
+    }
+
+    fn ask(sequence: u64, elapsed_ms: u64, want: u64) -> RightsAsk {
+        RightsAsk {
+            cell: CellKey::new("d", "1:k/", "1:a", 1_000, sequence),
+            limit: 100,
+            elapsed_ms,
+            sliding: true,
+            want,
+        }
+    }
+
+    #[test]
+    fn a_row_grants_by_the_rule_moves_on_and_closes_older_cells() {
+        let (granted, row) = RightsRow::take(None, &ask(5, 900, 60));
+        assert_eq!(granted, 60);
+        let row = row.expect("a new row");
+        // the next cell, a quarter in: 45 of the 60 weigh
+        let (granted, next) = RightsRow::take(Some(row), &ask(6, 250, 100));
+        assert_eq!(granted, 55);
+        let next = next.expect("moved on");
+        assert_eq!((next.newest, next.taken, next.previous_taken), (6, 55, 60));
+        // the cell before is closed; nothing left now
+        assert_eq!(RightsRow::take(Some(next), &ask(5, 999, 1)), (0, None));
+        assert_eq!(RightsRow::take(Some(next), &ask(6, 250, 1)), (0, None));
+        // a give-back of either cell lowers what weighs; of an older one, nothing
+        assert_eq!(next.give_back(6, 5).map(|r| r.taken), Some(50));
+        assert_eq!(next.give_back(5, 20).map(|r| r.previous_taken), Some(40));
+        assert_eq!(next.give_back(4, 1), None);
+        // a cell two windows on: nothing weighs
+        let (granted, _) = RightsRow::take(Some(next), &ask(8, 0, 100));
+        assert_eq!(granted, 100);
+        assert_eq!(next.expires_at_ms(1_000), 8_000);
+    }
+
+    /// Stores keep rights under this id: changing it would split a counter's rights during a
+    /// rolling deploy.
+    #[test]
+    fn the_counter_id_is_stable_and_ignores_the_sequence() {
+        let id = counter_id(&CellKey::new("d", "1:k/", "1:a", 1_000, 7));
+        assert_eq!(id, counter_id(&CellKey::new("d", "1:k/", "1:a", 1_000, 8)));
+        assert_ne!(id, counter_id(&CellKey::new("d", "1:k/", "1:b", 1_000, 7)));
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "1e49a505daefa13fec4fcb6d9d507822");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::cell_key::CellKey;
 use crate::pn::PnCount;
+use crate::regional::{RightsAsk, RightsReturn, RightsRow, counter_id};
 
 /// One row of the table, as [`MemoryStore::rows`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +45,8 @@ struct State {
     rows: BTreeMap<(CellKey, Box<str>), Component>,
     failing: bool,
     failing_chunks: usize,
+    /// Rights of `never_above` counters, by counter id (`regional::rights`).
+    rights: std::collections::HashMap<[u8; 16], crate::regional::RightsRow>,
     /// The store's clock (ms): stamps writes, marks reads.
     clock: i64,
 }
@@ -303,5 +306,34 @@ impl GlobalStore for MemoryStore {
 
     fn cleanup<'a>(&'a self, now_ms: u64, batch: u64) -> StoreFuture<'a, u64> {
         Box::pin(std::future::ready(self.cleanup_now(now_ms, batch)))
+    }
+
+    fn take_rights<'a>(&'a self, ask: &'a RightsAsk) -> StoreFuture<'a, u64> {
+        let taken = self.down().map(|()| {
+            let mut state = self.state();
+            let id = counter_id(&ask.cell);
+            let (granted, row) = RightsRow::take(state.rights.get(&id).copied(), ask);
+            if let Some(row) = row {
+                state.rights.insert(id, row);
+            }
+            granted
+        });
+        Box::pin(std::future::ready(taken))
+    }
+
+    fn give_back_rights<'a>(&'a self, returns: &'a [RightsReturn]) -> StoreFuture<'a, ()> {
+        let given = self.down().map(|()| {
+            let mut state = self.state();
+            for returned in returns {
+                let id = counter_id(&returned.cell);
+                let row = state.rights.get(&id).copied();
+                if let Some(row) =
+                    row.and_then(|r| r.give_back(returned.cell.sequence, returned.count))
+                {
+                    state.rights.insert(id, row);
+                }
+            }
+        });
+        Box::pin(std::future::ready(given))
     }
 }

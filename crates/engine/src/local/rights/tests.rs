@@ -1,9 +1,11 @@
 //! Several processes sharing one in-process store decide a `never_above` counter from rights.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::super::tests::Names;
 use super::super::{Engine, EngineSettings, ManualClock, Windows};
+use crate::global::{GlobalRights, MemoryStore};
 use crate::recorder::NoRecorder;
 use crate::regional::{InProcessOrigin, RegionalOrigin};
 
@@ -61,10 +63,43 @@ fn highest_effective(log: &[(u64, u64)], limit: u64, sliding: bool) -> f64 {
     highest
 }
 
+/// `regions` processes, each alone in its region (its own in-process origin), sharing one
+/// global store for the rights.
+fn regions(regions: usize, windows: Windows) -> (Vec<Arc<Engine>>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(0));
+    let store = Arc::new(MemoryStore::new());
+    let engines = (0..regions)
+        .map(|_| {
+            let settings = EngineSettings {
+                windows,
+                ..EngineSettings::default()
+            };
+            let engine = Engine::new(
+                settings,
+                Arc::new(InProcessOrigin::new(10_000)),
+                clock.clone(),
+                Arc::new(NoRecorder),
+            );
+            engine.keep_rights_in(Arc::new(GlobalRights::new(
+                store.clone(),
+                Duration::from_secs(1),
+            )));
+            Arc::new(engine)
+        })
+        .collect();
+    (engines, clock)
+}
+
 /// Three processes offered about 6 × the limit, in bursts, for 20 windows: what they admit
 /// and when.
 async fn run(exact: bool, windows: Windows) -> Vec<(u64, u64)> {
-    let (engines, clock) = fleet(3, windows);
+    run_on(fleet(3, windows), exact).await
+}
+
+async fn run_on(
+    (engines, clock): (Vec<Arc<Engine>>, Arc<ManualClock>),
+    exact: bool,
+) -> Vec<(u64, u64)> {
     let names = Names::new();
     let mut log = Vec::new();
     let mut seed = 7_u64;
@@ -106,6 +141,16 @@ async fn processes_sharing_a_store_never_admit_above_the_sliding_rule() {
     assert!(log.len() >= 1_700, "{} admitted", log.len());
     // the oracle catches an excess: the same fleet on `never_below` goes above
     let loose = run(false, Windows::Sliding).await;
+    assert!(highest_effective(&loose, 100, true) > 1.0);
+}
+
+#[tokio::test]
+async fn regions_sharing_the_global_store_never_admit_above_the_sliding_rule() {
+    let log = run_on(regions(3, Windows::Sliding), true).await;
+    let highest = highest_effective(&log, 100, true);
+    assert!(highest <= 1.0, "effective reached {highest} × the limit");
+    assert!(log.len() >= 1_700, "{} admitted", log.len());
+    let loose = run_on(regions(3, Windows::Sliding), false).await;
     assert!(highest_effective(&loose, 100, true) > 1.0);
 }
 
