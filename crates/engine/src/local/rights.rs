@@ -30,9 +30,10 @@ use crate::regional::{RightsAsk, RightsKeeper, RightsReturn};
 /// Rights held this long without a request go back to the region.
 pub const IDLE_MS: u64 = 1_000;
 
-/// Bytes of one holding besides its key's strings: the key, the holding's allocation (four
-/// counters and the `Arc`'s counts) and quick_cache's bookkeeping.
-pub const HOLDING_BYTES: u64 = size_of::<CellKey>() as u64 + 8 + 48 + 40;
+/// Bytes of one holding besides its key's strings: the key, the `Arc`, the holding's
+/// allocation (with the `Arc`'s two counts) and quick_cache's bookkeeping.
+pub const HOLDING_BYTES: u64 =
+    (size_of::<CellKey>() + size_of::<Arc<Holding>>() + size_of::<Holding>() + 16 + 40) as u64;
 
 /// The rights this process holds, per cell of a `never_above` counter. Bounded in bytes
 /// (its share of `--max-cell-bytes`): a holding evicted under a flood of counters takes its
