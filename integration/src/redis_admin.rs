@@ -99,6 +99,13 @@ pub fn pn_counts_under(url: &str, prefix: &str) -> Vec<(String, u64, u64)> {
     }
     keys.sort();
     keys.dedup();
+    // The rights of `never_above` counters (`…:<window>:rights`, `…:<window>:rights:<cell>`)
+    // sit beside the cells, whose keys end in `:<window>:<cell>`.
+    keys.retain(|key| {
+        let mut parts = key.rsplit(':');
+        let (last, before) = (parts.next(), parts.next());
+        last != Some("rights") && before != Some("rights")
+    });
     keys.into_iter()
         .map(|key| {
             let fields: Vec<(String, u64)> = redis::cmd("HGETALL")

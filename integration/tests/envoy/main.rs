@@ -8,4 +8,5 @@ mod explain_differential;
 mod fixed_windows;
 mod rlqs_bursts;
 mod rule_names;
+mod token_budget_regions;
 mod upstream_integration;
