@@ -97,3 +97,95 @@ pub fn most_in_window(admissions: &[(u64, u64)], cell: u64, window_ms: u64) -> u
         .max()
         .unwrap_or(0)
 }
+
+/// A fixed window of 300 a minute on `services` (`bounded`/`api_key`/`k`): ten times the
+/// limit over three connections per service, then, once the rights the processes held went
+/// back idle, a second load. Asserts at most 300 under load, and exactly 300 in all.
+pub async fn assert_exactly_the_limit_of_a_fixed_window(services: &[Service]) {
+    let clients = clients(services, 3).await;
+    crate::stay_in_one_minute(std::time::Duration::from_secs(10));
+    let hit = |_| grpc::hit("bounded", "api_key", "k");
+    let first = crate::load::paced(
+        clients.clone(),
+        2_000.0,
+        std::time::Duration::from_millis(1_500),
+        hit,
+    )
+    .await;
+    crate::load::assert_no_grpc_errors(&first, "the fixed-window load");
+    let during = admitted(&first).len();
+    assert!(
+        during <= 300,
+        "{during} admitted in one window of a limit of 300"
+    );
+    // The rights held when the load stopped go back once idle, and the next calls spend them.
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let second = crate::load::paced(
+        clients,
+        1_000.0,
+        std::time::Duration::from_millis(1_000),
+        hit,
+    )
+    .await;
+    crate::load::assert_no_grpc_errors(&second, "the second load");
+    let after = admitted(&second).len();
+    println!("admitted {during} under load, {after} after the idle rights came back");
+    assert_eq!(
+        during + after,
+        300,
+        "{during} + {after} in one window of 300"
+    );
+}
+
+/// The sliding window of [`sliding_limits`] on `services`: from the start of a window, four
+/// windows at twenty times the limit over `per_service` connections to each. Asserts that
+/// the limit binds, that no admission is above the rule by the oracle, and that the oracle
+/// comes near the limit in every window (a check that never does proves nothing).
+pub async fn assert_never_above_the_sliding_rule(services: &[Service], per_service: usize) {
+    let clients = clients(services, per_service).await;
+    let first_cell = crate::into_fresh_window(std::time::Duration::from_millis(SLIDING_WINDOW_MS))
+        / SLIDING_WINDOW_MS;
+    let sent = crate::load::paced(
+        clients,
+        400.0,
+        std::time::Duration::from_millis(4 * SLIDING_WINDOW_MS),
+        |_| grpc::hit("bounded", "api_key", "k"),
+    )
+    .await;
+    crate::load::assert_no_grpc_errors(&sent, "the sliding-window load");
+    let admissions = admitted(&sent);
+    let denied = sent.len() - admissions.len();
+    assert!(
+        denied > sent.len() / 2,
+        "the limit must bind: {denied} of {} denied",
+        sent.len()
+    );
+    let above = above_the_rule(&admissions, SLIDING_WINDOW_MS, SLIDING_LIMIT);
+    assert!(
+        above.is_empty(),
+        "{} admissions above the rule (limit {SLIDING_LIMIT} per {SLIDING_WINDOW_MS} ms), the \
+         first: {:?}",
+        above.len(),
+        &above[..above.len().min(5)]
+    );
+    for cell in first_cell..first_cell + 4 {
+        let most = most_in_window(&admissions, cell, SLIDING_WINDOW_MS);
+        println!("window {cell}: least effective up to {most} of {SLIDING_LIMIT}");
+        assert!(
+            most >= SLIDING_LIMIT / 2,
+            "window {cell}: the least effective reached only {most}"
+        );
+    }
+}
+
+/// The window and limit of [`sliding_limits`].
+pub const SLIDING_WINDOW_MS: u64 = 2_000;
+pub const SLIDING_LIMIT: u64 = 40;
+
+/// `bounded`/`api_key`: 40 per 2 s, `never_above`.
+pub fn sliding_limits() -> String {
+    format!(
+        "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {{unit: second, \
+         unit_multiplier: 2, requests_per_unit: {SLIDING_LIMIT}, guarantee: never_above}}\n"
+    )
+}

@@ -51,53 +51,12 @@ async fn concurrent_clients_admit_exactly_the_limit_of_a_fixed_window() {
     );
 }
 
-/// The window of the sliding test: 2 s, as `unit: second, unit_multiplier: 2`.
-const WINDOW_MS: u64 = 2_000;
-const SLIDING_LIMIT: u64 = 40;
-
+/// The sliding window's rule by the oracle of the clients' times (`support::bounded`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_clients_never_go_above_the_sliding_window_rule() {
-    let limits = format!(
-        "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {{unit: second, unit_multiplier: 2, requests_per_unit: {SLIDING_LIMIT}, guarantee: never_above}}\n"
-    );
-    let (_dir, service) = serve_limits(&limits, &[]);
-    let clients = clients(&service).await;
-    // From the start of a window, four windows at twenty times the limit.
-    let first_cell = support::into_fresh_window(Duration::from_millis(WINDOW_MS)) / WINDOW_MS;
-    let sent = load::paced(clients, 400.0, Duration::from_millis(4 * WINDOW_MS), |_| {
-        grpc::hit("bounded", "api_key", "k")
-    })
-    .await;
-    load::assert_no_grpc_errors(&sent, "the sliding-window load");
-    let admissions: Vec<(u64, u64)> = sent
-        .iter()
-        .filter(|s| admitted(s))
-        .map(|s| (s.sent_ms, s.received_ms))
-        .collect();
-    let denied = sent.len() - admissions.len();
-    assert!(
-        denied > sent.len() / 2,
-        "the limit must bind: {denied} of {} denied",
-        sent.len()
-    );
-    let above = support::bounded::above_the_rule(&admissions, WINDOW_MS, SLIDING_LIMIT);
-    assert!(
-        above.is_empty(),
-        "{} admissions above the rule (limit {SLIDING_LIMIT} per {WINDOW_MS} ms), the first: \
-         {:?}",
-        above.len(),
-        &above[..above.len().min(5)]
-    );
-    // The check has teeth: its least effective comes near the limit in every window the load
-    // covered (only half of it is asked: slow calls widen the uncertainty).
-    for cell in first_cell..first_cell + 4 {
-        let most = support::bounded::most_in_window(&admissions, cell, WINDOW_MS);
-        println!("window {cell}: least effective up to {most} of {SLIDING_LIMIT}");
-        assert!(
-            most >= SLIDING_LIMIT / 2,
-            "window {cell}: the least effective reached only {most}"
-        );
-    }
+    let (_dir, service) = serve_limits(&support::bounded::sliding_limits(), &[]);
+    support::bounded::assert_never_above_the_sliding_rule(std::slice::from_ref(&service), CLIENTS)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,71 +31,18 @@ async fn processes_of_a_region_admit_exactly_the_limit_of_a_fixed_window() {
     let redis = redis_testing::PlainRedis::start_or_fail();
     let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 300, guarantee: never_above}\n";
     let (_dir, services) = region(limits, &redis.url(), &["--windows", "fixed"]);
-    let clients = bounded::clients(&services, 3).await;
-    support::stay_in_one_minute(Duration::from_secs(10));
-    let hit = |_| grpc::hit("bounded", "api_key", "k");
-    // Ten times the limit over nine connections to three processes.
-    let first = load::paced(clients.clone(), 2_000.0, Duration::from_millis(1_500), hit).await;
-    load::assert_no_grpc_errors(&first, "the fixed-window load");
-    let during = bounded::admitted(&first).len();
-    assert!(
-        during <= 300,
-        "{during} admitted in one window of a limit of 300"
-    );
-    // The rights the processes held when the load stopped go back once idle, and are spent
-    // by the next calls: the window admits its limit, exactly.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let second = load::paced(clients, 1_000.0, Duration::from_millis(1_000), hit).await;
-    load::assert_no_grpc_errors(&second, "the second load");
-    let after = bounded::admitted(&second).len();
-    println!("admitted {during} under load, {after} after the idle rights came back");
-    assert_eq!(
-        during + after,
-        300,
-        "{during} + {after} in one window of 300"
-    );
-}
-
-const WINDOW_MS: u64 = 2_000;
-const SLIDING_LIMIT: u64 = 40;
-
-fn sliding_limits() -> String {
-    format!(
-        "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {{unit: second, unit_multiplier: 2, requests_per_unit: {SLIDING_LIMIT}, guarantee: never_above}}\n"
-    )
+    bounded::assert_exactly_the_limit_of_a_fixed_window(&services).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn processes_of_a_region_never_go_above_the_sliding_window_rule() {
     let redis = redis_testing::PlainRedis::start_or_fail();
-    let (_dir, services) = region(&sliding_limits(), &redis.url(), &[]);
-    let clients = bounded::clients(&services, 3).await;
-    // From the start of a window, four windows at twenty times the limit.
-    let first_cell = support::into_fresh_window(Duration::from_millis(WINDOW_MS)) / WINDOW_MS;
-    let sent = load::paced(clients, 400.0, Duration::from_millis(4 * WINDOW_MS), |_| {
-        grpc::hit("bounded", "api_key", "k")
-    })
-    .await;
-    load::assert_no_grpc_errors(&sent, "the sliding-window load");
-    let admissions = bounded::admitted(&sent);
-    let above = bounded::above_the_rule(&admissions, WINDOW_MS, SLIDING_LIMIT);
-    assert!(
-        above.is_empty(),
-        "{} admissions above the rule (limit {SLIDING_LIMIT} per {WINDOW_MS} ms), the first: \
-         {:?}",
-        above.len(),
-        &above[..above.len().min(5)]
-    );
-    // The check has teeth: it comes near the limit in every window of the load.
-    for cell in first_cell..first_cell + 4 {
-        let most = bounded::most_in_window(&admissions, cell, WINDOW_MS);
-        println!("window {cell}: least effective up to {most} of {SLIDING_LIMIT}");
-        assert!(
-            most >= SLIDING_LIMIT / 2,
-            "window {cell}: the least effective reached only {most}"
-        );
-    }
+    let (_dir, services) = region(&bounded::sliding_limits(), &redis.url(), &[]);
+    bounded::assert_never_above_the_sliding_rule(&services, 3).await;
 }
+
+const WINDOW_MS: u64 = bounded::SLIDING_WINDOW_MS;
+const SLIDING_LIMIT: u64 = bounded::SLIDING_LIMIT;
 
 const HIT: (&str, &str, &str) = ("bounded", "api_key", "k");
 
@@ -104,7 +51,7 @@ const HIT: (&str, &str, &str) = ("bounded", "api_key", "k");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_processs_rights_are_back_within_two_windows() {
     let redis = redis_testing::PlainRedis::start_or_fail();
-    let (_dir, services) = region(&sliding_limits(), &redis.url(), &[]);
+    let (_dir, services) = region(&bounded::sliding_limits(), &redis.url(), &[]);
     let cell = support::into_fresh_window(Duration::from_millis(WINDOW_MS)) / WINDOW_MS;
     let mut doomed = grpc::rls_client(services[0].grpc_addr).await;
     let mut survivor = grpc::rls_client(services[1].grpc_addr).await;

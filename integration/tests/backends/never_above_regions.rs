@@ -13,13 +13,13 @@ use support::sql_admin::{Backend, FAST_GLOBAL, TestDb, region_args};
 use support::{Service, bounded, grpc, load};
 
 const REGIONS: [&str; 3] = ["r1", "r2", "r3"];
-const WINDOW_MS: u64 = 2_000;
-const LIMIT: u64 = 40;
 const HIT: (&str, &str, &str) = ("bounded", "api_key", "k");
 
-fn limits() -> String {
+/// `limits` (domain `bounded`) with a `ready` counter of its own, which each region takes a
+/// right of before its test starts.
+fn with_ready(limits: &str) -> String {
     format!(
-        "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {{unit: second, unit_multiplier: 2, requests_per_unit: {LIMIT}, guarantee: never_above}}\n  - key: ready\n    rate_limit: {{unit: hour, requests_per_unit: 1000000, guarantee: never_above}}\n"
+        "{limits}  - key: ready\n    rate_limit: {{unit: hour, requests_per_unit: 1000000, guarantee: never_above}}\n"
     )
 }
 
@@ -52,59 +52,16 @@ async fn regions(url: &str, limits: &str) -> (tempfile::TempDir, Vec<Service>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn regions_never_go_above_the_sliding_window_rule() {
     let db = TestDb::create(Backend::MariaDb, "bounded");
-    let (_dir, services) = regions(&db.url(), &limits()).await;
-    let clients = bounded::clients(&services, 3).await;
-    let first_cell = support::into_fresh_window(Duration::from_millis(WINDOW_MS)) / WINDOW_MS;
-    // Four windows at twenty times the limit, over three regions at once.
-    let sent = load::paced(clients, 400.0, Duration::from_millis(4 * WINDOW_MS), |_| {
-        grpc::hit(HIT.0, HIT.1, HIT.2)
-    })
-    .await;
-    load::assert_no_grpc_errors(&sent, "the sliding-window load");
-    let admissions = bounded::admitted(&sent);
-    let above = bounded::above_the_rule(&admissions, WINDOW_MS, LIMIT);
-    assert!(
-        above.is_empty(),
-        "{} admissions above the rule (limit {LIMIT} per {WINDOW_MS} ms), the first: {:?}",
-        above.len(),
-        &above[..above.len().min(5)]
-    );
-    for cell in first_cell..first_cell + 4 {
-        let most = bounded::most_in_window(&admissions, cell, WINDOW_MS);
-        println!("window {cell}: least effective up to {most} of {LIMIT}");
-        assert!(
-            most >= LIMIT / 2,
-            "window {cell}: the least effective reached only {most}"
-        );
-    }
+    let (_dir, services) = regions(&db.url(), &with_ready(&bounded::sliding_limits())).await;
+    bounded::assert_never_above_the_sliding_rule(&services, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn regions_admit_exactly_the_limit_of_a_fixed_window() {
     let db = TestDb::create(Backend::MariaDb, "bounded_fixed");
-    let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 300, guarantee: never_above}\n  - key: ready\n    rate_limit: {unit: hour, requests_per_unit: 1000000, guarantee: never_above}\n";
-    let (_dir, services) = regions(&db.url(), limits).await;
-    let clients = bounded::clients(&services, 3).await;
-    support::stay_in_one_minute(Duration::from_secs(10));
-    let hit = |_| grpc::hit(HIT.0, HIT.1, HIT.2);
-    let first = load::paced(clients.clone(), 2_000.0, Duration::from_millis(1_500), hit).await;
-    load::assert_no_grpc_errors(&first, "the fixed-window load");
-    let during = bounded::admitted(&first).len();
-    assert!(
-        during <= 300,
-        "{during} admitted in one window of a limit of 300"
-    );
-    // The rights left idle go back to the database, and the next calls spend them.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let second = load::paced(clients, 1_000.0, Duration::from_millis(1_000), hit).await;
-    load::assert_no_grpc_errors(&second, "the second load");
-    let after = bounded::admitted(&second).len();
-    println!("admitted {during} under load, {after} after the idle rights came back");
-    assert_eq!(
-        during + after,
-        300,
-        "{during} + {after} in one window of 300"
-    );
+    let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 300, guarantee: never_above}\n";
+    let (_dir, services) = regions(&db.url(), &with_ready(limits)).await;
+    bounded::assert_exactly_the_limit_of_a_fixed_window(&services).await;
 }
 
 /// A region cut from the database spends the rights it holds, then refuses; the others go
@@ -114,7 +71,7 @@ async fn a_region_cut_from_the_database_spends_what_it_holds_then_refuses() {
     let db = TestDb::create(Backend::MariaDb, "bounded_cut");
     let proxy = Proxy::start(db.server_addr());
     let cut_url = db.url_via(proxy.addr);
-    let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 600, guarantee: never_above}\n  - key: ready\n    rate_limit: {unit: hour, requests_per_unit: 1000000, guarantee: never_above}\n";
+    let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 600, guarantee: never_above}\n";
     let (_dir, path) = support::limits_file(limits);
     let mut extra: Vec<&str> = FAST_GLOBAL.to_vec();
     extra.extend(["--global-timeout", "300ms"]);

@@ -34,10 +34,19 @@ fn spend(stack: &Stack, estimate: i64, unused: i64) -> i64 {
 #[test]
 fn the_token_budget_holds_exactly_across_two_regions() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("global.db").display());
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("global.db").display()
+    );
     let example = Example::load("token-budget");
     let region = |name: &'static str| {
-        let mut flags = vec!["--database-url", url.as_str(), "--region", name, "--migrate"];
+        let mut flags = vec![
+            "--database-url",
+            url.as_str(),
+            "--region",
+            name,
+            "--migrate",
+        ];
         flags.extend_from_slice(&FAST_GLOBAL);
         Stack::start(&example, &flags)
     };
@@ -65,7 +74,10 @@ fn the_token_budget_holds_exactly_across_two_regions() {
             .sum()
     });
     println!("{spent} tokens spent under load, of {BUDGET}");
-    assert!(spent <= BUDGET, "{spent} tokens spent of a budget of {BUDGET}");
+    assert!(
+        spent <= BUDGET,
+        "{spent} tokens spent of a budget of {BUDGET}"
+    );
     // The refunds land at the streams' end and the rights left idle go back within a second
     // or two: then single tokens, alternating regions until both refuse, spend the rest.
     std::thread::sleep(Duration::from_secs(3));
@@ -81,5 +93,9 @@ fn the_token_budget_holds_exactly_across_two_regions() {
         }
     }
     println!("{rest} more single tokens");
-    assert_eq!(spent + rest, BUDGET, "the budget spent to the last token, and no more");
+    assert_eq!(
+        spent + rest,
+        BUDGET,
+        "the budget spent to the last token, and no more"
+    );
 }

@@ -14,6 +14,12 @@ use crate::regional::{OriginError, OriginFuture, RightsAsk, RightsKeeper, Rights
 /// such decision for a whole timeout.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a take from the database should last a process at its measured demand: a take is
+/// two statements on a database that may be a region away, so a busy counter takes about once
+/// a second per process (a replay interval's worth, as from Redis, made every low-rate
+/// request of ten regions a round trip: 50 takes a second for 50 requests).
+pub const TAKE_HORIZON: Duration = Duration::from_secs(1);
+
 /// A [`GlobalStore`] as a [`RightsKeeper`], each call bounded by `timeout`, none tried for
 /// [`RETRY_AFTER`] after one failed.
 pub struct GlobalRights {
@@ -60,6 +66,10 @@ impl GlobalRights {
 impl RightsKeeper for GlobalRights {
     fn name(&self) -> &'static str {
         self.store.name()
+    }
+
+    fn horizon(&self) -> Duration {
+        TAKE_HORIZON
     }
 
     fn take<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64> {

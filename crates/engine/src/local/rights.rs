@@ -5,11 +5,11 @@
 //!
 //! One process exact on its own counts is not enough there: each process sees the others'
 //! admissions only after a replay, and a decision from local memory may take what another
-//! process already took. Rights move instead of counts: a process takes a few at a time, as
-//! many as it expects to spend before its next replay (twice its demand over a replay
-//! interval, at least the hit's cost), spends them from memory, and gives back what it will
-//! not spend (idle for [`IDLE_MS`], or of a cell its clock has left) on the replay cadence
-//! and at shutdown.
+//! process already took. Rights move instead of counts: a process takes a few at a time
+//! (twice its demand over the take's horizon: a replay interval from the origin, the
+//! keeper's from the global store; at least the hit's cost), spends them from memory, and
+//! gives back what it will not spend (idle for [`IDLE_MS`], or of a cell its clock has left)
+//! on the replay cadence and at shutdown.
 //!
 //! The cell table still records every admission, so inspection, metrics and the replayed
 //! counts stay as for any limit; the rights decide first and the table's own rule after
@@ -67,9 +67,11 @@ pub(super) struct Holding {
     /// Held while a take is on its way: concurrent decisions that found no right wait for it
     /// and spend what it brought, instead of each asking the origin for one.
     taking: tokio::sync::Mutex<()>,
-    /// When a take last failed (ms; 0: never): the decisions that waited behind it, and
-    /// those of the next [`IDLE_MS`], are denied without asking again.
-    failed_ms: AtomicU64,
+    /// Until when (ms) no take is asked: after a failed one ([`IDLE_MS`]), and after one
+    /// that found the room spent (a quarter of the take horizon). The decisions that waited
+    /// behind it, and those until then, are denied without asking: over the limit, every
+    /// refused request would otherwise be a round trip to the store.
+    quiet_until_ms: AtomicU64,
 }
 
 impl Holding {
@@ -180,6 +182,20 @@ impl Engine {
         self.rights_keeper.get().is_some() || self.origin.shares_rights()
     }
 
+    /// How long a take should last at the measured demand: the keeper's horizon, else a
+    /// replay interval (the origin's cadence); at most a tenth of the window, since what a
+    /// process holds when its cell ends is lost to every other.
+    fn take_horizon_ms(&self, duration_ms: u64) -> u64 {
+        let horizon = match self.rights_keeper.get() {
+            Some(keeper) => keeper.horizon(),
+            None => self.settings.replay_interval,
+        };
+        u64::try_from(horizon.as_millis())
+            .unwrap_or(u64::MAX)
+            .min(duration_ms / 10)
+            .max(1)
+    }
+
     fn rights_source(&self) -> &'static str {
         match self.rights_keeper.get() {
             Some(keeper) => keeper.name(),
@@ -256,17 +272,12 @@ impl Engine {
             return true;
         }
         let now_ms = self.clock.now_ms();
-        let failed = holding.failed_ms.load(Ordering::Relaxed);
-        if failed != 0 && now_ms.saturating_sub(failed) < IDLE_MS {
+        if now_ms < holding.quiet_until_ms.load(Ordering::Relaxed) {
             return false;
         }
+        let horizon_ms = self.take_horizon_ms(hit.counter.duration_ms);
         let ask = RightsAsk {
-            want: holding.want(
-                hit.cost,
-                now_ms,
-                self.settings.replay_interval.as_millis() as u64,
-                hit.limit,
-            ),
+            want: holding.want(hit.cost, now_ms, horizon_ms, hit.limit),
             cell,
             limit: hit.limit,
             elapsed_ms: position.elapsed_ms,
@@ -277,9 +288,16 @@ impl Engine {
         self.metrics
             .origin_call(OriginOp::Rights, taken.is_ok(), started.elapsed());
         match taken {
-            Ok(granted) => holding.add(granted),
+            Ok(granted) => {
+                holding.add(granted);
+                if granted < ask.want {
+                    let quiet = now_ms.saturating_add(horizon_ms / 4);
+                    holding.quiet_until_ms.store(quiet, Ordering::Relaxed);
+                }
+            }
             Err(error) => {
-                holding.failed_ms.store(now_ms.max(1), Ordering::Relaxed);
+                let quiet = now_ms.saturating_add(IDLE_MS);
+                holding.quiet_until_ms.store(quiet, Ordering::Relaxed);
                 tracing::debug!(%error, keeper = self.rights_source(), "taking rights failed; deciding from the rights held");
             }
         }

@@ -35,6 +35,11 @@ pub trait RightsKeeper: Send + Sync + 'static {
     /// A short name for logs ("mysql", "postgres", "sqlite", "memory").
     fn name(&self) -> &'static str;
 
+    /// How long a take should last a process at its measured demand: it asks for twice that.
+    /// A store far away wants fewer, larger takes than the regional origin (whose takes
+    /// last a replay interval).
+    fn horizon(&self) -> std::time::Duration;
+
     /// As [`RegionalOrigin::take_rights`](super::RegionalOrigin::take_rights).
     fn take<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64>;
 

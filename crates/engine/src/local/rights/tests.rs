@@ -106,7 +106,12 @@ async fn run_on(
     for step in 0..(20 * WINDOW_MS / 5) {
         let now = step * 5;
         clock.set(now);
-        for (p, engine) in engines.iter().enumerate() {
+        // Three processes' arrivals, whatever the engines: one engine alone takes them all
+        // (the ideal single limiter).
+        for p in 0..3 {
+            let Some(engine) = engines.get(p % engines.len()) else {
+                continue;
+            };
             seed = seed
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
@@ -136,9 +141,14 @@ async fn processes_sharing_a_store_never_admit_above_the_sliding_rule() {
     let log = run(true, Windows::Sliding).await;
     let highest = highest_effective(&log, 100, true);
     assert!(highest <= 1.0, "effective reached {highest} × the limit");
-    // and they admit close to what one limiter would (100 a window, 20 windows, less the
-    // first window's slide-in)
-    assert!(log.len() >= 1_700, "{} admitted", log.len());
+    // and they admit close to what one limiter fed the same arrivals admits
+    let ideal = run_on(fleet(1, Windows::Sliding), true).await.len();
+    println!("processes admitted {} of the ideal's {ideal}", log.len());
+    assert!(
+        log.len() * 100 >= ideal * 98,
+        "{} admitted, the ideal {ideal}",
+        log.len()
+    );
     // the oracle catches an excess: the same fleet on `never_below` goes above
     let loose = run(false, Windows::Sliding).await;
     assert!(highest_effective(&loose, 100, true) > 1.0);
@@ -149,7 +159,15 @@ async fn regions_sharing_the_global_store_never_admit_above_the_sliding_rule() {
     let log = run_on(regions(3, Windows::Sliding), true).await;
     let highest = highest_effective(&log, 100, true);
     assert!(highest <= 1.0, "effective reached {highest} × the limit");
-    assert!(log.len() >= 1_700, "{} admitted", log.len());
+    // refused against one limiter fed the same arrivals: a few percent (a take lasts a
+    // second, and a process whose take found the room spent waits a quarter of one)
+    let ideal = run_on(fleet(1, Windows::Sliding), true).await.len();
+    println!("regions admitted {} of the ideal's {ideal}", log.len());
+    assert!(
+        log.len() * 100 >= ideal * 98,
+        "{} admitted, the ideal {ideal}",
+        log.len()
+    );
     let loose = run_on(regions(3, Windows::Sliding), false).await;
     assert!(highest_effective(&loose, 100, true) > 1.0);
 }
