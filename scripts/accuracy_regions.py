@@ -234,22 +234,25 @@ def run(args):
         stop_all(procs, grace_s=15)
         if not args.keep:
             mysql(host, port, f"DROP DATABASE IF EXISTS {db}")
+    common = {
+        "scenario": name,
+        "regions": len(rates),
+        "rates_per_s": rates,
+        "offered_x_limit": round(offered, 2),
+        "limit": args.limit,
+        "window_s": window_s,
+        "windows": args.windows,
+        "real_admitted_x_limit": round(real, 3),
+        "grpc_errors": errors,
+        "logs": workdir,
+    }
     if args.guarantee == "never_above":
         return {
-            "scenario": name,
+            **common,
             "guarantee": args.guarantee,
-            "regions": len(rates),
-            "rates_per_s": rates,
-            "offered_x_limit": round(offered, 2),
-            "limit": args.limit,
-            "window_s": window_s,
-            "windows": args.windows,
-            "real_admitted_x_limit": round(real, 3),
             "refused_vs_ideal": round(max(0.0, 1.0 - real), 3),
             "real_onset_x_limit": round(onset, 3),
             "rights_calls_per_s": round(rights_per_s, 1),
-            "grpc_errors": errors,
-            "logs": workdir,
         }
     sims = list(simulate(args, name))
     medians = [s["per_window"]["median"] for s in sims]
@@ -269,21 +272,12 @@ def run(args):
             "onset_difference": round(onset - sum(onsets) / len(onsets), 3),
         }
     return {
-        "scenario": name,
-        "regions": len(rates),
-        "rates_per_s": rates,
-        "offered_x_limit": round(offered, 2),
-        "limit": args.limit,
-        "window_s": window_s,
-        "windows": args.windows,
+        **common,
         "interval_ms": args.interval_ms,
-        "real_admitted_x_limit": round(real, 3),
         "sim_median_x_limit": round(sim, 3),
         "sim_medians_seeds_1_3": medians,
         "sim_worst_sliding_seeds_1_3": [s["worst_sliding"] for s in sims],
         "difference": round(real - sim, 3),
-        "grpc_errors": errors,
-        "logs": workdir,
         **extra,
     }
 

@@ -4,9 +4,10 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use quick_cache::sync::Cache;
-use xxhash_rust::xxh3::Xxh3;
 
-use super::{CellRead, OriginFuture, RegionalOrigin, RightsAsk, RightsReturn, room};
+use super::{
+    CellRead, OriginFuture, RegionalOrigin, RightsAsk, RightsReturn, RightsRow, counter_id,
+};
 use crate::cell_key::{CellKey, CounterKey};
 use crate::pn::PnCount;
 
@@ -83,60 +84,37 @@ fn bounded<K: Eq + std::hash::Hash + Clone, V: Clone>(items: usize) -> Cache<K, 
     }
 }
 
-/// Takes per cell, and per counter the newest cell taken from (older cells are closed to
-/// takes). Bounded like the components; a forgotten count could grant its room twice, so
-/// the bound is far above what tests of several in-process processes use.
+/// The rights of `never_above` counters, by counter id: the row every store keeps
+/// ([`RightsRow`]). Bounded like the components: past `max_entries` counters a new one gets no
+/// rights (a forgotten row could grant its room twice); the bound is far above what tests of
+/// several in-process processes use.
 struct RightsBook {
-    taken: std::collections::HashMap<Hash128, u64>,
-    newest: std::collections::HashMap<Hash128, u64>,
+    rows: std::collections::HashMap<[u8; 16], RightsRow>,
     max_entries: usize,
 }
 
 impl RightsBook {
     fn take(&mut self, ask: &RightsAsk) -> u64 {
-        let counter = counter_hash(&ask.cell.counter().to_owned_key());
-        let sequence = ask.cell.sequence;
-        let newest = self.newest.get(&counter).copied().unwrap_or(0);
-        if sequence < newest
-            || self.taken.len() >= self.max_entries
-            || self.newest.len() >= self.max_entries
-        {
+        let id = counter_id(&ask.cell);
+        let current = self.rows.get(&id).copied();
+        if current.is_none() && self.rows.len() >= self.max_entries {
             return 0;
         }
-        if sequence > newest {
-            self.newest.insert(counter, sequence);
-            // No take weighs a cell two windows back: forget it.
-            let oldest = newest.saturating_sub(1).max(sequence.saturating_sub(3));
-            for old in oldest..sequence.saturating_sub(1) {
-                let mut key = ask.cell.clone();
-                key.sequence = old;
-                self.taken.remove(&cell_hash(&key));
-            }
+        let (granted, next) = RightsRow::take(current, ask);
+        if let Some(next) = next {
+            self.rows.insert(id, next);
         }
-        let taken = self.taken.get(&cell_hash(&ask.cell)).copied().unwrap_or(0);
-        let previous = match sequence.checked_sub(1).filter(|_| ask.sliding) {
-            Some(before) => {
-                let mut key = ask.cell.clone();
-                key.sequence = before;
-                self.taken.get(&cell_hash(&key)).copied().unwrap_or(0)
-            }
-            None => 0,
-        };
-        let room = room(
-            ask.limit,
-            taken,
-            previous,
-            ask.cell.duration_ms,
-            ask.elapsed_ms,
-        );
-        let granted = ask.want.min(room);
-        self.taken.insert(cell_hash(&ask.cell), taken + granted);
         granted
     }
 
     fn give_back(&mut self, returned: &RightsReturn) {
-        if let Some(taken) = self.taken.get_mut(&cell_hash(&returned.cell)) {
-            *taken = taken.saturating_sub(returned.count);
+        let id = counter_id(&returned.cell);
+        let next = self
+            .rows
+            .get(&id)
+            .and_then(|row| row.give_back(returned.cell.sequence, returned.count));
+        if let Some(next) = next {
+            self.rows.insert(id, next);
         }
     }
 }
@@ -160,8 +138,7 @@ impl InProcessOrigin {
             refunds: Arc::new(bounded(max_cells)),
             penalties: Arc::new(bounded(max_cells / 16)),
             rights: Arc::new(Mutex::new(RightsBook {
-                taken: std::collections::HashMap::new(),
-                newest: std::collections::HashMap::new(),
+                rows: std::collections::HashMap::new(),
                 max_entries: max_cells.max(1),
             })),
             processes: Arc::new(Processes {
@@ -257,15 +234,7 @@ fn counter_hash(key: &CounterKey) -> Hash128 {
 /// A counter's strings and window, then `tail`: what a cell (its sequence) or a penalty adds
 /// to the counter's identity.
 fn key_hash(strings: [&str; 3], duration_ms: u64, tail: &[u8]) -> Hash128 {
-    let mut hasher = Xxh3::new();
-    // Each string behind its length: the fields cannot run together.
-    for field in strings {
-        hasher.update(&(field.len() as u64).to_le_bytes());
-        hasher.update(field.as_bytes());
-    }
-    hasher.update(&duration_ms.to_le_bytes());
-    hasher.update(tail);
-    let hash = hasher.digest128();
+    let hash = super::rights::identity_hash(strings, duration_ms, tail);
     [hash as u64, (hash >> 64) as u64]
 }
 

@@ -128,14 +128,22 @@ impl RightsRow {
 /// The 128-bit identity of a cell's counter under which a store keeps its rights: every
 /// process and version computes the same (golden-tested below).
 pub fn counter_id(cell: &CellKey) -> [u8; 16] {
+    let strings = [&*cell.workspace, &*cell.namespace, &*cell.identifier];
+    identity_hash(strings, cell.duration_ms, b"rights").to_be_bytes()
+}
+
+/// A 128-bit hash of a counter's strings and window, then `tail` (what a cell's sequence, a
+/// penalty or its rights add to the counter's identity). Each string goes behind its length:
+/// the fields cannot run together.
+pub(super) fn identity_hash(strings: [&str; 3], duration_ms: u64, tail: &[u8]) -> u128 {
     let mut hasher = Xxh3::new();
-    for field in [&*cell.workspace, &*cell.namespace, &*cell.identifier] {
+    for field in strings {
         hasher.update(&(field.len() as u64).to_le_bytes());
         hasher.update(field.as_bytes());
     }
-    hasher.update(&cell.duration_ms.to_le_bytes());
-    hasher.update(b"rights");
-    hasher.digest128().to_be_bytes()
+    hasher.update(&duration_ms.to_le_bytes());
+    hasher.update(tail);
+    hasher.digest128()
 }
 
 /// A process's ask for rights of one cell of a `never_above` counter.
