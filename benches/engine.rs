@@ -64,6 +64,24 @@ fn warm_one_key(c: &mut Criterion) {
     group.bench_function("warm decision, one key, never_above", |b| {
         b.iter(|| decide(&engine, black_box(exact("10.0.0.2"))))
     });
+    // The same limit when another process shares the origin: each decision spends a right
+    // this process holds, on the engine's slow path (a boxed future), and takes more from
+    // the in-process store once it has spent what it held (asks that double with demand).
+    let store = InProcessOrigin::new(1_000);
+    let _other = store
+        .sibling("other")
+        .expect("a second process of the region");
+    let shared = Engine::new(
+        EngineSettings::default(),
+        Arc::new(store),
+        Arc::new(ManualClock::new(START_MS)),
+        Arc::new(Metrics::new()),
+    );
+    decide(&shared, exact("10.0.0.3"));
+    group.bench_function(
+        "warm decision, one key, never_above from rights held",
+        |b| b.iter(|| decide(&shared, black_box(exact("10.0.0.3")))),
+    );
     group.finish();
 }
 

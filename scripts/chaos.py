@@ -21,6 +21,11 @@ either draws one fault from the seed or is the quiet phase after one:
   failover    the region's Redis master killed and replaced (Sentinel promotes the replica)
               while the region's database link is down
 
+A third tenant's limit is `guarantee: never_above`: its admissions spend rights taken from
+the database, and each process's `--clock-skew` covers its clock's offset, so that no
+admission may be above the sliding rule by true time whatever the faults; the checker
+holds every admission to it by its client's send and answer times.
+
 The regions' clocks disagree (libfaketime, --skew-s apart, each process's windows come from
 its own clock). After the last phase the load stops, every link is healed, and the run
 settles; then the checker prints one table, writes a JSON summary (--json) and exits 1 if any
@@ -92,6 +97,10 @@ def parse():
     p.add_argument("--limit", type=int, default=60, help="per window, for the hot and the light key")
     p.add_argument("--hot-rate", type=int, default=15, help="requests/s per process on the hot key")
     p.add_argument("--light-rate", type=int, default=2, help="requests/s per process on the light key")
+    p.add_argument("--capped-limit", type=int, default=30,
+                   help="per window, for the `never_above` tenant (docs/bounded-counter.md)")
+    p.add_argument("--capped-rate", type=int, default=10,
+                   help="requests/s per process on the `never_above` tenant")
     p.add_argument("--rlqs-limit", type=int, default=60, help="per window, for the RLQS bucket")
     p.add_argument("--rlqs-rate", type=float, default=30,
                    help="requests/s each region's RLQS client offers its bucket")

@@ -1,6 +1,7 @@
 """The checker: each invariant of docs/reliability.md against what the run measured, one table
 row each, with a stable id for the machine-readable summary."""
 
+import bisect
 import math
 import re
 
@@ -32,6 +33,32 @@ def rlqs_phase(rows, t):
         if row["span"][0] <= t:
             found = row["phase"]
     return found if rows and t < rows[-1]["span"][1] else None
+
+
+def least_effectives(spans, window_ms):
+    """For each admission (sent, answered: ms, true time) of a sliding window, the least
+    `effective` it can have had: the service decided it at an instant between the two, so it
+    counts in its cell only the admissions certainly before it there (answered before it was
+    sent), in the previous cell only those certainly in it, weighted at the latest instant it
+    can have been decided; the smaller of its two cells when it straddles a boundary. The true
+    `effective` is at least this, so one above the limit is an admission above the rule."""
+    certain = {}
+    for sent, answered in spans:
+        if sent // window_ms == answered // window_ms:
+            certain.setdefault(sent // window_ms, []).append(answered)
+    for answers in certain.values():
+        answers.sort()
+    out = []
+    for sent, answered in spans:
+        least = None
+        for cell in {sent // window_ms, answered // window_ms}:
+            current = bisect.bisect_left(certain.get(cell, []), sent)
+            previous = len(certain.get(cell - 1, []))
+            elapsed = min(answered, (cell + 1) * window_ms - 1) - cell * window_ms
+            effective = 1 + current + previous * (window_ms - elapsed) // window_ms
+            least = effective if least is None else min(least, effective)
+        out.append(((sent, answered), least))
+    return out
 
 
 def tallies(rows):
@@ -198,6 +225,26 @@ class Checker:
         for cid, (worst, broken) in results.items():
             self.add(cid, names[cid], not broken, f"worst {worst:.2f}" + "".join("; " + x for x in broken))
 
+    def never_above(self):
+        """The `never_above` tenant: no admission above the sliding rule by true time, by the
+        oracle of its clients' send and answer times; and the oracle came near the limit (a
+        check that never does proves nothing)."""
+        a = self.a
+        window_ms = a.window_s * 1000
+        spans = [tuple(span) for *_, k, t in tallies(self.rows) if k == "capped" for span in t["spans"]]
+        judged = least_effectives(spans, window_ms)
+        above = sorted((span, e) for span, e in judged if e > a.capped_limit)
+        most = {}
+        for (sent, _), e in judged:
+            most[sent // window_ms] = max(most.get(sent // window_ms, 0), e)
+        near = max(most.values(), default=0)
+        self.add("never-above", f"never_above tenant: no admission above the sliding rule of "
+                                f"{a.capped_limit} a window (by its clients' send and answer times)",
+                 not above and near >= a.capped_limit / 2,
+                 f"{len(spans)} admitted in {len(most)} windows, {len(above)} above the rule; the "
+                 f"oracle's least effective reached {near} of {a.capped_limit}"
+                 + "".join(f"; sent {s} answered {r}: ≥ {e}" for (s, r), e in above[:3]))
+
     def rest(self):
         a, run = self.a, self.run
         denied = sum(t["over_limit"] for _, _, _, k, t in tallies(self.rows) if k == "light")
@@ -247,5 +294,6 @@ def check(a, run, rows, db_counts, skew, bounds):
     c.rlqs_streams()
     c.totals()
     c.windows()
+    c.never_above()
     c.rest()
     return c.checks, c.table()

@@ -18,19 +18,23 @@ FAKETIME_LIBS = [
 ]
 
 # Defects planted in the service's code (debug builds only; crates/engine/src/plant.rs).
-CODE_PLANTS = ("replay-short", "flush-short", "rlqs-report-ignored")
+CODE_PLANTS = ("replay-short", "flush-short", "rlqs-report-ignored", "never-above-unshared")
 # Defects planted in the deployment: regions that share no database; a failover onto a
 # replica that missed every write.
 DEPLOYMENT_PLANTS = ("shared-nothing", "failover-loses")
 
+# Beyond each process's clock offset, for the libfaketime's own slack.
+CLOCK_MARGIN_S = 0.05
+
 # Each cell's regional total and time to live, read in one call: a key's hits are the sum of its
-# process fields (`r:` fields are refunds).
+# process fields (`r:` fields are refunds). Rights of `never_above` counters are not cells.
 SAMPLE_SCRIPT = """
 local out, cursor = {}, '0'
 repeat
   local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
   cursor = page[1]
   for _, key in ipairs(page[2]) do
+    if not string.find(key, ':rights', 1, true) then
     local all, hits = redis.call('HGETALL', key), 0
     for i = 1, #all, 2 do
       if string.sub(all[i], 1, 2) ~= 'r:' then hits = hits + (tonumber(all[i + 1]) or 0) end
@@ -38,6 +42,7 @@ repeat
     table.insert(out, key)
     table.insert(out, tostring(hits))
     table.insert(out, tostring(redis.call('PTTL', key)))
+    end
   end
 until cursor == '0'
 return out
@@ -153,6 +158,14 @@ class Deployment:
                 "      unit: second\n"
                 f"      unit_multiplier: {self.args.window_s}\n"
                 f"      requests_per_unit: {self.args.limit}\n"
+                # Over-admission is money here: never above the limit.
+                "  - key: tenant\n"
+                "    value: capped\n"
+                "    rate_limit:\n"
+                "      unit: second\n"
+                f"      unit_multiplier: {self.args.window_s}\n"
+                f"      requests_per_unit: {self.args.capped_limit}\n"
+                "      guarantee: never_above\n"
                 # RLQS traffic only: its own counter, its own over-admission.
                 "  - key: quota\n"
                 "    rate_limit:\n"
@@ -269,11 +282,17 @@ class Deployment:
                 "--publish-floor", str(a.publish_floor),
                 "--max-memory", f"{a.max_memory_mib}MiB",
                 "--rlqs-assignment-ttl", f"{a.rlqs_ttl_s}s",
+                "--clock-skew", f"{self.clock_skew_ms()}ms",
                 "--log-level", "warn",
             ],
             stdout=log, stderr=subprocess.STDOUT, env=self.env(r))
         region.procs[p] = proc
         return proc
+
+    def clock_skew_ms(self):
+        """Every process's `--clock-skew`: the farthest any region's clock is from true time
+        (the host's), with a margin."""
+        return round((max(abs(o) for o in self.offsets) + CLOCK_MARGIN_S) * 1000)
 
     def wait_ready(self, region, r, p):
         url = f"http://127.0.0.1:{region.http[p]}/healthz"

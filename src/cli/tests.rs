@@ -332,7 +332,10 @@ fn stated_ranges_are_enforced() {
             if let Err(error) = with(&at) {
                 panic!("{flag} {at} (a bound of [range: {range}]) is refused: {error}");
             }
-            if !(is_min && bound.starts_with('0') && matches!(parsed, Bound::Count(_))) {
+            // Nothing lies below a bound of zero.
+            let zero = matches!(parsed, Bound::Count(0) | Bound::Size(0))
+                || matches!(parsed, Bound::Time(d) if d.is_zero());
+            if !(is_min && zero) {
                 assert!(
                     with(&outside).is_err(),
                     "{flag} {outside} is outside [range: {range}] but accepted"

@@ -95,6 +95,8 @@ pub struct EngineGroup {
     pub windows: gcounter_engine::Windows,
     /// `--count-denied`.
     pub count_denied: bool,
+    /// `--clock-skew`.
+    pub clock_skew: Duration,
 }
 
 impl EngineGroup {
@@ -110,6 +112,7 @@ impl EngineGroup {
             repeated_warning_interval: self.repeated_warning_interval.get(),
             windows: self.windows,
             count_denied: self.count_denied,
+            clock_skew: self.clock_skew,
             ..EngineSettings::default()
         }
     }
@@ -430,6 +433,7 @@ impl ServeSettings {
                     onset_interval: args.global.global_onset_interval,
                     onset_urgent_divisor: args.global.global_onset_urgent_divisor,
                     timeout: args.global.global_timeout,
+                    rights_timeout: args.global.global_rights_timeout,
                     cleanup_interval: args.global.global_cleanup_interval,
                     ..GlobalSettings::default()
                 },
@@ -499,6 +503,7 @@ impl ServeSettings {
                 )?,
                 windows: args.limits.windows.into(),
                 count_denied: args.limits.count_denied,
+                clock_skew: args.limits.clock_skew,
             },
             regional,
             region,

@@ -80,6 +80,10 @@ pub struct LoadtestArgs {
     /// `h2load -d FILE -H 'content-type: application/grpc' -H 'te: trailers'`.
     #[arg(long)]
     pub write_grpc_body: Option<PathBuf>,
+    /// List when each OK answer's request was sent and answered (ms since the Unix epoch,
+    /// the first 10,000): an oracle can then place every admission in time.
+    #[arg(long)]
+    pub ok_spans: bool,
 }
 
 impl LoadtestArgs {
@@ -107,15 +111,29 @@ struct Tally {
     /// `MAX_ERROR_TIMES`): a caller that killed the server can tell the errors before the kill
     /// from the requests the kill severed.
     error_times_ms: Mutex<Vec<u64>>,
+    /// With --ok-spans: `[sent, answered]` of each OK answer (ms since the Unix epoch, the
+    /// first `MAX_ERROR_TIMES`).
+    ok_spans_ms: Option<Mutex<Vec<[u64; 2]>>>,
+}
+
+/// Now, in microseconds since the Unix epoch.
+fn wall_clock_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
 }
 
 impl Tally {
+    /// Counts an answer that came `waited` after its request was sent.
     fn record(
         &self,
         answer: &Result<
             tonic::Response<envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse>,
             tonic::Status,
         >,
+        waited: Duration,
     ) {
         match answer {
             Ok(response) if response.get_ref().overall_code == Code::OverLimit as i32 => {
@@ -123,17 +141,24 @@ impl Tally {
             }
             Ok(_) => {
                 self.ok.fetch_add(1, Ordering::Relaxed);
+                if let Some(spans) = &self.ok_spans_ms {
+                    // The send rounded down, the answer up: the admission lies within.
+                    let answered_us = wall_clock_us();
+                    let sent_ms = answered_us.saturating_sub(micros(waited)) / 1_000;
+                    let answered_ms = answered_us.div_ceil(1_000);
+                    if let Ok(mut spans) = spans.lock()
+                        && spans.len() < MAX_ERROR_TIMES
+                    {
+                        spans.push([sent_ms, answered_ms]);
+                    }
+                }
             }
             Err(status) => {
                 // A handful is enough to see what went wrong; the count says how often.
                 if self.errors.fetch_add(1, Ordering::Relaxed) < 3 {
                     tracing::warn!(%status, "gRPC error");
                 }
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |since| {
-                        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-                    });
+                let now_ms = wall_clock_us() / 1_000;
                 if let Ok(mut times) = self.error_times_ms.lock()
                     && times.len() < MAX_ERROR_TIMES
                 {
@@ -207,7 +232,10 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
         channels.push(channel);
     }
 
-    let tally = Arc::new(Tally::default());
+    let tally = Arc::new(Tally {
+        ok_spans_ms: args.ok_spans.then(Mutex::default),
+        ..Tally::default()
+    });
     let start = Instant::now();
     let schedule = Schedule {
         measure_from: start + args.warmup,
@@ -290,6 +318,12 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<Option<Report>> {
             .lock()
             .map(|times| times.clone())
             .unwrap_or_else(|poisoned| poisoned.into_inner().clone()),
+        ok_spans_ms: tally.ok_spans_ms.as_ref().map(|spans| {
+            spans
+                .lock()
+                .map(|spans| spans.clone())
+                .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+        }),
     }))
 }
 
@@ -324,8 +358,9 @@ async fn closed_loop_worker(
         }
         let answer = client.should_rate_limit(request).await;
         if started >= schedule.measure_from {
-            let _ = latencies.record(micros(started.elapsed()));
-            tally.record(&answer);
+            let waited = started.elapsed();
+            let _ = latencies.record(micros(waited));
+            tally.record(&answer, waited);
         }
     }
 }
@@ -366,11 +401,11 @@ async fn open_loop_connection(
             };
             let answer = client.should_rate_limit(request).await;
             if scheduled >= schedule.measure_from {
-                let latency = micros(dispatched.elapsed());
+                let waited = dispatched.elapsed();
                 if let Ok(mut histogram) = latencies.lock() {
-                    let _ = histogram.record(latency);
+                    let _ = histogram.record(micros(waited));
                 }
-                tally.record(&answer);
+                tally.record(&answer, waited);
             }
         }));
         // Keep the list of handles short: drop the finished ones now and then.

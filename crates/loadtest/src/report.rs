@@ -25,6 +25,10 @@ pub struct Report {
     pub errors: u64,
     /// When each error answered (ms since the Unix epoch), the first 10,000.
     pub error_times_ms: Vec<u64>,
+    /// With --ok-spans: when each OK answer's request was sent and when it was answered
+    /// (ms since the Unix epoch), the first 10,000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ok_spans_ms: Option<Vec<[u64; 2]>>,
 }
 
 /// Latency percentiles in microseconds.

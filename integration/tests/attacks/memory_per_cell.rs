@@ -87,6 +87,7 @@ async fn flood(service: &Service, keys: u64) {
         duration: Duration::from_secs(600),
         warmup: Duration::ZERO,
         write_grpc_body: None,
+        ok_spans: false,
     };
     let report = gcounter_loadtest::run(args)
         .await

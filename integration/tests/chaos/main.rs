@@ -1,8 +1,9 @@
 //! A seeded chaos run over two regions of two processes each (`scripts/chaos.py`): processes
 //! SIGKILLed and SIGSTOPped under load, links to Redis and to the database cut between network
 //! namespaces, delay and loss on them, a Sentinel failover while the database is cut off, and
-//! the regions' clocks 2 s apart. The runner's checker fails the run on any broken invariant;
-//! docs/reliability.md states each one and its bound.
+//! the regions' clocks 2 s apart; a `never_above` limit beside the others. The runner's
+//! checker fails the run on any broken invariant; docs/reliability.md states each one and its
+//! bound.
 //!
 //! A checker that cannot fail proves nothing: each planted defect below (in the deployment, or
 //! in a debug build's code behind `GCOUNTER_PLANT`) must turn the invariant it breaks red.
@@ -109,7 +110,7 @@ fn held(json: &Value, id: &str) -> bool {
         .unwrap_or_else(|| panic!("the run did not check {id}: {json}"))
 }
 
-const INVARIANTS: [&str; 18] = [
+const INVARIANTS: [&str; 19] = [
     "grpc-errors",
     "late-answers",
     "rlqs-streams",
@@ -124,6 +125,7 @@ const INVARIANTS: [&str; 18] = [
     "v3-degraded",
     "rlqs-clean",
     "rlqs-degraded",
+    "never-above",
     "false-denial",
     "clocks",
     "rss",
@@ -217,4 +219,9 @@ fn an_ignored_rlqs_report_breaks_the_rlqs_totals() {
 #[test]
 fn a_failover_onto_a_replica_that_missed_writes_is_a_finding() {
     planted_defect_breaks("failover-loses", "failover", &["redis-kept"]);
+}
+
+#[test]
+fn processes_deciding_a_never_above_limit_alone_break_it() {
+    planted_defect_breaks("never-above-unshared", "stop", &["never-above"]);
 }

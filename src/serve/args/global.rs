@@ -87,6 +87,12 @@ pub struct GlobalArgs {
     /// Bound on one global flush, sync or cleanup [range: 1ms to 1h]
     #[arg(long, env = "RLS_GLOBAL_TIMEOUT", default_value = "5s", value_parser = DurationRange::new(millis(1), hours(1)).parser())]
     pub global_timeout: Duration,
+    /// Bound on one take of `never_above` rights from the database [range: 1ms to 1m]
+    ///
+    /// A decision that needs a right waits for its take: past this it spends only what its
+    /// process holds (refused when nothing), and no take is tried for a second.
+    #[arg(long, env = "RLS_GLOBAL_RIGHTS_TIMEOUT", default_value = "500ms", value_parser = DurationRange::new(millis(1), millis(60_000)).parser())]
+    pub global_rights_timeout: Duration,
     /// Delete expired global rows this often from `serve` (off unless set) [range: 1s to 720h]
     ///
     /// Off: run `gcounter-rls cleanup` instead.

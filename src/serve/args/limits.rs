@@ -1,8 +1,10 @@
 //! The limits config, and how requests are answered with it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::byte_size_arg::{ByteSizeRange, gib};
+use crate::duration_arg::{DurationRange, millis};
 
 /// How the limits config is read: the same flags for `serve` and `check-config`.
 #[derive(Debug, Clone, clap::Args)]
@@ -78,6 +80,16 @@ pub struct LimitsArgs {
     /// Also read from upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.
     #[arg(long, env = "RLS_ALL_OR_NOTHING")]
     pub all_or_nothing: bool,
+    /// How far any process's clock may be from true time, for `never_above` limits [range: 0s to 10s]
+    ///
+    /// With Redis or the global counters, a `never_above` admission spends a right of the
+    /// window cell by this process's clock; within this much of a cell's start or end such
+    /// requests are refused, so that on clocks this far apart no admission lands in a
+    /// neighbouring cell. It costs about twice this ÷ the window of a sliding limit's budget
+    /// under steady demand. 0: the clocks agree (NTP keeps them within a few ms); a window
+    /// must be longer than twice this, or its `never_above` limit admits nothing.
+    #[arg(long, env = "RLS_CLOCK_SKEW", default_value = "0s", value_parser = DurationRange::new(Duration::ZERO, millis(10_000)).parser())]
+    pub clock_skew: Duration,
     /// Answers carry `dynamic_metadata`: the domain, the descriptors, the passed rules' metadata
     ///
     /// Upstream's shape. Also read from upstream's `RESPONSE_DYNAMIC_METADATA`.

@@ -57,6 +57,10 @@ pub use onset::{
     DEFAULT_ONSET_URGENT_DIVISOR,
 };
 
+/// The default of [`GlobalSettings::rights_timeout`]: a few round trips to a database a
+/// region away, well under a client's deadline.
+pub const DEFAULT_RIGHTS_TIMEOUT: Duration = Duration::from_millis(500);
+
 #[derive(Debug, Clone)]
 pub struct GlobalSettings {
     pub flush_interval: Duration,
@@ -102,6 +106,9 @@ pub struct GlobalSettings {
     pub full_sync_interval: Duration,
     /// Bound on one flush or sync, so a sick database cannot hold the next tick.
     pub timeout: Duration,
+    /// Bound on one take (or give-back) of `never_above` rights: a decision that needs a
+    /// right waits for its take, so this is part of its answer's latency.
+    pub rights_timeout: Duration,
     /// Periodic cleanup of expired rows; `None` leaves it to `gcounter-rls cleanup`.
     pub cleanup_interval: Option<Duration>,
     pub cleanup_batch: u64,
@@ -127,6 +134,7 @@ impl Default for GlobalSettings {
             onset_urgent_divisor: DEFAULT_ONSET_URGENT_DIVISOR,
             full_sync_interval: DEFAULT_FULL_SYNC_INTERVAL,
             timeout: Duration::from_secs(5),
+            rights_timeout: DEFAULT_RIGHTS_TIMEOUT,
             cleanup_interval: None,
             cleanup_batch: 1_000,
             migrate: false,
@@ -178,7 +186,7 @@ impl GlobalCounters {
         // `never_above` limits take their rights from the store every region shares.
         engine.keep_rights_in(Arc::new(super::GlobalRights::new(
             Arc::clone(&store),
-            settings.timeout,
+            settings.rights_timeout,
         )));
         // The flush publishes what the table holds: an expired cell gets the region's final
         // count and is published before it leaves (`CellTable::reap_closing`).

@@ -15,7 +15,8 @@ pub use clock::{CLOCK_CHECK_INTERVAL, clock_offset_seconds};
 pub use counters::{
     DEFAULT_CONTENDED_OVERLOAD, DEFAULT_CONTENDED_SPEEDUP, DEFAULT_FULL_SYNC_INTERVAL,
     DEFAULT_ONSET_FRACTION, DEFAULT_ONSET_INTERVAL, DEFAULT_ONSET_MIN_HITS,
-    DEFAULT_ONSET_URGENT_DIVISOR, DEFAULT_PUBLISH_FLOOR, Flushed, GlobalCounters, GlobalSettings,
+    DEFAULT_ONSET_URGENT_DIVISOR, DEFAULT_PUBLISH_FLOOR, DEFAULT_RIGHTS_TIMEOUT, Flushed,
+    GlobalCounters, GlobalSettings,
 };
 pub use rights::GlobalRights;
 pub use store::*;

@@ -72,6 +72,10 @@ impl RightsKeeper for GlobalRights {
         TAKE_HORIZON
     }
 
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     fn take<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64> {
         Box::pin(self.bounded(self.store.take_rights(ask)))
     }

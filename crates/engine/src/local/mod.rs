@@ -134,6 +134,12 @@ pub struct EngineSettings {
     /// Denied hits are counted as hits (as envoyproxy/ratelimit increments its counter on
     /// every request): a client that keeps calling over the limit keeps its counter growing.
     pub count_denied: bool,
+    /// How far any process's clock may be from true time, for `never_above` limits decided
+    /// from rights: a right of a cell is spent only while this process's clock is at least
+    /// this far inside the cell, and a take weighs the previous cell as if it were this much
+    /// earlier, so that every admission falls in the cell its right was taken for on any
+    /// clock within the margin (`local::rights`). Zero: the clocks agree.
+    pub clock_skew: Duration,
 }
 
 impl Default for EngineSettings {
@@ -151,6 +157,7 @@ impl Default for EngineSettings {
             repeated_warning_interval: Duration::from_secs(10),
             windows: Windows::Sliding,
             count_denied: false,
+            clock_skew: Duration::ZERO,
         }
     }
 }

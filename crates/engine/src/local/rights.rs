@@ -11,6 +11,12 @@
 //! gives back what it will not spend (idle for [`IDLE_MS`], or of a cell its clock has left)
 //! on the replay cadence and at shutdown.
 //!
+//! **Clocks apart.** Each process cuts cells by its own clock. With clocks up to `ε` from
+//! true time (`EngineSettings::clock_skew`), a right of a cell is spent only while this
+//! process's clock is at least `ε` inside it (its first and last `ε` are refused), so the
+//! admission falls inside the cell by true time; and a take weighs the previous cell at
+//! `elapsed − ε`, at least its weight at any true instant the right can be spent.
+//!
 //! The cell table still records every admission, so inspection, metrics and the replayed
 //! counts stay as for any limit; the rights decide first and the table's own rule after
 //! (it only ever denies more).
@@ -141,17 +147,19 @@ impl HeldRights {
     }
 
     /// Takes out of the holdings the rights this process will not spend: all of them when
-    /// `everything`, else those of cells its clock has left and of idle holdings. Holdings
-    /// of cells that have ended are forgotten.
-    fn returns(&self, now_ms: u64, everything: bool) -> Vec<RightsReturn> {
+    /// `everything`, else those of cells its clock has left (or is within `skew_ms` of
+    /// leaving: no right of it is spent there) and of idle holdings. Holdings of cells that
+    /// have ended are forgotten.
+    fn returns(&self, now_ms: u64, skew_ms: u64, everything: bool) -> Vec<RightsReturn> {
         let mut returns = Vec::new();
         let mut ended = Vec::new();
         for (cell, holding) in self.cells.iter() {
-            let current = WindowPosition::at(now_ms, cell.duration_ms).sequence;
-            let over = cell.sequence < current;
+            let position = WindowPosition::at(now_ms, cell.duration_ms);
+            let ending = cell.sequence == position.sequence && position.until_reset_ms() <= skew_ms;
+            let over = cell.sequence < position.sequence || ending;
             let idle =
                 now_ms.saturating_sub(holding.last_hit_ms.load(Ordering::Relaxed)) >= IDLE_MS;
-            if over {
+            if cell.sequence < position.sequence {
                 ended.push(cell.clone());
             }
             if everything || over || idle {
@@ -194,6 +202,17 @@ impl Engine {
             .unwrap_or(u64::MAX)
             .min(duration_ms / 10)
             .max(1)
+    }
+
+    fn skew_ms(&self) -> u64 {
+        u64::try_from(self.settings.clock_skew.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether this process's clock is within the clock margin of the cell's start or end:
+    /// an admission there could fall in the neighbouring cell by true time.
+    fn near_a_cell_edge(&self, position: &WindowPosition) -> bool {
+        let skew_ms = self.skew_ms();
+        skew_ms > 0 && (position.elapsed_ms < skew_ms || position.until_reset_ms() <= skew_ms)
     }
 
     fn rights_source(&self) -> &'static str {
@@ -239,10 +258,16 @@ impl Engine {
             exact: false,
             ..hit
         };
+        if self.near_a_cell_edge(&position) {
+            return self
+                .deny_without_rights(recorded, key, position, now_ms, &hit, penalty_ms)
+                .await;
+        }
         let owned = key.to_owned_key();
         let holding = self.rights.holding(&owned);
         holding.offer(hit.cost, now_ms);
-        if !holding.spend(hit.cost) && !self.take_rights(&holding, &hit, owned, &position).await {
+        if !holding.spend(hit.cost) && !self.wait_for_rights(&holding, &hit, owned, &position).await
+        {
             return self
                 .deny_without_rights(recorded, key, position, now_ms, &hit, penalty_ms)
                 .await;
@@ -255,6 +280,34 @@ impl Engine {
             holding.add(hit.cost);
         }
         verdict
+    }
+
+    /// [`Self::take_rights`], within the keeper's timeout when the rights come from the
+    /// global store: a decision queued behind a slow take, then taking itself, would
+    /// otherwise wait for two. The regional origin bounds each take itself (a Redis read's
+    /// deadline, tens of milliseconds).
+    async fn wait_for_rights(
+        &self,
+        holding: &Holding,
+        hit: &Hit<'_>,
+        cell: CellKey,
+        position: &WindowPosition,
+    ) -> bool {
+        let Some(keeper) = self.rights_keeper.get() else {
+            return self.take_rights(holding, hit, cell, position).await;
+        };
+        let taken = self.take_rights(holding, hit, cell, position);
+        match tokio::time::timeout(keeper.timeout(), taken).await {
+            Ok(spent) => spent,
+            Err(_) => {
+                // A take cut off may have been granted: its rights count as spent until
+                // their cell ends, never twice.
+                let quiet = self.clock.now_ms().saturating_add(IDLE_MS);
+                holding.quiet_until_ms.store(quiet, Ordering::Relaxed);
+                tracing::debug!(keeper = keeper.name(), "no right came in time; denied");
+                false
+            }
+        }
     }
 
     /// Takes rights of `cell` from the origin, one take at a time per holding, and spends
@@ -280,7 +333,9 @@ impl Engine {
             want: holding.want(hit.cost, now_ms, horizon_ms, hit.limit),
             cell,
             limit: hit.limit,
-            elapsed_ms: position.elapsed_ms,
+            // The previous cell weighs as at the earliest true instant this take's rights
+            // can be spent.
+            elapsed_ms: position.elapsed_ms.saturating_sub(self.skew_ms()),
             sliding: self.settings.windows == Windows::Sliding,
         };
         let started = std::time::Instant::now();
@@ -341,7 +396,9 @@ impl Engine {
     /// of them at shutdown. Rights whose return fails stay counted as spent until their
     /// cell ends.
     pub(super) async fn give_back_rights(&self, everything: bool) {
-        let returns = self.rights.returns(self.clock.now_ms(), everything);
+        let returns = self
+            .rights
+            .returns(self.clock.now_ms(), self.skew_ms(), everything);
         if returns.is_empty() {
             return;
         }

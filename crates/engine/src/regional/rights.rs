@@ -40,6 +40,10 @@ pub trait RightsKeeper: Send + Sync + 'static {
     /// last a replay interval).
     fn horizon(&self) -> std::time::Duration;
 
+    /// The longest a decision waits for rights from here, its turn behind another
+    /// decision's take included: past it, the decision is refused.
+    fn timeout(&self) -> std::time::Duration;
+
     /// As [`RegionalOrigin::take_rights`](super::RegionalOrigin::take_rights).
     fn take<'a>(&'a self, ask: &'a RightsAsk) -> OriginFuture<'a, u64>;
 

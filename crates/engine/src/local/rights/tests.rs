@@ -14,6 +14,18 @@ const WINDOW_MS: u64 = 1_000;
 /// `processes` engines on one store and one manual clock.
 fn fleet(processes: usize, windows: Windows) -> (Vec<Arc<Engine>>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(0));
+    let engines = skewed_fleet(processes, windows, Duration::ZERO, |_| clock.clone());
+    (engines, clock)
+}
+
+/// `processes` engines on one store, each on the clock `clock(p)` gives it, with the clock
+/// margin `clock_skew`.
+fn skewed_fleet(
+    processes: usize,
+    windows: Windows,
+    clock_skew: Duration,
+    clock: impl Fn(usize) -> Arc<ManualClock>,
+) -> Vec<Arc<Engine>> {
     let store = InProcessOrigin::new(10_000);
     let mut origins: Vec<Arc<dyn RegionalOrigin>> = Vec::new();
     for p in 1..processes {
@@ -23,22 +35,23 @@ fn fleet(processes: usize, windows: Windows) -> (Vec<Arc<Engine>>, Arc<ManualClo
         }
     }
     origins.push(Arc::new(store));
-    let engines = origins
+    origins
         .into_iter()
-        .map(|origin| {
+        .enumerate()
+        .map(|(p, origin)| {
             let settings = EngineSettings {
                 windows,
+                clock_skew,
                 ..EngineSettings::default()
             };
             Arc::new(Engine::new(
                 settings,
                 origin,
-                clock.clone(),
+                clock(p),
                 Arc::new(NoRecorder),
             ))
         })
-        .collect();
-    (engines, clock)
+        .collect()
 }
 
 /// The highest `effective ÷ limit` of any admission in `log` (time, cost; in the order the
@@ -100,12 +113,23 @@ async fn run_on(
     (engines, clock): (Vec<Arc<Engine>>, Arc<ManualClock>),
     exact: bool,
 ) -> Vec<(u64, u64)> {
+    run_skewed(&engines, &[(clock, 0)], exact).await
+}
+
+/// As [`run_on`], with each clock `offset` ms ahead of the true time the log records.
+async fn run_skewed(
+    engines: &[Arc<Engine>],
+    clocks: &[(Arc<ManualClock>, u64)],
+    exact: bool,
+) -> Vec<(u64, u64)> {
     let names = Names::new();
     let mut log = Vec::new();
     let mut seed = 7_u64;
     for step in 0..(20 * WINDOW_MS / 5) {
         let now = step * 5;
-        clock.set(now);
+        for (clock, offset) in clocks {
+            clock.set(now + offset);
+        }
         // Three processes' arrivals, whatever the engines: one engine alone takes them all
         // (the ideal single limiter).
         for p in 0..3 {
@@ -127,7 +151,7 @@ async fn run_on(
             }
         }
         if now % 100 == 0 {
-            for engine in &engines {
+            for engine in engines {
                 engine.convergence().replay_now().await;
                 engine.give_back_rights(false).await;
             }
@@ -186,6 +210,47 @@ async fn processes_sharing_a_store_admit_at_most_the_limit_per_fixed_window() {
         per_window.values().all(|&n| (90..=100).contains(&n)),
         "{per_window:?}"
     );
+}
+
+/// Three processes whose clocks are 0, 40 and 80 ms ahead of the first: each within 40 ms
+/// of the middle one's, the true time of the log.
+async fn run_apart(windows: Windows, clock_skew: Duration) -> Vec<(u64, u64)> {
+    let clocks: Vec<(Arc<ManualClock>, u64)> = (0..3)
+        .map(|p| (Arc::new(ManualClock::new(0)), 40 * p))
+        .collect();
+    let engines = skewed_fleet(3, windows, clock_skew, |p| match clocks.get(p) {
+        Some((clock, _)) => clock.clone(),
+        None => Arc::new(ManualClock::new(0)),
+    });
+    let log = run_skewed(&engines, &clocks, true).await;
+    // the log's times by the middle clock
+    log.into_iter().map(|(at, cost)| (at + 40, cost)).collect()
+}
+
+#[tokio::test]
+async fn clocks_apart_within_the_margin_never_admit_above_the_rule() {
+    let margin = Duration::from_millis(40);
+    for (windows, sliding) in [(Windows::Sliding, true), (Windows::Fixed, false)] {
+        let log = run_apart(windows, margin).await;
+        let highest = highest_effective(&log, 100, sliding);
+        assert!(
+            highest <= 1.0,
+            "{windows:?}: effective reached {highest} × the limit"
+        );
+        // the cells' first and last 40 ms are refused: under steady demand above the limit
+        // about 2 × 40 ÷ 1,000 of the sliding limit (what the rule frees there is not
+        // spent), little of the fixed one (its budget is spent in the rest of the cell)
+        let ideal = run_on(fleet(1, windows), true).await.len();
+        println!("{windows:?}: admitted {} of the ideal's {ideal}", log.len());
+        assert!(log.len() * 100 >= ideal * 90, "{} of {ideal}", log.len());
+        // without the margin, the clock ahead spends its next cell's rights in this one
+        let loose = run_apart(windows, Duration::ZERO).await;
+        let above = highest_effective(&loose, 100, sliding);
+        assert!(
+            above > 1.0,
+            "{windows:?}: {above} × the limit without the margin"
+        );
+    }
 }
 
 #[tokio::test]
