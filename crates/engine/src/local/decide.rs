@@ -36,7 +36,7 @@ impl Engine {
             && self.decides_from_rights()
             && !crate::plant::planted(crate::plant::Plant::NeverAboveUnshared)
         {
-            return Check::Slow(Box::pin(self.check_with_rights(hit, penalty_ms)));
+            return self.check_from_rights(hit, penalty_ms);
         }
         let now_ms = self.clock.now_ms();
         if penalty_ms > 0

@@ -28,7 +28,7 @@ use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
 use super::decide::current_key;
-use super::{Engine, Hit, Verdict, WindowPosition, Windows};
+use super::{Check, Engine, Hit, Verdict, WindowPosition, Windows};
 use crate::cell_key::{CellKey, CellKeyRef};
 use crate::recorder::{DecisionSource, OriginOp};
 use crate::regional::{RightsAsk, RightsKeeper, RightsReturn};
@@ -129,6 +129,12 @@ impl HeldRights {
             ),
             max_bytes,
         }
+    }
+
+    /// The holding of `key` if this process has one: a warm decision looks it up without
+    /// building an owned key.
+    fn held(&self, key: &CellKeyRef<'_>) -> Option<Arc<Holding>> {
+        self.cells.get(key)
     }
 
     pub(super) fn holding(&self, key: &CellKey) -> Arc<Holding> {
@@ -239,10 +245,72 @@ impl Engine {
         }
     }
 
+    /// A `never_above` hit when other processes share the origin: from a right held when it
+    /// can ([`Self::check_with_rights_held`]), else on the slow path. Kept out of line: the
+    /// other limits' warm path stays as small as it was.
+    #[inline(never)]
+    pub(super) fn check_from_rights<'a>(&'a self, hit: Hit<'a>, penalty_ms: u64) -> Check<'a> {
+        match self.check_with_rights_held(&hit, penalty_ms) {
+            Some(verdict) => Check::Ready(verdict),
+            None => Check::Slow(Box::pin(self.check_with_rights(hit, penalty_ms))),
+        }
+    }
+
+    /// The warm decision of a `never_above` hit when other processes share the origin: a
+    /// right this process holds, spent, and the cell warm in the table; nothing awaited.
+    /// `None`: [`Self::check_with_rights`] decides (no right held, a penalty, a cell's edge
+    /// within the clock margin, a cold or stale cell).
+    fn check_with_rights_held(&self, hit: &Hit<'_>, penalty_ms: u64) -> Option<Verdict> {
+        let now_ms = self.clock.now_ms();
+        if penalty_ms > 0 && self.penalties.held_until(&hit.counter, now_ms).is_some() {
+            return None;
+        }
+        let position = WindowPosition::at(now_ms, hit.counter.duration_ms);
+        if self.near_a_cell_edge(&position) {
+            return None;
+        }
+        let key = current_key(hit, &position);
+        let holding = self.rights.held(&key)?;
+        let current = self.table.get(&key)?;
+        if self.refresh_needed(&current, &key, now_ms).is_some() {
+            return None;
+        }
+        let previous = self.previous_total(&current, &key, &position)?;
+        if !holding.spend(hit.cost) {
+            return None;
+        }
+        holding.offer(hit.cost, now_ms);
+        // The right decides the bound; the table records the admission (see below).
+        let recorded = Hit {
+            exact: false,
+            ..*hit
+        };
+        let consumed = self.consume(
+            &recorded,
+            &key,
+            &position,
+            previous,
+            &current,
+            DecisionSource::Local,
+        );
+        match consumed {
+            Some(verdict) => {
+                if !verdict.allowed {
+                    holding.add(hit.cost);
+                }
+                Some(self.penalize_denial(verdict, hit, penalty_ms, now_ms))
+            }
+            None => {
+                holding.add(hit.cost);
+                None
+            }
+        }
+    }
+
     /// A `never_above` hit when other processes share the origin: a right of the current
     /// cell first (taken from the region when none is held), then the cell table's own
     /// decision at the same instant. No right: denied.
-    pub(super) async fn check_with_rights(&self, hit: Hit<'_>, penalty_ms: u64) -> Verdict {
+    async fn check_with_rights(&self, hit: Hit<'_>, penalty_ms: u64) -> Verdict {
         let now_ms = self.clock.now_ms();
         if penalty_ms > 0
             && let Some(until) = self.penalties.held_until(&hit.counter, now_ms)
