@@ -44,9 +44,8 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
-from harness import free_port, stop_all, wait_http
+from harness import free_port, rights_calls, stop_all, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where `cargo build --release` put the binaries (a shared CARGO_TARGET_DIR too).
@@ -126,17 +125,6 @@ def drive_bursts(args, ports, rates, window_s):
         ok_after, e2 = ok(drive(args, ports, rates, BURST_HALF_S))
         errors += e1 + e2
     return windows, errors
-
-
-def rights_calls(ports):
-    """Rights taken or given back by every region so far (`rls_origin_operations_total`)."""
-    total = 0.0
-    for _, http in ports:
-        with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5) as answer:
-            for line in answer.read().decode().splitlines():
-                if line.startswith("rls_origin_operations_total{") and 'op="rights"' in line:
-                    total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def simulate(args, name):

@@ -1,6 +1,6 @@
 """What the benchmark scripts share to run real processes: a free port, a wait for an HTTP
-endpoint to answer, a stop that cannot leave a process behind, and a warning when the
-machine's scheduling makes timings unfair.
+endpoint to answer, a stop that cannot leave a process behind, the rights calls of
+`never_above` limits, and a warning when the machine's scheduling makes timings unfair.
 
 Imported by the scripts next to it (`python3 scripts/NAME.py` puts this folder on the path).
 """
@@ -34,6 +34,18 @@ def wait_http(url, proc, deadline_s=30):
             pass
         time.sleep(0.2)
     raise RuntimeError(f"{url} not ready within {deadline_s} s")
+
+
+def rights_calls(ports):
+    """Rights of `never_above` limits taken or given back so far by the services at `ports`
+    ((grpc, http) pairs): the sum of their `rls_origin_operations_total{op="rights"}`."""
+    total = 0.0
+    for _, http in ports:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5) as answer:
+            for line in answer.read().decode().splitlines():
+                if line.startswith("rls_origin_operations_total{") and 'op="rights"' in line:
+                    total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def stop_all(procs, grace_s):

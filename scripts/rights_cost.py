@@ -33,9 +33,8 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 
-from harness import free_port, stop_all, wait_http
+from harness import free_port, rights_calls, stop_all, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release")
@@ -59,16 +58,6 @@ def status(args):
     out = mysql(args, "SHOW GLOBAL STATUS WHERE Variable_name IN ("
                 + ", ".join(f"'{n}'" for n in names) + ")")
     return {name: int(value) for name, value in (line.split("\t") for line in out.splitlines())}
-
-
-def rights_calls(ports):
-    total = 0.0
-    for _, http in ports:
-        with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5) as answer:
-            for line in answer.read().decode().splitlines():
-                if line.startswith("rls_origin_operations_total{") and 'op="rights"' in line:
-                    total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def loadtest(args, grpc, region, name, keys, rate, out):
