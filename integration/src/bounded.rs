@@ -178,6 +178,28 @@ pub async fn assert_never_above_the_sliding_rule(services: &[Service], per_servi
     }
 }
 
+/// `limits` (domain `bounded`) with a `ready` counter of its own, which each process takes
+/// a right of ([`await_first_right`]) before a test starts.
+pub fn with_ready(limits: &str) -> String {
+    format!(
+        "{limits}  - key: ready\n    rate_limit: {{unit: hour, requests_per_unit: 1000000, guarantee: never_above}}\n"
+    )
+}
+
+/// Waits (up to 10 s) until `service` took a right of [`with_ready`]'s counter: its store
+/// reached, its schema migrated, so that a test's first take is not its process's first
+/// contact with the store (a failed take rests the counter for a second).
+pub async fn await_first_right(service: &Service, label: &str) {
+    let mut client = grpc::rls_client(service.grpc_addr).await;
+    for _ in 0..100 {
+        if burst(&mut client, 1, ("bounded", "ready", label)).await == 1 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{label} never took a right: {}", service.log_tail(20));
+}
+
 /// The window and limit of [`sliding_limits`].
 pub const SLIDING_WINDOW_MS: u64 = 2_000;
 pub const SLIDING_LIMIT: u64 = 40;

@@ -15,14 +15,18 @@ use support::{Service, bounded};
 
 const PROCESSES: usize = 3;
 
-/// `PROCESSES` services on one Redis, with `limits` and `extra` flags.
-fn region(limits: &str, redis: &str, extra: &[&str]) -> (tempfile::TempDir, Vec<Service>) {
-    let (dir, path) = support::limits_file(limits);
+/// `PROCESSES` services on one Redis, with `limits` and `extra` flags, each once it took a
+/// right from Redis.
+async fn region(limits: &str, redis: &str, extra: &[&str]) -> (tempfile::TempDir, Vec<Service>) {
+    let (dir, path) = support::limits_file(&bounded::with_ready(limits));
     let mut args = vec!["--redis-url", redis];
     args.extend_from_slice(extra);
-    let services = (0..PROCESSES)
-        .map(|_| Service::start(&path, &args))
-        .collect();
+    let mut services = Vec::new();
+    for process in 0..PROCESSES {
+        let service = Service::start(&path, &args);
+        bounded::await_first_right(&service, &format!("process {process}")).await;
+        services.push(service);
+    }
     (dir, services)
 }
 
@@ -30,14 +34,14 @@ fn region(limits: &str, redis: &str, extra: &[&str]) -> (tempfile::TempDir, Vec<
 async fn processes_of_a_region_admit_exactly_the_limit_of_a_fixed_window() {
     let redis = redis_testing::PlainRedis::start_or_fail();
     let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 300, guarantee: never_above}\n";
-    let (_dir, services) = region(limits, &redis.url(), &["--windows", "fixed"]);
+    let (_dir, services) = region(limits, &redis.url(), &["--windows", "fixed"]).await;
     bounded::assert_exactly_the_limit_of_a_fixed_window(&services).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn processes_of_a_region_never_go_above_the_sliding_window_rule() {
     let redis = redis_testing::PlainRedis::start_or_fail();
-    let (_dir, services) = region(&bounded::sliding_limits(), &redis.url(), &[]);
+    let (_dir, services) = region(&bounded::sliding_limits(), &redis.url(), &[]).await;
     bounded::assert_never_above_the_sliding_rule(&services, 3).await;
 }
 
@@ -51,7 +55,7 @@ const HIT: (&str, &str, &str) = ("bounded", "api_key", "k");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_processs_rights_are_back_within_two_windows() {
     let redis = redis_testing::PlainRedis::start_or_fail();
-    let (_dir, services) = region(&bounded::sliding_limits(), &redis.url(), &[]);
+    let (_dir, services) = region(&bounded::sliding_limits(), &redis.url(), &[]).await;
     let cell = support::into_fresh_window(Duration::from_millis(WINDOW_MS)) / WINDOW_MS;
     let mut doomed = grpc::rls_client(services[0].grpc_addr).await;
     let mut survivor = grpc::rls_client(services[1].grpc_addr).await;
@@ -77,7 +81,7 @@ async fn a_killed_processs_rights_are_back_within_two_windows() {
 async fn with_redis_down_processes_spend_what_they_hold_then_refuse() {
     let mut redis = redis_testing::PlainRedis::start_or_fail();
     let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 1000, guarantee: never_above}\n";
-    let (_dir, services) = region(limits, &redis.url(), &["--windows", "fixed"]);
+    let (_dir, services) = region(limits, &redis.url(), &["--windows", "fixed"]).await;
     support::stay_in_one_minute(Duration::from_secs(20));
     let mut client = grpc::rls_client(services[0].grpc_addr).await;
     let before = bounded::burst(&mut client, 30, HIT).await;

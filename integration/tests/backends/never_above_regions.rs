@@ -15,35 +15,14 @@ use support::{Service, bounded, grpc, load};
 const REGIONS: [&str; 3] = ["r1", "r2", "r3"];
 const HIT: (&str, &str, &str) = ("bounded", "api_key", "k");
 
-/// `limits` (domain `bounded`) with a `ready` counter of its own, which each region takes a
-/// right of before its test starts.
-fn with_ready(limits: &str) -> String {
-    format!(
-        "{limits}  - key: ready\n    rate_limit: {{unit: hour, requests_per_unit: 1000000, guarantee: never_above}}\n"
-    )
-}
-
 /// One service per region on `url`, each once it took a right from the database (its schema
 /// migrated, its pool connected).
 async fn regions(url: &str, limits: &str) -> (tempfile::TempDir, Vec<Service>) {
-    let (dir, path) = support::limits_file(limits);
+    let (dir, path) = support::limits_file(&bounded::with_ready(limits));
     let mut services = Vec::new();
     for region in REGIONS {
         let service = Service::start(&path, &region_args(region, url, &FAST_GLOBAL));
-        let mut client = grpc::rls_client(service.grpc_addr).await;
-        let mut ready = false;
-        for _ in 0..100 {
-            if bounded::burst(&mut client, 1, ("bounded", "ready", region)).await == 1 {
-                ready = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(
-            ready,
-            "{region} never took a right: {}",
-            service.log_tail(20)
-        );
+        bounded::await_first_right(&service, region).await;
         services.push(service);
     }
     (dir, services)
@@ -52,7 +31,7 @@ async fn regions(url: &str, limits: &str) -> (tempfile::TempDir, Vec<Service>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn regions_never_go_above_the_sliding_window_rule() {
     let db = TestDb::create(Backend::MariaDb, "bounded");
-    let (_dir, services) = regions(&db.url(), &with_ready(&bounded::sliding_limits())).await;
+    let (_dir, services) = regions(&db.url(), &bounded::sliding_limits()).await;
     bounded::assert_never_above_the_sliding_rule(&services, 3).await;
 }
 
@@ -60,7 +39,7 @@ async fn regions_never_go_above_the_sliding_window_rule() {
 async fn regions_admit_exactly_the_limit_of_a_fixed_window() {
     let db = TestDb::create(Backend::MariaDb, "bounded_fixed");
     let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 300, guarantee: never_above}\n";
-    let (_dir, services) = regions(&db.url(), &with_ready(limits)).await;
+    let (_dir, services) = regions(&db.url(), limits).await;
     bounded::assert_exactly_the_limit_of_a_fixed_window(&services).await;
 }
 
@@ -78,14 +57,14 @@ async fn a_region_cut_from_the_database_spends_what_it_holds_then_refuses() {
     let cut = Service::start(&path, &region_args("cut", &cut_url, &extra));
     let url = db.url();
     let other = Service::start(&path, &region_args("other", &url, &extra));
-    support::stay_in_one_minute(Duration::from_secs(15));
+    // Up to 10 s to warm (a process starting beside a busy suite may need seconds to migrate
+    // and reach the database, and rests a second after each failed take), 4 s of load.
+    support::stay_in_one_minute(Duration::from_secs(20));
     let mut client = grpc::rls_client(cut.grpc_addr).await;
     let mut warm = 0;
-    for _ in 0..100 {
+    let warming = std::time::Instant::now();
+    while warm < 30 && warming.elapsed() < Duration::from_secs(10) {
         warm += bounded::burst(&mut client, 1, HIT).await;
-        if warm >= 30 {
-            break;
-        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(warm, 30, "the region took rights: {}", cut.log_tail(20));
