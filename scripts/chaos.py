@@ -82,6 +82,7 @@ class Run(Deployment, Phases):
         self.rlqs_procs = []
         self.rlqs_events = {}  # region -> [(monotonic time read, event)]
         self.killed_at = {}  # (region, process) -> wall-clock time of its last SIGKILL
+        self.kills = {}  # (region, process) -> wall-clock times of its SIGKILLs
         self.failing_over = []  # the failover of the phase, running beside its load
         self.failover_errors = []  # what stopped a failover thread
 

@@ -245,6 +245,46 @@ class Checker:
                  f"oracle's least effective reached {near} of {a.capped_limit}"
                  + "".join(f"; sent {s} answered {r}: ≥ {e}" for (s, r), e in above[:3]))
 
+    def never_above_live(self):
+        """The `never_above` tenant goes on admitting. Rights are taken per cell of each
+        process's own clock (true time plus its region's offset), so its admissions are counted
+        per cell so: in steady over-demand the fleet spends about the whole limit in each. The
+        rights a SIGKILLed process held count as spent until their cell ends and weigh in the
+        next one (a sliding window), so from the second cell after the kill's the whole limit
+        is there again. Every cell wholly under load, but the two from a kill's, admits more
+        than half the limit: the demand is several times the limit, and a link fault or a
+        stop strands only what its region or process holds. (A take that weighed the previous
+        cell's rights in full would leave two cells in a row no more than the limit together.)"""
+        a = self.a
+        window_ms = a.window_s * 1000
+        offsets_ms = [round(o * 1000) for o in self.run.offsets]
+        cells = [(sent + offsets_ms[r]) // window_ms
+                 for _, r, _, k, t in tallies(self.rows) if k == "capped" for sent, _ in t["spans"]]
+        per_cell = {}
+        for cell in cells:
+            per_cell[cell] = per_cell.get(cell, 0) + 1
+        # The cells every process's clock spent wholly under load.
+        start_ms, end_ms = (round(t * 1000) for t in (self.rows[0]["wall"][0], self.rows[-1]["wall"][1]))
+        first = max(-(-(start_ms + o) // window_ms) for o in offsets_ms)
+        last = min((end_ms + o) // window_ms for o in offsets_ms) - 1
+        excused = set()
+        for (r, _), kills in self.run.kills.items():
+            for kill_s in kills:
+                cell = (round(kill_s * 1000) + offsets_ms[r]) // window_ms
+                excused.update((cell, cell + 1))
+        checked = [c for c in range(first, last + 1) if c not in excused]
+        starved = [(c, per_cell.get(c, 0)) for c in checked if per_cell.get(c, 0) <= a.capped_limit / 2]
+        least = min((per_cell.get(c, 0) for c in checked), default=0)
+        self.add("never-above-live",
+                 "never_above tenant: more than half its limit admitted in every cell (each process's "
+                 "clock) wholly under load but the two from a SIGKILL's (its rights are back by then)",
+                 checked and not starved,
+                 f"{len(checked)} cells checked, the fewest admitted {least} of {a.capped_limit}; per "
+                 "cell (* excused): "
+                 + ", ".join(f"{per_cell.get(c, 0)}{'' if c in checked else '*'}"
+                             for c in range(first, last + 1))
+                 + "".join(f"; cell {c}: {n}" for c, n in starved[:3]))
+
     def rest(self):
         a, run = self.a, self.run
         denied = sum(t["over_limit"] for _, _, _, k, t in tallies(self.rows) if k == "light")
@@ -295,5 +335,6 @@ def check(a, run, rows, db_counts, skew, bounds):
     c.totals()
     c.windows()
     c.never_above()
+    c.never_above_live()
     c.rest()
     return c.checks, c.table()

@@ -18,7 +18,8 @@ FAKETIME_LIBS = [
 ]
 
 # Defects planted in the service's code (debug builds only; crates/engine/src/plant.rs).
-CODE_PLANTS = ("replay-short", "flush-short", "rlqs-report-ignored", "never-above-unshared")
+CODE_PLANTS = ("replay-short", "flush-short", "rlqs-report-ignored", "never-above-unshared",
+               "never-above-previous-full")
 # Defects planted in the deployment: regions that share no database; a failover onto a
 # replica that missed every write.
 DEPLOYMENT_PLANTS = ("shared-nothing", "failover-loses")

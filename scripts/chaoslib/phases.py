@@ -100,6 +100,7 @@ class Phases:
 
             def kill():
                 self.killed_at[(r, p)] = time.time()
+                self.kills.setdefault((r, p), []).append(self.killed_at[(r, p)])
                 region.procs[p].send_signal(signal.SIGKILL)
 
             def restart():
@@ -196,7 +197,7 @@ class Phases:
                     timers if victim else [])))
         fault_at = self.rng.uniform(0.1, 0.3) * w
         fault_for = self.rng.uniform(0.3, 0.5) * w
-        started = time.monotonic()
+        started, wall = time.monotonic(), time.time()
         for t in threads:
             t.start()
         if start:
@@ -213,7 +214,7 @@ class Phases:
         elapsed = time.monotonic() - started
         row = {"phase": index, "kind": kind or "-", "region": r if kind else None,
                "process": p if kind else None, "elapsed_s": round(elapsed, 2), "out": out,
-               "span": (started, started + elapsed)}
+               "span": (started, started + elapsed), "wall": (wall, wall + elapsed)}
         row.update(info)
         return row
 

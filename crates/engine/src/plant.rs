@@ -25,6 +25,9 @@ pub enum Plant {
     /// A `never_above` limit on a shared origin is decided from this process's counts alone,
     /// without rights.
     NeverAboveUnshared,
+    /// A `never_above` take weighs the previous cell's rights in full all through the next
+    /// cell: never above the limit, but every other window starves.
+    NeverAbovePreviousFull,
 }
 
 impl Plant {
@@ -38,6 +41,7 @@ impl Plant {
             Self::RlqsNoTakeBack => "rlqs-no-take-back",
             Self::RlqsLendUncharged => "rlqs-lend-uncharged",
             Self::NeverAboveUnshared => "never-above-unshared",
+            Self::NeverAbovePreviousFull => "never-above-previous-full",
         }
     }
 }
@@ -84,6 +88,7 @@ pub fn planted_names() -> Vec<&'static str> {
         Plant::RlqsNoTakeBack,
         Plant::RlqsLendUncharged,
         Plant::NeverAboveUnshared,
+        Plant::NeverAbovePreviousFull,
     ]
     .into_iter()
     .filter(|plant| planted(*plant))

@@ -110,7 +110,7 @@ fn held(json: &Value, id: &str) -> bool {
         .unwrap_or_else(|| panic!("the run did not check {id}: {json}"))
 }
 
-const INVARIANTS: [&str; 19] = [
+const INVARIANTS: [&str; 20] = [
     "grpc-errors",
     "late-answers",
     "rlqs-streams",
@@ -126,6 +126,7 @@ const INVARIANTS: [&str; 19] = [
     "rlqs-clean",
     "rlqs-degraded",
     "never-above",
+    "never-above-live",
     "false-denial",
     "clocks",
     "rss",
@@ -168,10 +169,15 @@ fn a_seeded_chaos_run_holds_every_invariant() {
     );
 }
 
-/// Runs a short chaos run with `plant` and asserts that it failed on `ids`.
+/// Runs a short chaos run (one fault phase) with `plant` and asserts that it failed on `ids`.
 fn planted_defect_breaks(plant: &str, kinds: &str, ids: &[&str]) {
+    planted_defect_breaks_in(plant, kinds, "1", ids);
+}
+
+/// Runs a chaos run of `phases` fault phases with `plant` and asserts that it failed on `ids`.
+fn planted_defect_breaks_in(plant: &str, kinds: &str, phases: &str, ids: &[&str]) {
     let (out, json) = chaos(&[
-        "--seed", "1", "--phases", "1", "--kinds", kinds, "--plant", plant,
+        "--seed", "1", "--phases", phases, "--kinds", kinds, "--plant", plant,
     ]);
     assert_eq!(json["plant"], plant);
     let missed: Vec<&&str> = ids.iter().filter(|id| held(&json, id)).collect();
@@ -224,4 +230,16 @@ fn a_failover_onto_a_replica_that_missed_writes_is_a_finding() {
 #[test]
 fn processes_deciding_a_never_above_limit_alone_break_it() {
     planted_defect_breaks("never-above-unshared", "stop", &["never-above"]);
+}
+
+/// Two fault phases: the check needs two whole cells in a row under load (one of any two is
+/// starved by this defect).
+#[test]
+fn never_above_rights_that_weigh_a_window_too_long_starve_windows() {
+    planted_defect_breaks_in(
+        "never-above-previous-full",
+        "stop",
+        "2",
+        &["never-above-live"],
+    );
 }

@@ -303,3 +303,80 @@ async fn a_refund_is_the_refunding_process_to_spend_again() {
     assert!(engines[0].check(hit(4)).await.allowed);
     assert!(!engines[0].check(hit(1)).await.allowed);
 }
+
+/// A store that never answers a take.
+struct SilentKeeper;
+
+impl crate::regional::RightsKeeper for SilentKeeper {
+    fn name(&self) -> &'static str {
+        "silent"
+    }
+
+    fn horizon(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(50)
+    }
+
+    fn take<'a>(
+        &'a self,
+        _: &'a crate::regional::RightsAsk,
+    ) -> crate::regional::OriginFuture<'a, u64> {
+        Box::pin(std::future::pending())
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        _: &'a [crate::regional::RightsReturn],
+    ) -> crate::regional::OriginFuture<'a, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// Counts the rights operations the engine reports, by outcome.
+#[derive(Default)]
+struct RightsCalls {
+    ok: std::sync::atomic::AtomicU64,
+    failed: std::sync::atomic::AtomicU64,
+}
+
+impl crate::recorder::Recorder for RightsCalls {
+    fn decision_source(&self, _: crate::recorder::DecisionSource) {}
+    fn origin_call(&self, op: crate::recorder::OriginOp, ok: bool, _: Duration) {
+        if op == crate::recorder::OriginOp::Rights {
+            let count = if ok { &self.ok } else { &self.failed };
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    fn replay_batch(&self, _: usize) {}
+    fn replay_overflow(&self) {}
+    fn global_flush(&self, _: crate::recorder::FlushRecord) {}
+    fn global_sync(&self, _: u64, _: u64, _: Duration) {}
+    fn global_sync_failed(&self) {}
+    fn global_cleanup(&self, _: Duration) {}
+}
+
+/// A take the keeper's timeout cuts off is denied and counted as a failed rights operation:
+/// an operator sees the store's silence in `rls_origin_operations_total`.
+#[tokio::test(start_paused = true)]
+async fn a_take_cut_off_by_the_timeout_counts_as_failed() {
+    let calls = Arc::new(RightsCalls::default());
+    let engine = Engine::new(
+        EngineSettings::default(),
+        Arc::new(InProcessOrigin::new(1_000)),
+        Arc::new(ManualClock::new(0)),
+        calls.clone(),
+    );
+    engine.keep_rights_in(Arc::new(SilentKeeper));
+    let names = Names::new();
+    let mut hit = names.hit_for("k", 60_000, 1, 10);
+    hit.exact = true;
+    assert!(!engine.check(hit).await.allowed, "no right came: denied");
+    let ordering = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(
+        (calls.ok.load(ordering), calls.failed.load(ordering)),
+        (0, 1)
+    );
+}
