@@ -7,11 +7,11 @@
 //! reading (`read`: regular files only, a byte cap, a YAML depth cap); the compiled tree and
 //! its matching (`compile`, `limits`, `glob`); `Rule`/`Unit` (a rule's `limit` and, from our
 //! `rate_limits` extension, its `more_limits`); the `penalty` extension (`penalty`); the
-//! `guarantee` extension and the tiers that refuse `never_above` (`guarantee`); where each
-//! node, rule and domain was declared (`place`) and a read-only view of the tree with the walk
-//! of one descriptor (`limits::tree`), for `explain` and the Envoy lint; which
-//! files a directory means, as upstream's runtime walks it (`walk`); loading and merging
-//! domains (`load`); hot reload (`watch`).
+//! `guarantee` extension (`guarantee`); where each node, rule and domain was declared
+//! (`place`) and a read-only view of the tree with the walk of one descriptor
+//! (`limits::tree`), for `explain` and the Envoy lint; which files a directory means, as
+//! upstream's runtime walks it (`walk`); loading and merging domains (`load`); hot reload
+//! (`watch`).
 
 mod compile;
 mod error;
