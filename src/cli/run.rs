@@ -210,6 +210,7 @@ fn load_options(
         ignore_dot_files,
         merge_domains,
         // The check knows no backend: `never_above` is checked as one process runs it.
+        never_above_clock_skew: std::time::Duration::ZERO,
     })
 }
 

@@ -8,6 +8,11 @@
 //! from the store they share (the engine's `rights`).
 
 use std::fmt;
+use std::time::Duration;
+
+use super::error::ConfigError;
+use super::limits::DomainLimits;
+use super::rule::RuleLimit;
 
 /// A limit's guarantee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,6 +44,55 @@ impl Guarantee {
             )),
         }
     }
+}
+
+/// Every `never_above` limit of `domains` whose window is not longer than twice `clock_skew`
+/// (`--clock-skew`, where decisions spend rights: Redis or the global counters): such a
+/// limit refuses its requests within the skew of each window's start and end, which leaves
+/// nothing of its window, so it would refuse every request. Zero: nothing to check.
+pub(super) fn windows_within_the_clock_margin(
+    domains: &[DomainLimits],
+    clock_skew: Duration,
+) -> Vec<ConfigError> {
+    let margin_ms = u64::try_from(clock_skew.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_mul(2);
+    if margin_ms == 0 {
+        return Vec::new();
+    }
+    let mut errors = Vec::new();
+    for rule in domains.iter().flat_map(DomainLimits::rules) {
+        if !rule.is_never_above() {
+            continue;
+        }
+        for limit in rule.limits() {
+            let RuleLimit::Limited {
+                unit,
+                unit_multiplier,
+                ..
+            } = *limit
+            else {
+                continue;
+            };
+            let window_ms = super::rule::window_ms(unit, unit_multiplier).unwrap_or(u64::MAX);
+            if window_ms <= margin_ms {
+                errors.push(ConfigError::new(
+                    rule.place.file.as_ref(),
+                    rule.place.line,
+                    rule.path.as_ref(),
+                    format!(
+                        "`guarantee: never_above` on a window of {} would refuse every \
+                         request: with --clock-skew {} a process refuses them within that much \
+                         of each window's start and end; make the window longer than twice \
+                         the skew, or lower --clock-skew",
+                        humantime::format_duration(Duration::from_millis(window_ms)),
+                        humantime::format_duration(clock_skew),
+                    ),
+                ));
+            }
+        }
+    }
+    errors
 }
 
 impl fmt::Display for Guarantee {

@@ -30,6 +30,10 @@ pub struct LoadOptions {
     /// The same domain in several files merges (upstream's `MERGE_DOMAIN_CONFIG`); its
     /// top-level descriptors must still be distinct.
     pub merge_domains: bool,
+    /// `--clock-skew` where `never_above` decisions spend rights (Redis or the global
+    /// counters): a `never_above` limit whose window is not longer than twice it is refused.
+    /// Zero (the embedded default, or no skew): no such check.
+    pub never_above_clock_skew: std::time::Duration,
 }
 
 impl From<ReadLimits> for LoadOptions {
@@ -108,12 +112,9 @@ where
 /// with the same validation, compilation and domain rules as files.
 pub(crate) fn load_raw<'a>(
     sources: impl IntoIterator<Item = (&'a str, &'a RawFile)>,
-    merge_domains: bool,
+    options: &LoadOptions,
 ) -> Result<LimitsConfig, ConfigErrors> {
-    let mut loader = Loader::new(&LoadOptions {
-        merge_domains,
-        ..LoadOptions::default()
-    });
+    let mut loader = Loader::new(options);
     for (name, raw) in sources {
         loader.add_raw(name, raw);
     }
@@ -132,6 +133,7 @@ struct Loader {
     /// Bytes this load may still read (the cap is for all files together).
     bytes_left: u64,
     merge_domains: bool,
+    never_above_clock_skew: std::time::Duration,
 }
 
 /// A domain as loaded so far.
@@ -151,6 +153,7 @@ impl Loader {
             declared: HashMap::new(),
             bytes_left: options.limits.max_bytes,
             merge_domains: options.merge_domains,
+            never_above_clock_skew: options.never_above_clock_skew,
         }
     }
 
@@ -269,7 +272,12 @@ impl Loader {
         }
     }
 
-    fn finish(self) -> Result<LimitsConfig, ConfigErrors> {
+    fn finish(mut self) -> Result<LimitsConfig, ConfigErrors> {
+        self.errors
+            .extend(super::guarantee::windows_within_the_clock_margin(
+                &self.domains,
+                self.never_above_clock_skew,
+            ));
         if self.errors.is_empty() {
             Ok(LimitsConfig::new(self.domains))
         } else {

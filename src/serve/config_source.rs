@@ -55,8 +55,7 @@ pub(super) fn start(settings: &LimitsSettings, metrics: &Arc<Metrics>) -> anyhow
                 limits: Arc::clone(&limits),
                 metrics: Arc::clone(metrics),
                 accepted,
-                read_limits: settings.load.limits,
-                merge_domains: settings.load.merge_domains,
+                load: settings.load,
             };
             let force_start = xds_settings.force_start;
             tracing::info!(server = %xds_settings.server, force_start, "limits come from an xDS server");

@@ -469,6 +469,15 @@ impl ServeSettings {
                     },
                     ignore_dot_files: args.limits.read.ignore_dot_files,
                     merge_domains: args.limits.read.merge_domain_config,
+                    // The margin binds only where decisions spend rights: one process alone
+                    // decides `never_above` exactly, whatever its clock.
+                    never_above_clock_skew: if matches!(regional, Regional::InProcess)
+                        && global.is_none()
+                    {
+                        Duration::ZERO
+                    } else {
+                        args.limits.clock_skew
+                    },
                 },
                 metrics: MetricsSettings {
                     max_series_per_rule: args.telemetry.max_metric_series_per_rule,

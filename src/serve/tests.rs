@@ -258,3 +258,28 @@ fn redis_flags_without_a_redis_url_are_refused() {
         "{text}"
     );
 }
+
+/// `--clock-skew` holds `never_above` windows to twice it only where decisions spend rights
+/// (Redis or the global counters); one process alone decides them exactly whatever its clock.
+#[test]
+fn the_clock_margin_binds_never_above_windows_only_where_rights_are_spent() {
+    let skew = ["--clock-skew", "600ms"];
+    let margin = |extra: &[&str]| {
+        let mut all = skew.to_vec();
+        all.extend_from_slice(extra);
+        settings(args(&all))
+            .expect("settings")
+            .limits
+            .load
+            .never_above_clock_skew
+    };
+    assert_eq!(margin(&[]), Duration::ZERO);
+    assert_eq!(
+        margin(&["--redis-url", "redis://127.0.0.1:6379"]),
+        Duration::from_millis(600)
+    );
+    assert_eq!(
+        margin(&["--database-url", "sqlite::memory:", "--region", "r"]),
+        Duration::from_millis(600)
+    );
+}

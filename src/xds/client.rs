@@ -26,7 +26,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::resource::{self, TYPE_URL};
 use super::settings::XdsSettings;
 use super::tls::{TlsClient, XdsTlsError};
-use crate::config::{LimitsConfig, ReadLimits};
+use crate::config::{LimitsConfig, LoadOptions};
 use crate::telemetry::Metrics;
 
 /// HTTP/2 pings find a server that vanished without closing the connection.
@@ -56,8 +56,8 @@ pub struct Sink {
     pub metrics: Arc<Metrics>,
     /// Counts the configs accepted (`serve` waits for the first).
     pub accepted: watch::Sender<u64>,
-    pub read_limits: ReadLimits,
-    pub merge_domains: bool,
+    /// How each pushed config is compiled: the bounds and switches of a file's load.
+    pub load: LoadOptions,
 }
 
 /// Runs until dropped: subscribe, apply pushes, reconnect.
@@ -176,8 +176,8 @@ async fn apply(
         ..
     } = response;
     let compiled = if type_url == TYPE_URL {
-        let (read_limits, merge) = (sink.read_limits, sink.merge_domains);
-        tokio::task::spawn_blocking(move || resource::compile(&resources, &read_limits, merge))
+        let load = sink.load;
+        tokio::task::spawn_blocking(move || resource::compile(&resources, &load))
             .await
             .unwrap_or_else(|e| Err(resource::Rejected(format!("compiling failed: {e}"))))
     } else {

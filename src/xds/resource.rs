@@ -11,7 +11,7 @@ use prost::Message;
 use serde_saphyr::{Location, Spanned};
 
 use crate::config::raw::{RawDescriptor, RawFile, RawRateLimit, RawReplaces};
-use crate::config::{LimitsConfig, MAX_YAML_DEPTH, ReadLimits, load_raw};
+use crate::config::{LimitsConfig, LoadOptions, MAX_YAML_DEPTH, load_raw};
 
 /// The resource type this source subscribes to.
 pub const TYPE_URL: &str = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig";
@@ -31,14 +31,11 @@ const MAX_METADATA_DEPTH: usize = MAX_YAML_DEPTH;
 #[error("{0}")]
 pub struct Rejected(pub String);
 
-/// Decodes, maps and compiles every resource of one state-of-the-world response.
-/// `merge_domains`: several resources may declare one domain (upstream's
-/// `MERGE_DOMAIN_CONFIG`).
-pub fn compile(
-    resources: &[Any],
-    limits: &ReadLimits,
-    merge_domains: bool,
-) -> Result<LimitsConfig, Rejected> {
+/// Decodes, maps and compiles every resource of one state-of-the-world response, each as a
+/// file of a config directory would be loaded with `load` (its bounds; several resources may
+/// declare one domain with `merge_domains`, upstream's `MERGE_DOMAIN_CONFIG`).
+pub fn compile(resources: &[Any], load: &LoadOptions) -> Result<LimitsConfig, Rejected> {
+    let limits = &load.limits;
     if resources.len() > limits.max_files {
         return Err(Rejected(format!(
             "{} resources; at most {} are accepted (as files in a config directory)",
@@ -68,11 +65,8 @@ pub fn compile(
         .file(&config)?;
         sources.push((name, raw));
     }
-    load_raw(
-        sources.iter().map(|(name, raw)| (name.as_str(), raw)),
-        merge_domains,
-    )
-    .map_err(|errors| Rejected(errors.to_string()))
+    load_raw(sources.iter().map(|(name, raw)| (name.as_str(), raw)), load)
+        .map_err(|errors| Rejected(errors.to_string()))
 }
 
 struct Mapper<'a> {

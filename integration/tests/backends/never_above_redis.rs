@@ -109,3 +109,30 @@ async fn with_redis_down_processes_spend_what_they_hold_then_refuse() {
         .count();
     assert_eq!(late, 0, "admitted after the rights held were spent");
 }
+
+/// A `never_above` window not longer than twice `--clock-skew` would admit nothing where
+/// rights are spent: the service refuses to start, naming the limit's file and line.
+#[test]
+fn a_window_within_twice_the_clock_skew_is_refused_at_start() {
+    let redis = redis_testing::PlainRedis::start_or_fail();
+    let limits = "domain: bounded\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: second, requests_per_unit: 10, guarantee: never_above}\n";
+    let (_dir, path) = support::limits_file(limits);
+    let output = std::process::Command::new(support::binary())
+        .arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .args(["--redis-url", &redis.url(), "--clock-skew", "500ms"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run gcounter-rls");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "started: {stderr}");
+    for needle in [
+        &format!("{}:3: bounded.api_key", path.display()),
+        "window of 1s",
+        "--clock-skew 500ms",
+    ] {
+        support::assert_mentions(&stderr, needle, "the refusal");
+    }
+}

@@ -112,3 +112,34 @@ fn the_entries_of_a_list_must_agree() {
         "{e}"
     );
 }
+
+/// With `--clock-skew` where decisions spend rights, a `never_above` window not longer than
+/// twice the skew is refused at its descriptor's line (it would refuse every request); the
+/// same config loads without the skew, and other limits are not held to it.
+#[test]
+fn a_window_within_twice_the_clock_skew_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("g.yaml");
+    std::fs::write(&path, NEVER_ABOVE).expect("written");
+    let with_skew = |millis| crate::config::LoadOptions {
+        never_above_clock_skew: std::time::Duration::from_millis(millis),
+        ..crate::config::LoadOptions::default()
+    };
+    assert!(crate::config::load_path(&path, &with_skew(0)).is_ok());
+    // `user`'s one-second window needs a skew under 500 ms; `ip`'s has no guarantee.
+    assert!(crate::config::load_path(&path, &with_skew(499)).is_ok());
+    let errors = match crate::config::load_path(&path, &with_skew(500)) {
+        Ok(_) => panic!("a 1s never_above window within 2 × 500ms was accepted"),
+        Err(errors) => errors.into_vec(),
+    };
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    let rendered = errors[0].to_string();
+    assert!(
+        rendered.starts_with(&format!("{}:10: d.user: ", path.display())),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("window of 1s") && rendered.contains("--clock-skew 500ms"),
+        "{rendered}"
+    );
+}

@@ -86,8 +86,9 @@ pub struct LimitsArgs {
     /// window cell by this process's clock; within this much of a cell's start or end such
     /// requests are refused, so that on clocks this far apart no admission lands in a
     /// neighbouring cell. It costs about twice this ÷ the window of a sliding limit's budget
-    /// under steady demand. 0: the clocks agree (NTP keeps them within a few ms); a window
-    /// must be longer than twice this, or its `never_above` limit admits nothing.
+    /// under steady demand. 0: the clocks agree (NTP keeps them within a few ms). A
+    /// `never_above` limit whose window is not longer than twice this would admit nothing:
+    /// such a config is refused (at start; a reload keeps the running one).
     #[arg(long, env = "RLS_CLOCK_SKEW", default_value = "0s", value_parser = DurationRange::new(Duration::ZERO, millis(10_000)).parser())]
     pub clock_skew: Duration,
     /// Answers carry `dynamic_metadata`: the domain, the descriptors, the passed rules' metadata

@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::ReadLimits;
 use gcounter_rls_integration::xds::limited;
 
 fn any(config: &RateLimitConfig) -> Any {
@@ -9,7 +10,7 @@ fn any(config: &RateLimitConfig) -> Any {
 }
 
 fn compiled(resources: &[Any]) -> Result<LimitsConfig, Rejected> {
-    compile(resources, &ReadLimits::default(), false)
+    compile(resources, &LoadOptions::default())
 }
 
 #[test]
@@ -146,11 +147,11 @@ fn depth_and_counts_are_bounded() {
     };
     assert!(compiled(&[any(&shallow)]).is_ok());
 
-    let few = ReadLimits {
+    let few = LoadOptions::from(ReadLimits {
         max_files: 1,
         ..ReadLimits::default()
-    };
-    let Err(Rejected(message)) = compile(&[any(&shallow), any(&shallow)], &few, false) else {
+    });
+    let Err(Rejected(message)) = compile(&[any(&shallow), any(&shallow)], &few) else {
         panic!("accepted")
     };
     assert!(message.contains("at most 1"), "{message}");
