@@ -247,8 +247,9 @@ class Checker:
 
     def never_above_live(self):
         """The `never_above` tenant goes on admitting. Rights are taken per cell of each
-        process's own clock (true time plus its region's offset), so its admissions are counted
-        per cell so: in steady over-demand the fleet spends about the whole limit in each. The
+        process's own clock (true time plus its region's offset), and its admissions are
+        counted in those cells: in steady over-demand the fleet spends most of the limit in
+        each (all of it but what the clock margin refuses at the cells' edges). The
         rights a SIGKILLed process held count as spent until their cell ends and weigh in the
         next one (a sliding window), so from the second cell after the kill's the whole limit
         is there again. Every cell wholly under load, but the two from a kill's, admits more
