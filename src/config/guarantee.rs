@@ -60,36 +60,30 @@ pub(super) fn windows_within_the_clock_margin(
     if margin_ms == 0 {
         return Vec::new();
     }
+    let never_above = domains
+        .iter()
+        .flat_map(DomainLimits::rules)
+        .filter(|rule| rule.is_never_above());
     let mut errors = Vec::new();
-    for rule in domains.iter().flat_map(DomainLimits::rules) {
-        if !rule.is_never_above() {
-            continue;
-        }
-        for limit in rule.limits() {
-            let RuleLimit::Limited {
-                unit,
-                unit_multiplier,
-                ..
-            } = *limit
-            else {
-                continue;
-            };
-            let window_ms = super::rule::window_ms(unit, unit_multiplier).unwrap_or(u64::MAX);
-            if window_ms <= margin_ms {
-                errors.push(ConfigError::new(
-                    rule.place.file.as_ref(),
-                    rule.place.line,
-                    rule.path.as_ref(),
-                    format!(
-                        "`guarantee: never_above` on a window of {} would refuse every \
-                         request: with --clock-skew {} a process refuses them within that much \
-                         of each window's start and end; make the window longer than twice \
-                         the skew, or lower --clock-skew",
-                        humantime::format_duration(Duration::from_millis(window_ms)),
-                        humantime::format_duration(clock_skew),
-                    ),
-                ));
-            }
+    for rule in never_above {
+        let within = rule
+            .limits()
+            .filter_map(RuleLimit::window_ms)
+            .filter(|&window_ms| window_ms <= margin_ms);
+        for window_ms in within {
+            errors.push(ConfigError::new(
+                rule.place.file.as_ref(),
+                rule.place.line,
+                rule.path.as_ref(),
+                format!(
+                    "`guarantee: never_above` on a window of {} would refuse every request: \
+                     with --clock-skew {} a process refuses them within that much of each \
+                     window's start and end; make the window longer than twice the skew, or \
+                     lower --clock-skew",
+                    humantime::format_duration(Duration::from_millis(window_ms)),
+                    humantime::format_duration(clock_skew),
+                ),
+            ));
         }
     }
     errors

@@ -66,10 +66,10 @@ pub struct Rule {
     pub place: Place,
 }
 
-impl Rule {
-    /// Window length in milliseconds; `None` when unlimited.
-    pub fn duration_ms(&self) -> Option<u64> {
-        match self.limit {
+impl RuleLimit {
+    /// Window length in milliseconds (`u64::MAX` past it); `None` when unlimited.
+    pub fn window_ms(&self) -> Option<u64> {
+        match *self {
             RuleLimit::Unlimited => None,
             RuleLimit::Limited {
                 unit,
@@ -77,6 +77,13 @@ impl Rule {
                 ..
             } => window_ms(unit, unit_multiplier).or(Some(u64::MAX)),
         }
+    }
+}
+
+impl Rule {
+    /// Window length in milliseconds of the rule's first limit; `None` when unlimited.
+    pub fn duration_ms(&self) -> Option<u64> {
+        self.limit.window_ms()
     }
 
     /// What operators see the rule as: its `name`, or its path when it has none.

@@ -148,18 +148,11 @@ impl Engine {
             &current,
             DecisionSource::Local,
         );
-        match consumed {
-            Some(verdict) => {
-                if !verdict.allowed {
-                    holding.add(hit.cost);
-                }
-                Some(self.penalize_denial(verdict, hit, penalty_ms, now_ms))
-            }
-            None => {
-                holding.add(hit.cost);
-                None
-            }
+        if !consumed.is_some_and(|verdict| verdict.allowed) {
+            // Not admitted (or withdrawn): the right is still this process's to spend.
+            holding.add(hit.cost);
         }
+        consumed.map(|verdict| self.penalize_denial(verdict, hit, penalty_ms, now_ms))
     }
 
     /// A `never_above` hit when other processes share the origin: a right of the current
@@ -181,20 +174,22 @@ impl Engine {
             exact: false,
             ..hit
         };
-        if self.near_a_cell_edge(&position) {
+        // A right spent, or none: within the clock margin of a cell's edge nothing is spent.
+        let spent = if self.near_a_cell_edge(&position) {
+            None
+        } else {
+            let owned = key.to_owned_key();
+            let holding = self.rights.holding(&owned);
+            holding.offer(hit.cost, now_ms);
+            let spent = holding.spend(hit.cost)
+                || self.wait_for_rights(&holding, &hit, owned, &position).await;
+            spent.then_some(holding)
+        };
+        let Some(holding) = spent else {
             return self
                 .deny_without_rights(recorded, key, position, now_ms, &hit, penalty_ms)
                 .await;
-        }
-        let owned = key.to_owned_key();
-        let holding = self.rights.holding(&owned);
-        holding.offer(hit.cost, now_ms);
-        if !holding.spend(hit.cost) && !self.wait_for_rights(&holding, &hit, owned, &position).await
-        {
-            return self
-                .deny_without_rights(recorded, key, position, now_ms, &hit, penalty_ms)
-                .await;
-        }
+        };
         let verdict = self
             .check_slow(recorded, key, position, now_ms, penalty_ms)
             .await;
