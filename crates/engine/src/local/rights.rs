@@ -150,7 +150,7 @@ impl Engine {
         );
         if !consumed.is_some_and(|verdict| verdict.allowed) {
             // Not admitted (or withdrawn): the right is still this process's to spend.
-            holding.add(hit.cost);
+            self.rights.add(&key, &holding, hit.cost);
         }
         consumed.map(|verdict| self.penalize_denial(verdict, hit, penalty_ms, now_ms))
     }
@@ -195,7 +195,7 @@ impl Engine {
             .await;
         if !verdict.allowed {
             // Not admitted: the right is still this process's to spend.
-            holding.add(hit.cost);
+            self.rights.add(&key, &holding, hit.cost);
         }
         verdict
     }
@@ -206,7 +206,7 @@ impl Engine {
     /// deadline, tens of milliseconds).
     async fn wait_for_rights(
         &self,
-        holding: &Holding,
+        holding: &Arc<Holding>,
         hit: &Hit<'_>,
         cell: CellKey,
         position: &WindowPosition,
@@ -232,7 +232,7 @@ impl Engine {
     /// `hit.cost` of them: whether it could.
     async fn take_rights(
         &self,
-        holding: &Holding,
+        holding: &Arc<Holding>,
         hit: &Hit<'_>,
         cell: CellKey,
         position: &WindowPosition,
@@ -270,7 +270,7 @@ impl Engine {
         drop(counted);
         match taken {
             Ok(granted) => {
-                holding.add(granted);
+                self.rights.add(&ask.cell.borrowed(), holding, granted);
                 if granted < ask.want {
                     let quiet = now_ms.saturating_add(horizon_ms / 4);
                     holding.quiet_until_ms.store(quiet, Ordering::Relaxed);
@@ -314,7 +314,9 @@ impl Engine {
     /// spend again: the region's admissions net of refunds shrank by as much.
     pub(super) fn refund_rights(&self, key: &CellKeyRef<'_>, given: u64) {
         if given > 0 {
-            self.rights.holding(&key.to_owned_key()).add(given);
+            let owned = key.to_owned_key();
+            let holding = self.rights.holding(&owned);
+            self.rights.add(key, &holding, given);
         }
     }
 
