@@ -81,8 +81,12 @@ pub struct RegionCounter {
     /// Requests offered since the last exchange.
     pub offered: u64,
     pub last_exchange_ms: Option<u64>,
-    /// An exchange of this counter alone is on its way (its first request found no rights).
-    pub asking: bool,
+    /// The exchange of this counter alone on its way (its first request found no rights):
+    /// the requests that find no right meanwhile wait for its answer.
+    pub asking: Option<u64>,
+    /// Before this instant the region asks for the counter only at its sync
+    /// (`fleet::URGENT_ASKS_PER_SYNC`).
+    pub next_urgent_ms: u64,
     /// Rights the ledger lets the region keep (its last grant's `keep`).
     pub keep: u64,
 }

@@ -13,7 +13,7 @@ use gcounter_engine::regional::InProcessOrigin;
 use gcounter_engine::{Engine, EngineSettings, Hit, ManualClock};
 use serde::Serialize;
 
-use super::fleet::{HEADROOM, Loop, Process, Region};
+use super::fleet::{Decision, HEADROOM, Loop, Process, Region};
 use super::ledger::{Ledger, Terms};
 use crate::error::SimError;
 use crate::never_above::{Admission, Judgement, judge};
@@ -196,10 +196,12 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
     let workspace: Arc<str> = "sim".into();
     let namespace: Arc<str> = "3:key/".into();
     let identifiers: Vec<String> = (0..scenario.keys).map(|k| format!("k{k}")).collect();
-    // (key, sequence) → (ideal admitted, admitted)
-    let mut cells: HashMap<(usize, u64), (u64, u64)> = HashMap::new();
-    let mut log = Vec::new();
-    let (mut requests, mut denied, mut ideal_denied) = (0u64, 0u64, 0u64);
+    // (key, sequence) → ideal admitted
+    let mut cells: HashMap<(usize, u64), u64> = HashMap::new();
+    let mut outcomes = Outcomes::default();
+    // A first exchange on its way (by its number) → the requests waiting for its answer.
+    let mut waiting: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+    let (mut requests, mut ideal_denied) = (0u64, 0u64);
 
     while let Some(Reverse((at, _, event))) = events.pop() {
         if at >= end {
@@ -242,22 +244,19 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
                         exact: false,
                     })
                     .await;
-                let (allowed, ask) = state.decide(p, key, at);
+                let (decision, ask) = state.decide(p, key, at);
                 if let Some((id, apply_at)) = ask {
                     push(&mut events, apply_at, Event::Apply(id));
                 }
                 requests += 1;
-                let cell = cells.entry((key, at / window)).or_default();
                 if reference.allowed {
-                    cell.0 += 1;
+                    *cells.entry((key, at / window)).or_default() += 1;
                 } else {
                     ideal_denied += 1;
                 }
-                if allowed {
-                    cell.1 += 1;
-                    log.push(Admission { key, at_ms: at });
-                } else {
-                    denied += 1;
+                match decision {
+                    Decision::Waits(id) => waiting.entry(id).or_default().push((p, key)),
+                    decided => outcomes.record(decided, key, at, window),
                 }
             }
             Event::Exchange(r) => {
@@ -281,6 +280,12 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
             Event::Deliver(id) => {
                 if let Some((region, grants)) = state.replies.remove(&id) {
                     state.deliver(region, &grants, at);
+                    state.answered(region, id);
+                }
+                // Admitted (or not) now: the oracle and the windows see them at this time.
+                for (p, key) in waiting.remove(&id).unwrap_or_default() {
+                    let decided = state.decide_after_wait(p, key, at);
+                    outcomes.record(decided, key, at, window);
                 }
             }
             Event::TopUp(p) => {
@@ -313,7 +318,12 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
     let last = end / window;
     let (mut windows, mut ideal_admitted, mut admitted, mut short) = (0, 0, 0, 0);
     let (mut onset_ideal, mut onset_short) = (0, 0);
-    for (&(_, sequence), &(by_ideal, by_fleet)) in &cells {
+    let mut keys: Vec<&(usize, u64)> = cells.keys().chain(outcomes.cells.keys()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for &(key, sequence) in keys {
+        let by_ideal = cells.get(&(key, sequence)).copied().unwrap_or(0);
+        let by_fleet = outcomes.cells.get(&(key, sequence)).copied().unwrap_or(0);
         let shortfall = by_ideal.saturating_sub(by_fleet);
         if sequence + 1 == first {
             onset_ideal += by_ideal;
@@ -341,13 +351,34 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
         admitted,
         refused_vs_ideal: ratio(short, ideal_admitted),
         onset_refused_vs_ideal: ratio(onset_short, onset_ideal),
-        never_above: judge(scenario.limit, window, &log),
+        never_above: judge(scenario.limit, window, &outcomes.log),
         requests,
-        denied_fraction: ratio(denied, requests),
+        denied_fraction: ratio(outcomes.denied, requests),
         ideal_denied_fraction: ratio(ideal_denied, requests),
         exchanges_per_s: round(state.exchanges as f64 / seconds),
         rows_per_s: round(state.rows as f64 / seconds),
     })
+}
+
+/// The fleet's side of the run: admissions by the window they happened in, the log the
+/// oracle judges, and the denials.
+#[derive(Default)]
+struct Outcomes {
+    /// (key, sequence) → admitted.
+    cells: HashMap<(usize, u64), u64>,
+    log: Vec<Admission>,
+    denied: u64,
+}
+
+impl Outcomes {
+    fn record(&mut self, decision: Decision, key: usize, at: u64, window: u64) {
+        if decision == Decision::Allowed {
+            *self.cells.entry((key, at / window)).or_default() += 1;
+            self.log.push(Admission { key, at_ms: at });
+        } else {
+            self.denied += 1;
+        }
+    }
 }
 
 fn round(x: f64) -> f64 {
