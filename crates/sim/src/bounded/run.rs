@@ -196,10 +196,10 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
     let workspace: Arc<str> = "sim".into();
     let namespace: Arc<str> = "3:key/".into();
     let identifiers: Vec<String> = (0..scenario.keys).map(|k| format!("k{k}")).collect();
-    // (key, sequence) → ideal admitted
+    // (key, sequence) of every arrival → the ideal's admissions there
     let mut cells: HashMap<(usize, u64), u64> = HashMap::new();
     let mut outcomes = Outcomes::default();
-    // A first exchange on its way (by its number) → the requests waiting for its answer.
+    // An ask on its way (by its exchange's number) → the requests waiting for its answer.
     let mut waiting: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
     let (mut requests, mut ideal_denied) = (0u64, 0u64);
 
@@ -249,8 +249,9 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
                     push(&mut events, apply_at, Event::Apply(id));
                 }
                 requests += 1;
+                let ideal_cell = cells.entry((key, at / window)).or_default();
                 if reference.allowed {
-                    *cells.entry((key, at / window)).or_default() += 1;
+                    *ideal_cell += 1;
                 } else {
                     ideal_denied += 1;
                 }
