@@ -33,3 +33,20 @@ fn rights_granted_twice_are_caught_above_the_bound() {
     assert!(doubled.never_above.excesses > 0, "{doubled:?}");
     assert!(doubled.never_above.max_effective > 1.0, "{doubled:?}");
 }
+
+// A request that finds no right waits for its region's ask, as the service's decision waits
+// for its take: far below the limit, where the ideal admits everything, so does the fleet
+// once its first window is over.
+
+#[test]
+fn requests_far_below_the_limit_wait_for_rights_and_pass() {
+    let mut scenario = short("three-x2", 6);
+    for source in &mut scenario.sources {
+        // 2× the limit shared by three regions, down to a fifth of the limit.
+        source.rate /= 10.0;
+    }
+    let report = run(&scenario, 7).expect("the scenario runs");
+    assert_eq!(report.never_above.excesses, 0, "{report:?}");
+    // After the first window (a request refused while its ask travelled: 586 of 594): not one refusal the ideal would not make.
+    assert_eq!(report.admitted, report.ideal_admitted, "{report:?}");
+}
