@@ -155,7 +155,8 @@ impl HeldRights {
         }
         holding.rights.fetch_add(rights, Ordering::SeqCst);
         if !holding.listed.swap(true, Ordering::SeqCst) {
-            self.list().push((key.to_owned_key(), Arc::clone(holding)));
+            let entry = (key.to_owned_key(), Arc::clone(holding));
+            self.list().push(entry);
         }
     }
 
