@@ -326,9 +326,9 @@ fn reap() {
 /// walk.
 fn idle_reap() {
     let (clock, engine) = filled(500_000);
-    let (workspace, namespace): (Arc<str>, Arc<str>) = ("bench".into(), "7:second/".into());
+    let scope = gcounter_engine::cell_key::Scope::new("bench", "7:second/");
     let short = Hit {
-        counter: CounterKeyRef::new(&workspace, &namespace, "short", 1_000),
+        counter: CounterKeyRef::new(&scope, "short", 1_000),
         limit: 1_000,
         cost: 1,
         exact: false,

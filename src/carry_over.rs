@@ -154,13 +154,13 @@ pub fn upstream_key(prefix: &str, key: &CellKey) -> Option<String> {
         return None;
     }
     let window_start = key.sequence.checked_mul(divider)?;
-    let mut out = String::with_capacity(prefix.len() + key.workspace.len() + 64);
+    let mut out = String::with_capacity(prefix.len() + key.workspace().len() + 64);
     out.push_str(prefix);
-    out.push_str(&key.workspace);
+    out.push_str(key.workspace());
     out.push('_');
-    let (mut path, values_in_path) = match key.namespace.strip_prefix(OVERRIDE_NAMESPACE) {
+    let (mut path, values_in_path) = match key.namespace().strip_prefix(OVERRIDE_NAMESPACE) {
         Some(rest) => (rest, false),
-        None => (&*key.namespace, true),
+        None => (&**key.namespace(), true),
     };
     let mut identifier: &str = &key.identifier;
     while !path.is_empty() {

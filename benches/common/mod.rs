@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use gcounter_engine::cell_key::CounterKeyRef;
+use gcounter_engine::cell_key::{CounterKeyRef, Scope};
 use gcounter_engine::{Check, Engine, Hit, Verdict};
 
 pub const MINUTE_MS: u64 = 60_000;
@@ -12,25 +12,23 @@ pub const MINUTE_MS: u64 = 60_000;
 /// crosses a window boundary mid-measurement.
 pub const START_MS: u64 = 1_000 * MINUTE_MS + MINUTE_MS / 2;
 
-/// The workspace and namespace of every bench counter, shared as a compiled config shares
-/// them.
+/// The scope (workspace and namespace) of every bench counter, shared as a compiled config
+/// shares it.
 pub struct Ids {
-    workspace: Arc<str>,
-    namespace: Arc<str>,
+    scope: Arc<Scope>,
 }
 
 impl Ids {
     pub fn new() -> Self {
         Self {
-            workspace: "bench".into(),
-            namespace: "14:remote_address/".into(),
+            scope: Scope::new("bench", "14:remote_address/"),
         }
     }
 
     /// One hit on `identifier`'s one-minute counter under `limit`.
     pub fn hit<'a>(&'a self, identifier: &'a str, limit: u64) -> Hit<'a> {
         Hit {
-            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, MINUTE_MS),
+            counter: CounterKeyRef::new(&self.scope, identifier, MINUTE_MS),
             limit,
             cost: 1,
             exact: false,

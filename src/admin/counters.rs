@@ -201,7 +201,7 @@ pub(super) async fn counter(
             "penalty_ms": found.penalty_ms,
         },
         "counter": {
-            "namespace": &*found.counter.namespace,
+            "namespace": &**found.counter.namespace(),
             "identifier": values.show(&found.counter.identifier),
         },
     });
@@ -249,8 +249,8 @@ pub(super) async fn top(State(state): State<AdminState>, RawQuery(query): RawQue
                 counter_state.effective() as f64 / hitter.limit as f64
             };
             let mut row = json!({
-                "domain": &*hitter.counter.workspace,
-                "namespace": &*hitter.counter.namespace,
+                "domain": &**hitter.counter.workspace(),
+                "namespace": &**hitter.counter.namespace(),
                 "identifier": state.values.show(&hitter.counter.identifier),
                 "limit": hitter.limit,
                 "nearness": if nearness.is_finite() { json!(nearness) } else { json!("limit 0") },

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
+use gcounter_engine::cell_key::Scope;
 use serde_saphyr::Spanned;
 
 use super::error::ConfigError;
@@ -61,26 +62,28 @@ pub(crate) fn compile_file(
         }
         Some(d) => Some(d),
     };
+    let domain_name = domain.map_or("", |d| d.value.as_str());
     let mut compiler = Compiler {
         file,
         shared_file: Arc::from(file),
+        domain: Arc::from(domain_name),
         errors,
         rules: Vec::new(),
     };
-    let domain_name = domain.map_or("", |d| d.value.as_str());
     let root = match &raw.descriptors {
         Some(descriptors) => compiler.level(descriptors, "", "", domain_name, false),
         None => Level::default(),
     };
     let rules = compiler.rules;
     let shared_file = compiler.shared_file;
+    let domain_name = compiler.domain;
     // Checks run field by field; report in the order of the file.
     if let Some(new_errors) = errors.get_mut(first_error..) {
         new_errors.sort_by_key(|e| e.line);
     }
     domain.map(|d| CompiledDomain {
         limits: DomainLimits::new(
-            d.value.as_str().into(),
+            domain_name,
             root,
             rules,
             Place::new(shared_file, line_of(d)),
@@ -115,6 +118,8 @@ struct Compiler<'a> {
     file: &'a str,
     /// `file`, shared by the place of every node and rule.
     shared_file: Arc<str>,
+    /// The domain's name, shared by the domain and every rule's counter scope.
+    domain: Arc<str>,
     errors: &'a mut Vec<ConfigError>,
     /// Rules in config order (pre-order).
     rules: Vec<Arc<Rule>>,

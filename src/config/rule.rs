@@ -3,6 +3,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use gcounter_engine::cell_key::Scope;
+
 use super::place::Place;
 use super::unit::Unit;
 use crate::telemetry::RuleSeries;
@@ -28,8 +30,9 @@ pub struct Rule {
     /// Injective encoding of the descriptor path from the domain root to this
     /// rule: per node `{len}:{key}`, then `={len}:{value}` if it has a value
     /// pattern, then `/` (lengths in bytes), e.g. `6:tenant=2:a*/4:path/`.
-    /// Distinct rules never share a counter, whatever their keys hold.
-    pub namespace: Arc<str>,
+    /// Distinct rules never share a counter, whatever their keys hold. With the domain,
+    /// the scope of every counter of the rule (one allocation shared by all their keys).
+    pub scope: Arc<Scope>,
     /// The limit (`rate_limit`), or the first of `rate_limits`.
     pub limit: RuleLimit,
     /// The other limits of `rate_limits` (our extension), in config order; empty for
@@ -81,6 +84,11 @@ impl RuleLimit {
 }
 
 impl Rule {
+    /// The rule's namespace (see [`Rule::scope`]).
+    pub fn namespace(&self) -> &Arc<str> {
+        &self.scope.namespace
+    }
+
     /// Window length in milliseconds of the rule's first limit; `None` when unlimited.
     pub fn duration_ms(&self) -> Option<u64> {
         self.limit.window_ms()

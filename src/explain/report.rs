@@ -206,7 +206,7 @@ fn describe(
         .any(|s| s.how == MatchKind::Wildcard && s.node.shared());
     let counter = match plan {
         Plan::Limited(limited) => Some(CounterReport {
-            namespace: limited.namespace.to_string(),
+            namespace: limited.scope.namespace.to_string(),
             identifier: limited.identifier.to_string(),
             windows: limited
                 .windows()

@@ -72,8 +72,7 @@ pub fn resolve<'a>(
                 .windows()
                 .map(|window| BucketCounter {
                     counter: CounterKey {
-                        workspace: Arc::clone(domain_limits.name()),
-                        namespace: Arc::clone(&limited.namespace),
+                        scope: Arc::clone(&limited.scope),
                         identifier: limited.identifier.clone(),
                         duration_ms: window.duration_ms,
                     },

@@ -18,12 +18,8 @@ impl RateLimiter {
     /// With `is_negative_hits`, every limit of the descriptor is refunded `cost` (each within
     /// what this process consumed of it: `Engine::refund`). When denied hits are counted,
     /// nothing is refunded and every limit counts the hit (`decide_counting_all`).
-    pub(super) async fn decide(
-        &self,
-        workspace: &Arc<str>,
-        limited: &plan::Limited<'_>,
-    ) -> (Verdict, plan::LimitWindow) {
-        let hit = |window: plan::LimitWindow| limited.hit(workspace, window);
+    pub(super) async fn decide(&self, limited: &plan::Limited<'_>) -> (Verdict, plan::LimitWindow) {
+        let hit = |window: plan::LimitWindow| limited.hit(window);
         // `penalty` (our extension) lives on the rule; an override has none.
         let penalty_ms = limited.rule.as_ref().map_or(0, |rule| rule.penalty_ms);
         let first = limited.window();
@@ -36,9 +32,7 @@ impl RateLimiter {
             return (verdict, first);
         }
         if self.engine.counts_denied() && !limited.refund {
-            return self
-                .decide_counting_all(workspace, limited, penalty_ms)
-                .await;
+            return self.decide_counting_all(limited, penalty_ms).await;
         }
         let mut constrained: Option<(gcounter_engine::Verdict, plan::LimitWindow)> = None;
         for (consumed, window) in limited.windows().enumerate() {
@@ -83,7 +77,6 @@ impl RateLimiter {
     /// request; the answer is the first that denies, else the most constrained.
     async fn decide_counting_all(
         &self,
-        workspace: &Arc<str>,
         limited: &plan::Limited<'_>,
         penalty_ms: u64,
     ) -> (Verdict, plan::LimitWindow) {
@@ -92,7 +85,7 @@ impl RateLimiter {
         for window in limited.windows() {
             let verdict = self
                 .engine
-                .check_with_penalty(limited.hit(workspace, window), penalty_ms)
+                .check_with_penalty(limited.hit(window), penalty_ms)
                 .await;
             let replaces = match answer {
                 None => true,
@@ -109,9 +102,9 @@ impl RateLimiter {
     }
 
     /// Refunds what one accepted descriptor consumed, in every one of its limits.
-    pub(super) async fn give_back(&self, workspace: &Arc<str>, limited: &plan::Limited<'_>) {
+    pub(super) async fn give_back(&self, limited: &plan::Limited<'_>) {
         for window in limited.windows() {
-            self.engine.refund(limited.hit(workspace, window)).await;
+            self.engine.refund(limited.hit(window)).await;
         }
     }
 }

@@ -39,8 +39,7 @@ impl RateLimiter {
                 };
                 Ok(InspectedCounter {
                     counter: CounterKey {
-                        workspace: Arc::clone(domain.name()),
-                        namespace: limited.namespace.into_owned(),
+                        scope: limited.scope.into_owned(),
                         identifier: limited.identifier,
                         duration_ms: limited.duration_ms,
                     },

@@ -205,7 +205,7 @@ impl RateLimiter {
         };
         let plans = plan::plan(domain, &request.descriptors, request.hits_addend);
         let mut verdicts = Verdicts::new();
-        let all_decided = self.decide_now(domain.name(), &plans, &mut verdicts);
+        let all_decided = self.decide_now(&plans, &mut verdicts);
         if !all_decided || self.gives_back(&plans, &verdicts) {
             return Now::Later(Unfinished {
                 workspace: Arc::clone(domain.name()),
@@ -235,14 +235,14 @@ impl RateLimiter {
             Plan::NoLimit | Plan::Unlimited(_) => None,
         });
         for limited in limited.skip(verdicts.len()) {
-            verdicts.push(self.decide(&workspace, limited).await);
+            verdicts.push(self.decide(limited).await);
         }
         let mut decided = self.judge(&workspace, &plans, &verdicts);
         if decided.over_limit && self.settings.all_or_nothing {
             let per_plan = plans.iter().zip(&decided.consumed);
             for ((plan, consumed), status) in per_plan.zip(&mut decided.statuses) {
                 if let (Plan::Limited(limited), true) = (plan, consumed) {
-                    self.give_back(&workspace, limited).await;
+                    self.give_back(limited).await;
                     // As upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT answers: what is
                     // left once this request is not counted.
                     let cost = u32::try_from(limited.cost).unwrap_or(u32::MAX);
@@ -277,12 +277,7 @@ impl RateLimiter {
     /// Decides, in order, the limited plans whose verdict is taken without waiting (one
     /// limit, not a refund, its cell warm), pushing each verdict; stops before the first
     /// other one, having consumed nothing of it. True when every limited plan is decided.
-    fn decide_now(
-        &self,
-        workspace: &Arc<str>,
-        plans: &[Plan<'_>],
-        verdicts: &mut Verdicts,
-    ) -> bool {
+    fn decide_now(&self, plans: &[Plan<'_>], verdicts: &mut Verdicts) -> bool {
         for plan in plans {
             let Plan::Limited(limited) = plan else {
                 continue;
@@ -294,7 +289,7 @@ impl RateLimiter {
             let window = limited.window();
             match self
                 .engine
-                .check_with_penalty(limited.hit(workspace, window), penalty_ms)
+                .check_with_penalty(limited.hit(window), penalty_ms)
             {
                 Check::Ready(verdict) => verdicts.push((verdict, window)),
                 // Dropped unawaited: nothing consumed; `finish` checks it again.

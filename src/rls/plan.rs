@@ -11,7 +11,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use smallvec::SmallVec;
 
 use gcounter_engine::Hit;
-use gcounter_engine::cell_key::CounterKeyRef;
+use gcounter_engine::cell_key::{CounterKeyRef, Scope};
 
 use super::units;
 use crate::config::{DomainLimits, Rule, RuleLimit};
@@ -83,8 +83,9 @@ pub const INLINE_PLANS: usize = 4;
 /// in [`Plan`].
 #[derive(Debug)]
 pub struct Limited<'c> {
-    /// The rule's namespace, or a request override's own (built per request).
-    pub namespace: Cow<'c, Arc<str>>,
+    /// The rule's scope (its domain and namespace), or a request override's own (built per
+    /// request).
+    pub scope: Cow<'c, Arc<Scope>>,
     /// Inline up to 24 bytes: most identifiers (an address, an API key) cost no allocation.
     pub identifier: CompactString,
     pub duration_ms: u64,
@@ -115,7 +116,7 @@ impl Limited<'_> {
     /// See [`Plan::into_owned`].
     pub fn into_owned(self) -> Limited<'static> {
         Limited {
-            namespace: owned(self.namespace),
+            scope: owned(self.scope),
             rule_path: self.rule_path.map(owned),
             rule: self.rule.map(owned),
             identifier: self.identifier,
@@ -129,15 +130,10 @@ impl Limited<'_> {
         }
     }
 
-    /// The engine's hit of this descriptor on one of its limits, in `workspace` (the domain).
-    pub fn hit<'a>(&'a self, workspace: &'a Arc<str>, window: LimitWindow) -> Hit<'a> {
+    /// The engine's hit of this descriptor on one of its limits.
+    pub fn hit(&self, window: LimitWindow) -> Hit<'_> {
         Hit {
-            counter: CounterKeyRef::new(
-                workspace,
-                &self.namespace,
-                &self.identifier,
-                window.duration_ms,
-            ),
+            counter: CounterKeyRef::new(&self.scope, &self.identifier, window.duration_ms),
             limit: u64::from(window.requests_per_unit),
             cost: self.cost,
             // A request override has no rule: never_below, as upstream.
@@ -243,7 +239,7 @@ fn plan_one<'c>(
             return Plan::NoLimit;
         };
         return Plan::Limited(Limited {
-            namespace: override_namespace(rule, descriptor),
+            scope: override_scope(domain, rule, descriptor),
             // As upstream: an override counts the request's own values.
             identifier: identifier(descriptor, 0),
             duration_ms: unit.seconds().saturating_mul(1_000),
@@ -272,7 +268,7 @@ fn plan_one<'c>(
             },
             Some(duration_ms),
         ) => Plan::Limited(Limited {
-            namespace: Cow::Borrowed(&rule.namespace),
+            scope: Cow::Borrowed(&rule.scope),
             identifier: identifier(descriptor, found.shared),
             duration_ms,
             requests_per_unit: *requests_per_unit,
@@ -293,18 +289,19 @@ fn plan_one<'c>(
 /// route metadata keeps its count. The window is the override's unit, part of the counter's
 /// identity, so an override of another unit never reads a count of a different window. No
 /// rule matched: a namespace under `!override/`, which no config namespace can start with.
-fn override_namespace<'c>(
+fn override_scope<'c>(
+    domain: &DomainLimits,
     rule: Option<&'c Arc<Rule>>,
     descriptor: &RateLimitDescriptor,
-) -> Cow<'c, Arc<str>> {
+) -> Cow<'c, Arc<Scope>> {
     if let Some(rule) = rule {
-        return Cow::Borrowed(&rule.namespace);
+        return Cow::Borrowed(&rule.scope);
     }
     let mut namespace = String::from(OVERRIDE_NAMESPACE);
     for entry in &descriptor.entries {
         let _ = write!(namespace, "{}:{}/", entry.key.len(), entry.key);
     }
-    Cow::Owned(namespace.into())
+    Cow::Owned(Scope::new(Arc::clone(domain.name()), namespace))
 }
 
 /// The metric label of a matched rule: its path, or, for `detailed_metric` and

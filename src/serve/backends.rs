@@ -43,8 +43,7 @@ pub(super) fn regional_origin(
     let probe = Arc::clone(&guarded);
     tokio::spawn(async move {
         let counter = gcounter_engine::cell_key::CounterKey {
-            workspace: Arc::from(""),
-            namespace: Arc::from("!probe"),
+            scope: gcounter_engine::cell_key::Scope::new("", "!probe"),
             identifier: compact_str::CompactString::default(),
             duration_ms: 1_000,
         };

@@ -12,19 +12,48 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+/// What every counter of one rule shares: the domain (`workspace`) and the rule's path in
+/// the descriptor tree (`namespace`), behind one pointer in each key.
+///
+/// Every live cell, replay-queue entry and strict-mode entry holds a key: as two `Arc<str>`
+/// (16 bytes each) they made a `CellKey` 72 bytes and a slot of the cell table 104; as one
+/// thin `Arc<Scope>` the key is 48 bytes and the slot 80, 24 bytes less per live cell. The
+/// compiled config makes one scope per rule, so a key costs no allocation for it: cloning
+/// one bumps the scope's count.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Scope {
+    /// The domain.
+    pub workspace: Arc<str>,
+    /// The matched rule's path in the descriptor tree.
+    pub namespace: Arc<str>,
+}
+
+impl Scope {
+    pub fn new(workspace: impl Into<Arc<str>>, namespace: impl Into<Arc<str>>) -> Arc<Self> {
+        Arc::new(Self {
+            workspace: workspace.into(),
+            namespace: namespace.into(),
+        })
+    }
+}
+
+/// Whether two scopes name the same rule: the config's own scope, unless a reload made a new
+/// one, so the pointers are compared first.
+fn same_scope(a: &Arc<Scope>, b: &Arc<Scope>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
 /// The identity of a counter cell, the same in memory, Redis and SQL (docs/design.md): its
 /// counter ([`CellKey::counter`], a [`CounterKey`]) and the window's `sequence`.
 ///
 /// `namespace` and `identifier` come from the limits layer already encoded injectively
 /// (length-prefixed), so two different descriptors never share a key whatever bytes they carry.
-/// The `Arc<str>` parts are shared with the compiled config: cloning a key costs one allocation
-/// (the identifier, and only when it is longer than 24 bytes), not four.
+/// The [`Scope`] is shared with the compiled config: cloning a key costs one allocation (the
+/// identifier, and only when it is longer than 24 bytes), not four.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct CellKey {
-    /// The domain.
-    pub workspace: Arc<str>,
-    /// The matched rule's path in the descriptor tree.
-    pub namespace: Arc<str>,
+    /// The domain and the rule.
+    pub scope: Arc<Scope>,
     /// The request's values for the matched entries. Up to 24 bytes live inline in the key
     /// (most identifiers: addresses, API keys), which saves an allocation per cell.
     pub identifier: compact_str::CompactString,
@@ -39,6 +68,8 @@ impl Hash for CellKey {
 }
 
 impl CellKey {
+    /// A key with a scope of its own (decoded from a store, tests); the engine's keys share
+    /// their rule's ([`CellKey::in_scope`]).
     pub fn new(
         workspace: &str,
         namespace: &str,
@@ -46,31 +77,44 @@ impl CellKey {
         duration_ms: u64,
         sequence: u64,
     ) -> Self {
+        Self::in_scope(
+            Scope::new(workspace, namespace),
+            identifier,
+            duration_ms,
+            sequence,
+        )
+    }
+
+    pub fn in_scope(scope: Arc<Scope>, identifier: &str, duration_ms: u64, sequence: u64) -> Self {
         Self {
-            workspace: workspace.into(),
-            namespace: namespace.into(),
+            scope,
             identifier: identifier.into(),
             duration_ms,
             sequence,
         }
     }
 
+    /// The domain.
+    pub fn workspace(&self) -> &Arc<str> {
+        &self.scope.workspace
+    }
+
+    /// The matched rule's path in the descriptor tree.
+    pub fn namespace(&self) -> &Arc<str> {
+        &self.scope.namespace
+    }
+
     /// Bytes this key makes a structure hold beyond its own `size_of`: the strings behind
-    /// it. Counted in full even when the `Arc`s are shared with the config (interned rule
-    /// paths): the bound stays conservative, and a request override's namespace, built per
-    /// request, is exactly the case it must not miss.
+    /// it. The scope's strings are counted in full even when shared with the config: the
+    /// bound stays conservative, and a request override's namespace, built per request, is
+    /// exactly the case it must not miss.
     pub fn heap_bytes(&self) -> usize {
-        strings_heap_bytes(&self.workspace, &self.namespace, &self.identifier)
+        strings_heap_bytes(&self.scope, &self.identifier)
     }
 
     /// The counter this cell belongs to.
     pub fn counter(&self) -> CounterKeyRef<'_> {
-        CounterKeyRef::new(
-            &self.workspace,
-            &self.namespace,
-            &self.identifier,
-            self.duration_ms,
-        )
+        CounterKeyRef::new(&self.scope, &self.identifier, self.duration_ms)
     }
 
     /// The borrowed form; hashing goes through it so both forms agree.
@@ -83,8 +127,7 @@ impl CellKey {
 /// it (it outlives a window); a decision derives the current and the previous cell from it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct CounterKey {
-    pub workspace: Arc<str>,
-    pub namespace: Arc<str>,
+    pub scope: Arc<Scope>,
     pub identifier: compact_str::CompactString,
     pub duration_ms: u64,
 }
@@ -96,20 +139,25 @@ impl Hash for CounterKey {
 }
 
 impl CounterKey {
+    /// The domain.
+    pub fn workspace(&self) -> &Arc<str> {
+        &self.scope.workspace
+    }
+
+    /// The matched rule's path in the descriptor tree.
+    pub fn namespace(&self) -> &Arc<str> {
+        &self.scope.namespace
+    }
+
     /// Bytes this key makes a structure hold beyond its own `size_of` (as
     /// [`CellKey::heap_bytes`]).
     pub fn heap_bytes(&self) -> usize {
-        strings_heap_bytes(&self.workspace, &self.namespace, &self.identifier)
+        strings_heap_bytes(&self.scope, &self.identifier)
     }
 
     /// The borrowed form; hashing goes through it so both forms agree.
     pub fn borrowed(&self) -> CounterKeyRef<'_> {
-        CounterKeyRef::new(
-            &self.workspace,
-            &self.namespace,
-            &self.identifier,
-            self.duration_ms,
-        )
+        CounterKeyRef::new(&self.scope, &self.identifier, self.duration_ms)
     }
 }
 
@@ -120,27 +168,30 @@ impl CounterKey {
 /// hashing the strings for each was a visible share of a warm decision.
 #[derive(Debug, Clone, Copy)]
 pub struct CounterKeyRef<'a> {
-    pub workspace: &'a Arc<str>,
-    pub namespace: &'a Arc<str>,
+    pub scope: &'a Arc<Scope>,
     pub identifier: &'a str,
     pub duration_ms: u64,
     hash: u64,
 }
 
 impl<'a> CounterKeyRef<'a> {
-    pub fn new(
-        workspace: &'a Arc<str>,
-        namespace: &'a Arc<str>,
-        identifier: &'a str,
-        duration_ms: u64,
-    ) -> Self {
+    pub fn new(scope: &'a Arc<Scope>, identifier: &'a str, duration_ms: u64) -> Self {
         Self {
-            workspace,
-            namespace,
+            scope,
             identifier,
             duration_ms,
-            hash: counter_hash(workspace, namespace, identifier, duration_ms),
+            hash: counter_hash(scope, identifier, duration_ms),
         }
+    }
+
+    /// The domain.
+    pub fn workspace(&self) -> &'a Arc<str> {
+        &self.scope.workspace
+    }
+
+    /// The matched rule's path in the descriptor tree.
+    pub fn namespace(&self) -> &'a Arc<str> {
+        &self.scope.namespace
     }
 
     /// This counter's cell `sequence` (the counter's hash is reused).
@@ -153,8 +204,7 @@ impl<'a> CounterKeyRef<'a> {
 
     pub fn to_owned_key(&self) -> CounterKey {
         CounterKey {
-            workspace: Arc::clone(self.workspace),
-            namespace: Arc::clone(self.namespace),
+            scope: Arc::clone(self.scope),
             identifier: self.identifier.into(),
             duration_ms: self.duration_ms,
         }
@@ -166,8 +216,7 @@ impl PartialEq for CounterKeyRef<'_> {
         self.hash == other.hash
             && self.duration_ms == other.duration_ms
             && self.identifier == other.identifier
-            && self.namespace == other.namespace
-            && self.workspace == other.workspace
+            && same_scope(self.scope, other.scope)
     }
 }
 
@@ -183,9 +232,7 @@ impl quick_cache::Equivalent<CounterKey> for CounterKeyRef<'_> {
     fn equivalent(&self, key: &CounterKey) -> bool {
         self.duration_ms == key.duration_ms
             && self.identifier == &*key.identifier
-            // The config's own `Arc`s, unless a reload made new ones: compare pointers first.
-            && (Arc::ptr_eq(self.namespace, &key.namespace) || **self.namespace == *key.namespace)
-            && (Arc::ptr_eq(self.workspace, &key.workspace) || **self.workspace == *key.workspace)
+            && same_scope(self.scope, &key.scope)
     }
 }
 
@@ -199,13 +246,12 @@ pub struct CellKeyRef<'a> {
 
 impl<'a> CellKeyRef<'a> {
     pub fn new(
-        workspace: &'a Arc<str>,
-        namespace: &'a Arc<str>,
+        scope: &'a Arc<Scope>,
         identifier: &'a str,
         duration_ms: u64,
         sequence: u64,
     ) -> Self {
-        CounterKeyRef::new(workspace, namespace, identifier, duration_ms).cell(sequence)
+        CounterKeyRef::new(scope, identifier, duration_ms).cell(sequence)
     }
 
     /// The same counter's cell `sequence` (its hash is reused).
@@ -215,8 +261,7 @@ impl<'a> CellKeyRef<'a> {
 
     pub fn to_owned_key(&self) -> CellKey {
         CellKey {
-            workspace: Arc::clone(self.counter.workspace),
-            namespace: Arc::clone(self.counter.namespace),
+            scope: Arc::clone(self.counter.scope),
             identifier: self.counter.identifier.into(),
             duration_ms: self.counter.duration_ms,
             sequence: self.sequence,
@@ -224,28 +269,24 @@ impl<'a> CellKeyRef<'a> {
     }
 }
 
-fn strings_heap_bytes(
-    workspace: &str,
-    namespace: &str,
-    identifier: &compact_str::CompactString,
-) -> usize {
+fn strings_heap_bytes(scope: &Scope, identifier: &compact_str::CompactString) -> usize {
     let identifier = if identifier.is_heap_allocated() {
         identifier.capacity()
     } else {
         0
     };
-    workspace.len() + namespace.len() + identifier
+    scope.workspace.len() + scope.namespace.len() + identifier
 }
 
 /// Identifiers come from requests: a per-process random seed keeps anyone from choosing
 /// values that collide in the cell table.
-fn counter_hash(workspace: &str, namespace: &str, identifier: &str, duration_ms: u64) -> u64 {
+fn counter_hash(scope: &Scope, identifier: &str, duration_ms: u64) -> u64 {
     static SEED: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| fastrand::u64(..));
     // One call per string, each seeded by the previous one: field boundaries cannot shift.
     // The duration, a fixed-size word, goes into the last seed (a bijection of it for a given
     // prefix) rather than through a fourth call.
-    let h = xxh3_64_with_seed(workspace.as_bytes(), *SEED);
-    let h = xxh3_64_with_seed(namespace.as_bytes(), h);
+    let h = xxh3_64_with_seed(scope.workspace.as_bytes(), *SEED);
+    let h = xxh3_64_with_seed(scope.namespace.as_bytes(), h);
     let seed = h ^ duration_ms.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     xxh3_64_with_seed(identifier.as_bytes(), seed)
 }
@@ -314,9 +355,7 @@ impl quick_cache::Equivalent<CellKey> for CellKeyRef<'_> {
         self.sequence == key.sequence
             && counter.duration_ms == key.duration_ms
             && counter.identifier == &*key.identifier
-            // The config's own `Arc`s, unless a reload made new ones: compare pointers first.
-            && (Arc::ptr_eq(counter.namespace, &key.namespace) || **counter.namespace == *key.namespace)
-            && (Arc::ptr_eq(counter.workspace, &key.workspace) || **counter.workspace == *key.workspace)
+            && same_scope(counter.scope, &key.scope)
     }
 }
 
@@ -325,10 +364,9 @@ impl quick_cache::Equivalent<CellKey> for CellKeyRef<'_> {
 #[cfg(test)]
 impl<'a> CounterKeyRef<'a> {
     pub(crate) fn for_test(identifier: &'a str) -> Self {
-        static WORKSPACE: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| "d".into());
-        static NAMESPACE: std::sync::LazyLock<Arc<str>> =
-            std::sync::LazyLock::new(|| "1:k/".into());
-        Self::new(&WORKSPACE, &NAMESPACE, identifier, 1_000)
+        static SCOPE: std::sync::LazyLock<Arc<Scope>> =
+            std::sync::LazyLock::new(|| Scope::new("d", "1:k/"));
+        Self::new(&SCOPE, identifier, 1_000)
     }
 }
 
@@ -339,13 +377,7 @@ mod tests {
 
     #[test]
     fn borrowed_and_owned_keys_hash_alike() {
-        let key = CellKey {
-            workspace: "d".into(),
-            namespace: "1:k/".into(),
-            identifier: "1:v".into(),
-            duration_ms: 1_000,
-            sequence: 7,
-        };
+        let key = CellKey::new("d", "1:k/", "1:v", 1_000, 7);
         let s = std::collections::hash_map::RandomState::new();
         assert_eq!(s.hash_one(&key), s.hash_one(key.borrowed()));
         assert_eq!(key.borrowed().to_owned_key(), key);
@@ -357,10 +389,15 @@ mod tests {
     }
 
     #[test]
+    fn a_key_is_48_bytes() {
+        // The cell table's slot, the replay queue's entry and strict mode's entry hold one.
+        assert_eq!(size_of::<CellKey>(), 48);
+    }
+
+    #[test]
     fn prehashed_keys_spread_a_counters_windows_and_its_counters() {
         let prehashed = PrehashedKeys;
-        let workspace: Arc<str> = "d".into();
-        let namespace: Arc<str> = "1:k/".into();
+        let scope = Scope::new("d", "1:k/");
         // 200 groups of four counters: a weak mix shows in some groups whatever the
         // process's seed (the mix used before failed ~1 group in 100).
         for group in 0..200 {
@@ -369,7 +406,7 @@ mod tests {
             for counter in 0..4 {
                 let identifier = format!("1:{group}-{counter}");
                 for sequence in 0..64 {
-                    let key = CellKeyRef::new(&workspace, &namespace, &identifier, 1_000, sequence);
+                    let key = CellKeyRef::new(&scope, &identifier, 1_000, sequence);
                     let hash = prehashed.hash_one(key);
                     hashes.insert(hash);
                     high_bits.insert(hash >> 57);

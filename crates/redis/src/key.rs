@@ -26,8 +26,8 @@ pub fn redis_key(prefix: &str, key: &CellKey) -> String {
     let mut out = String::with_capacity(
         prefix.len()
             + 19
-            + key.workspace.len()
-            + key.namespace.len()
+            + key.workspace().len()
+            + key.namespace().len()
             + key.identifier.len()
             + 3 * 20
             + 2 * 20,
@@ -42,10 +42,10 @@ pub fn redis_key(prefix: &str, key: &CellKey) -> String {
     let _ = write!(
         out,
         "{}:{}{}:{}{}:{}:{}",
-        key.workspace.len(),
-        key.workspace,
-        key.namespace.len(),
-        key.namespace,
+        key.workspace().len(),
+        key.workspace(),
+        key.namespace().len(),
+        key.namespace(),
         key.identifier.len(),
         key.identifier,
         key.duration_ms,

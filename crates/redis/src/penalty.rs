@@ -26,8 +26,7 @@ const MAX_PENALTY_TTL_MS: u64 = (24 * 60 + 1) * 60 * 1_000;
 /// The penalty key of `counter` under `prefix`.
 pub(crate) fn penalty_key(prefix: &str, counter: &CounterKey) -> String {
     let cell = CellKey {
-        workspace: counter.workspace.clone(),
-        namespace: counter.namespace.clone(),
+        scope: std::sync::Arc::clone(&counter.scope),
         identifier: counter.identifier.clone(),
         duration_ms: counter.duration_ms,
         sequence: 0,

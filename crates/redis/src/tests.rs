@@ -124,8 +124,7 @@ async fn fields(url: &str, name: &str) -> HashMap<String, String> {
 
 pub(crate) fn cell(identifier: &str, duration_ms: u64, sequence: u64) -> CellKey {
     CellKey {
-        workspace: "d".into(),
-        namespace: "1:k/".into(),
+        scope: gcounter_engine::cell_key::Scope::new("d", "1:k/"),
         identifier: identifier.into(),
         duration_ms,
         sequence,

@@ -339,8 +339,7 @@ async fn simulate(
             Pick::Key(_) => None,
         })
         .collect();
-    let workspace: Arc<str> = "sim".into();
-    let namespace: Arc<str> = "3:key/".into();
+    let scope = gcounter_engine::cell_key::Scope::new("sim", "3:key/");
     let identifiers: Vec<String> = (0..scenario.keys).map(|k| format!("k{k}")).collect();
     let window = scenario.window_ms;
     // (key, sequence) → (offered, admitted), and each key's admit instants.
@@ -384,7 +383,7 @@ async fn simulate(
                 let verdict = process
                     .engine
                     .check(Hit {
-                        counter: CounterKeyRef::new(&workspace, &namespace, identifier, window),
+                        counter: CounterKeyRef::new(&scope, identifier, window),
                         limit: scenario.limit,
                         cost: 1,
                         exact: false,

@@ -6,23 +6,36 @@ use std::sync::Arc;
 
 use sea_orm::{DbErr, QueryResult};
 
-use gcounter_engine::cell_key::CellKey;
+use gcounter_engine::cell_key::{CellKey, Scope};
 use gcounter_engine::global::SyncedRow;
 use gcounter_engine::pn::PnCount;
 
-/// Shares one `Arc<str>` per distinct workspace and namespace within a sync: many cells
-/// have the same ones.
+/// Shares one `Arc<str>` per distinct workspace, namespace and region, and one [`Scope`] per
+/// distinct workspace and namespace, within a sync: many cells have the same ones.
 #[derive(Default)]
-pub(crate) struct Interner(HashMap<Vec<u8>, Arc<str>>);
+pub(crate) struct Interner {
+    strings: HashMap<Vec<u8>, Arc<str>>,
+    scopes: HashMap<(Arc<str>, Arc<str>), Arc<Scope>>,
+}
 
 impl Interner {
     pub(crate) fn get(&mut self, bytes: Vec<u8>) -> Option<Arc<str>> {
-        if let Some(s) = self.0.get(&bytes) {
+        if let Some(s) = self.strings.get(&bytes) {
             return Some(Arc::clone(s));
         }
         let s: Arc<str> = std::str::from_utf8(&bytes).ok()?.into();
-        self.0.insert(bytes, Arc::clone(&s));
+        self.strings.insert(bytes, Arc::clone(&s));
         Some(s)
+    }
+
+    fn scope(&mut self, workspace: Arc<str>, namespace: Arc<str>) -> Arc<Scope> {
+        let scope = self
+            .scopes
+            .entry((workspace, namespace))
+            .or_insert_with_key(|(workspace, namespace)| {
+                Scope::new(Arc::clone(workspace), Arc::clone(namespace))
+            });
+        Arc::clone(scope)
     }
 }
 
@@ -63,8 +76,7 @@ pub(crate) fn decode_synced(
     };
     Ok(Some(SyncedRow {
         key: CellKey {
-            workspace,
-            namespace,
+            scope: interned.scope(workspace, namespace),
             identifier: identifier.into(),
             duration_ms,
             sequence,

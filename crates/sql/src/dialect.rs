@@ -140,8 +140,8 @@ impl Dialect {
         for row in rows {
             let key = row.key;
             values.extend([
-                Value::from(key.workspace.as_bytes().to_vec()),
-                Value::from(key.namespace.as_bytes().to_vec()),
+                Value::from(key.workspace().as_bytes().to_vec()),
+                Value::from(key.namespace().as_bytes().to_vec()),
                 Value::from(key.identifier.as_bytes().to_vec()),
                 Value::from(clamp(key.duration_ms)),
                 Value::from(clamp(key.sequence)),

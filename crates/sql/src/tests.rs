@@ -510,11 +510,14 @@ async fn too_long_strings_are_skipped_and_counted(store: &dyn GlobalStore) {
         MINUTE,
         1,
     );
-    assert_eq!(at_limit.workspace.len(), WORKSPACE_ID_MAX_BYTES as usize);
-    assert_eq!(at_limit.namespace.len(), NAMESPACE_MAX_BYTES as usize);
+    assert_eq!(at_limit.workspace().len(), WORKSPACE_ID_MAX_BYTES as usize);
+    assert_eq!(at_limit.namespace().len(), NAMESPACE_MAX_BYTES as usize);
     assert_eq!(at_limit.identifier.len(), IDENTIFIER_MAX_BYTES as usize);
     let mut full = at_limit.clone();
-    full.workspace = long(WORKSPACE_ID_MAX_BYTES as usize).into();
+    full.scope = gcounter_engine::cell_key::Scope::new(
+        long(WORKSPACE_ID_MAX_BYTES as usize),
+        Arc::clone(at_limit.namespace()),
+    );
     full.identifier = long(IDENTIFIER_MAX_BYTES as usize).into();
     let ok = CellKey::new("w", "1:k/", "1:a", MINUTE, 1);
     let rows = vec![
@@ -682,9 +685,9 @@ async fn snapshot(store: &dyn GlobalStore, workspace: &str, regions: &[&str]) ->
     let mut out = Snapshot::new();
     for region in regions {
         for (k, v) in sync_pn(store, region, 0).await {
-            if &*k.workspace == workspace {
+            if **k.workspace() == *workspace {
                 let cell = (
-                    k.namespace.to_string(),
+                    k.namespace().to_string(),
                     k.identifier.to_string(),
                     k.duration_ms,
                     k.sequence,

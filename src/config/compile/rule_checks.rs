@@ -266,7 +266,7 @@ impl Compiler<'_> {
         limits: RuleLimits,
     ) -> Arc<Rule> {
         let rule = Arc::new(Rule {
-            namespace: at.namespace.into(),
+            scope: Scope::new(Arc::clone(&self.domain), at.namespace),
             limit: limits.limit,
             more_limits: limits.more_limits,
             name: limits.name,

@@ -98,7 +98,7 @@ fn readme_example_2_messaging() {
         Some((100, Unit::Day))
     );
     assert!(find(&c, "messaging", &[("message_type", "marketing")]).is_none());
-    let rule = find(&c, "messaging", &marketing).map(|r| (&*r.path, &*r.namespace));
+    let rule = find(&c, "messaging", &marketing).map(|r| (&*r.path, &**r.namespace()));
     assert_eq!(
         rule,
         Some((
@@ -229,8 +229,8 @@ fn readme_example_9_and_more_wildcards() {
     }
     assert!(find(&c, d, &[("path", "/api/v1/groups")]).is_none());
     // All values matched by one wildcard share its counter namespace.
-    let a = find(&c, d, &[("key1", "value_1")]).map(|r| r.namespace.clone());
-    let b = find(&c, d, &[("key1", "value_2")]).map(|r| r.namespace.clone());
+    let a = find(&c, d, &[("key1", "value_1")]).map(|r| r.namespace().clone());
+    let b = find(&c, d, &[("key1", "value_2")]).map(|r| r.namespace().clone());
     assert_eq!(a.as_deref(), Some("4:key1=6:value*/"));
     assert_eq!(a, b);
 }

@@ -262,7 +262,7 @@ descriptors:
     assert_eq!(hit(&d, &[("a_b", "c")]).as_deref(), Some("a_b=c"));
     assert_eq!(hit(&d, &[("a", "b_c")]).as_deref(), Some("a=b_c"));
     let rules: Vec<_> = d.rules().collect();
-    assert_ne!(rules[0].namespace, rules[1].namespace);
+    assert_ne!(rules[0].namespace(), rules[1].namespace());
 }
 
 #[test]

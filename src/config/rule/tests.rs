@@ -10,7 +10,7 @@ fn encode(path: &[(&str, Option<&str>)]) -> String {
 
 fn rule(limit: RuleLimit) -> Rule {
     Rule {
-        namespace: "".into(),
+        scope: gcounter_engine::cell_key::Scope::new("", ""),
         limit,
         more_limits: Box::new([]),
         name: None,

@@ -26,8 +26,7 @@ fn board(max_members: usize) -> Arc<QuotaBoard> {
 fn counters(limit: u64) -> Arc<[BucketCounter]> {
     Arc::from(vec![BucketCounter {
         counter: CounterKey {
-            workspace: "quota".into(),
-            namespace: "7:api_key/".into(),
+            scope: gcounter_engine::cell_key::Scope::new("quota", "7:api_key/"),
             identifier: "3:hot".into(),
             duration_ms: 60_000,
         },

@@ -65,7 +65,7 @@ fn a_bucket_counts_on_the_counter_rls_gives_its_descriptor() {
     let Some(Plan::Limited(limited)) = plans.first() else {
         panic!("user=alice is limited")
     };
-    assert_eq!(counter.counter.namespace, *limited.namespace);
+    assert_eq!(counter.counter.scope, *limited.scope);
     assert_eq!(counter.counter.identifier, limited.identifier);
 }
 

@@ -374,8 +374,8 @@ pub fn prepare_rows(rows: &[(CellKey, PnCount)]) -> (Vec<PreparedRow<'_>>, Vec<R
 
 /// Whether a key fits the table: strings within their columns, numbers within BIGINT.
 pub fn fits(key: &CellKey) -> bool {
-    key.workspace.len() <= WORKSPACE_ID_MAX_BYTES as usize
-        && key.namespace.len() <= NAMESPACE_MAX_BYTES as usize
+    key.workspace().len() <= WORKSPACE_ID_MAX_BYTES as usize
+        && key.namespace().len() <= NAMESPACE_MAX_BYTES as usize
         && key.identifier.len() <= IDENTIFIER_MAX_BYTES as usize
         && i64::try_from(key.duration_ms).is_ok()
         && i64::try_from(key.sequence).is_ok()

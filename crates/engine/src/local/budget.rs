@@ -10,14 +10,12 @@ use crate::cell_key::CellKey;
 
 /// What a cell holds besides its key's strings: the key itself, the `SharedCell` and its
 /// allocation, and quick_cache's slot, links and hash-table entry (its ghosts are counted
-/// apart: [`GHOST_BYTES`]). Sizes on x86-64: `CellKey` 72 B, the `SharedCell` 8 B, the cell's
-/// allocation 88 B (its counters, both halves of each PN-counter, the remembered previous
-/// total, with the `triomphe::Arc`'s count; before the remembered total: 72 B with std's `Arc`
-/// and its two counts, 88 B too), quick_cache ~40 B per resident entry. The memory bench
-/// measured 241 B per live cell with the in-process origin's ~50 B component included,
-/// before refunds added 16 B to the cell (the in-process origin keeps refunds in a map of
-/// their own, filled only by components that have some).
-pub const CELL_OVERHEAD_BYTES: u64 = 208;
+/// apart: [`GHOST_BYTES`]). Sizes on x86-64: `CellKey` 48 B (72 B before its domain and
+/// namespace went behind one [`Scope`](crate::cell_key::Scope) pointer), the `SharedCell`
+/// 8 B, the cell's allocation 88 B (its counters, both halves of each PN-counter, the
+/// remembered previous total, with the `triomphe::Arc`'s count) in the allocator's 96 B
+/// class, quick_cache ~32 B per resident entry beside the key and the `SharedCell`.
+pub const CELL_OVERHEAD_BYTES: u64 = 184;
 
 /// The share of the cells it holds whose evicted keys the table remembers (quick_cache's
 /// default, set explicitly so that [`CellBudget::ghost_bytes`] reserves what it keeps).
@@ -33,7 +31,7 @@ pub const GHOST_ALLOCATION: f64 = 0.5;
 /// state, hit count and list links, whatever the slot holds (a cell, a ghost, or nothing
 /// since its cell left: the slab never shrinks). Checked against quick_cache's own count
 /// by the table's tests.
-pub const TABLE_SLOT_BYTES: u64 = 104;
+pub const TABLE_SLOT_BYTES: u64 = 80;
 
 /// What one ghost holds: a whole slot of the slab (a ghost is a 64-bit hash in a slot sized
 /// for a cell) and its share of the hash table (a 4-byte index and a control byte at a load
@@ -248,8 +246,7 @@ mod tests {
     #[test]
     fn a_long_identifier_weighs_its_bytes() {
         let key = |identifier: &str| CellKey {
-            workspace: "d".into(),
-            namespace: "1:k/".into(),
+            scope: crate::cell_key::Scope::new("d", "1:k/"),
             identifier: identifier.into(),
             duration_ms: 1_000,
             sequence: 1,

@@ -495,8 +495,7 @@ pub(super) fn current_key<'a>(hit: &Hit<'a>, position: &WindowPosition) -> CellK
         hit.counter.cell(position.sequence)
     } else {
         CellKeyRef::new(
-            hit.counter.workspace,
-            hit.counter.namespace,
+            hit.counter.scope,
             hit.counter.identifier,
             position.duration_ms,
             position.sequence,

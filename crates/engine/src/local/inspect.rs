@@ -320,8 +320,7 @@ impl Inspection<'_> {
         let position = WindowPosition::at(now_ms, counter.duration_ms);
         let view = |sequence: u64| {
             let key = CellKeyRef::new(
-                counter.workspace,
-                counter.namespace,
+                counter.scope,
                 counter.identifier,
                 position.duration_ms,
                 sequence,

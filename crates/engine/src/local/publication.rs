@@ -386,10 +386,9 @@ mod tests {
                 ));
                 let deciding = Arc::clone(&engine);
                 let decision = tokio::spawn(async move {
-                    let (workspace, namespace): (Arc<str>, Arc<str>) =
-                        ("d".into(), "4:user/".into());
+                    let scope = crate::cell_key::Scope::new("d", "4:user/");
                     let hit = Hit {
-                        counter: CounterKeyRef::new(&workspace, &namespace, "1:u", 3_600_000),
+                        counter: CounterKeyRef::new(&scope, "1:u", 3_600_000),
                         limit: 100,
                         cost: 1,
                         exact: false,

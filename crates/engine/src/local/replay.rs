@@ -271,8 +271,7 @@ mod tests {
 
     fn key(identifier: &str) -> CellKey {
         CellKey {
-            workspace: "d".into(),
-            namespace: "1:k/".into(),
+            scope: crate::cell_key::Scope::new("d", "1:k/"),
             identifier: identifier.into(),
             duration_ms: 60_000,
             sequence: 1,

@@ -64,23 +64,20 @@ fn engine_over<O: RegionalOrigin + 'static>(
 
 /// A counter's names, shared by a test's hits (other modules' tests use it too).
 pub(crate) struct Names {
-    workspace: Arc<str>,
-    namespace: Arc<str>,
+    scope: Arc<crate::cell_key::Scope>,
 }
 
 impl Names {
     pub(crate) fn new() -> Self {
         Self {
-            workspace: "domain".into(),
-            namespace: "3:key/".into(),
+            scope: crate::cell_key::Scope::new("domain", "3:key/"),
         }
     }
 
     /// The key of a one-second cell of this counter.
     fn cell_key(&self, identifier: &str, sequence: u64) -> CellKey {
         CellKey {
-            workspace: self.workspace.clone(),
-            namespace: self.namespace.clone(),
+            scope: Arc::clone(&self.scope),
             identifier: identifier.into(),
             duration_ms: 1_000,
             sequence,
@@ -99,7 +96,7 @@ impl Names {
         limit: u64,
     ) -> Hit<'a> {
         Hit {
-            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, duration_ms),
+            counter: CounterKeyRef::new(&self.scope, identifier, duration_ms),
             limit,
             cost,
             exact: false,
@@ -304,13 +301,12 @@ async fn a_dead_origin_degrades_to_local_counts_and_loses_nothing() {
 
 /// One hit of cost 1 on each of `count` counters of one rule (limit 10, a 1 s window).
 async fn hit_each(engine: &Engine, count: u32) {
-    let workspace: Arc<str> = "d".into();
-    let namespace: Arc<str> = "1:k/".into();
+    let scope = crate::cell_key::Scope::new("d", "1:k/");
     for i in 0..count {
         let identifier = i.to_string();
         engine
             .check(Hit {
-                counter: CounterKeyRef::new(&workspace, &namespace, &identifier, 1_000),
+                counter: CounterKeyRef::new(&scope, &identifier, 1_000),
                 limit: 10,
                 cost: 1,
                 exact: false,
@@ -578,7 +574,7 @@ async fn publishable_cells_and_synced_counts() {
 /// blocking pool) creates and merges exactly what merging its rows one at a time does.
 #[tokio::test]
 async fn merging_a_whole_sync_is_merging_each_row() {
-    const COUNTERS: u64 = 6_000;
+    const COUNTERS: u64 = 7_000;
     let names = Names::new();
     let (all, _, _) = engine_at(10_500);
     let (each, _, _) = engine_at(10_500);

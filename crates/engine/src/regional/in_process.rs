@@ -221,12 +221,12 @@ impl InProcessOrigin {
 }
 
 fn cell_hash(key: &CellKey) -> Hash128 {
-    let strings = [&*key.workspace, &*key.namespace, &*key.identifier];
+    let strings = [&**key.workspace(), &**key.namespace(), &*key.identifier];
     key_hash(strings, key.duration_ms, &key.sequence.to_le_bytes())
 }
 
 fn counter_hash(key: &CounterKey) -> Hash128 {
-    let strings = [&*key.workspace, &*key.namespace, &*key.identifier];
+    let strings = [&**key.workspace(), &**key.namespace(), &*key.identifier];
     // A different field count than a cell's hash: a counter never collides with a cell.
     key_hash(strings, key.duration_ms, b"penalty")
 }
@@ -354,8 +354,7 @@ mod tests {
 
     fn key(id: &str) -> CellKey {
         CellKey {
-            workspace: "d".into(),
-            namespace: "1:k/".into(),
+            scope: crate::cell_key::Scope::new("d", "1:k/"),
             identifier: id.into(),
             duration_ms: 1_000,
             sequence: 1,

@@ -132,7 +132,7 @@ impl RightsRow {
 /// The 128-bit identity of a cell's counter under which a store keeps its rights: every
 /// process and version computes the same (golden-tested below).
 pub fn counter_id(cell: &CellKey) -> [u8; 16] {
-    let strings = [&*cell.workspace, &*cell.namespace, &*cell.identifier];
+    let strings = [&**cell.workspace(), &**cell.namespace(), &*cell.identifier];
     identity_hash(strings, cell.duration_ms, b"rights").to_be_bytes()
 }
 

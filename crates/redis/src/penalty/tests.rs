@@ -3,8 +3,7 @@ use super::*;
 #[test]
 fn a_penalty_key_shares_its_counters_slot_and_is_no_cell_key() {
     let counter = CounterKey {
-        workspace: "d".into(),
-        namespace: "1:k/".into(),
+        scope: gcounter_engine::cell_key::Scope::new("d", "1:k/"),
         identifier: "1:a".into(),
         duration_ms: 60_000,
     };
@@ -12,8 +11,7 @@ fn a_penalty_key_shares_its_counters_slot_and_is_no_cell_key() {
     let cell = crate::key::redis_key(
         "rl:",
         &CellKey {
-            workspace: "d".into(),
-            namespace: "1:k/".into(),
+            scope: gcounter_engine::cell_key::Scope::new("d", "1:k/"),
             identifier: "1:a".into(),
             duration_ms: 60_000,
             sequence: 7,

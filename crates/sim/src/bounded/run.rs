@@ -193,8 +193,7 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
             Pick::Key(_) => None,
         })
         .collect();
-    let workspace: Arc<str> = "sim".into();
-    let namespace: Arc<str> = "3:key/".into();
+    let scope = gcounter_engine::cell_key::Scope::new("sim", "3:key/");
     let identifiers: Vec<String> = (0..scenario.keys).map(|k| format!("k{k}")).collect();
     // (key, sequence) of every arrival → the ideal's admissions there
     let mut cells: HashMap<(usize, u64), u64> = HashMap::new();
@@ -238,7 +237,7 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
                 };
                 let reference = ideal
                     .check(Hit {
-                        counter: CounterKeyRef::new(&workspace, &namespace, identifier, window),
+                        counter: CounterKeyRef::new(&scope, identifier, window),
                         limit: scenario.limit,
                         cost: 1,
                         exact: false,

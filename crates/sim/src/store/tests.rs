@@ -3,8 +3,7 @@ use gcounter_engine::global::{ChangeMark, DEFAULT_SYNC_OVERLAP};
 
 fn key() -> CellKey {
     CellKey {
-        workspace: "w".into(),
-        namespace: "n".into(),
+        scope: gcounter_engine::cell_key::Scope::new("w", "n"),
         identifier: "i".into(),
         duration_ms: 1_000,
         sequence: 5,

@@ -115,8 +115,7 @@ fn process(
 }
 
 struct Names {
-    workspace: Arc<str>,
-    namespace: Arc<str>,
+    scope: Arc<crate::cell_key::Scope>,
 }
 
 impl Names {
@@ -127,7 +126,7 @@ impl Names {
     /// A hit on another counter of the same rule (limit 100 an hour).
     fn hit_on<'a>(&'a self, identifier: &'a str, cost: u64) -> Hit<'a> {
         Hit {
-            counter: CounterKeyRef::new(&self.workspace, &self.namespace, identifier, 3_600_000),
+            counter: CounterKeyRef::new(&self.scope, identifier, 3_600_000),
             limit: 100,
             cost,
             exact: false,
@@ -137,8 +136,7 @@ impl Names {
 
 fn names() -> Names {
     Names {
-        workspace: "d".into(),
-        namespace: "4:user/".into(),
+        scope: crate::cell_key::Scope::new("d", "4:user/"),
     }
 }
 
@@ -722,9 +720,8 @@ async fn flush_and_sync_speed_up_with_the_overload_of_a_shared_counter() {
     assert!((19..=21).contains(&quiet), "quiet: {quiet} syncs");
     // Another region admitted the whole limit of the current cell, as the next sync would
     // merge it (so that every hit with the limit is denied).
-    let cell = CellKey::new(
-        &names.workspace,
-        &names.namespace,
+    let cell = CellKey::in_scope(
+        Arc::clone(&names.scope),
         "1:u",
         3_600_000,
         clock.now_ms() / 3_600_000,

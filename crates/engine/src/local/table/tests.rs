@@ -11,8 +11,7 @@ impl CellTable {
 
 fn key(id: &str, duration_ms: u64, sequence: u64) -> CellKey {
     CellKey {
-        workspace: "d".into(),
-        namespace: "1:k/".into(),
+        scope: crate::cell_key::Scope::new("d", "1:k/"),
         identifier: id.into(),
         duration_ms,
         sequence,

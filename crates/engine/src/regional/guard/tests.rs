@@ -85,8 +85,7 @@ impl RegionalOrigin for Scripted {
 
 fn key() -> CellKey {
     CellKey {
-        workspace: "d".into(),
-        namespace: "1:k/".into(),
+        scope: crate::cell_key::Scope::new("d", "1:k/"),
         identifier: "1:v".into(),
         duration_ms: 1_000,
         sequence: 1,

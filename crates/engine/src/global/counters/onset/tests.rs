@@ -19,11 +19,11 @@ fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Glo
 
 /// `times` hits of 1 on `identifier` (limit 600 an hour); returns how many were admitted.
 async fn decide(counters: &GlobalCounters, identifier: &str, times: u64) -> u64 {
-    let (workspace, namespace): (Arc<str>, Arc<str>) = ("d".into(), "4:user/".into());
+    let scope = crate::cell_key::Scope::new("d", "4:user/");
     let mut admitted = 0;
     for _ in 0..times {
         let hit = Hit {
-            counter: CounterKeyRef::new(&workspace, &namespace, identifier, 3_600_000),
+            counter: CounterKeyRef::new(&scope, identifier, 3_600_000),
             limit: 600,
             cost: 1,
             exact: false,
@@ -35,8 +35,8 @@ async fn decide(counters: &GlobalCounters, identifier: &str, times: u64) -> u64 
 
 /// The total (all regions) `counters` holds of `identifier`'s current cell; `None`: no cell.
 fn total_seen(counters: &GlobalCounters, identifier: &str) -> Option<u64> {
-    let (workspace, namespace): (Arc<str>, Arc<str>) = ("d".into(), "4:user/".into());
-    let counter = CounterKeyRef::new(&workspace, &namespace, identifier, 3_600_000);
+    let scope = crate::cell_key::Scope::new("d", "4:user/");
+    let counter = CounterKeyRef::new(&scope, identifier, 3_600_000);
     let seen = counters.engine.inspection().inspect(&counter);
     seen.current.map(|cell| cell.total())
 }

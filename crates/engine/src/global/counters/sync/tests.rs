@@ -21,8 +21,7 @@ fn region(name: &str, store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> Glo
 
 fn cell(identifier: &str) -> CellKey {
     CellKey {
-        workspace: "d".into(),
-        namespace: "4:user/".into(),
+        scope: crate::cell_key::Scope::new("d", "4:user/"),
         identifier: identifier.into(),
         duration_ms: HOUR_MS,
         sequence: START_MS / HOUR_MS,
@@ -31,8 +30,8 @@ fn cell(identifier: &str) -> CellKey {
 
 /// What `counters` counts of the cell `identifier` (its own and the others').
 fn seen(counters: &GlobalCounters, identifier: &str) -> u64 {
-    let (workspace, namespace) = ("d".into(), "4:user/".into());
-    let counter = CounterKeyRef::new(&workspace, &namespace, identifier, HOUR_MS);
+    let scope = crate::cell_key::Scope::new("d", "4:user/");
+    let counter = CounterKeyRef::new(&scope, identifier, HOUR_MS);
     let state = counters.engine.inspection().inspect(&counter);
     state.current.map_or(0, |c| c.total())
 }
