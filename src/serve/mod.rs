@@ -132,7 +132,16 @@ pub async fn run(
     let source = config_source::start(limits_settings, &metrics)?;
     let limits = Arc::clone(&source.limits);
 
-    let (origin, freshness) = regional_origin(&settings.regional, settings.engine.max_cells)?;
+    // The in-process origin keeps the counts of cells the table evicted, at most one per
+    // evictable cell: what the cell budget reserves for them.
+    let kept_cells =
+        gcounter_engine::CellBudget::new(settings.engine.max_cells, settings.engine.max_cell_bytes)
+            .with_origin(gcounter_engine::regional::IN_PROCESS_COMPONENT_BYTES, false)
+            .evictable_cells();
+    let (origin, freshness) = regional_origin(
+        &settings.regional,
+        usize::try_from(kept_cells).unwrap_or(usize::MAX),
+    )?;
     let origin = match &settings.carry_over {
         Some(carry_over) => carry_over.wrap(origin, Arc::clone(&metrics) as Arc<dyn Recorder>)?,
         None => origin,

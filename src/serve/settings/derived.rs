@@ -53,7 +53,7 @@ pub(super) fn max_cells(flag: Option<usize>, cell_bytes: u64, embedded: bool) ->
         0
     };
     let cells = gcounter_engine::CellBudget::new(usize::MAX, cell_bytes)
-        .with_origin_cell_bytes(origin)
+        .with_origin(origin, false)
         .evictable_cells();
     usize::try_from(cells)
         .unwrap_or(usize::MAX)

@@ -94,11 +94,16 @@ pub struct CellBudget {
     /// weight` of them (0.3 × `max_cells` × `table_bytes / evictable_weight`, about 0.36 ×
     /// `max_cells` with a derived `--max-cells`).
     pub min_cell_weight: u64,
-    /// What the regional origin holds in this process per cell
-    /// ([`RegionalOrigin::bytes_per_cell`](crate::regional::RegionalOrigin::bytes_per_cell)):
-    /// the in-process origin's component, 0 with a remote origin. Part of each cell's weight,
-    /// so the budget counts the embedded default's whole cost of a live cell.
+    /// What the regional origin holds in this process per live cell
+    /// ([`RegionalOrigin::bytes_per_cell`](crate::regional::RegionalOrigin::bytes_per_cell)),
+    /// when it holds live cells (in-process siblings): part of each cell's weight. 0 with a
+    /// remote origin.
     pub origin_cell_bytes: u64,
+    /// What the regional origin may keep per evictable cell once the cell leaves the table,
+    /// when it holds no live cells (the embedded default: module `local::cell::departure`):
+    /// reserved out of the evictable share at its most, as the ghosts are, and counted by
+    /// the memory metric as held.
+    pub origin_kept_bytes: u64,
 }
 
 impl CellBudget {
@@ -117,6 +122,7 @@ impl CellBudget {
             max_cells,
             min_cell_weight: 1,
             origin_cell_bytes: 0,
+            origin_kept_bytes: 0,
         }
         .with_min_cell_weight()
     }
@@ -139,7 +145,11 @@ impl CellBudget {
     /// it, not `max_cells` alone: a `--max-cells` far above what the bytes hold would let
     /// quick_cache keep ghosts for cells that never fit.
     pub fn evictable_cells(&self) -> u64 {
-        let fit = self.table_bytes / self.smallest_cell_bytes().saturating_add(GHOST_SHARE_BYTES);
+        let per_cell = self
+            .smallest_cell_bytes()
+            .saturating_add(GHOST_SHARE_BYTES)
+            .saturating_add(self.origin_kept_bytes);
+        let fit = self.table_bytes / per_cell;
         self.max_cells.min(fit).max(1)
     }
 
@@ -154,9 +164,35 @@ impl CellBudget {
         self.ghost_slots().saturating_mul(GHOST_BYTES)
     }
 
-    /// Weight capacity of the evictable cells: the evictable share less the ghosts'.
+    /// The origin's counts of cells that left the table at their most (one per evictable
+    /// cell), reserved out of the evictable share.
+    pub fn kept_bytes(&self) -> u64 {
+        self.evictable_cells()
+            .saturating_mul(self.origin_kept_bytes)
+    }
+
+    /// Weight capacity of the evictable cells: the evictable share less the ghosts' and the
+    /// origin's kept counts'.
     pub fn evictable_weight(&self) -> u64 {
-        self.table_bytes.saturating_sub(self.ghost_bytes()).max(1)
+        self.table_bytes
+            .saturating_sub(self.ghost_bytes())
+            .saturating_sub(self.kept_bytes())
+            .max(1)
+    }
+
+    /// This budget with the regional origin's part of each cell: `bytes` more per cell's
+    /// weight when the origin holds live cells, else `bytes` per evictable cell reserved for
+    /// what it keeps of the cells that left the table.
+    pub fn with_origin(self, bytes: u64, holds_live_cells: bool) -> Self {
+        if holds_live_cells {
+            self.with_origin_cell_bytes(bytes)
+        } else {
+            Self {
+                origin_kept_bytes: bytes,
+                ..self
+            }
+            .with_min_cell_weight()
+        }
     }
 
     /// This budget, each cell weighing `bytes` more for the regional origin's part of it.
@@ -241,6 +277,23 @@ mod tests {
         assert_eq!(budget.weigh(&key), cell_bytes(&key));
         let embedded = budget.with_origin_cell_bytes(64);
         assert_eq!(embedded.weigh(&key), cell_bytes(&key) + 64);
+    }
+
+    #[test]
+    fn what_an_origin_keeps_of_departed_cells_is_reserved_not_weighed() {
+        let key = CellKey::new("d", "1:k/", "1:a", 1_000, 1);
+        let budget = CellBudget::new(usize::MAX, 1 << 30);
+        let weighed = budget.with_origin(64, true);
+        let reserved = budget.with_origin(64, false);
+        assert_eq!(reserved.weigh(&key), cell_bytes(&key));
+        // as many evictable cells either way: each still has its 64 bytes, in the weight or
+        // in the reserve
+        assert_eq!(reserved.evictable_cells(), weighed.evictable_cells());
+        assert_eq!(reserved.kept_bytes(), reserved.evictable_cells() * 64);
+        assert_eq!(
+            reserved.evictable_weight() + reserved.kept_bytes() + reserved.ghost_bytes(),
+            reserved.table_bytes
+        );
     }
 
     #[test]

@@ -79,7 +79,7 @@ async fn counted_denials_grow_the_counter_and_reach_the_region() {
     let n = Names::new();
     let clock = Arc::new(ManualClock::new(60_000));
     for count_denied in [true, false] {
-        let origin = Arc::new(InProcessOrigin::new(100));
+        let origin = Arc::new(crate::local::tests::shared_origin(100));
         let engine = engine(Arc::clone(&origin), &clock, Windows::Fixed, count_denied);
         for _ in 0..3 {
             assert!(engine.check(n.hit_for("a", 60_000, 1, 3)).await.allowed);

@@ -256,9 +256,11 @@ impl Engine {
         metrics: Arc<dyn Recorder>,
     ) -> Self {
         let budget = CellBudget::new(settings.max_cells, settings.max_cell_bytes)
-            .with_origin_cell_bytes(origin.bytes_per_cell());
+            .with_origin(origin.bytes_per_cell(), origin.holds_live_cells());
+        // An origin that holds no live cells keeps each cell's count as the table evicts it.
+        let keeper = (!origin.holds_live_cells()).then(|| Arc::clone(&origin));
         Self {
-            table: CellTable::new(budget, settings.largest_cell_bytes),
+            table: CellTable::new(budget, settings.largest_cell_bytes, keeper),
             replay: ReplayQueue::new(
                 settings.max_pending_replay,
                 budget.replay_bytes,
@@ -371,7 +373,8 @@ impl Engine {
                     self.table
                         .evictable_bytes()
                         .saturating_add(self.table.protected_bytes())
-                        .saturating_add(self.table.ghost_bytes()),
+                        .saturating_add(self.table.ghost_bytes())
+                        .saturating_add(self.origin.kept_bytes()),
                     budget.table_bytes.saturating_add(budget.protected_bytes),
                 ),
             ),

@@ -153,15 +153,29 @@ impl ReplayQueue {
         };
         let mut replayed = Replayed::default();
         let batch_size = self.batch_size.min(origin.max_replay_batch()).max(1);
+        let departed_only = !origin.holds_live_cells();
         while in_flight.done < in_flight.cells.len() {
             let start = in_flight.done;
             let end = start.saturating_add(batch_size).min(in_flight.cells.len());
-            let chunk = in_flight.cells.get(start..end).unwrap_or_default();
-            let batch: Vec<(CellKey, PnCount)> = chunk
-                .iter()
-                .map(|(key, cell)| (key.clone(), cell.take_for_replay()))
-                .collect();
+            let taken = in_flight.cells.get(start..end).unwrap_or_default();
+            let mut chunk = Vec::with_capacity(taken.len());
+            let mut batch: Vec<(CellKey, PnCount)> = Vec::with_capacity(taken.len());
+            for (key, cell) in taken {
+                let count = cell.take_for_replay();
+                if departed_only && !cell.needs_origin() {
+                    // The cell in the table is the region's whole count: nothing to send,
+                    // nothing to merge back (module `local::cell::departure`).
+                    cell.mark_fresh_until(fresh_until_ms);
+                    continue;
+                }
+                chunk.push((key, cell));
+                batch.push((key.clone(), count));
+            }
             in_flight.taken = end;
+            if batch.is_empty() {
+                in_flight.done = end;
+                continue;
+            }
             let outcome = origin.replay(&batch).await.and_then(|totals| {
                 if totals.len() == batch.len() {
                     Ok(totals)
@@ -181,7 +195,7 @@ impl ReplayQueue {
                     replayed.batches.push(chunk.len());
                 }
                 Err(error) => {
-                    self.requeue_taken(chunk);
+                    self.requeue_taken(chunk.iter().map(|&(key, cell)| (key, cell)));
                     replayed.error.get_or_insert(error);
                 }
             }
@@ -198,7 +212,7 @@ impl ReplayQueue {
     }
 
     /// Queue again cells taken for a replay that did not land.
-    fn requeue_taken(&self, cells: &[(CellKey, SharedCell)]) {
+    fn requeue_taken<'c>(&self, cells: impl IntoIterator<Item = (&'c CellKey, &'c SharedCell)>) {
         let mut requeue = self.lock();
         for (key, cell) in cells {
             // Re-queued past the cap on purpose: these cells were already in the queue once,
@@ -226,7 +240,8 @@ impl Drop for InFlight<'_> {
             return;
         }
         let taken = self.cells.get(self.done..self.taken).unwrap_or_default();
-        self.queue.requeue_taken(taken);
+        self.queue
+            .requeue_taken(taken.iter().map(|(key, cell)| (key, cell)));
         let untaken = self
             .cells
             .get(self.taken.max(self.done)..)
@@ -293,7 +308,7 @@ mod tests {
     /// cells, and every cell still lands.
     #[tokio::test]
     async fn an_in_process_replay_goes_in_small_batches() {
-        let origin = InProcessOrigin::new(1_000);
+        let origin = crate::local::tests::shared_origin(1_000);
         let small = origin.max_replay_batch();
         assert!(small < 100, "{small}");
         let queue = ReplayQueue::new(1_000, 1 << 20, 1_000);
@@ -310,6 +325,38 @@ mod tests {
             let read = origin.read(&key(id)).await.expect("in-process read");
             assert_eq!(read.own, PnCount::new(1, 0), "cell {id}");
         }
+    }
+
+    /// Alone in its region, the in-process origin holds no copy of a live cell: a replay sends
+    /// it only the cells that left the table (an accept after the eviction) and those created
+    /// without reading it.
+    #[tokio::test]
+    async fn alone_the_origin_is_sent_only_departed_and_unseeded_cells() {
+        let origin = InProcessOrigin::new(100);
+        assert!(!origin.holds_live_cells());
+        let queue = ReplayQueue::new(100, 1 << 20, 100);
+        accepted(&queue, "live", 2);
+        let left = accepted(&queue, "left", 3);
+        assert_eq!(left.leave_table(), PnCount::hits(3));
+        let unseeded = SharedCell::new(super::super::cell::WindowCell::default());
+        unseeded.mark_unseeded();
+        let (_, need) =
+            unseeded.try_consume(0, 0, 60_000, 4, 1_000, false, &SealedChanges::default());
+        assert_eq!(need, super::super::cell::ReplayNeed::Enqueue);
+        assert!(queue.push(key("unseeded"), SharedCell::clone(&unseeded)));
+        let replayed = queue
+            .replay(&origin, u64::MAX, &SealedChanges::default())
+            .await;
+        assert!(replayed.error.is_none(), "{:?}", replayed.error);
+        assert_eq!(replayed.batches, vec![2], "one round trip, two cells");
+        assert_eq!(queue.len(), 0, "the live cell's replay is settled too");
+        let own = |id: &'static str| {
+            let origin = &origin;
+            async move { origin.read(&key(id)).await.map(|read| read.own).ok() }
+        };
+        assert_eq!(own("live").await, Some(PnCount::default()));
+        assert_eq!(own("left").await, Some(PnCount::hits(3)));
+        assert_eq!(own("unseeded").await, Some(PnCount::hits(4)));
     }
 
     /// A replay dropped mid-batch (a caller's timeout, a `select!`, a shutdown) must leave
@@ -343,7 +390,7 @@ mod tests {
         assert_eq!(queue.len(), 5);
 
         // The next replay carries everything accepted, before and after the drop.
-        let origin = InProcessOrigin::new(100);
+        let origin = crate::local::tests::shared_origin(100);
         let replayed = queue
             .replay(&origin, u64::MAX, &SealedChanges::default())
             .await;

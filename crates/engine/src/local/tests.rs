@@ -49,6 +49,23 @@ fn engine_at(now_ms: u64) -> (Arc<Engine>, Arc<ManualClock>, Arc<InProcessOrigin
     (Arc::new(engine), clock, origin)
 }
 
+/// [`engine_at`] over an origin another process shares: it holds live cells, so each replay
+/// publishes to it (alone, it keeps only the cells that left the table).
+fn engine_sharing_origin_at(now_ms: u64) -> (Arc<Engine>, Arc<ManualClock>, Arc<InProcessOrigin>) {
+    let clock = Arc::new(ManualClock::new(now_ms));
+    let origin = Arc::new(shared_origin(1_000));
+    let engine = engine_on(origin.clone(), &clock);
+    (Arc::new(engine), clock, origin)
+}
+
+/// An in-process origin another process shares (see [`engine_sharing_origin_at`]). The
+/// sibling is dropped; the store keeps counting it.
+pub(crate) fn shared_origin(max_cells: usize) -> InProcessOrigin {
+    let origin = InProcessOrigin::new(max_cells);
+    assert!(origin.sibling("another process").is_some());
+    origin
+}
+
 /// An engine at 10 s on the manual clock over `origin`, its settings the defaults as
 /// `adjust` changes them, reporting to `recorder`.
 fn engine_over<O: RegionalOrigin + 'static>(
@@ -165,7 +182,7 @@ async fn concurrent_hammering_admits_exactly_the_limit() {
 
 #[tokio::test]
 async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
-    let (engine, clock, origin) = engine_at(10_000);
+    let (engine, clock, origin) = engine_sharing_origin_at(10_000);
     let names = Names::new();
     for _ in 0..3 {
         engine.check(names.hit("a", 2, 10)).await;
@@ -187,7 +204,7 @@ async fn accepted_work_is_replayed_and_a_cold_process_sees_it() {
 
 #[tokio::test]
 async fn admitted_hits_count_past_the_limit_on_both_windows_and_are_replayed() {
-    let (engine, clock, origin) = engine_at(10_500);
+    let (engine, clock, origin) = engine_sharing_origin_at(10_500);
     let names = Names::new();
     // 7 hits an Envoy let through, 3 of them before this window began: over a limit of 5.
     engine.count_admitted(names.hit("a", 7, 5), 3).await;
@@ -481,7 +498,7 @@ async fn after_a_denial_strict_mode_reads_the_origin_on_each_decision() {
 
 #[tokio::test]
 async fn replay_overflow_keeps_the_work_in_the_cell() {
-    let origin = Arc::new(InProcessOrigin::new(100));
+    let origin = Arc::new(shared_origin(100));
     let overflows = Arc::new(OverflowCount::default());
     let engine = engine_over(&origin, |s| s.max_pending_replay = 1, overflows.clone());
     let cells = Replaying::new(engine, origin);
@@ -497,7 +514,7 @@ async fn replay_overflow_keeps_the_work_in_the_cell() {
 
 #[tokio::test]
 async fn a_replay_sent_twice_counts_once() {
-    let origin = Arc::new(InProcessOrigin::new(1_000));
+    let origin = Arc::new(shared_origin(1_000));
     let cells = Replaying::new(engine_over(&origin, |_| {}, metrics()), origin);
     for _ in 0..4 {
         cells.hit("a", 1).await;
@@ -516,18 +533,42 @@ async fn a_replay_sent_twice_counts_once() {
 #[tokio::test]
 async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     let origin = Arc::new(InProcessOrigin::new(1_000));
-    let cells = Replaying::new(engine_over(&origin, |s| s.max_cells = 8, metrics()), origin);
-    for _ in 0..3 {
-        cells.hit("a", 1).await;
+    let cells = Replaying::new(
+        engine_over(&origin, |s| s.max_cells = 8, metrics()),
+        Arc::clone(&origin),
+    );
+    // The first cells of an empty table are taken as hot: fill it first.
+    for id in 0..16 {
+        cells.hit(&format!("early {id}"), 1).await;
     }
-    cells.engine.convergence().replay_now().await;
+    // One hit of 3: the cell is never looked up again, so it is among the first to leave.
+    cells.hit("a", 3).await;
+    assert_eq!(
+        cells.replayed_total("a").await,
+        Some(0),
+        "alone, the origin holds no copy of a live cell"
+    );
     // push "a" out of the table (eight evictable cells)
-    for id in ["b", "c", "d", "e", "f", "g", "h"] {
-        cells.hit(id, 1).await;
+    for id in 0..64 {
+        cells.hit(&id.to_string(), 1).await;
     }
-    cells.engine.convergence().replay_now().await;
+    let a = cells.names.hit("a", 0, 10);
+    assert!(
+        cells
+            .engine
+            .inspection()
+            .inspect(&a.counter)
+            .current
+            .is_none()
+    );
+    assert_eq!(
+        cells.replayed_total("a").await,
+        Some(3),
+        "kept as it left the table"
+    );
+    // read back cold: the decision counts the 3 and this hit
     cells.hit("a", 1).await;
-    assert_eq!(cells.replayed_total("a").await, Some(4));
+    assert_eq!(cells.engine.check(a).await.remaining, 6);
 }
 
 #[tokio::test]
@@ -1053,7 +1094,7 @@ async fn a_replaced_origin_gets_every_cell_republished() {
 
 #[tokio::test]
 async fn a_refund_gives_budget_back_and_its_replay_is_idempotent() {
-    let (engine, _, origin) = engine_at(10_000);
+    let (engine, _, origin) = engine_sharing_origin_at(10_000);
     let names = Names::new();
     assert_eq!(engine.check(names.hit("a", 60, 100)).await.remaining, 40);
     assert_eq!(engine.refund(names.hit("a", 45, 100)).await.remaining, 85);
@@ -1100,7 +1141,7 @@ async fn a_refund_never_creates_budget() {
 
 #[tokio::test]
 async fn a_refund_rides_the_replay_queue_like_an_accept() {
-    let (engine, _, origin) = engine_at(10_000);
+    let (engine, _, origin) = engine_sharing_origin_at(10_000);
     let names = Names::new();
     engine.check(names.hit("a", 5, 10)).await;
     engine.convergence().replay_now().await;

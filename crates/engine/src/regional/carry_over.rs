@@ -159,6 +159,18 @@ impl RegionalOrigin for CarryOverOrigin {
         self.inner.bytes_per_cell()
     }
 
+    fn holds_live_cells(&self) -> bool {
+        self.inner.holds_live_cells()
+    }
+
+    fn keep_evicted(&self, key: &CellKey, own: PnCount) {
+        self.inner.keep_evicted(key, own);
+    }
+
+    fn kept_bytes(&self) -> u64 {
+        self.inner.kept_bytes()
+    }
+
     fn max_replay_batch(&self) -> usize {
         self.inner.max_replay_batch()
     }

@@ -23,12 +23,15 @@ type ComponentKey = (Hash128, u16);
 /// capped. In the embedded default the region is this one process; tests make several
 /// "processes" share one store with [`InProcessOrigin::sibling`].
 ///
-/// It keeps counts when the engine evicts or reaps a cell still inside the sliding window,
-/// and gives the replay path a real partner in the embedded default and in tests. It holds
-/// as many components as the engine holds evictable cells (the serve wiring gives both
-/// `--max-cells`); a counter at or near its limit never depends on it, because the engine
-/// does not evict such a cell while its protected share has room (were both maps to evict
-/// the counter under a flood, its client would get its budget again).
+/// Alone (the embedded default) it keeps the count of each cell the engine's table evicts,
+/// so a cell read again inside its sliding window resumes it; the table's live cells are the
+/// region's counts and it holds no copy of them (module `local::cell::departure`). Shared by
+/// siblings it holds every process's component of every cell, as a remote origin does. It
+/// holds at most as many components as the engine holds evictable cells (the serve wiring
+/// gives it that count, whose bytes the cell budget reserves); a counter at or near its
+/// limit never depends on it, because the engine does not evict such a cell while its
+/// protected share has room (were both maps to evict the counter under a flood, its client
+/// would get its budget again).
 ///
 /// Each component is 16 + 2 bytes of key and 8 of count, with no allocation: in the embedded
 /// default this map sits beside the engine's cell table, and storing whole `CellKey`s and a
@@ -54,8 +57,8 @@ pub struct InProcessOrigin {
 
 /// What one component costs in the map: its slot (56 B on x86-64: the key, the count,
 /// quick_cache's state and list links) and its share of the hash table (a 4-byte index and a
-/// control byte at a load of 7/16 to 7/8). In the embedded default each live cell has one
-/// (this process's), so the engine weighs each cell with it
+/// control byte at a load of 7/16 to 7/8). In the embedded default each evicted cell may
+/// leave one (this process's), so the cell budget reserves it per evictable cell
 /// ([`RegionalOrigin::bytes_per_cell`]).
 pub const COMPONENT_BYTES: u64 = 64;
 
@@ -204,9 +207,16 @@ impl InProcessOrigin {
     }
 
     /// Keep the larger of the stored and published cumulative counts, per half (refunds
-    /// capped at hits). Only this process's replay task writes its components, one batch at a
-    /// time, so read-then-write is safe.
+    /// capped at hits), and read the cell's total.
     fn publish(&self, cell: Hash128, cumulative: PnCount) -> PnCount {
+        self.store(cell, cumulative);
+        self.read_now(cell).total
+    }
+
+    /// The larger of the stored and published cumulative counts, per half. Only this
+    /// process's replay task and its table's evictions write its components, and a cell is
+    /// evicted once, after which the replay writes it: read-then-write is safe.
+    fn store(&self, cell: Hash128, cumulative: PnCount) {
         let key = (cell, self.process);
         let stored = self.component(cell, self.process);
         let merged = stored.merge(cumulative).capped();
@@ -216,7 +226,6 @@ impl InProcessOrigin {
         if merged.refunds != stored.refunds {
             self.refunds.insert(key, merged.refunds);
         }
-        self.read_now(cell).total
     }
 }
 
@@ -268,10 +277,35 @@ impl RegionalOrigin for InProcessOrigin {
         IN_PROCESS_REPLAY_BATCH
     }
 
-    /// This process's component of each cell. (Refunds and carried-over counts, kept only
-    /// for the cells that have some, are not counted: they are a few cells' worth.)
+    /// This process's component of a cell: of each live cell when siblings share the store,
+    /// else of each cell the table evicted. (Refunds and carried-over counts, kept only for
+    /// the cells that have some, are not reserved: they are a few cells' worth.)
     fn bytes_per_cell(&self) -> u64 {
         COMPONENT_BYTES
+    }
+
+    /// Only once a sibling shares the store: a process alone is the whole region, and its
+    /// table's cells are the region's counts (module `local::cell::departure`). Siblings are
+    /// made before any of them decides (test set-up): the cells a process counted alone are
+    /// not in the store.
+    fn holds_live_cells(&self) -> bool {
+        self.processes.count.load(Ordering::Acquire) > 1
+    }
+
+    /// A cell with nothing of this process's own leaves nothing to keep (a previous window's
+    /// cell read for a decision and never counted in).
+    fn keep_evicted(&self, key: &CellKey, own: PnCount) {
+        if own.hits > 0 {
+            self.store(cell_hash(key), own);
+        }
+    }
+
+    fn kept_bytes(&self) -> u64 {
+        if self.holds_live_cells() {
+            return 0;
+        }
+        let entries = self.components.len().saturating_add(self.refunds.len());
+        (entries as u64).saturating_mul(COMPONENT_BYTES)
     }
 
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>> {

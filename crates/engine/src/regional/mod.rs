@@ -95,11 +95,35 @@ pub trait RegionalOrigin: Send + Sync + 'static {
     /// one round trip.
     fn replay<'a>(&'a self, batch: &'a [(CellKey, PnCount)]) -> OriginFuture<'a, Vec<PnCount>>;
 
-    /// Bytes this process holds for the origin per live cell: an in-process origin's
-    /// component of it. The engine weighs each cell with them, so the cell budget
+    /// Bytes this process holds for the origin per cell: an in-process origin's component of
+    /// it. The engine weighs each live cell with them when the origin holds live cells, and
+    /// otherwise reserves them per evictable cell for what the origin keeps of the cells that
+    /// left the table ([`keep_evicted`](Self::keep_evicted)), so the cell budget
     /// (`--max-cell-bytes`, and `--max-memory` it is derived from) counts what the embedded
-    /// default really holds per cell. A remote origin holds nothing per cell here: 0.
+    /// default really holds. A remote origin holds nothing per cell here: 0.
     fn bytes_per_cell(&self) -> u64 {
+        0
+    }
+
+    /// Whether the origin must hold the counts of the cells the engine's table still holds.
+    /// An origin that is this process alone (the embedded default) answers `false`: while a
+    /// cell is in the table its count there is the region's whole count, so the origin keeps
+    /// a count only once its cell leaves the table ([`keep_evicted`](Self::keep_evicted)),
+    /// and the replay sends it only such cells (module `local::cell::departure`).
+    fn holds_live_cells(&self) -> bool {
+        true
+    }
+
+    /// Keep this process's cumulative count of a cell the engine's table just evicted, for
+    /// an origin that does not hold live cells. Called under the table's shard lock: it must
+    /// not wait on anything and never panic. The default keeps nothing.
+    fn keep_evicted(&self, key: &CellKey, own: PnCount) {
+        let _ = (key, own);
+    }
+
+    /// Bytes this process holds for the origin now beyond the live cells' weight (the
+    /// in-process origin's counts of cells that left the table), for the memory metric.
+    fn kept_bytes(&self) -> u64 {
         0
     }
 

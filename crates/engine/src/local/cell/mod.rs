@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use super::decision::{Decision, decide};
 use crate::pn::PnCount;
 
+mod departure;
 mod sealed;
 
 use sealed::PRIOR_NONE;
@@ -40,7 +41,8 @@ pub struct WindowCell {
     /// Where the cell's accepted work stands with the replay queue ([`ReplayState`]): queued
     /// once per cycle, not per request; or overflowed, waiting to be recovered.
     replay: AtomicU8,
-    /// [`PROTECTED`], [`HELD`] and [`REFRESHING`], in one byte so the cell stays 80 bytes.
+    /// [`PROTECTED`], [`HELD`], [`REFRESHING`], `LEFT` and `UNSEEDED` (module `departure`),
+    /// in one byte so the cell stays 80 bytes.
     marks: AtomicU8,
     /// Denials since the global counters last took them ([`WindowCell::take_denied`]),
     /// saturating: counted only on cells another region also counts, for the per-cell
@@ -252,7 +254,7 @@ impl WindowCell {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.own.fetch_add(cost, Ordering::AcqRel);
+                    self.own.fetch_add(cost, Ordering::SeqCst);
                     // An accept delayed across the window's end, into a cell a later window
                     // already remembers.
                     self.after_change(changes);
@@ -278,7 +280,7 @@ impl WindowCell {
             .fetch_update(Ordering::SeqCst, Ordering::Acquire, add);
         let _ = self
             .own
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, add);
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, add);
         self.after_change(changes);
         self.claim_queue_slot()
     }
@@ -300,7 +302,7 @@ impl WindowCell {
             match self.own_refunds.compare_exchange_weak(
                 refunded,
                 refunded + give,
-                Ordering::AcqRel,
+                Ordering::SeqCst,
                 Ordering::Acquire,
             ) {
                 Ok(_) => break give,
@@ -315,8 +317,9 @@ impl WindowCell {
     /// Move the cell to `Queued`; `Enqueue` if this call did (the caller pushes it).
     fn claim_queue_slot(&self) -> ReplayNeed {
         // Load first: a hot cell is already queued, and a plain load leaves its cache line
-        // shared instead of taking it exclusive on every accept.
-        let mut state = self.replay.load(Ordering::Acquire);
+        // shared instead of taking it exclusive on every accept. Sequentially consistent (a
+        // plain load on x86): see `take_for_replay`.
+        let mut state = self.replay.load(Ordering::SeqCst);
         loop {
             if state == ReplayState::Queued as u8 {
                 return ReplayNeed::None;
@@ -324,8 +327,8 @@ impl WindowCell {
             match self.replay.compare_exchange_weak(
                 state,
                 ReplayState::Queued as u8,
-                Ordering::AcqRel,
-                Ordering::Acquire,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
             ) {
                 Ok(_) => return ReplayNeed::Enqueue,
                 Err(actual) => state = actual,
@@ -335,13 +338,17 @@ impl WindowCell {
 
     /// This process's cumulative count, to publish; the cell leaves the replay queue.
     /// An accept racing with this queues the cell again, so its work goes with the next cycle.
+    ///
+    /// Sequentially consistent, as the accept's add and its look at the queue state: either
+    /// the accept finds the cell `Idle` and queues it again, or this reads its count. With a
+    /// release store the loads below could pass it (x86 reorders a store with a later load),
+    /// and an accept that found the cell still `Queued` would be read by no replay.
     pub fn take_for_replay(&self) -> PnCount {
-        self.replay
-            .store(ReplayState::Idle as u8, Ordering::Release);
+        self.replay.store(ReplayState::Idle as u8, Ordering::SeqCst);
         // Refunds first: read after the hits they were capped by, the pair could break the
         // refund rule by a racing accept+refund; read before, it never can.
-        let refunds = self.own_refunds.load(Ordering::Acquire);
-        PnCount::new(self.own.load(Ordering::Acquire), refunds)
+        let refunds = self.own_refunds.load(Ordering::SeqCst);
+        PnCount::new(self.own.load(Ordering::SeqCst), refunds)
     }
 
     /// A replay failed: returns true if the caller must queue the cell again (nobody else

@@ -10,6 +10,7 @@ use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
 use super::budget::{CellBudget, GHOST_ALLOCATION, GHOST_BYTES, TABLE_SLOT_BYTES};
 use super::cell::{SealedChanges, SharedCell, WindowCell};
 use crate::cell_key::{CellKey, CellKeyRef, PrehashedKeys};
+use crate::regional::RegionalOrigin;
 
 /// Cells visited by a background walk (reaping, overflow recovery) between two yields to the
 /// runtime: each visit takes one shard's read lock for one entry, so a decision waits at most
@@ -87,6 +88,9 @@ pub struct Protection {
     reserved: Arc<AtomicU64>,
     /// Told when a cell a later window remembers leaves the table.
     changes: Arc<SealedChanges>,
+    /// An origin that holds no live cells: it keeps each evicted cell's count (module
+    /// `local::cell::departure`).
+    keeper: Option<Arc<dyn RegionalOrigin>>,
     capacity: u64,
     budget: CellBudget,
 }
@@ -124,9 +128,13 @@ impl Lifecycle<CellKey, SharedCell> for Protection {
     }
 
     /// A later window may remember this cell's total: it must look the cell up again (see
-    /// `WindowCell::on_leaving_table`).
-    fn on_evict(&self, _: &mut (), _: CellKey, cell: SharedCell) {
+    /// `WindowCell::on_leaving_table`). An origin that holds no live cells keeps its count
+    /// from now on.
+    fn on_evict(&self, _: &mut (), key: CellKey, cell: SharedCell) {
         cell.on_leaving_table(&self.changes);
+        if let Some(keeper) = &self.keeper {
+            keeper.keep_evicted(&key, cell.leave_table());
+        }
     }
 }
 
@@ -143,11 +151,17 @@ pub enum Lookup<'a> {
 
 impl CellTable {
     /// `largest_cell_bytes`: the weight of the largest key a request can make (it sizes the
-    /// shards, see [`MIN_LARGEST_CELLS_PER_SHARD`]).
-    pub fn new(budget: CellBudget, largest_cell_bytes: u64) -> Self {
+    /// shards, see [`MIN_LARGEST_CELLS_PER_SHARD`]). `keeper`: an origin that holds no live
+    /// cells, told the count of each cell the table evicts.
+    pub fn new(
+        budget: CellBudget,
+        largest_cell_bytes: u64,
+        keeper: Option<Arc<dyn RegionalOrigin>>,
+    ) -> Self {
         let protection = Protection {
             reserved: Arc::new(AtomicU64::new(0)),
             changes: Arc::new(SealedChanges::default()),
+            keeper,
             capacity: budget.protected_bytes,
             budget,
         };
@@ -256,6 +270,7 @@ impl CellTable {
             Ok(cell) => (cell, false),
             Err(guard) => {
                 let cell = SharedCell::new(WindowCell::default());
+                cell.mark_unseeded();
                 self.fill(guard, key, SharedCell::clone(&cell));
                 (cell, true)
             }
@@ -274,6 +289,7 @@ impl CellTable {
             GuardResult::Value(cell) => (cell, false),
             GuardResult::Guard(guard) => {
                 let cell = SharedCell::new(WindowCell::default());
+                cell.mark_unseeded();
                 self.fill(guard, key, SharedCell::clone(&cell));
                 (cell, true)
             }

@@ -21,7 +21,7 @@ fn key(id: &str, duration_ms: u64, sequence: u64) -> CellKey {
 /// A table for `max_cells` small cells (the byte cap is not the one that binds).
 fn table_of(max_cells: usize) -> CellTable {
     let budget = CellBudget::new(max_cells, max_cells as u64 * 1_024);
-    CellTable::new(budget, 1_024)
+    CellTable::new(budget, 1_024, None)
 }
 
 /// A table of 1,000 cells filled with 2,000 one-off keys, so that the next cell enters
@@ -124,7 +124,7 @@ fn the_cap_holds_under_a_flood_of_unique_keys() {
 #[test]
 fn the_cap_is_in_bytes_under_a_flood_of_long_keys() {
     let budget = CellBudget::new(1_000_000, 4 << 20);
-    let table = CellTable::new(budget, 8 * 1_024);
+    let table = CellTable::new(budget, 8 * 1_024, None);
     let long = "x".repeat(4_096);
     for i in 0..5_000 {
         table.get_or_insert_empty(&key(&format!("{i}:{long}"), 60_000, 1));
@@ -168,7 +168,7 @@ fn a_counter_at_its_limit_is_not_evicted_by_a_flood() {
 #[tokio::test]
 async fn protection_is_bounded_and_released_by_the_reaper() {
     let budget = CellBudget::new(1_000, 1_000 * 1_024);
-    let table = CellTable::new(budget, 1_024);
+    let table = CellTable::new(budget, 1_024, None);
     for i in 0..20_000 {
         use_cell(&table, &key(&i.to_string(), 1_000, 1), 5, 5);
     }
@@ -238,7 +238,7 @@ fn a_slot_of_the_table_is_what_the_budget_says() {
 #[test]
 fn the_ghosts_of_a_flood_are_counted_within_their_reserve() {
     let budget = CellBudget::new(1_000, 1_000 * 1_024);
-    let table = CellTable::new(budget, 1_024);
+    let table = CellTable::new(budget, 1_024, None);
     flood(&table, 1);
     let ghosts = table.ghost_bytes();
     let reserve = budget.ghost_bytes();
