@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quick_cache::sync::Cache;
+use quick_cache::sync::{Cache, EntryAction, EntryResult};
 
 use super::{
     CellRead, OriginFuture, RegionalOrigin, RightsAsk, RightsReturn, RightsRow, counter_id,
@@ -213,19 +213,36 @@ impl InProcessOrigin {
         self.read_now(cell).total
     }
 
-    /// The larger of the stored and published cumulative counts, per half. Only this
-    /// process's replay task and its table's evictions write its components, and a cell is
-    /// evicted once, after which the replay writes it: read-then-write is safe.
+    /// The larger of the stored and published cumulative counts, per half. The table's
+    /// eviction (on a decision thread) and the replay task may store the same cell at once,
+    /// so each half is raised under its map's shard lock, never read and then written.
     fn store(&self, cell: Hash128, cumulative: PnCount) {
         let key = (cell, self.process);
-        let stored = self.component(cell, self.process);
-        let merged = stored.merge(cumulative).capped();
-        if merged.hits != stored.hits {
-            self.components.insert(key, merged.hits);
+        let cumulative = cumulative.capped();
+        if cumulative.hits > 0 {
+            raise(&self.components, key, cumulative.hits);
         }
-        if merged.refunds != stored.refunds {
-            self.refunds.insert(key, merged.refunds);
+        if cumulative.refunds > 0 {
+            raise(&self.refunds, key, cumulative.refunds);
         }
+    }
+}
+
+/// Sets `key` to `value` unless it holds a larger one, atomically: a map of G-Counter
+/// components (or of penalty moments) only grows.
+fn raise<K: Eq + std::hash::Hash + Clone>(map: &Cache<K, u64>, key: K, value: u64) {
+    let raised = map.entry(&key, None, |_, held| {
+        *held = (*held).max(value);
+        EntryAction::Retain(())
+    });
+    match raised {
+        // Absent: insert it. (`Replaced` is never asked for by the closure above.) The insert
+        // is refused only when the map's bound leaves no room for the value.
+        EntryResult::Vacant(slot) | EntryResult::Replaced(slot, _) => {
+            let _ = slot.insert(value);
+        }
+        // Raised in place. (`Removed` is never asked for; `Timeout` needs a timeout.)
+        EntryResult::Retained(()) | EntryResult::Removed(..) | EntryResult::Timeout => {}
     }
 }
 
@@ -320,14 +337,7 @@ impl RegionalOrigin for InProcessOrigin {
     /// map's bound keeps them from piling up.
     fn penalize<'a>(&'a self, penalties: &'a [(CounterKey, u64)]) -> OriginFuture<'a, ()> {
         for (counter, until_ms) in penalties {
-            let hash = counter_hash(counter);
-            if self
-                .penalties
-                .get(&hash)
-                .is_none_or(|held| held < *until_ms)
-            {
-                self.penalties.insert(hash, *until_ms);
-            }
+            raise(&self.penalties, counter_hash(counter), *until_ms);
         }
         Box::pin(std::future::ready(Ok(())))
     }
@@ -447,5 +457,38 @@ mod tests {
         );
         let read = a.read(&key("x")).await.ok();
         assert_eq!(read.map(|r| (r.total.value(), r.own)), Some((3, pn(5, 2))));
+    }
+
+    /// An eviction (on a decision thread) and a replay of the same cell may store its
+    /// component at once: a store never lowers what another wrote, whichever lands last.
+    #[test]
+    fn racing_stores_never_lower_a_component() {
+        const STORES: u64 = 200_000;
+        let origin = Arc::new(InProcessOrigin::new(16));
+        let cell: Hash128 = [7, 7];
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let writers: Vec<_> = [0u64, 1]
+            .into_iter()
+            .map(|parity| {
+                let (origin, start) = (Arc::clone(&origin), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    let mut lowered = 0;
+                    for step in 1..=STORES {
+                        let hits = 2 * step + parity;
+                        origin.store(cell, PnCount::hits(hits));
+                        // Only ever larger counts are stored: below this one means a
+                        // store of a smaller count landed after it.
+                        if origin.component(cell, 0).hits < hits {
+                            lowered += 1;
+                        }
+                    }
+                    lowered
+                })
+            })
+            .collect();
+        let lowered: u64 = writers.into_iter().filter_map(|w| w.join().ok()).sum();
+        assert_eq!(lowered, 0, "stores that a smaller, later store lowered");
+        assert_eq!(origin.component(cell, 0).hits, 2 * STORES + 1);
     }
 }
