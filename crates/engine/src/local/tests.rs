@@ -571,6 +571,63 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
     assert_eq!(cells.engine.check(a).await.remaining, 6);
 }
 
+/// The global sync may bring an evicted cell back (other regions counted in it): the cell it
+/// creates starts from what the origin kept, so accepts after it add to that count instead of
+/// being absorbed by the max-merge of the process's cumulative counts.
+#[tokio::test]
+async fn a_cell_the_sync_brings_back_resumes_the_kept_count() {
+    let origin = Arc::new(InProcessOrigin::new(1_000));
+    let cells = Replaying::new(
+        engine_over(&origin, |s| s.max_cells = 8, metrics()),
+        Arc::clone(&origin),
+    );
+    // Keys hit twice: quick_cache's S3-FIFO takes them into its main ring, where a cell
+    // looked up again since it came in waits for its second chance.
+    let push_out = |round: usize| {
+        let cells = &cells;
+        async move {
+            for id in 0..64 {
+                let identifier = format!("{round} {id}");
+                cells.hit(&identifier, 1).await;
+                cells.hit(&identifier, 1).await;
+            }
+        }
+    };
+    for id in 0..16 {
+        cells.hit(&format!("early {id}"), 1).await;
+    }
+    cells.hit("a", 3).await;
+    push_out(1).await;
+    assert_eq!(cells.replayed_total("a").await, Some(3), "kept as it left");
+    // another region counted in it: the sync creates the cell again
+    assert!(cells.engine.publication().merge_synced(
+        &cells.names.cell_key("a", 10),
+        PnCount::hits(1),
+        PnCount::default()
+    ));
+    cells.hit("a", 2).await;
+    let a = cells.names.hit("a", 0, 10);
+    assert_eq!(
+        cells.engine.check(a).await.remaining,
+        4,
+        "3 kept, 1 foreign, 2 since"
+    );
+    push_out(2).await;
+    assert!(
+        cells
+            .engine
+            .inspection()
+            .inspect(&a.counter)
+            .current
+            .is_none()
+    );
+    assert_eq!(
+        cells.replayed_total("a").await,
+        Some(5),
+        "this process's 3 and 2 kept as it left again"
+    );
+}
+
 #[tokio::test]
 async fn publishable_cells_and_synced_counts() {
     let (engine, _, _) = engine_at(10_000);

@@ -171,6 +171,10 @@ impl RegionalOrigin for CarryOverOrigin {
         self.inner.kept_bytes()
     }
 
+    fn kept(&self, key: &CellKey) -> Option<CellRead> {
+        self.inner.kept(key)
+    }
+
     fn max_replay_batch(&self) -> usize {
         self.inner.max_replay_batch()
     }

@@ -317,6 +317,11 @@ impl RegionalOrigin for InProcessOrigin {
         }
     }
 
+    /// Alone only: shared with siblings, a cell's count is the store's to read.
+    fn kept(&self, key: &CellKey) -> Option<CellRead> {
+        (!self.holds_live_cells()).then(|| self.read_now(cell_hash(key)))
+    }
+
     fn kept_bytes(&self) -> u64 {
         if self.holds_live_cells() {
             return 0;

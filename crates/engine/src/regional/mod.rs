@@ -127,6 +127,16 @@ pub trait RegionalOrigin: Send + Sync + 'static {
         0
     }
 
+    /// What an origin that does not hold live cells kept of a cell that left the table, read
+    /// at once (no I/O): the table seeds a cell it creates without a read (the global sync
+    /// brings it back) from it, so the count resumes. `None`: the origin keeps nothing this
+    /// way (the default), and such a cell is created empty and replayed to the origin.
+    /// Called while the table holds the cell's placeholder: it must not wait on anything.
+    fn kept(&self, key: &CellKey) -> Option<CellRead> {
+        let _ = key;
+        None
+    }
+
     /// The most cells one [`replay`](Self::replay) call should carry; the replay splits its
     /// pending cells into batches of at most this (and of `EngineSettings::replay_batch`)
     /// and yields to the decisions between two. A remote origin wants large batches (one round trip each: no

@@ -269,10 +269,24 @@ impl CellTable {
         match self.cells.get_value_or_guard_async(key).await {
             Ok(cell) => (cell, false),
             Err(guard) => {
-                let cell = SharedCell::new(WindowCell::default());
-                cell.mark_unseeded();
+                let cell = self.unread_cell(key);
                 self.fill(guard, key, SharedCell::clone(&cell));
                 (cell, true)
+            }
+        }
+    }
+
+    /// A cell created without reading the origin: from what an origin that holds no live
+    /// cells kept of it (it may have left the table), else empty and marked so that its
+    /// replays go to the origin (module `local::cell::departure`).
+    fn unread_cell(&self, key: &CellKey) -> SharedCell {
+        let kept = self.protection.keeper.as_ref().and_then(|k| k.kept(key));
+        match kept {
+            Some(read) => SharedCell::new(WindowCell::seeded(read.total, read.own)),
+            None => {
+                let cell = SharedCell::new(WindowCell::default());
+                cell.mark_unseeded();
+                cell
             }
         }
     }
@@ -288,8 +302,7 @@ impl CellTable {
         match self.cells.get_value_or_guard(key, None) {
             GuardResult::Value(cell) => (cell, false),
             GuardResult::Guard(guard) => {
-                let cell = SharedCell::new(WindowCell::default());
-                cell.mark_unseeded();
+                let cell = self.unread_cell(key);
                 self.fill(guard, key, SharedCell::clone(&cell));
                 (cell, true)
             }
