@@ -291,8 +291,9 @@ impl CellTable {
         }
     }
 
-    /// The cell of `key`, created empty when missing (the global sync imports counts for
-    /// cells this process has not used yet). Returns whether it was created.
+    /// The cell of `key`, created without a read when missing (the global sync imports counts
+    /// for cells this process has not used yet, or that left the table): see
+    /// `unread_cell`. Returns whether it was created.
     ///
     /// Blocks the thread while another caller holds the cell's placeholder: a decision
     /// seeding the cell holds it across an origin read, so a task on the runtime must use
