@@ -537,10 +537,7 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
         engine_over(&origin, |s| s.max_cells = 8, metrics()),
         Arc::clone(&origin),
     );
-    // The first cells of an empty table are taken as hot: fill it first.
-    for id in 0..16 {
-        cells.hit(&format!("early {id}"), 1).await;
-    }
+    cells.fill_first().await;
     // One hit of 3: the cell is never looked up again, so it is among the first to leave.
     cells.hit("a", 3).await;
     assert_eq!(
@@ -553,14 +550,7 @@ async fn an_evicted_cell_resumes_its_component_from_the_origin() {
         cells.hit(&id.to_string(), 1).await;
     }
     let a = cells.names.hit("a", 0, 10);
-    assert!(
-        cells
-            .engine
-            .inspection()
-            .inspect(&a.counter)
-            .current
-            .is_none()
-    );
+    assert!(!cells.holds("a"));
     assert_eq!(
         cells.replayed_total("a").await,
         Some(3),
@@ -593,9 +583,7 @@ async fn a_cell_the_sync_brings_back_resumes_the_kept_count() {
             }
         }
     };
-    for id in 0..16 {
-        cells.hit(&format!("early {id}"), 1).await;
-    }
+    cells.fill_first().await;
     cells.hit("a", 3).await;
     push_out(1).await;
     assert_eq!(cells.replayed_total("a").await, Some(3), "kept as it left");
@@ -613,14 +601,7 @@ async fn a_cell_the_sync_brings_back_resumes_the_kept_count() {
         "3 kept, 1 foreign, 2 since"
     );
     push_out(2).await;
-    assert!(
-        cells
-            .engine
-            .inspection()
-            .inspect(&a.counter)
-            .current
-            .is_none()
-    );
+    assert!(!cells.holds("a"));
     assert_eq!(
         cells.replayed_total("a").await,
         Some(5),
@@ -1279,6 +1260,24 @@ impl Replaying {
         self.engine
             .check(self.names.hit(identifier, cost, 10))
             .await;
+    }
+
+    /// The first cells of an empty table are taken as hot: a test of eviction fills it
+    /// first.
+    async fn fill_first(&self) {
+        for id in 0..16 {
+            self.hit(&format!("early {id}"), 1).await;
+        }
+    }
+
+    /// Whether the table holds `identifier`'s current cell.
+    fn holds(&self, identifier: &str) -> bool {
+        let hit = self.names.hit(identifier, 0, 10);
+        self.engine
+            .inspection()
+            .inspect(&hit.counter)
+            .current
+            .is_some()
     }
 
     /// The origin's total of `identifier`'s cell once the engine replayed what it holds.
