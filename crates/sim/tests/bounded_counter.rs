@@ -71,18 +71,17 @@ fn refused_at_most(reports: &[BoundedReport], steady: f64, onset: Option<f64>) {
 }
 
 #[test]
-fn ten_regions_under_steady_overload_refuse_as_published() {
-    // target ≤ 1 %: met at 5× and 10×; at 2× missed, 1.48–1.69 % (EVEN_10X2)
-    refused_at_most(&bounded("even-10x5", SEEDS, None), 0.01, None);
-    refused_at_most(&bounded("even-10x10", SEEDS, None), 0.01, None);
-    refused_at_most(&bounded("even-10x2", SEEDS, None), EVEN_10X2, None);
+fn ten_regions_under_steady_overload_refuse_under_one_percent() {
+    for name in ["even-10x2", "even-10x5", "even-10x10"] {
+        refused_at_most(&bounded(name, SEEDS, None), 0.01, None);
+    }
 }
 
 #[test]
 fn a_surge_in_ten_regions_at_once_refuses_as_published() {
     // the onset window: the first cell has no previous one, its whole budget in the pool
     for name in ["onset-10x2", "onset-10x5", "onset-10x10", "onset-10x20"] {
-        refused_at_most(&bounded(name, SEEDS, None), STEADY_ONSET, Some(ONSET));
+        refused_at_most(&bounded(name, SEEDS, None), 0.01, Some(ONSET));
     }
 }
 
@@ -118,17 +117,13 @@ fn many_keys_never_go_above() {
 // Measured figures where a target is missed or none is set (docs/bounded-counter.md), each
 // the highest over the seeds run, rounded up.
 
-/// even-10x2 (and onset-10x2 after its first window), seeds 1–3: 1.48–1.69 %.
-const EVEN_10X2: f64 = 0.0169;
-/// The onset scenarios' whole windows after the first: 0.17–1.69 % (1.69 % at 2×).
-const STEADY_ONSET: f64 = 0.0169;
 /// The onset window of a surge in ten regions at once: 0.00 % at 2×, 5×, 10×, 20×.
 const ONSET: f64 = 0.0;
-/// concentrated, seeds 1–3: 1.30–1.74 %.
-const CONCENTRATED: f64 = 0.0174;
+/// concentrated, seeds 1–3: 1.32–1.64 %.
+const CONCENTRATED: f64 = 0.0164;
 /// bursts' first window, seeds 1–3: 49.67–53.83 % (its later windows: 0.01–0.02 %).
 const BURSTS_ONSET: f64 = 0.5383;
-/// zipf, seed 1, one virtual minute: 13.80 %.
-const ZIPF: f64 = 0.1380;
-/// rfc, seed 1, three virtual minutes: 1.16 %.
-const RFC: f64 = 0.0116;
+/// zipf, seed 1, one virtual minute: 13.54 %.
+const ZIPF: f64 = 0.1354;
+/// rfc, seed 1, three virtual minutes: 1.13 %.
+const RFC: f64 = 0.0113;

@@ -19,18 +19,28 @@ pub fn budget(limit: u64, previous: u64, window_ms: u64, elapsed_ms: u64) -> u64
 }
 
 /// Rights of a cell that vest as its budget grows between two instants of the cell (ms after
-/// its start): all of them by `to_ms`, in proportion to the growth before.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// its start): all of them by `to_ms`.
+///
+/// Each right vests at a unit of the stretch's growth of its own (`vests_at`, 1 = the first
+/// unit), distinct among the holders sharing the stretch ([`interleave`]): together they
+/// never vest more than the budget grew, and each holder's rights are spread over the
+/// stretch rather than each holder's last right vesting at its very end, where no request of
+/// the holder may come to spend it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
-    pub rights: u64,
+    pub vests_at: Vec<u64>,
     pub from_ms: u64,
     pub to_ms: u64,
 }
 
+impl Segment {
+    pub fn rights(&self) -> u64 {
+        self.vests_at.len() as u64
+    }
+}
+
 /// What `segments` have vested by `elapsed_ms` of a cell whose budget is
-/// [`budget`]`(limit, previous, window_ms, ·)`. Each segment vests whole rights, rounded
-/// down, so holders sharing a stretch of growth never vest more than it together, and each
-/// has all of its rights at the stretch's end: rounding loses nothing for good.
+/// [`budget`]`(limit, previous, window_ms, ·)`.
 pub fn vested(
     segments: &[Segment],
     limit: u64,
@@ -38,18 +48,45 @@ pub fn vested(
     window_ms: u64,
     elapsed_ms: u64,
 ) -> u64 {
-    let at = |ms: u64| u128::from(budget(limit, previous, window_ms, ms));
+    let at = |ms: u64| budget(limit, previous, window_ms, ms);
     segments
         .iter()
         .map(|s| {
-            let growth = at(s.to_ms) - at(s.from_ms);
-            if elapsed_ms >= s.to_ms || growth == 0 {
-                return if elapsed_ms >= s.from_ms { s.rights } else { 0 };
+            if elapsed_ms >= s.to_ms {
+                return s.rights();
             }
-            let grown = at(elapsed_ms.max(s.from_ms)) - at(s.from_ms);
-            u64::try_from(u128::from(s.rights) * grown / growth).unwrap_or(u64::MAX)
+            if elapsed_ms < s.from_ms {
+                return 0;
+            }
+            let grown = at(elapsed_ms) - at(s.from_ms);
+            s.vests_at.partition_point(|&unit| unit <= grown) as u64
         })
         .sum()
+}
+
+/// The units of a stretch's growth (`1..=Σ rights`) at which each holder's rights vest:
+/// holder `i`'s `j`-th right is placed at `(j + ½) ÷ rights[i]` of the stretch, and the
+/// units are handed out in that order, so every unit goes to one right and each holder's
+/// rights are spread evenly over the stretch, interleaved with the others'.
+pub fn interleave(rights: &[u64]) -> Vec<Vec<u64>> {
+    let mut order: Vec<(u64, u64, usize)> = rights
+        .iter()
+        .enumerate()
+        .flat_map(|(holder, &count)| (0..count).map(move |j| (2 * j + 1, 2 * count, holder)))
+        .collect();
+    // (2j + 1) ÷ 2count ascending, compared without division; ties by holder.
+    order.sort_by(|&(a, b, x), &(c, d, y)| {
+        (u128::from(a) * u128::from(d))
+            .cmp(&(u128::from(c) * u128::from(b)))
+            .then(x.cmp(&y))
+    });
+    let mut units = vec![Vec::new(); rights.len()];
+    for (unit, &(_, _, holder)) in (1u64..).zip(&order) {
+        if let Some(held) = units.get_mut(holder) {
+            held.push(unit);
+        }
+    }
+    units
 }
 
 /// `total` split in proportion to `weights`, in whole parts that sum to `total` (the largest

@@ -24,6 +24,15 @@ pub(super) const HEADROOM: f64 = 1.0;
 /// exchanges again for about the same refusals.
 const URGENT_ASKS_PER_SYNC: u64 = 2;
 
+/// In a cell's last `LAST_STRETCH_MS`, a request that finds no right (and no ask to wait
+/// for) waits `VEST_WAIT_MS` for one to vest at its holder, then is decided again. Rights
+/// that vest in a cell's last moments expire unless a request of their holder comes after
+/// them; a request just refused is one that came before. Measured at 10 regions offered 2×
+/// (seeds 1–3): refused vs ideal 0.93, 0.88, 1.07 % → 0.78, 0.81, 0.94 %, at the price of
+/// 100 ms on requests refused in the window's last second.
+const LAST_STRETCH_MS: u64 = 1_000;
+const VEST_WAIT_MS: u64 = 100;
+
 pub(super) struct Region {
     pub(super) counters: HashMap<usize, RegionCounter>,
     pub(super) members: Vec<usize>,
@@ -38,6 +47,9 @@ pub(super) enum Decision {
     /// No right held, and an ask of the counter alone is on its way: the request waits for
     /// its answer (by the exchange's number), as a service's decision waits for its take.
     Waits(u64),
+    /// No right held in the cell's last stretch: decided again at this instant, once a right
+    /// may have vested ([`VEST_WAIT_MS`]).
+    Rechecks(u64),
 }
 
 impl Decision {
@@ -281,10 +293,15 @@ impl Loop<'_> {
             }
             return (Decision::Waits(id), Some((id, apply_at)));
         }
+        let (window, elapsed) = (self.window(), at % self.window());
+        if elapsed + LAST_STRETCH_MS >= window && elapsed + VEST_WAIT_MS < window {
+            return (Decision::Rechecks(at + VEST_WAIT_MS), ask);
+        }
         (Decision::Denied, ask)
     }
 
-    /// A request that waited for an ask of its counter, decided when the answer came.
+    /// A request that waited for an ask of its counter (decided when the answer came) or for
+    /// a right to vest.
     pub(super) fn decide_after_wait(&mut self, p: usize, key: usize, at: u64) -> Decision {
         Decision::of(self.spend(p, key, at))
     }

@@ -47,7 +47,7 @@ impl Rights {
         self.segments.retain(|s| {
             let over = s.to_ms <= elapsed_ms;
             if over {
-                *lump += s.rights;
+                *lump += s.rights();
             }
             !over
         });

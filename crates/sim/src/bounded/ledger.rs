@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::curve::{SHARE_UNITS, Segment, budget, max_min, split};
+use super::curve::{SHARE_UNITS, Segment, budget, interleave, max_min, split};
 
 /// One region's exchange for one counter.
 #[derive(Debug, Clone, PartialEq)]
@@ -262,12 +262,12 @@ impl Book {
         let demands: Vec<f64> = members.iter().map(|&(_, d)| d).collect();
         let previous = cell.previous;
         let rights = split(growth, &max_min(&demands));
-        for ((region, _), rights) in members.into_iter().zip(rights) {
-            if rights == 0 {
+        for ((region, _), vests_at) in members.into_iter().zip(interleave(&rights)) {
+            if vests_at.is_empty() {
                 continue;
             }
             let segment = Segment {
-                rights,
+                vests_at,
                 from_ms,
                 to_ms,
             };

@@ -68,6 +68,8 @@ enum Event {
     /// A process of a region of several gives back or tops up its rights.
     TopUp(usize),
     Housekeeping,
+    /// A request (its process and key) that waited for a right to vest is decided again.
+    Recheck(usize, usize),
 }
 
 /// Run one scenario in the bounded mode.
@@ -256,6 +258,7 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
                 }
                 match decision {
                     Decision::Waits(id) => waiting.entry(id).or_default().push((p, key)),
+                    Decision::Rechecks(when) => push(&mut events, when, Event::Recheck(p, key)),
                     decided => outcomes.record(decided, key, at, window),
                 }
             }
@@ -304,6 +307,10 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
                         .retain(|_, c| c.sequence == sequence && (c.rights > 0 || c.demand > 0.0));
                 }
                 push(&mut events, at + fleet.replay_ms.max(1), Event::TopUp(p));
+            }
+            Event::Recheck(p, key) => {
+                let decided = state.decide_after_wait(p, key, at);
+                outcomes.record(decided, key, at, window);
             }
             Event::Housekeeping => {
                 ideal.convergence().replay_now().await;

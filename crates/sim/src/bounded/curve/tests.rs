@@ -11,7 +11,7 @@ fn the_budget_grows_from_what_the_previous_cell_leaves_to_the_limit() {
 }
 
 #[test]
-fn segments_never_vest_more_than_the_growth_and_all_of_it_at_their_end() {
+fn segments_vest_exactly_the_growth_so_far() {
     let (limit, previous, window) = (600, 597, 20_000);
     let shares = max_min(&[3.0, 1.0, 1.0, 0.0, 7.0, 2.0, 5.0]);
     // every holder's rights of each stretch of 700 ms, split by its share
@@ -19,9 +19,10 @@ fn segments_never_vest_more_than_the_growth_and_all_of_it_at_their_end() {
     for from in (0..window).step_by(700) {
         let to = (from + 700).min(window);
         let growth = budget(limit, previous, window, to) - budget(limit, previous, window, from);
-        for (held, rights) in segments.iter_mut().zip(split(growth, &shares)) {
+        let units = interleave(&split(growth, &shares));
+        for (held, vests_at) in segments.iter_mut().zip(units) {
             held.push(Segment {
-                rights,
+                vests_at,
                 from_ms: from,
                 to_ms: to,
             });
@@ -33,12 +34,27 @@ fn segments_never_vest_more_than_the_growth_and_all_of_it_at_their_end() {
             .map(|held| vested(held, limit, previous, window, elapsed))
             .sum();
         let growth = budget(limit, previous, window, elapsed) - budget(limit, previous, window, 0);
-        assert!(total <= growth, "{total} > {growth} at {elapsed}");
-        assert!(total + shares.len() as u64 >= growth, "{total} ≪ {growth}");
-        if elapsed % 700 == 0 || elapsed == window {
-            assert_eq!(total, growth, "at a stretch's end everything vested");
-        }
+        assert_eq!(total, growth, "at {elapsed}");
     }
+}
+
+#[test]
+fn interleaved_rights_take_every_unit_once_and_spread_each_holder() {
+    let units = interleave(&[3, 3, 3, 1]);
+    let mut all: Vec<u64> = units.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (1..=10).collect::<Vec<_>>());
+    // one holder's last right at the stretch's end, not every holder's
+    let last_at_end = units.iter().filter(|u| u.last() == Some(&10)).count();
+    assert_eq!(last_at_end, 1, "{units:?}");
+    // each holder's rights spread over the stretch, in the order of their ideal instants
+    // (1/6, 3/6, 5/6 of it for three rights; 1/2 for one)
+    assert_eq!(
+        units,
+        vec![vec![1, 4, 8], vec![2, 5, 9], vec![3, 6, 10], vec![7]]
+    );
+    assert!(interleave(&[0, 2])[0].is_empty());
+    assert_eq!(interleave(&[4]), vec![vec![1, 2, 3, 4]]);
 }
 
 #[test]
