@@ -93,9 +93,8 @@ fn three_regions_and_one_region_refuse_under_one_percent() {
 }
 
 #[test]
-fn a_small_consumer_beside_a_large_one_refuses_as_published() {
-    // target ≤ 1 %, missed: the small regions' unspent rights are lost when a cell ends
-    refused_at_most(&bounded("concentrated", SEEDS, None), CONCENTRATED, None);
+fn a_small_consumer_beside_a_large_one_refuses_under_one_percent() {
+    refused_at_most(&bounded("concentrated", SEEDS, None), 0.01, None);
 }
 
 #[test]
@@ -108,10 +107,11 @@ fn demand_moving_between_regions_refuses_under_five_percent() {
 
 #[test]
 fn many_keys_never_go_above() {
-    // Short runs (minutes of virtual time in debug builds otherwise): never above, and the
-    // refusals as published (target ≤ 1 % missed: see the doc).
+    // Short runs (minutes of virtual time in debug builds otherwise): never above; `rfc`
+    // within the target, `zipf` as published (its first minute; the target is missed over
+    // the whole run too: see the doc).
     refused_at_most(&bounded("zipf", &[1], Some(1)), ZIPF, None);
-    refused_at_most(&bounded("rfc", &[1], Some(3)), RFC, None);
+    refused_at_most(&bounded("rfc", &[1], Some(3)), 0.01, None);
 }
 
 // Measured figures where a target is missed or none is set (docs/bounded-counter.md), each
@@ -119,11 +119,7 @@ fn many_keys_never_go_above() {
 
 /// The onset window of a surge in ten regions at once: 0.00 % at 2×, 5×, 10×, 20×.
 const ONSET: f64 = 0.0;
-/// concentrated, seeds 1–3: 1.32–1.64 %.
-const CONCENTRATED: f64 = 0.0164;
-/// bursts' first window, seeds 1–3: 49.67–53.83 % (its later windows: 0.01–0.02 %).
-const BURSTS_ONSET: f64 = 0.5383;
-/// zipf, seed 1, one virtual minute: 13.54 %.
-const ZIPF: f64 = 0.1354;
-/// rfc, seed 1, three virtual minutes: 1.13 %.
-const RFC: f64 = 0.0113;
+/// bursts' first window, seeds 1–3: 20.83–40.00 % (its later windows: 0.00 %).
+const BURSTS_ONSET: f64 = 0.40;
+/// zipf, seed 1, one virtual minute: 6.73 %.
+const ZIPF: f64 = 0.0673;

@@ -127,8 +127,13 @@ pub fn split(total: u64, weights: &[u64]) -> Vec<u64> {
 
 /// Max-min fair shares of [`SHARE_UNITS`] among `demands` (each in shares: what it would use
 /// of the whole): the smallest demands are met first, the rest split evenly among the larger;
-/// what is left once every demand is met goes in proportion to demand, or evenly when no one
-/// demands anything. The shares never sum above [`SHARE_UNITS`].
+/// what is left once every demand is met goes evenly to those with any demand, or to all
+/// when no one demands anything. The shares never sum above [`SHARE_UNITS`].
+///
+/// The spare goes evenly, not in proportion to demand: a counter far below its limit is
+/// mostly spare, and its next requests come from any region that uses it, not mostly from
+/// the one that happened to send the most since its last exchange (`zipf`, seed 1: 6.05 %
+/// refused against the ideal with the spare by demand, 1.35 % evenly).
 pub fn max_min(demands: &[f64]) -> Vec<u64> {
     let n = demands.len();
     if n == 0 {
@@ -151,12 +156,14 @@ pub fn max_min(demands: &[f64]) -> Vec<u64> {
         }
         left -= give;
     }
-    let demanded: f64 = wanted.iter().sum();
+    let demanding = wanted.iter().filter(|&&want| want > 0.0).count();
     for (slot, want) in given.iter_mut().zip(&wanted) {
-        *slot += if demanded > 0.0 {
-            left * want / demanded
-        } else {
+        *slot += if demanding == 0 {
             left / n as f64
+        } else if *want > 0.0 {
+            left / demanding as f64
+        } else {
+            0.0
         };
     }
     let mut shares: Vec<u64> = given.iter().map(|g| g.max(0.0).floor() as u64).collect();

@@ -56,6 +56,11 @@ pub struct Terms {
     pub close_lead_ms: u64,
     /// A region that has not exchanged a counter for this long gets no more of its growth.
     pub member_ttl_ms: u64,
+    /// The time constant of a region's demand as the ledger keeps it: each exchange's measure
+    /// weighs `1 − e^(−elapsed ÷ this)` against what the ledger had, so the demand is an
+    /// average over time, not over exchanges (an ask at once when out of rights measures a
+    /// short interval).
+    pub demand_memory_ms: u64,
     /// Demands are scaled by this before the fair division: a small consumer's random bursts
     /// find rights; what it does not use it gives back.
     pub headroom: f64,
@@ -71,7 +76,10 @@ struct Cell {
 
 #[derive(Debug, Clone, Copy)]
 struct Member {
+    /// Requests per ms, averaged over time ([`Terms::demand_memory_ms`]).
     demand: f64,
+    /// The last exchange's measure alone: whether the region still sends requests.
+    latest: f64,
     seen_ms: u64,
 }
 
@@ -137,10 +145,17 @@ impl Book {
     fn apply(&mut self, terms: &Terms, region: usize, ask: &Ask, now_ms: u64, out: &mut Out) {
         let window = terms.window_ms.max(1);
         let (sequence, elapsed) = (now_ms / window, now_ms % window);
+        let latest = ask.demand.max(0.0);
+        let demand = self.members.get(&region).map_or(latest, |member| {
+            let elapsed = now_ms.saturating_sub(member.seen_ms) as f64;
+            let kept = (-elapsed / terms.demand_memory_ms.max(1) as f64).exp();
+            member.demand * kept + latest * (1.0 - kept)
+        });
         self.members.insert(
             region,
             Member {
-                demand: ask.demand.max(0.0),
+                demand,
+                latest,
                 seen_ms: now_ms,
             },
         );
@@ -181,11 +196,13 @@ impl Book {
         self.cells.retain(|&s, _| s + 1 >= sequence);
     }
 
-    /// The only member that asks for anything is `region`.
+    /// The only member that asks for anything is `region`: the others sent no request since
+    /// their last exchange (by that exchange's measure, not the average, which a region whose
+    /// requests stopped keeps for a while).
     fn lone(&self, region: usize) -> bool {
         self.members
             .iter()
-            .all(|(&r, m)| r == region || m.demand <= 0.0)
+            .all(|(&r, m)| r == region || m.latest <= 0.0)
     }
 
     /// Opens cell `sequence` if it is not: its `previous` is what the previous cell's holders

@@ -13,7 +13,7 @@ use gcounter_engine::regional::InProcessOrigin;
 use gcounter_engine::{Engine, EngineSettings, Hit, ManualClock};
 use serde::Serialize;
 
-use super::fleet::{Decision, HEADROOM, Loop, Process, Region};
+use super::fleet::{DEMAND_MEMORY_HORIZONS, Decision, HEADROOM, Loop, Process, Region};
 use super::ledger::{Ledger, Terms};
 use crate::error::SimError;
 use crate::never_above::{Admission, Judgement, judge};
@@ -108,6 +108,7 @@ async fn simulate(scenario: &Scenario, seed: u64, copies: u64) -> Result<Bounded
         horizon_ms,
         close_lead_ms: reach_ms + fleet.write_latency_ms,
         member_ttl_ms: 2 * horizon_ms,
+        demand_memory_ms: DEMAND_MEMORY_HORIZONS * horizon_ms,
         headroom: HEADROOM,
     };
     let mut regions = Vec::new();

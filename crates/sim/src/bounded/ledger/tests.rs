@@ -12,6 +12,7 @@ fn terms() -> Terms {
         horizon_ms: 2_100,
         close_lead_ms: 1_350,
         member_ttl_ms: 4_200,
+        demand_memory_ms: 10_500,
         headroom: 1.5,
     }
 }
