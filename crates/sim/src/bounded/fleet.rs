@@ -38,8 +38,9 @@ const URGENT_ASKS_PER_SYNC: u64 = 2;
 /// for) waits `VEST_WAIT_MS` for one to vest at its holder, then is decided again. Rights
 /// that vest in a cell's last moments expire unless a request of their holder comes after
 /// them; a request just refused is one that came before. Measured at 10 regions offered 2×
-/// (seeds 1–3): refused vs ideal 0.93, 0.88, 1.07 % → 0.78, 0.81, 0.94 %, at the price of
-/// 100 ms on requests refused in the window's last second.
+/// (seeds 1–3, before the ledger averaged demand): refused vs ideal 0.93, 0.88, 1.07 % →
+/// 0.78, 0.81, 0.94 %, at the price of 100 ms on requests refused in the window's last
+/// second.
 const LAST_STRETCH_MS: u64 = 1_000;
 const VEST_WAIT_MS: u64 = 100;
 
