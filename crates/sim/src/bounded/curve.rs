@@ -177,5 +177,33 @@ pub fn max_min(demands: &[f64]) -> Vec<u64> {
     shares
 }
 
+/// Takes `part` of the spare (the shares beyond every demand, when all are met) off `shares`
+/// and returns it in share units: the ledger's reserve. It comes off the spare as
+/// [`max_min`] gave it (evenly from those with demand, or from all when no one demands), so
+/// what meets a demand is never cut, and a contended counter (no spare) keeps no reserve.
+pub fn reserve_of_spare(shares: &mut [u64], demands: &[f64], part: f64) -> u64 {
+    let demanded: f64 = demands.iter().map(|d| d.max(0.0)).sum();
+    let spare = SHARE_UNITS as f64 - demanded;
+    if spare <= 0.0 || shares.is_empty() {
+        return 0;
+    }
+    let demanding = demands.iter().filter(|&&d| d > 0.0).count();
+    let givers = if demanding == 0 {
+        shares.len()
+    } else {
+        demanding
+    };
+    let cut = (spare * part.clamp(0.0, 1.0) / givers as f64).floor() as u64;
+    let mut reserve = 0;
+    for (share, &demand) in shares.iter_mut().zip(demands) {
+        if demanding == 0 || demand > 0.0 {
+            let taken = cut.min(*share);
+            *share -= taken;
+            reserve += taken;
+        }
+    }
+    reserve
+}
+
 #[cfg(test)]
 mod tests;

@@ -85,3 +85,32 @@ fn max_min_meets_small_demands_and_splits_the_rest() {
         assert!(max_min(&demands).iter().sum::<u64>() <= SHARE_UNITS);
     }
 }
+
+#[test]
+fn the_reserve_comes_off_the_spare_only() {
+    let unit = SHARE_UNITS as f64;
+    // demands of 0.1 and 0.3 of the growth: 0.6 spare, a quarter of it kept
+    let demands = [0.1 * unit, 0.3 * unit, 0.0];
+    let mut shares = max_min(&demands);
+    let reserve = reserve_of_spare(&mut shares, &demands, 0.25);
+    let near = |got: u64, want: f64| (got as f64 - want * unit).abs() <= 3.0;
+    assert!(near(reserve, 0.15), "{reserve}");
+    assert!(
+        near(shares[0], 0.1 + 0.225) && near(shares[1], 0.3 + 0.225),
+        "{shares:?}"
+    );
+    assert_eq!(shares[2], 0);
+    assert!(shares.iter().sum::<u64>() + reserve <= SHARE_UNITS);
+    // contended: every share meets a demand, nothing kept
+    let contended = [0.6 * unit, 0.6 * unit];
+    let mut shares = max_min(&contended);
+    assert_eq!(reserve_of_spare(&mut shares, &contended, 0.25), 0);
+    // no demand anywhere: taken evenly from all
+    let idle = [0.0, 0.0];
+    let mut shares = max_min(&idle);
+    let reserve = reserve_of_spare(&mut shares, &idle, 0.5);
+    assert!(
+        near(reserve, 0.5) && near(shares[0], 0.25),
+        "{reserve} {shares:?}"
+    );
+}
