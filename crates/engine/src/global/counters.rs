@@ -265,7 +265,7 @@ impl GlobalCounters {
     /// last successful publication. A cell is marked published only when its chunk committed;
     /// rows of a failed chunk stay pending for the next tick.
     ///
-    /// The table is walked and published [`FLUSH_CHUNK_ROWS`] rows at a time (one store
+    /// The table is walked and published `FLUSH_CHUNK_ROWS` rows at a time (one store
     /// call, one statement at the default chunk size), each chunk dropped before the walk
     /// goes on: gathering every row first, cloning every key at once and dropping them all
     /// held a one-worker runtime's only thread for tens of milliseconds at 1M cells.

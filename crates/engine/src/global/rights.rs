@@ -21,7 +21,7 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub const TAKE_HORIZON: Duration = Duration::from_secs(1);
 
 /// A [`GlobalStore`] as a [`RightsKeeper`], each call bounded by `timeout`, none tried for
-/// [`RETRY_AFTER`] after one failed.
+/// `RETRY_AFTER` after one failed.
 pub struct GlobalRights {
     store: Arc<dyn GlobalStore>,
     timeout: Duration,

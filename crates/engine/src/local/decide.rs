@@ -83,7 +83,7 @@ impl Engine {
     /// Give back `hit.cost` of what this process consumed of the counter (a refund, e.g. the
     /// unused part of a reservation), and answer with what is left of the limit after it.
     ///
-    /// The refund rule ([`PnCount::capped`]): a process refunds at most what it consumed
+    /// The refund rule ([`PnCount::capped`](crate::pn::PnCount::capped)): a process refunds at most what it consumed
     /// itself in a cell. The current cell is refunded first, what is left from the previous
     /// cell (a reservation made before the window rolled over), and anything beyond is not
     /// refunded: a refund can give budget back, never create any. Never fails; a cold cell

@@ -109,7 +109,7 @@ impl Engine {
 impl<'e> Publication<'e> {
     /// Publication starts: from now on an expired cell at or above `floor` is closed before
     /// the reaper drops it (a closing replay reads the region's final total back, and the
-    /// flush takes it), for one window at most ([`CellTable::reap_closing`]).
+    /// flush takes it), for one window at most (`CellTable::reap_closing`).
     pub fn hold_unpublished(&self, floor: f64, recheck: std::time::Duration) {
         let recheck_ms = u64::try_from(recheck.as_millis()).unwrap_or(u64::MAX);
         self.table.hold_unpublished(floor, recheck_ms);

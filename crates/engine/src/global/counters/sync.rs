@@ -67,7 +67,7 @@ impl GlobalCounters {
     /// Import the other regions' components (and, for those cells, this region's own row as
     /// a lower bound). Cells only this region wrote are not read back (see
     /// `GlobalStore::sync`); after the first full read, only the rows another region changed
-    /// since the last read are (see [`SyncPosition`]). On failure the counts already held
+    /// since the last read are (see `SyncPosition`). On failure the counts already held
     /// stay. Returns the cells merged.
     pub async fn sync(&self) -> Option<usize> {
         let span = tracing::info_span!(

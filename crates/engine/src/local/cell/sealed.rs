@@ -74,7 +74,7 @@ impl WindowCell {
     ///
     /// Sequentially consistent: the accept's compare-and-swap comes before this load of
     /// `sealed`, and a later window stores `sealed` before it loads the counts, so either
-    /// that window read the accept or this load sees `sealed` (see [`SealedChanges`]).
+    /// that window read the accept or this load sees `sealed` (see `SealedChanges`).
     pub fn withdraw_if_sealed(&self, cost: u64, changes: &SealedChanges) -> Option<ReplayNeed> {
         if cost == 0 || !self.sealed.load(Ordering::SeqCst) {
             return None;
@@ -103,7 +103,7 @@ impl WindowCell {
     /// Remember `previous`'s total (the previous window of this cell's counter) in this cell,
     /// and return it with whether another region counts in it. Later decisions in this cell's
     /// window read it with [`previous`](Self::previous) instead of looking the previous cell
-    /// up, until a sealed cell changes (see [`SealedChanges`]).
+    /// up, until a sealed cell changes (see `SealedChanges`).
     pub fn remember_previous(&self, previous: &WindowCell, changes: &SealedChanges) -> (u64, bool) {
         if !previous.sealed.load(Ordering::SeqCst) {
             previous.sealed.store(true, Ordering::SeqCst);

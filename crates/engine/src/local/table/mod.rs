@@ -47,12 +47,12 @@ pub struct CellTable {
     next_expiry_ms: AtomicU64,
     /// The global layer's publish floor (`f64` bits) once one publishes this table's cells,
     /// [`NO_PUBLICATION`] until then: the reaper closes expired cells at the floor before it
-    /// drops them ([`CellTable::reap_closing`]).
+    /// drops them (`CellTable::reap_closing`).
     publish_floor: AtomicU64,
     /// See [`CellTable::hold_unpublished`].
     recheck_ms: AtomicU64,
     /// When the last walk started: a cell that expired since is closed by the next walk,
-    /// which sees it expired for the first time ([`CellTable::reap_closing`]).
+    /// which sees it expired for the first time (`CellTable::reap_closing`).
     last_walk_ms: AtomicU64,
 }
 
@@ -221,7 +221,7 @@ impl CellTable {
     }
 
     /// From now on the reaper closes each expired cell whose regional count is at or above
-    /// `floor` of its limit before it drops it ([`CellTable::reap_closing`]). Set by the
+    /// `floor` of its limit before it drops it (`CellTable::reap_closing`). Set by the
     /// global counters, which publish the table's cells.
     ///
     /// `recheck_ms`: how soon after holding a cell a walk looks whether it may go (about
@@ -483,7 +483,7 @@ pub struct Reaped {
     /// Cells looked at: 0 when no cell could have expired (no walk).
     pub visited: usize,
     /// Expired cells kept for their closing replay or until the global flush takes their
-    /// counts ([`CellTable::reap_closing`]).
+    /// counts (`CellTable::reap_closing`).
     pub held: usize,
     /// Cells dropped with a count the global flush never took: held for a whole window more
     /// and still unpublished (the database unreachable all along).
