@@ -83,6 +83,11 @@ struct GroupState {
     held: HashMap<u64, f64>,
     /// The sum of `held`.
     held_total: f64,
+    /// What each member of a `never_above` counter has taken ahead for its Envoy and no
+    /// report has shown yet (`rlqs::reservation`), by member.
+    taken: HashMap<u64, u64>,
+    /// The sum of `taken`: counted on the counters, yet the members' to share.
+    taken_total: u64,
 }
 
 /// How the group's rate was last shared, and when.
@@ -128,6 +133,8 @@ pub struct Share {
     pub burst: Burst,
     /// Over how long the group's room is handed out.
     pub horizon: Duration,
+    /// The member's demand, hits per second (allowed and denied, averaged over reports).
+    pub demand: f64,
 }
 
 /// Why a bucket did not join its group.
@@ -281,6 +288,19 @@ impl Member {
         state.changes += 1;
     }
 
+    /// `taken` hits this member's Envoy may admit were counted ahead on each of the group's
+    /// counters (a `never_above` bucket's take), of which `outstanding` no report has shown
+    /// yet. The counters' growth by a take is this group's own, not other traffic; what is
+    /// outstanding is room the members hold, shared among them as if it were free, so that a
+    /// take does not shrink the share it was made for.
+    pub fn took(&self, taken: u64, outstanding: u64) {
+        let mut state = lock(&self.group.state);
+        for track in &mut state.tracks {
+            track.ours = track.ours.saturating_add(taken);
+        }
+        state.set_taken(self.id, outstanding);
+    }
+
     /// This member's share now: its demand against the group's split, which is computed
     /// again when it is old or enough changed since (see [`CHANGES_PER_SPLIT`]).
     #[cfg(test)]
@@ -351,6 +371,7 @@ impl Member {
                 alone: split.alone,
             },
             horizon: state.horizon(),
+            demand,
         }
     }
 }
@@ -378,9 +399,13 @@ impl GroupState {
                 .is_some_and(|until| until > counter_state.now_ms);
             track.observe(&counter_state, now);
             others |= track.others_rate >= QUIET;
-            let free = counter_rate(counter.limit, &counter_state, horizon) - track.others_rate;
+            // What the members took ahead is theirs to share again.
+            let taken = self.taken_total as f64;
+            let free = counter_rate(counter.limit, &counter_state, horizon)
+                + taken / horizon.as_secs_f64().max(0.001)
+                - track.others_rate;
             rate = rate.min(free.max(0.0));
-            room = room.min(counter.limit as f64 - counter_state.effective() as f64);
+            room = room.min(counter.limit as f64 - counter_state.effective() as f64 + taken);
         }
         // What the Envoys hold as bursts is room handed out already.
         let rate = (rate - self.held_total / horizon.as_secs_f64()).max(0.0);
@@ -412,8 +437,20 @@ impl GroupState {
         }
     }
 
+    /// `member` has `outstanding` taken ahead (see [`Member::took`]).
+    fn set_taken(&mut self, member: u64, outstanding: u64) {
+        let old = if outstanding > 0 {
+            self.taken.insert(member, outstanding)
+        } else {
+            self.taken.remove(&member)
+        };
+        self.taken_total = (self.taken_total - old.unwrap_or(0)).saturating_add(outstanding);
+    }
+
     /// `member` left: what it held is no one's, and the others' shares grow by it.
     fn release(&mut self, member: u64) {
+        // What it took stays counted until its cells end; no member holds it.
+        self.set_taken(member, 0);
         if self.held.contains_key(&member) {
             self.set_held(member, 0.0);
             self.split = None;

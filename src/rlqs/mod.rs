@@ -12,8 +12,11 @@
 //!   the descriptor with those entries (their order comes from the domain's tree).
 //! - `board`: every reported bucket grouped by counter, with each Envoy's demand, and the
 //!   split of the counter's rate between them.
+//! - `reservation`: exact shares for buckets of `never_above` limits: what a token bucket
+//!   may admit taken from the counters before it is sent, what it left unspent given back.
 //! - `share`: the rate a counter may grow at to hold its sliding window at the limit, the
 //!   max-min fair split, and the token bucket that states a rate to Envoy.
+//! - `usage`: a report counted on the bucket's counters, its demand on the board.
 //! - `stream`: one stream's buckets, reports, assignments, renewals, abandons and the
 //!   expiring assignments sent on shutdown. `action`: the protobuf of a bucket action.
 //! - `outbox`: actions sent in bounded responses; an Envoy that stops reading is let go.
@@ -26,9 +29,11 @@ mod bucket;
 mod bucket_key;
 mod memory;
 mod outbox;
+mod reservation;
 mod settings;
 mod share;
 mod stream;
+mod usage;
 mod validate;
 mod wire;
 

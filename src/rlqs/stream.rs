@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
 use futures_util::{Stream, StreamExt};
-use gcounter_engine::Hit;
-use gcounter_engine::local::WindowPosition;
 use gcounter_engine::plant::{self, Plant};
 use tonic::{Code, Status};
 
@@ -25,16 +23,15 @@ use super::bucket::{Resolution, resolve};
 use super::bucket_key::BucketKey;
 use super::memory::Charge;
 use super::outbox::{Outbox, Unsent};
+use super::reservation::{self, Ledger};
 use super::share::{Decision, Strategy};
+use super::usage::{Usage, count};
 use super::validate::{StreamFault, bucket_key, usage_counts};
 use super::wire::Outbound;
 use super::{Shared, action};
 use crate::config::LimitsConfig;
 use crate::telemetry::{AssignmentKind, StreamError, UsageOutcome};
 
-/// A new bucket's first report stands for this long of demand (Envoy sends it on the
-/// bucket's first request, with a `time_elapsed` of 0).
-const FIRST_INTERVAL: Duration = Duration::from_secs(1);
 /// Demand is measured over at least this long, so two reports in quick succession do not
 /// make a burst look like a flood.
 const SHORTEST_INTERVAL: Duration = Duration::from_millis(250);
@@ -60,6 +57,8 @@ struct StreamBucket {
     /// The burst the sent strategy lent (its `max_tokens`, 0 for none): what Envoy may hold
     /// of it at most.
     lent: u32,
+    /// A `never_above` bucket's takes and reports (`reservation`), once it has any.
+    ledger: Option<Box<Ledger>>,
     /// Its bytes against `--rlqs-max-bucket-bytes`.
     _charge: Charge,
 }
@@ -276,7 +275,12 @@ impl QuotaStream {
             if new && let Err(resolution) = self.admit(&key, now) {
                 // Past a cap the bucket is not held: what Envoy let through still counts,
                 // and Envoy keeps its no-assignment behaviour for it.
-                count(&shared, &resolution, None, allowed, denied, None).await;
+                let usage = Usage {
+                    allowed,
+                    denied,
+                    covered: 0,
+                };
+                count(&shared, &resolution, None, usage, None).await;
                 shared.metrics.quota.usage(UsageOutcome::over_capacity);
                 continue;
             }
@@ -291,18 +295,16 @@ impl QuotaStream {
             if allowed + denied > 0 {
                 bucket.last_active = now;
             }
+            let covered = settle_taken(&shared, bucket, allowed, now).await;
             let member = bucket.member.as_ref().map(|member| (member, bucket.lent));
-            let outcome = count(
-                &shared,
-                &bucket.resolution,
-                member,
+            let usage = Usage {
                 allowed,
                 denied,
-                interval,
-            )
-            .await;
+                covered,
+            };
+            let outcome = count(&shared, &bucket.resolution, member, usage, interval).await;
             shared.metrics.quota.usage(outcome);
-            if let Some(action) = assign(&shared, &key, bucket, now) {
+            if let Some(action) = assign(&shared, &key, bucket, now).await {
                 outbox.push(action).await?;
             }
         }
@@ -350,6 +352,7 @@ impl QuotaStream {
                 last_active: now,
                 sent: None,
                 lent: 0,
+                ledger: None,
                 _charge: charge,
             },
         );
@@ -385,7 +388,7 @@ impl QuotaStream {
             if n % REPORT_SLICE == REPORT_SLICE - 1 {
                 tokio::task::yield_now().await;
             }
-            if let Some(action) = assign(&shared, key, bucket, now) {
+            if let Some(action) = assign(&shared, key, bucket, now).await {
                 outbox.push(action).await?;
             }
         }
@@ -412,6 +415,8 @@ impl QuotaStream {
                 Resolution::Unlimited | Resolution::Unmatched(_) => None,
             };
             bucket.resolution = resolution;
+            // What was taken stays on the old counters until their cells end.
+            bucket.ledger = None;
         }
     }
 
@@ -436,7 +441,7 @@ impl QuotaStream {
 
 /// The action for `bucket` now, if one is due: a new strategy, or the current one renewed
 /// when half its time to live has passed.
-fn assign(
+async fn assign(
     shared: &Shared,
     key: &BucketKey,
     bucket: &mut StreamBucket,
@@ -448,10 +453,9 @@ fn assign(
         Resolution::Counted { shadow: true, .. } | Resolution::Unlimited => {
             keep(Strategy::AllowAll)
         }
-        // Shares of a never_above counter are not exact yet: refused, never over-admitted.
         Resolution::Counted {
             never_above: true, ..
-        } => keep(Strategy::DenyAll),
+        } => return assign_taken(shared, key, bucket, now).await,
         Resolution::Counted { .. } => {
             let member = bucket.member.as_ref()?;
             member.decide(&shared.engine, now, |share| {
@@ -481,54 +485,45 @@ fn assign(
     Some(action::assignment(key.id(), wanted, ttl))
 }
 
-/// Counts a usage's allowed requests (and its denied ones with `--count-denied`) on the
-/// bucket's counters (the part that happened before the current window began on the
-/// previous window's cell) and its demand on the board.
-async fn count(
+/// The action for a bucket of a `never_above` limit, if one is due (`reservation`).
+async fn assign_taken(
     shared: &Shared,
-    resolution: &Resolution,
-    member: Option<(&Member, u32)>,
+    key: &BucketKey,
+    bucket: &mut StreamBucket,
+    now: Instant,
+) -> Option<BucketAction> {
+    let member = bucket.member.as_ref()?;
+    let ledger = bucket.ledger.get_or_insert_with(Box::default);
+    let ttl = shared.settings.assignment_ttl;
+    let assignment =
+        reservation::assign(&shared.engine, member, ledger, bucket.sent, now, ttl).await?;
+    bucket.lent = 0;
+    bucket.sent = Some((assignment.strategy, now));
+    let kind = kind_of(assignment.strategy);
+    shared.metrics.quota.assignment(kind);
+    Some(action::assignment(
+        key.id(),
+        assignment.strategy,
+        assignment.ttl,
+    ))
+}
+
+/// For a bucket of a `never_above` limit: how many of a report's `allowed` requests were
+/// taken ahead (not to be counted again), and what its takes certainly left unspent given
+/// back to the counters.
+async fn settle_taken(
+    shared: &Shared,
+    bucket: &mut StreamBucket,
     allowed: u64,
-    denied: u64,
-    interval: Option<Duration>,
-) -> UsageOutcome {
-    let Resolution::Counted { counters, .. } = resolution else {
-        return UsageOutcome::not_counted;
-    };
-    let now_ms = shared.engine.now_ms();
-    let measured = interval.unwrap_or(FIRST_INTERVAL);
-    let interval_ms = u64::try_from(measured.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
-    // With counted denials (upstream's semantics) what Envoy denied counts as RLS v3's
-    // denials do.
-    let counted = if shared.engine.counts_denied() {
-        allowed.saturating_add(denied)
-    } else {
-        allowed
-    };
-    let mut in_current = Vec::with_capacity(counters.len());
-    for counter in counters.iter() {
-        let position = WindowPosition::at(now_ms, counter.counter.duration_ms);
-        let before = interval_ms.saturating_sub(position.elapsed_ms);
-        // Requests spread evenly over the interval: the share before the boundary.
-        let in_previous =
-            (u128::from(counted) * u128::from(before) / u128::from(interval_ms)) as u64;
-        let hit = Hit {
-            counter: counter.counter.borrowed(),
-            limit: counter.limit,
-            cost: counted,
-            exact: false,
-        };
-        shared.engine.count_admitted(hit, in_previous).await;
-        in_current.push(counted - in_previous.min(counted));
+    now: Instant,
+) -> u64 {
+    match (&bucket.resolution, bucket.ledger.as_mut()) {
+        (Resolution::Counted { counters, .. }, Some(ledger)) => {
+            let member = bucket.member.as_ref();
+            reservation::settle(&shared.engine, counters, member, ledger, allowed, now).await
+        }
+        _ => 0,
     }
-    let Some((member, lent)) = member else {
-        return UsageOutcome::over_capacity;
-    };
-    let demand = (allowed + denied) as f64 / measured.as_secs_f64();
-    member.report(demand, &in_current, interval, allowed, lent);
-    UsageOutcome::counted
 }
 
 fn kind_of(strategy: Strategy) -> AssignmentKind {

@@ -22,6 +22,9 @@ pub enum Plant {
     RlqsNoTakeBack,
     /// What an RLQS bucket is lent is not charged against its counter's room.
     RlqsLendUncharged,
+    /// A `never_above` RLQS bucket's token bucket is taken without its refill: only its
+    /// tokens.
+    RlqsTakeShort,
     /// A `never_above` limit on a shared origin is decided from this process's counts alone,
     /// without rights.
     NeverAboveUnshared,
@@ -40,6 +43,7 @@ impl Plant {
             Self::RlqsLoneCapped => "rlqs-lone-capped",
             Self::RlqsNoTakeBack => "rlqs-no-take-back",
             Self::RlqsLendUncharged => "rlqs-lend-uncharged",
+            Self::RlqsTakeShort => "rlqs-take-short",
             Self::NeverAboveUnshared => "never-above-unshared",
             Self::NeverAbovePreviousFull => "never-above-previous-full",
         }
@@ -87,6 +91,7 @@ pub fn planted_names() -> Vec<&'static str> {
         Plant::RlqsLoneCapped,
         Plant::RlqsNoTakeBack,
         Plant::RlqsLendUncharged,
+        Plant::RlqsTakeShort,
         Plant::NeverAboveUnshared,
         Plant::NeverAbovePreviousFull,
     ]

@@ -4,6 +4,9 @@
 //! docs/rlqs.md, "Bursts" (on a fresh counter: the limit and one request of rounding per
 //! Envoy, their first requests, let through before any assignment, counted in it).
 //!
+//! On a `never_above` limit, three Envoys admit at most the limit (docs/rlqs.md, "Never-above
+//! limits").
+//!
 //! Each burst is kept inside one minute: the windows are aligned to the clock, and a request
 //! of the next window is not counted against this one.
 
@@ -20,22 +23,30 @@ const MINUTE: Duration = Duration::from_secs(60);
 /// The service on `config/quota.yaml` with the limit raised to `limit` a minute; keep the
 /// directory alive.
 fn service(limit: u32) -> (tempfile::TempDir, Service) {
+    service_with(&format!("requests_per_unit: {limit}"), &[])
+}
+
+/// The service on `config/quota.yaml` with its limit's line made `limit_lines`, and `flags`.
+fn service_with(limit_lines: &str, flags: &[&str]) -> (tempfile::TempDir, Service) {
     let example = Example::load("quota");
     let (dir, limits) = example.copy_limits();
     let text = std::fs::read_to_string(&limits).expect("read the limits copy");
     let from = "requests_per_unit: 6";
     assert!(text.contains(from), "{from:?} not in {}", limits.display());
-    support::replace_file(
-        &limits,
-        &text.replace(from, &format!("requests_per_unit: {limit}")),
-    );
-    let service = example.start_service_with(&limits, &[]);
+    support::replace_file(&limits, &text.replace(from, limit_lines));
+    let service = example.start_service_with(&limits, flags);
     (dir, service)
 }
 
 /// An Envoy on `envoy/quota.yaml` that logs the token buckets it configures.
 fn envoy(service: &Service) -> Envoy {
-    let envoy = Example::load("quota").start_envoy(service);
+    envoy_with(service, &[])
+}
+
+/// [`envoy`] with `edits` to the example.
+fn envoy_with(service: &Service, edits: &[(&str, &str)]) -> Envoy {
+    let example = Example::load("quota");
+    let envoy = Envoy::start(&example.envoy_file, service.grpc_addr.port(), edits);
     let logging = support::http_post(
         envoy.admin_addr,
         "/logging?rate_limit_quota=info",
@@ -256,4 +267,83 @@ fn rlqs_envoys_bursting_together_stay_within_the_bound() {
         "the upstreams received what the clients saw admitted"
     );
     assert!(total > firsts, "the room is handed out: {total}{context}");
+}
+
+/// Three Envoys on one counter of a `never_above` limit (30 a minute, fixed windows), their
+/// fallbacks denying as such a limit needs, three clients each sending 30 requests, one every
+/// 100 ms or as soon as the one before is answered. Every token bucket is taken from the
+/// counter before it is sent, so together they admit at most the limit in the window, as
+/// their clients see it and as their upstreams received it; and the room is handed out.
+/// Taking only each bucket's tokens (`rlqs-take-short`) admits more than the limit.
+#[test]
+fn rlqs_envoys_on_a_never_above_limit_admit_at_most_the_limit() {
+    const LIMIT: usize = 30;
+    const ENVOYS: usize = 3;
+    const CLIENTS_PER_ENVOY: usize = 3;
+    const EACH: u32 = 30;
+    const EVERY: Duration = Duration::from_millis(100);
+    let (_dir, service) = service_with(
+        &format!("requests_per_unit: {LIMIT}\n      guarantee: never_above"),
+        &["--windows", "fixed"],
+    );
+    let denying = [("blanket_rule: ALLOW_ALL", "blanket_rule: DENY_ALL")];
+    let envoys: Vec<Envoy> = (0..ENVOYS)
+        .map(|_| envoy_with(&service, &denying))
+        .collect();
+    let clients: Vec<Client> = envoys
+        .iter()
+        .map(|envoy| Client::new(envoy, vec![service.log_path.clone()]))
+        .collect();
+    let user = "bounded";
+    // A refused request takes up to a second to be answered here.
+    support::avoid_window_boundary(MINUTE, Duration::from_secs(50));
+    let window = window_now();
+    let start = Instant::now() + Duration::from_millis(200);
+    let started = Instant::now();
+    // Each Envoy's clients' answers, together.
+    let answers: Vec<Vec<(Answer, Duration)>> = std::thread::scope(|scope| {
+        let bursts: Vec<Vec<_>> = clients
+            .iter()
+            .map(|client| {
+                (0..CLIENTS_PER_ENVOY)
+                    .map(|_| scope.spawn(move || burst(client, user, EACH, start, EVERY, window)))
+                    .collect()
+            })
+            .collect();
+        bursts
+            .into_iter()
+            .map(|of_envoy| {
+                of_envoy
+                    .into_iter()
+                    .flat_map(|burst| burst.join().expect("a burst"))
+                    .collect()
+            })
+            .collect()
+    });
+    let per_envoy: Vec<usize> = answers.iter().map(|a| admitted_of(a)).collect();
+    let total: usize = per_envoy.iter().sum();
+    let later: usize = answers.iter().map(|a| count(a, Answer::Later)).sum();
+    let upstream: Vec<u64> = envoys
+        .iter()
+        .map(|envoy| envoy.stat("cluster.upstream.upstream_rq_200").unwrap_or(0))
+        .collect();
+    let sent = ENVOYS * CLIENTS_PER_ENVOY * EACH as usize;
+    println!(
+        "{ENVOYS} RLQS Envoys on a never_above limit of {LIMIT} a minute: {total} of {sent} \
+         admitted ({per_envoy:?} in {:.1?}; {later} more in the next window), upstreams \
+         received {upstream:?}",
+        started.elapsed()
+    );
+    let upstream: u64 = upstream.iter().sum();
+    let context: String = clients.iter().map(Client::context).collect();
+    assert!(
+        total <= LIMIT,
+        "{total} admitted ({per_envoy:?}) on a never_above limit of {LIMIT}{context}"
+    );
+    assert_eq!(
+        upstream,
+        (total + later) as u64,
+        "the upstreams received what the clients saw admitted"
+    );
+    assert!(total > 0, "nothing admitted{context}");
 }

@@ -296,6 +296,13 @@ impl Engine {
         self.settings.count_denied
     }
 
+    /// How far any process's clock may be from true time (see
+    /// [`EngineSettings::clock_skew`]): the margin a layer that hands out rights of a cell
+    /// keeps from the cell's ends.
+    pub fn clock_skew(&self) -> Duration {
+        self.settings.clock_skew
+    }
+
     /// The engine's clock, for the layers that work beside it.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
