@@ -69,6 +69,23 @@ pub fn fills(strategy: Strategy, period: Duration) -> u64 {
     }
 }
 
+/// What a token bucket refills over `period` at least, rounded down: what of its
+/// [`fills`] it certainly does not get when it is replaced `period` before its end.
+fn refill_at_least(strategy: Strategy, period: Duration) -> u64 {
+    match strategy {
+        Strategy::TokenBucket {
+            tokens_per_fill,
+            fill_interval_s,
+            ..
+        } => {
+            let refilled = u128::from(tokens_per_fill) * period.as_nanos();
+            let interval_ns = u128::from(fill_interval_s.max(1)) * 1_000_000_000;
+            u64::try_from(refilled / interval_ns).unwrap_or(u64::MAX)
+        }
+        Strategy::AllowAll | Strategy::DenyAll => 0,
+    }
+}
+
 fn max_tokens(strategy: Strategy) -> u64 {
     match strategy {
         Strategy::TokenBucket { max_tokens, .. } => u64::from(max_tokens),
@@ -204,8 +221,9 @@ impl Ledger {
 
     /// The assignment for `wanted` now, taken from the counters first: the strategy itself
     /// when they have the room, a smaller token bucket that fits, or a denial (also in a
-    /// cell's last seconds, until the next cell). `None`: the bucket held can be renewed no
-    /// further in this cell; nothing to send.
+    /// cell's last seconds, until the next cell). `None`: nothing to send, the bucket held
+    /// running to its end (it can be renewed no further in this cell, or the counters have
+    /// no room for what would replace it).
     pub async fn assign(
         &mut self,
         engine: &Engine,
@@ -258,6 +276,10 @@ impl Ledger {
                 },
             }
         }
+        // A bucket held runs to its end: what it may still admit was taken already.
+        if held.is_some() {
+            return None;
+        }
         Some(self.end_held(Strategy::DenyAll, now, ttl))
     }
 
@@ -274,7 +296,8 @@ impl Ledger {
     }
 
     /// What sending `strategy` until `ends` may let Envoy admit beyond what was taken: all
-    /// of a new bucket, the added fills of a renewal.
+    /// of a new bucket less what the bucket it replaces can no longer refill, the added
+    /// fills of a renewal.
     fn cost(&self, strategy: Strategy, now: Instant, ends: Instant) -> u64 {
         if plant::planted(Plant::RlqsTakeShort) {
             return max_tokens(strategy);
@@ -287,8 +310,17 @@ impl Ledger {
                     ends.saturating_duration_since(held.ends) + DELIVERY_BOUND,
                 )
             }
-            _ => max_tokens(strategy)
-                .saturating_add(fills(strategy, ends.saturating_duration_since(now))),
+            held => {
+                let whole = max_tokens(strategy)
+                    .saturating_add(fills(strategy, ends.saturating_duration_since(now)));
+                // A bucket replaced admits nothing once the new one reaches Envoy: its refill
+                // from then to its end was taken and can never be spent.
+                let unspendable = held.map_or(0, |held| {
+                    let replaced = now + DELIVERY_BOUND;
+                    refill_at_least(held.strategy, held.ends.saturating_duration_since(replaced))
+                });
+                whole.saturating_sub(unspendable)
+            }
         }
     }
 

@@ -226,3 +226,28 @@ fn fills_are_envoys_continuous_refill_rounded_up() {
     assert_eq!(fills(every_three, Duration::ZERO), 0);
     assert_eq!(fills(Strategy::DenyAll, Duration::from_secs(10)), 0);
 }
+
+#[tokio::test]
+async fn a_bucket_replaced_pays_for_its_successor_with_the_refill_it_can_no_longer_get() {
+    let (engine, _) = engine(600_000 + 5_000);
+    let counters = counters(600);
+    let mut ledger = Ledger::default();
+    let start = Instant::now();
+    ledger
+        .assign(&engine, &counters, ten_a_second(), start, TTL)
+        .await;
+    // 2 s in, twenty a second instead: 20 tokens and 200 in 10 s, less the 7 s (from the
+    // new bucket's arrival, a delivery from now, to the old one's end) of ten a second.
+    let twenty = Strategy::for_rate(20.0);
+    let sent = ledger
+        .assign(
+            &engine,
+            &counters,
+            twenty,
+            start + Duration::from_secs(2),
+            TTL,
+        )
+        .await;
+    assert_eq!(sent.map(|a| a.taken), Some(20 + 200 - 70));
+    assert_eq!(counted(&engine, &counters).await, 110 + 150);
+}
