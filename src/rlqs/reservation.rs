@@ -498,4 +498,6 @@ pub async fn give_back(engine: &Engine, counters: &[BucketCounter], amount: u64)
 }
 
 #[cfg(test)]
+mod simulated;
+#[cfg(test)]
 mod tests;
