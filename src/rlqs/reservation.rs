@@ -37,6 +37,9 @@ use super::board::Member;
 use super::bucket::BucketCounter;
 use super::share::{Decision, Strategy};
 
+/// What a bucket's [`Ledger`] holds, its allocation and its cells' sequences (a few windows)
+/// included: charged against `--rlqs-max-bucket-bytes` beside the bucket.
+pub const LEDGER_BYTES: usize = std::mem::size_of::<Ledger>() + 64;
 /// The longest an assignment or a report takes from one end of a stream to the other.
 pub const DELIVERY_BOUND: Duration = Duration::from_secs(1);
 /// A token bucket is assigned for at least this long; closer to a cell's end the bucket is

@@ -57,8 +57,9 @@ struct StreamBucket {
     /// The burst the sent strategy lent (its `max_tokens`, 0 for none): what Envoy may hold
     /// of it at most.
     lent: u32,
-    /// A `never_above` bucket's takes and reports (`reservation`), once it has any.
-    ledger: Option<Box<Ledger>>,
+    /// A `never_above` bucket's takes and reports (`reservation`), once it has any, and
+    /// their bytes against `--rlqs-max-bucket-bytes`.
+    ledger: Option<(Box<Ledger>, Charge)>,
     /// Its bytes against `--rlqs-max-bucket-bytes`.
     _charge: Charge,
 }
@@ -493,7 +494,12 @@ async fn assign_taken(
     now: Instant,
 ) -> Option<BucketAction> {
     let member = bucket.member.as_ref()?;
-    let ledger = bucket.ledger.get_or_insert_with(Box::default);
+    if bucket.ledger.is_none() {
+        // Past the bytes cap the bucket is not assigned, as a new bucket past it is not held.
+        let charge = shared.memory.try_charge(reservation::LEDGER_BYTES)?;
+        bucket.ledger = Some((Box::default(), charge));
+    }
+    let (ledger, _) = bucket.ledger.as_mut()?;
     let ttl = shared.settings.assignment_ttl;
     let assignment =
         reservation::assign(&shared.engine, member, ledger, bucket.sent, now, ttl).await?;
@@ -518,7 +524,7 @@ async fn settle_taken(
     now: Instant,
 ) -> u64 {
     match (&bucket.resolution, bucket.ledger.as_mut()) {
-        (Resolution::Counted { counters, .. }, Some(ledger)) => {
+        (Resolution::Counted { counters, .. }, Some((ledger, _))) => {
             let member = bucket.member.as_ref();
             reservation::settle(&shared.engine, counters, member, ledger, allowed, now).await
         }

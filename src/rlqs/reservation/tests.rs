@@ -251,3 +251,13 @@ async fn a_bucket_replaced_pays_for_its_successor_with_the_refill_it_can_no_long
     assert_eq!(sent.map(|a| a.taken), Some(20 + 200 - 70));
     assert_eq!(counted(&engine, &counters).await, 110 + 150);
 }
+
+#[test]
+fn a_ledger_is_charged_what_it_holds() {
+    // The box, the cells' sequences of a rule of a few windows, the allocator's rounding.
+    let held = std::mem::size_of::<Ledger>() + 3 * std::mem::size_of::<u64>();
+    assert!(
+        (held..=200).contains(&LEDGER_BYTES),
+        "{LEDGER_BYTES} B charged for {held} B"
+    );
+}
