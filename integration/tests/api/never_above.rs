@@ -73,8 +73,13 @@ async fn remaining_after_a_hit(rls: &mut RlsClient) -> u32 {
 async fn rlqs_buckets_of_a_never_above_limit_take_their_token_bucket_before_it_is_sent() {
     let limits = "domain: quota\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 60, guarantee: never_above}\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 60}\n";
     let (_dir, service) = serve_limits(limits, &["--windows", "fixed"]);
-    // Inside one minute, with the assignment's 10 s and a delivery left in it.
-    support::stay_in_one_minute(Duration::from_secs(20));
+    // Inside one minute, with the assignment's 10 s and a delivery left in it, and not in its
+    // first seconds: a report just after the boundary counts part of its requests on the
+    // previous window (they are taken as spread over the time since the bucket's last report).
+    support::stay_in_one_minute(Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(
+        2_000u64.saturating_sub(support::now_ms() % 60_000),
+    ));
     let mut stream = QuotaStream::opened(service.grpc_addr).await;
     let wait = Duration::from_secs(10);
     // A new bucket with no demand yet: one a second, a token and 10 s of refill (11) taken
@@ -102,16 +107,19 @@ async fn rlqs_buckets_of_a_never_above_limit_take_their_token_bucket_before_it_i
     );
     // The Envoy spent what was taken for it: not counted again. Its demand shows now, and
     // the answer is a new token bucket, taken in full (Envoy starts it full) less what the
-    // first one can no longer refill once replaced (under 10, at one a second), or a denial.
+    // first one can no longer refill once replaced (under 10, at one a second), or a denial;
+    // or nothing new, the first bucket running to its end, where the counter has no room for
+    // what would replace it.
     stream.send_usage("quota", &bounded, 11, 0, 1).await;
-    let taken_again = match stream.action_for(&bounded, wait).await {
-        Assigned::TokenBucket {
+    let answer = tokio::time::timeout(Duration::from_secs(2), stream.action_for(&bounded, wait));
+    let taken_again = match answer.await {
+        Ok(Assigned::TokenBucket {
             rate,
             max_tokens,
             ttl_s,
-        } => max_tokens + (rate * ttl_s as f64).ceil() as u32,
-        Assigned::Deny { .. } => 0,
-        other => panic!("{other:?}"),
+        }) => max_tokens + (rate * ttl_s as f64).ceil() as u32,
+        Ok(Assigned::Deny { .. }) | Err(_) => 0,
+        Ok(other) => panic!("{other:?}"),
     };
     let remaining = i64::from(remaining_after_a_hit(&mut rls).await);
     let in_full = 60 - 11 - i64::from(taken_again) - 2;
