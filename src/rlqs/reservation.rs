@@ -58,23 +58,17 @@ const GIVE_BACK_MARGIN: Duration = Duration::from_secs(1);
 /// continuously at `tokens_per_fill ÷ fill_interval` a second (its `AtomicTokenBucketImpl`,
 /// not a fill at a time), so over `period` it admits at most its tokens and this.
 pub fn fills(strategy: Strategy, period: Duration) -> u64 {
-    match strategy {
-        Strategy::TokenBucket {
-            tokens_per_fill,
-            fill_interval_s,
-            ..
-        } => {
-            let refilled = u128::from(tokens_per_fill) * period.as_nanos();
-            let interval_ns = u128::from(fill_interval_s.max(1)) * 1_000_000_000;
-            u64::try_from(refilled.div_ceil(interval_ns)).unwrap_or(u64::MAX)
-        }
-        Strategy::AllowAll | Strategy::DenyAll => 0,
-    }
+    refill(strategy, period, u128::div_ceil)
 }
 
-/// What a token bucket refills over `period` at least, rounded down: what of its
-/// [`fills`] it certainly does not get when it is replaced `period` before its end.
+/// What a token bucket refills over `period` at least, rounded down: what of its [`fills`]
+/// it certainly does not get when it is replaced `period` before its end.
 fn refill_at_least(strategy: Strategy, period: Duration) -> u64 {
+    refill(strategy, period, |refilled, interval| refilled / interval)
+}
+
+/// `tokens_per_fill × period ÷ fill_interval`, rounded by `round`.
+fn refill(strategy: Strategy, period: Duration, round: impl Fn(u128, u128) -> u128) -> u64 {
     match strategy {
         Strategy::TokenBucket {
             tokens_per_fill,
@@ -83,7 +77,7 @@ fn refill_at_least(strategy: Strategy, period: Duration) -> u64 {
         } => {
             let refilled = u128::from(tokens_per_fill) * period.as_nanos();
             let interval_ns = u128::from(fill_interval_s.max(1)) * 1_000_000_000;
-            u64::try_from(refilled / interval_ns).unwrap_or(u64::MAX)
+            u64::try_from(round(refilled, interval_ns)).unwrap_or(u64::MAX)
         }
         Strategy::AllowAll | Strategy::DenyAll => 0,
     }

@@ -44,6 +44,18 @@ fn ten_a_second() -> Strategy {
     Strategy::for_rate(10.0)
 }
 
+/// Ten a second sent at `start` on a counter of 600 a minute, 5 s into its window.
+async fn ten_a_second_sent() -> (Engine, Vec<BucketCounter>, Ledger, Instant) {
+    let (engine, _) = engine(600_000 + 5_000);
+    let counters = counters(600);
+    let mut ledger = Ledger::default();
+    let start = Instant::now();
+    ledger
+        .assign(&engine, &counters, ten_a_second(), start, TTL)
+        .await;
+    (engine, counters, ledger, start)
+}
+
 #[tokio::test]
 async fn a_new_bucket_takes_its_tokens_and_fills_before_it_is_sent() {
     let (engine, _) = engine(600_000 + 5_000);
@@ -67,13 +79,7 @@ async fn a_new_bucket_takes_its_tokens_and_fills_before_it_is_sent() {
 
 #[tokio::test]
 async fn a_renewal_takes_only_the_fills_it_adds() {
-    let (engine, _) = engine(600_000 + 5_000);
-    let counters = counters(600);
-    let mut ledger = Ledger::default();
-    let start = Instant::now();
-    ledger
-        .assign(&engine, &counters, ten_a_second(), start, TTL)
-        .await;
+    let (engine, counters, mut ledger, start) = ten_a_second_sent().await;
     let half = start + TTL / 2;
     assert!(!ledger.due(
         ten_a_second(),
@@ -146,13 +152,7 @@ async fn without_the_room_a_smaller_bucket_or_a_denial_and_never_more_than_the_l
 
 #[tokio::test]
 async fn reports_are_not_counted_again_and_what_certainly_went_unspent_is_given_back() {
-    let (engine, _) = engine(600_000 + 5_000);
-    let counters = counters(600);
-    let mut ledger = Ledger::default();
-    let start = Instant::now();
-    ledger
-        .assign(&engine, &counters, ten_a_second(), start, TTL)
-        .await;
+    let (engine, counters, mut ledger, start) = ten_a_second_sent().await;
     // 5 s on, 20 admitted: Envoy may still admit its 10 tokens and the fills from the
     // report's send (at the earliest 4 s in) to its end (at the latest 11 s in): 7 × 10.
     let report = ledger.report(&engine, &counters, 20, start + Duration::from_secs(5));
@@ -173,13 +173,7 @@ async fn reports_are_not_counted_again_and_what_certainly_went_unspent_is_given_
 
 #[tokio::test]
 async fn a_report_that_may_predate_the_bucket_gives_nothing_back() {
-    let (engine, _) = engine(600_000 + 5_000);
-    let counters = counters(600);
-    let mut ledger = Ledger::default();
-    let start = Instant::now();
-    ledger
-        .assign(&engine, &counters, ten_a_second(), start, TTL)
-        .await;
+    let (engine, counters, mut ledger, start) = ten_a_second_sent().await;
     let report = ledger.report(&engine, &counters, 0, start + Duration::from_millis(1_500));
     assert_eq!(report.give_back, 0);
 }
@@ -229,13 +223,7 @@ fn fills_are_envoys_continuous_refill_rounded_up() {
 
 #[tokio::test]
 async fn a_bucket_replaced_pays_for_its_successor_with_the_refill_it_can_no_longer_get() {
-    let (engine, _) = engine(600_000 + 5_000);
-    let counters = counters(600);
-    let mut ledger = Ledger::default();
-    let start = Instant::now();
-    ledger
-        .assign(&engine, &counters, ten_a_second(), start, TTL)
-        .await;
+    let (engine, counters, mut ledger, start) = ten_a_second_sent().await;
     // 2 s in, twenty a second instead: 20 tokens and 200 in 10 s, less the 7 s (from the
     // new bucket's arrival, a delivery from now, to the old one's end) of ten a second.
     let twenty = Strategy::for_rate(20.0);
