@@ -7,7 +7,7 @@ Redis, one to the database. Each link goes through a userspace TCP proxy at the 
 the pair (to add delay and loss: the kernel may have no netem). Load comes from
 `gcounter-loadtest` (RLS v3 over gRPC) run inside each region's namespace, one per process,
 and from `rlqs-load` (RLQS, one stream standing in for an Envoy's rate_limit_quota filter),
-one per region against its first process, on a limit of its own, for the whole run.
+two per region against its first process, each on a limit of its own, for the whole run.
 
 The run is a sequence of phases, each one window long. Phase 0 warms up; every later phase
 either draws one fault from the seed or is the quiet phase after one:
@@ -24,7 +24,9 @@ either draws one fault from the seed or is the quiet phase after one:
 A third tenant's limit is `guarantee: never_above`: its admissions spend rights taken from
 the database, and each process's `--clock-skew` covers its clock's offset, so that no
 admission may be above the sliding rule by true time whatever the faults; the checker
-holds every admission to it by its client's send and answer times.
+holds every admission to it by its client's send and answer times. The second RLQS client's
+limit is `never_above` too: its token buckets are taken from the counter before they are
+sent, and the checker holds each request the client admitted to the rule by the time it did.
 
 The regions' clocks disagree (libfaketime, --skew-s apart, each process's windows come from
 its own clock). After the last phase the load stops, every link is healed, and the run
@@ -79,8 +81,9 @@ class Run(Deployment, Phases):
         self.resources = {}  # (region, process) -> [max rss kB, max fds]
         self.redis_seen = {}  # region -> KeyHistory
         self.lock = threading.Lock()
-        self.rlqs_procs = []
+        self.rlqs_procs = []  # [(region, process, its events)]
         self.rlqs_events = {}  # region -> [(monotonic time read, event)]
+        self.capped_rlqs_events = {}  # the same, of the `never_above` RLQS client
         self.killed_at = {}  # (region, process) -> wall-clock time of its last SIGKILL
         self.kills = {}  # (region, process) -> wall-clock times of its SIGKILLs
         self.failing_over = []  # the failover of the phase, running beside its load
@@ -105,6 +108,13 @@ def parse():
     p.add_argument("--rlqs-limit", type=int, default=60, help="per window, for the RLQS bucket")
     p.add_argument("--rlqs-rate", type=float, default=30,
                    help="requests/s each region's RLQS client offers its bucket")
+    p.add_argument("--rlqs-capped-limit", type=int, default=30,
+                   help="per --rlqs-capped-window-s, for the `never_above` RLQS bucket")
+    p.add_argument("--rlqs-capped-window-s", type=int,
+                   help="the `never_above` RLQS bucket's window (default: two phases; a token "
+                        "bucket ends the clock margin and a delivery before its window does)")
+    p.add_argument("--rlqs-capped-rate", type=float, default=10,
+                   help="requests/s each region's `never_above` RLQS client offers its bucket")
     p.add_argument("--rlqs-interval-ms", type=int, default=1000, help="the RLQS clients' reporting interval")
     p.add_argument("--rlqs-ttl-s", type=int, default=4, help="the service's --rlqs-assignment-ttl")
     p.add_argument("--replay-ms", type=int, default=100)
@@ -132,6 +142,8 @@ def parse():
     p.add_argument("--json", help="write the summary here: the network, the bounds, each check's verdict")
     p.add_argument("--keep", action="store_true", help="keep the database")
     args = p.parse_args()
+    if args.rlqs_capped_window_s is None:
+        args.rlqs_capped_window_s = 2 * args.window_s
     if args.settle_s is None:
         args.settle_s = 2 * args.window_s + 1.0
     return args

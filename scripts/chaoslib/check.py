@@ -15,8 +15,11 @@ DB_FAULTS = ("cut-db", "lossy-db")
 
 def protocol(key):
     """Which load a Redis key counts: its identifier (the descriptor's values, before the
-    window's length and number) is the RLQS bucket's `k0`, or an RLS v3 tenant's."""
-    return "rlqs" if re.search(r":k0:\d+:\d+$", key) else "v3"
+    window's length and number) is the RLQS bucket's `k0`, the `never_above` RLQS bucket's
+    `c0` (what its token buckets took, `rlqs-capped`), or an RLS v3 tenant's."""
+    if re.search(r":k0:\d+:\d+$", key):
+        return "rlqs"
+    return "rlqs-capped" if re.search(r":c0:\d+:\d+$", key) else "v3"
 
 
 def rlqs_server_hits(rows):
@@ -113,7 +116,8 @@ class Checker:
         a, run, rows = self.a, self.run, self.rows
         hit = rlqs_server_hits(rows)
         explained, unexplained = 0, []
-        for r, events in run.rlqs_events.items():
+        streams = list(run.rlqs_events.items()) + list(run.capped_rlqs_events.items())
+        for r, events in streams:
             for t, e in events:
                 if e["event"] == "report":
                     continue
@@ -122,14 +126,13 @@ class Checker:
                     explained += 1
                 else:
                     unexplained.append(f"r{r} phase {ph}: {e['event']} {e.get('detail', '')}".strip())
-        reports = [sum(1 for _, e in run.rlqs_events.get(r, []) if e["event"] == "report")
-                   for r in range(a.regions)]
+        reports = [(r, sum(1 for _, e in events if e["event"] == "report")) for r, events in streams]
         alive = getattr(run, "rlqs_alive", [])
-        unexplained += [f"r{r} client exited" for r, ok in enumerate(alive) if not ok]
-        unexplained += [f"r{r} never reported" for r, c in enumerate(reports) if c == 0]
+        unexplained += [f"r{r} client exited" for r, ok in alive if not ok]
+        unexplained += [f"r{r} never reported" for r, c in reports if c == 0]
         self.add("rlqs-streams", "RLQS: no stream ended but by a SIGKILL/SIGSTOP of its server",
-                 not unexplained and len(alive) == a.regions,
-                 f"{sum(reports)} reports, {explained} ends explained by {len(hit)} such fault"
+                 not unexplained and len(alive) == 2 * a.regions and len(reports) == 2 * a.regions,
+                 f"{sum(c for _, c in reports)} reports, {explained} ends explained by {len(hit)} such fault"
                  f"{'' if len(hit) == 1 else 's'}" + "".join("; " + u for u in unexplained[:5]))
 
     def totals(self):
@@ -245,6 +248,30 @@ class Checker:
                  f"oracle's least effective reached {near} of {a.capped_limit}"
                  + "".join(f"; sent {s} answered {r}: ≥ {e}" for (s, r), e in above[:3]))
 
+    def rlqs_never_above(self):
+        """The `never_above` RLQS bucket: no request its clients admitted (each at a known
+        instant of true time, on the token buckets they were sent) above the sliding rule,
+        all regions together; and the oracle reached a quarter of the limit. (Not half, as for
+        RLS v3: on a window this short the margins at each end of it, and the refill each
+        Envoy holds ahead, refuse much of the limit, docs/rlqs.md; the planted take short of
+        the refill shows the check fails.)"""
+        a = self.a
+        window_ms = a.rlqs_capped_window_s * 1000
+        admitted = [(t, t) for events in self.run.capped_rlqs_events.values() for _, e in events
+                    if e["event"] == "report" for t in e.get("admitted_ms", [])]
+        judged = least_effectives(admitted, window_ms)
+        above = sorted((t, e) for (t, _), e in judged if e > a.rlqs_capped_limit)
+        most = {}
+        for (t, _), e in judged:
+            most[t // window_ms] = max(most.get(t // window_ms, 0), e)
+        near = max(most.values(), default=0)
+        self.add("rlqs-never-above", f"never_above RLQS bucket: no request admitted above the sliding "
+                                     f"rule of {a.rlqs_capped_limit} per {a.rlqs_capped_window_s} s (by when its clients admitted it)",
+                 not above and near >= a.rlqs_capped_limit / 4,
+                 f"{len(admitted)} admitted in {len(most)} windows, {len(above)} above the rule; the "
+                 f"most effective reached {near} of {a.rlqs_capped_limit}"
+                 + "".join(f"; at {t}: {e}" for t, e in above[:3]))
+
     def never_above_live(self):
         """The `never_above` tenant goes on admitting. Rights are taken per cell of each
         process's own clock (true time plus its region's offset), and its admissions are
@@ -337,5 +364,6 @@ def check(a, run, rows, db_counts, skew, bounds):
     c.windows()
     c.never_above()
     c.never_above_live()
+    c.rlqs_never_above()
     c.rest()
     return c.checks, c.table()

@@ -19,7 +19,7 @@ FAKETIME_LIBS = [
 
 # Defects planted in the service's code (debug builds only; crates/engine/src/plant.rs).
 CODE_PLANTS = ("replay-short", "flush-short", "rlqs-report-ignored", "never-above-unshared",
-               "never-above-previous-full")
+               "never-above-previous-full", "rlqs-take-short")
 # Defects planted in the deployment: regions that share no database; a failover onto a
 # replica that missed every write.
 DEPLOYMENT_PLANTS = ("shared-nothing", "failover-loses")
@@ -173,6 +173,14 @@ class Deployment:
                 "      unit: second\n"
                 f"      unit_multiplier: {self.args.window_s}\n"
                 f"      requests_per_unit: {self.args.rlqs_limit}\n"
+                # RLQS traffic on a limit of its own that is never above: token buckets taken
+                # from its counter before they are sent.
+                "  - key: quota_capped\n"
+                "    rate_limit:\n"
+                "      unit: second\n"
+                f"      unit_multiplier: {self.args.rlqs_capped_window_s}\n"
+                f"      requests_per_unit: {self.args.rlqs_capped_limit}\n"
+                "      guarantee: never_above\n"
             )
         return path
 
@@ -351,37 +359,45 @@ class Deployment:
 
     # ---- RLQS load ----------------------------------------------------------------------
     def start_rlqs(self, r):
-        """One simulated Envoy per region, on the region's first process, for the whole run:
-        it reconnects whenever its stream ends, and prints a line per report and per stream
-        ended, read here as they come."""
+        """Two simulated Envoys per region, on the region's first process, for the whole run:
+        one on the `quota` limit, one on the `never_above` `quota_capped` limit (both fallbacks
+        `DENY_ALL`, as such a limit requires). Each reconnects whenever its stream ends, and
+        prints a line per report and per stream ended, read here as they come."""
         a = self.args
-        proc = subprocess.Popen(self.net.exec_prefix(r) + [
-            a.rlqs_load, "--target", f"127.0.0.1:{self.regions[r].grpc[0]}",
-            "--domain", "chaos", "--key", "quota", "--streams", "1", "--buckets", "1",
-            "--rate", str(a.rlqs_rate), "--interval", f"{a.rlqs_interval_ms}ms",
-            "--expired", "deny-all", "--duration", "24h", "--trace",
-        ], stdout=subprocess.PIPE, stderr=open(os.path.join(self.workdir, f"r{r}-rlqs.log"), "w"), text=True)
-        self.rlqs_procs.append(proc)
-        events = self.rlqs_events.setdefault(r, [])
+        clients = (
+            (self.rlqs_events, ["--key", "quota", "--streams", "1", "--rate", str(a.rlqs_rate)]),
+            (self.capped_rlqs_events, ["--key", "quota_capped", "--value-prefix", "c", "--streams", "3",
+                                       "--rate", str(a.rlqs_capped_rate), "--unassigned", "deny-all"]),
+        )
+        for name, (sink, extra) in zip(("rlqs", "rlqs-capped"), clients):
+            proc = subprocess.Popen(self.net.exec_prefix(r) + [
+                a.rlqs_load, "--target", f"127.0.0.1:{self.regions[r].grpc[0]}",
+                "--domain", "chaos", "--buckets", "1",
+                "--interval", f"{a.rlqs_interval_ms}ms",
+                "--expired", "deny-all", "--duration", "24h", "--trace",
+            ] + extra, stdout=subprocess.PIPE,
+                stderr=open(os.path.join(self.workdir, f"r{r}-{name}.log"), "w"), text=True)
+            events = sink.setdefault(r, [])
+            self.rlqs_procs.append((r, proc, events))
+            threading.Thread(target=self.read_rlqs, args=(proc, events), daemon=True).start()
 
-        def read():
-            for line in proc.stdout:
-                if line.startswith("{"):
-                    event = json.loads(line)
-                    if "event" in event:
-                        events.append((time.monotonic(), event))
-        threading.Thread(target=read, daemon=True).start()
+    @staticmethod
+    def read_rlqs(proc, events):
+        for line in proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                if "event" in event:
+                    events.append((time.monotonic(), event))
 
     def stop_rlqs(self):
         """End each client just after a report: the report it printed has then left, and what
         it admitted since is neither reported nor counted."""
         if not hasattr(self, "rlqs_alive"):
             # A client that exited before the end of the load is an invariant broken.
-            self.rlqs_alive = [proc.poll() is None for proc in self.rlqs_procs]
-        for r, proc in enumerate(self.rlqs_procs):
+            self.rlqs_alive = [(r, proc.poll() is None) for r, proc, _ in self.rlqs_procs]
+        for _, proc, events in self.rlqs_procs:
             if proc.poll() is not None:
                 continue
-            events = self.rlqs_events.get(r, [])
             seen = len(events)
             deadline = time.monotonic() + 3 * self.args.rlqs_interval_ms / 1000
             while time.monotonic() < deadline and not any(
@@ -389,7 +405,7 @@ class Deployment:
                 time.sleep(0.02)
             time.sleep(0.2)
             proc.terminate()
-        for proc in self.rlqs_procs:
+        for _, proc, _ in self.rlqs_procs:
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:

@@ -1,5 +1,5 @@
 //! An RLQS client's admission of one bucket, as Envoy's `rate_limit_quota` filter decides each
-//! request: before the bucket's first assignment, `no_assignment_behavior` (allow all); then
+//! request: before the bucket's first assignment, `no_assignment_behavior`; then
 //! the assignment (a blanket rule or a token bucket) until its time to live passes; then
 //! `expired_assignment_behavior`. A token bucket starts full, fills continuously at
 //! `tokens_per_fill ÷ fill_interval` up to `max_tokens`, and an identical assignment only
@@ -11,9 +11,10 @@ use envoy_types::pb::envoy::r#type::v3::RateLimitStrategy;
 use envoy_types::pb::envoy::r#type::v3::rate_limit_strategy::{BlanketRule, Strategy};
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::bucket_action::QuotaAssignmentAction;
 
-/// What a bucket whose assignment expired does (the filter's `expired_assignment_behavior`).
+/// What a bucket with no assignment in force does: the filter's `no_assignment_behavior`
+/// before the first one, its `expired_assignment_behavior` once one has expired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Expired {
+pub enum Fallback {
     /// Fail open: admit every request.
     AllowAll,
     /// Fail closed: deny every request.
@@ -35,7 +36,8 @@ enum Rule {
 /// One bucket's admission state.
 #[derive(Debug)]
 pub struct Quota {
-    expired: Expired,
+    unassigned: Fallback,
+    expired: Fallback,
     assigned: Option<Assigned>,
 }
 
@@ -47,8 +49,9 @@ struct Assigned {
 }
 
 impl Quota {
-    pub fn new(expired: Expired) -> Self {
+    pub fn new(unassigned: Fallback, expired: Fallback) -> Self {
         Self {
+            unassigned,
             expired,
             assigned: None,
         }
@@ -108,10 +111,10 @@ impl Quota {
     /// Whether a request arriving at `now` (never earlier than the previous one) is admitted.
     pub fn admit(&mut self, now: Instant) -> bool {
         let Some(assigned) = self.assigned.as_mut() else {
-            return true;
+            return self.unassigned == Fallback::AllowAll;
         };
         if now >= assigned.until {
-            return self.expired == Expired::AllowAll;
+            return self.expired == Fallback::AllowAll;
         }
         match &mut assigned.rule {
             Rule::AllowAll => true,

@@ -1,7 +1,7 @@
 //! A seeded chaos run over two regions of two processes each (`scripts/chaos.py`): processes
 //! SIGKILLed and SIGSTOPped under load, links to Redis and to the database cut between network
 //! namespaces, delay and loss on them, a Sentinel failover while the database is cut off, and
-//! the regions' clocks 2 s apart; a `never_above` limit beside the others. The runner's
+//! the regions' clocks 2 s apart; `never_above` limits (RLS v3 and RLQS) beside the others. The runner's
 //! checker fails the run on any broken invariant; docs/reliability.md states each one and its
 //! bound.
 //!
@@ -110,7 +110,7 @@ fn held(json: &Value, id: &str) -> bool {
         .unwrap_or_else(|| panic!("the run did not check {id}: {json}"))
 }
 
-const INVARIANTS: [&str; 20] = [
+const INVARIANTS: [&str; 21] = [
     "grpc-errors",
     "late-answers",
     "rlqs-streams",
@@ -127,6 +127,7 @@ const INVARIANTS: [&str; 20] = [
     "rlqs-degraded",
     "never-above",
     "never-above-live",
+    "rlqs-never-above",
     "false-denial",
     "clocks",
     "rss",
@@ -230,6 +231,11 @@ fn a_failover_onto_a_replica_that_missed_writes_is_a_finding() {
 #[test]
 fn processes_deciding_a_never_above_limit_alone_break_it() {
     planted_defect_breaks("never-above-unshared", "stop", &["never-above"]);
+}
+
+#[test]
+fn rlqs_token_buckets_taken_without_their_refill_break_the_never_above_rule() {
+    planted_defect_breaks("rlqs-take-short", "stop", &["rlqs-never-above"]);
 }
 
 /// Two fault phases: the check needs two whole cells in a row under load (one of any two is

@@ -9,9 +9,9 @@
 //! Envoy's filter does; every error is counted.
 //!
 //! With `--rate`, each bucket is offered that many requests a second and admits them on its
-//! assignments as the filter would (allow all before the first, the token bucket, then
+//! assignments as the filter would (`--unassigned` before the first, the token bucket, then
 //! `--expired` past the time to live); the reports carry what was allowed and denied, and
-//! `--trace` prints a line per report and per stream ended.
+//! `--trace` prints a line per report (with the time of each admission) and per stream ended.
 //!
 //! ```sh
 //! rlqs-load --target 127.0.0.1:8081 --domain quota --key api_key --streams 10 --buckets 10000
@@ -29,7 +29,7 @@ use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
     BucketId, RateLimitQuotaResponse, RateLimitQuotaUsageReports,
 };
 use envoy_types::pb::google::protobuf;
-use gcounter_loadtest::quota::{Expired, Quota};
+use gcounter_loadtest::quota::{Fallback, Quota};
 use tokio::sync::mpsc;
 
 #[derive(Debug, Parser)]
@@ -47,6 +47,9 @@ struct Cli {
     /// The bucket id's one key
     #[arg(long, default_value = "api_key")]
     key: String,
+    /// The buckets' values: this prefix and the bucket's number (`k0`, `k1`, ...)
+    #[arg(long, default_value = "k")]
+    value_prefix: String,
     /// Streams, one per simulated Envoy
     #[arg(long, default_value_t = 10)]
     streams: usize,
@@ -70,9 +73,15 @@ struct Cli {
     /// With --rate: what a bucket does once its assignment's time to live has passed (the
     /// filter's expired_assignment_behavior)
     #[arg(long, value_enum, default_value = "deny-all")]
-    expired: Expired,
+    expired: Fallback,
+    /// With --rate: what a bucket does before its first assignment (the filter's
+    /// no_assignment_behavior)
+    #[arg(long, value_enum, default_value = "allow-all")]
+    unassigned: Fallback,
     /// One JSON line per stream ended or not opened (`error`, `closed`) and, with --rate, per
-    /// report sent (`allowed`, `denied`), each with its time `t` in seconds since the start
+    /// report sent (`allowed`, `denied`, and `admitted_ms`: when each allowed request was
+    /// admitted, in milliseconds since the Unix epoch), each with its time `t` in seconds since
+    /// the start
     #[arg(long)]
     trace: bool,
 }
@@ -94,7 +103,7 @@ struct StreamResult {
 fn usage(cli: &Cli, i: usize, allowed: u64, denied: u64) -> BucketQuotaUsage {
     BucketQuotaUsage {
         bucket_id: Some(BucketId {
-            bucket: HashMap::from([(cli.key.clone(), format!("k{i}"))]),
+            bucket: HashMap::from([(cli.key.clone(), format!("{}{i}", cli.value_prefix))]),
         }),
         time_elapsed: Some(protobuf::Duration {
             seconds: i64::try_from(cli.interval.as_secs()).unwrap_or(i64::MAX),
@@ -110,6 +119,8 @@ struct Follower {
     rate: f64,
     quotas: Vec<Quota>,
     pending: Vec<(u64, u64)>,
+    /// With `--trace`: when each request allowed since the last report was admitted.
+    admitted_at: Option<Vec<Instant>>,
     /// Arrivals so far (each bucket's k-th request arrives k ÷ rate after the start).
     arrived: u64,
 }
@@ -123,6 +134,9 @@ impl Follower {
             for (quota, pending) in self.quotas.iter_mut().zip(&mut self.pending) {
                 if quota.admit(at) {
                     pending.0 += 1;
+                    if let Some(admitted) = self.admitted_at.as_mut() {
+                        admitted.push(at);
+                    }
                 } else {
                     pending.1 += 1;
                 }
@@ -170,11 +184,17 @@ async fn run_stream(cli: &Cli, index: usize) -> StreamResult {
     let mut result = StreamResult::default();
     let fixed = report(cli);
     let started = Instant::now();
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     let end = started + cli.duration;
     let mut follower = cli.rate.map(|rate| Follower {
         rate,
-        quotas: (0..cli.buckets).map(|_| Quota::new(cli.expired)).collect(),
+        quotas: (0..cli.buckets)
+            .map(|_| Quota::new(cli.unassigned, cli.expired))
+            .collect(),
         pending: vec![(0, 0); cli.buckets],
+        admitted_at: cli.trace.then(Vec::new),
         arrived: 0,
     });
     let mut assigned = vec![false; cli.buckets];
@@ -229,9 +249,18 @@ async fn run_stream(cli: &Cli, index: usize) -> StreamResult {
                     result.denied += denied;
                     follower.pending.iter_mut().for_each(|p| *p = (0, 0));
                     if cli.trace {
+                        let admitted_ms: Vec<u128> = follower
+                            .admitted_at
+                            .as_mut()
+                            .map(std::mem::take)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|at| (started_unix + at.saturating_duration_since(started)).as_millis())
+                            .collect();
                         let line = serde_json::json!({
                             "t": started.elapsed().as_secs_f64(), "stream": index,
                             "event": "report", "allowed": allowed, "denied": denied,
+                            "admitted_ms": admitted_ms,
                         });
                         println!("{line}");
                     }
@@ -254,7 +283,7 @@ async fn run_stream(cli: &Cli, index: usize) -> StreamResult {
                             .bucket_id
                             .as_ref()
                             .and_then(|id| id.bucket.get(&cli.key))
-                            .and_then(|value| value.strip_prefix('k'))
+                            .and_then(|value| value.strip_prefix(cli.value_prefix.as_str()))
                             .and_then(|n| n.parse::<usize>().ok());
                         let kind = match &action.bucket_action {
                             Some(BucketAction::QuotaAssignmentAction(assignment)) => {

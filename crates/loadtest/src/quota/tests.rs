@@ -5,7 +5,7 @@ use envoy_types::pb::envoy::r#type::v3::{RateLimitStrategy, TokenBucket};
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::bucket_action::QuotaAssignmentAction;
 use envoy_types::pb::google::protobuf;
 
-use super::{Expired, Quota};
+use super::{Fallback, Quota};
 
 fn action(strategy: Strategy, ttl_s: i64) -> QuotaAssignmentAction {
     QuotaAssignmentAction {
@@ -41,7 +41,7 @@ fn admitted(quota: &mut Quota, from: Instant, per_second: u32, seconds: u32) -> 
 #[test]
 fn unassigned_admits_all_then_the_token_bucket_holds_its_rate() {
     let now = Instant::now();
-    let mut quota = Quota::new(Expired::DenyAll);
+    let mut quota = Quota::new(Fallback::AllowAll, Fallback::DenyAll);
     assert_eq!(admitted(&mut quota, now, 30, 1), 30);
     quota.assign(&action(tokens(5, 5, 1), 10), now);
     // Full at 5, then 5 a second: 5 + 5 × 4 (the last arrival is 29/30 s into second 4).
@@ -50,10 +50,20 @@ fn unassigned_admits_all_then_the_token_bucket_holds_its_rate() {
 }
 
 #[test]
+fn unassigned_denies_all_when_told_to() {
+    let now = Instant::now();
+    let mut quota = Quota::new(Fallback::DenyAll, Fallback::AllowAll);
+    assert_eq!(admitted(&mut quota, now, 30, 1), 0);
+    quota.assign(&action(tokens(5, 5, 1), 10), now);
+    let burst = (0..10).filter(|_| quota.admit(now)).count();
+    assert_eq!(burst, 5, "then the token bucket: full at 5");
+}
+
+#[test]
 fn past_its_time_to_live_the_expired_behaviour_decides() {
     let now = Instant::now();
-    for (expired, want) in [(Expired::DenyAll, 0), (Expired::AllowAll, 30)] {
-        let mut quota = Quota::new(expired);
+    for (expired, want) in [(Fallback::DenyAll, 0), (Fallback::AllowAll, 30)] {
+        let mut quota = Quota::new(Fallback::AllowAll, expired);
         quota.assign(&action(tokens(5, 5, 1), 2), now);
         assert_eq!(
             admitted(&mut quota, now + Duration::from_secs(2), 30, 1),
@@ -65,7 +75,7 @@ fn past_its_time_to_live_the_expired_behaviour_decides() {
 #[test]
 fn an_identical_assignment_keeps_its_tokens_and_a_changed_one_starts_full() {
     let now = Instant::now();
-    let mut quota = Quota::new(Expired::DenyAll);
+    let mut quota = Quota::new(Fallback::AllowAll, Fallback::DenyAll);
     quota.assign(&action(tokens(5, 5, 1), 2), now);
     assert_eq!(
         admitted(&mut quota, now, 1000, 0) + (0..5).filter(|_| quota.admit(now)).count() as u32,
