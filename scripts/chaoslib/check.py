@@ -251,10 +251,8 @@ class Checker:
     def rlqs_never_above(self):
         """The `never_above` RLQS bucket: no request its clients admitted (each at a known
         instant of true time, on the token buckets they were sent) above the sliding rule,
-        all regions together; and the oracle reached a quarter of the limit. (Not half, as for
-        RLS v3: on a window this short the margins at each end of it, and the refill each
-        Envoy holds ahead, refuse much of the limit, docs/rlqs.md; the planted take short of
-        the refill shows the check fails.)"""
+        all regions together; and the oracle came near the limit (a check that never does
+        proves nothing)."""
         a = self.a
         window_ms = a.rlqs_capped_window_s * 1000
         admitted = [(t, t) for events in self.run.capped_rlqs_events.values() for _, e in events
@@ -267,7 +265,7 @@ class Checker:
         near = max(most.values(), default=0)
         self.add("rlqs-never-above", f"never_above RLQS bucket: no request admitted above the sliding "
                                      f"rule of {a.rlqs_capped_limit} per {a.rlqs_capped_window_s} s (by when its clients admitted it)",
-                 not above and near >= a.rlqs_capped_limit / 4,
+                 not above and near >= a.rlqs_capped_limit / 2,
                  f"{len(admitted)} admitted in {len(most)} windows, {len(above)} above the rule; the "
                  f"most effective reached {near} of {a.rlqs_capped_limit}"
                  + "".join(f"; at {t}: {e}" for t, e in above[:3]))
