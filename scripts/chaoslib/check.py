@@ -228,47 +228,43 @@ class Checker:
         for cid, (worst, broken) in results.items():
             self.add(cid, names[cid], not broken, f"worst {worst:.2f}" + "".join("; " + x for x in broken))
 
-    def never_above(self):
-        """The `never_above` tenant: no admission above the sliding rule by true time, by the
-        oracle of its clients' send and answer times; and the oracle came near the limit (a
-        check that never does proves nothing)."""
-        a = self.a
-        window_ms = a.window_s * 1000
-        spans = [tuple(span) for *_, k, t in tallies(self.rows) if k == "capped" for span in t["spans"]]
+    def judge_never_above(self, cid, name, spans, limit, window_ms, how):
+        """One check of admissions (sent, answered: ms, true time) against the sliding rule of
+        `limit` per `window_ms`, by the oracle of `least_effectives`: none above it, and the
+        oracle came near the limit (a check that never does proves nothing)."""
         judged = least_effectives(spans, window_ms)
-        above = sorted((span, e) for span, e in judged if e > a.capped_limit)
+        above = sorted((span, e) for span, e in judged if e > limit)
         most = {}
         for (sent, _), e in judged:
             most[sent // window_ms] = max(most.get(sent // window_ms, 0), e)
         near = max(most.values(), default=0)
-        self.add("never-above", f"never_above tenant: no admission above the sliding rule of "
-                                f"{a.capped_limit} a window (by its clients' send and answer times)",
-                 not above and near >= a.capped_limit / 2,
+        self.add(cid, name, not above and near >= limit / 2,
                  f"{len(spans)} admitted in {len(most)} windows, {len(above)} above the rule; the "
-                 f"oracle's least effective reached {near} of {a.capped_limit}"
-                 + "".join(f"; sent {s} answered {r}: ≥ {e}" for (s, r), e in above[:3]))
+                 f"oracle's least effective reached {near} of {limit}"
+                 + "".join(f"; {how(span)}: ≥ {e}" for span, e in above[:3]))
+
+    def never_above(self):
+        """The `never_above` tenant: no admission above the sliding rule by true time, by the
+        oracle of its clients' send and answer times."""
+        a = self.a
+        spans = [tuple(span) for *_, k, t in tallies(self.rows) if k == "capped" for span in t["spans"]]
+        self.judge_never_above(
+            "never-above", f"never_above tenant: no admission above the sliding rule of "
+                           f"{a.capped_limit} a window (by its clients' send and answer times)",
+            spans, a.capped_limit, a.window_s * 1000, lambda span: f"sent {span[0]} answered {span[1]}")
 
     def rlqs_never_above(self):
         """The `never_above` RLQS bucket: no request its clients admitted (each at a known
         instant of true time, on the token buckets they were sent) above the sliding rule,
-        all regions together; and the oracle came near the limit (a check that never does
-        proves nothing)."""
+        all regions together."""
         a = self.a
-        window_ms = a.rlqs_capped_window_s * 1000
         admitted = [(t, t) for events in self.run.capped_rlqs_events.values() for _, e in events
                     if e["event"] == "report" for t in e.get("admitted_ms", [])]
-        judged = least_effectives(admitted, window_ms)
-        above = sorted((t, e) for (t, _), e in judged if e > a.rlqs_capped_limit)
-        most = {}
-        for (t, _), e in judged:
-            most[t // window_ms] = max(most.get(t // window_ms, 0), e)
-        near = max(most.values(), default=0)
-        self.add("rlqs-never-above", f"never_above RLQS bucket: no request admitted above the sliding "
-                                     f"rule of {a.rlqs_capped_limit} per {a.rlqs_capped_window_s} s (by when its clients admitted it)",
-                 not above and near >= a.rlqs_capped_limit / 2,
-                 f"{len(admitted)} admitted in {len(most)} windows, {len(above)} above the rule; the "
-                 f"most effective reached {near} of {a.rlqs_capped_limit}"
-                 + "".join(f"; at {t}: {e}" for t, e in above[:3]))
+        self.judge_never_above(
+            "rlqs-never-above", f"never_above RLQS bucket: no request admitted above the sliding rule "
+                                f"of {a.rlqs_capped_limit} per {a.rlqs_capped_window_s} s (by when its "
+                                "clients admitted it)",
+            admitted, a.rlqs_capped_limit, a.rlqs_capped_window_s * 1000, lambda span: f"at {span[0]}")
 
     def never_above_live(self):
         """The `never_above` tenant goes on admitting. Rights are taken per cell of each
