@@ -6,8 +6,9 @@ region lives in its own network namespace, joined to the host by two veth pairs:
 Redis, one to the database. Each link goes through a userspace TCP proxy at the host end of
 the pair (to add delay and loss: the kernel may have no netem). Load comes from
 `gcounter-loadtest` (RLS v3 over gRPC) run inside each region's namespace, one per process,
-and from `rlqs-load` (RLQS, one stream standing in for an Envoy's rate_limit_quota filter),
-two per region against its first process, each on a limit of its own, for the whole run.
+and from `rlqs-load` (RLQS, each stream standing in for an Envoy's rate_limit_quota filter),
+two clients per region against its first process, each on a limit of its own, for the whole
+run: one stream on the `quota` limit, three on the `never_above` `quota_capped` limit.
 
 The run is a sequence of phases, each one window long. Phase 0 warms up; every later phase
 either draws one fault from the seed or is the quiet phase after one:

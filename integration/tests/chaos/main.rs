@@ -1,9 +1,9 @@
 //! A seeded chaos run over two regions of two processes each (`scripts/chaos.py`): processes
 //! SIGKILLed and SIGSTOPped under load, links to Redis and to the database cut between network
 //! namespaces, delay and loss on them, a Sentinel failover while the database is cut off, and
-//! the regions' clocks 2 s apart; `never_above` limits (RLS v3 and RLQS) beside the others. The runner's
-//! checker fails the run on any broken invariant; docs/reliability.md states each one and its
-//! bound.
+//! the regions' clocks 2 s apart; `never_above` limits (RLS v3 and RLQS) beside the others.
+//! The runner's checker fails the run on any broken invariant; docs/reliability.md states each
+//! one and its bound.
 //!
 //! A checker that cannot fail proves nothing: each planted defect below (in the deployment, or
 //! in a debug build's code behind `GCOUNTER_PLANT`) must turn the invariant it breaks red.
