@@ -269,7 +269,7 @@ class Checker:
     def never_above_live(self):
         """The `never_above` tenant goes on admitting. Rights are taken per cell of each
         process's own clock (true time plus its region's offset), and its admissions are
-        counted in those cells: in steady over-demand the fleet spends most of the limit in
+        counted in those cells (by when each was answered): in steady over-demand the fleet spends most of the limit in
         each (all of it but what the clock margin refuses at the cells' edges). The
         rights a SIGKILLed process held count as spent until their cell ends and weigh in the
         next one (a sliding window), so from the second cell after the kill's the whole limit
@@ -280,8 +280,11 @@ class Checker:
         a = self.a
         window_ms = a.window_s * 1000
         offsets_ms = [round(o * 1000) for o in self.run.offsets]
-        cells = [(sent + offsets_ms[r]) // window_ms
-                 for _, r, _, k, t in tallies(self.rows) if k == "capped" for sent, _ in t["spans"]]
+        # Each admission in the cell it was answered in: one that met a stopped process was
+        # decided, and its right spent, once the process went on, perhaps a cell after it was
+        # sent.
+        cells = [(answered + offsets_ms[r]) // window_ms
+                 for _, r, _, k, t in tallies(self.rows) if k == "capped" for _, answered in t["spans"]]
         per_cell = {}
         for cell in cells:
             per_cell[cell] = per_cell.get(cell, 0) + 1
