@@ -228,17 +228,18 @@ class Checker:
         for cid, (worst, broken) in results.items():
             self.add(cid, names[cid], not broken, f"worst {worst:.2f}" + "".join("; " + x for x in broken))
 
-    def judge_never_above(self, cid, name, spans, limit, window_ms, how):
+    def judge_never_above(self, cid, name, spans, limit, window_ms, how, near_share=0.5):
         """One check of admissions (sent, answered: ms, true time) against the sliding rule of
         `limit` per `window_ms`, by the oracle of `least_effectives`: none above it, and the
-        oracle came near the limit (a check that never does proves nothing)."""
+        oracle came near the limit, within `near_share` of it (a check that never does proves
+        nothing)."""
         judged = least_effectives(spans, window_ms)
         above = sorted((span, e) for span, e in judged if e > limit)
         most = {}
         for (sent, _), e in judged:
             most[sent // window_ms] = max(most.get(sent // window_ms, 0), e)
         near = max(most.values(), default=0)
-        self.add(cid, name, not above and near >= limit / 2,
+        self.add(cid, name, not above and near >= limit * near_share,
                  f"{len(spans)} admitted in {len(most)} windows, {len(above)} above the rule; the "
                  f"oracle's least effective reached {near} of {limit}"
                  + "".join(f"; {how(span)}: ≥ {e}" for span, e in above[:3]))
@@ -264,7 +265,11 @@ class Checker:
             "rlqs-never-above", f"never_above RLQS bucket: no request admitted above the sliding rule "
                                 f"of {a.rlqs_capped_limit} per {a.rlqs_capped_window_s} s (by when its "
                                 "clients admitted it)",
-            admitted, a.rlqs_capped_limit, a.rlqs_capped_window_s * 1000, lambda span: f"at {span[0]}")
+            admitted, a.rlqs_capped_limit, a.rlqs_capped_window_s * 1000, lambda span: f"at {span[0]}",
+            # A quarter, not half: on a window this short the margins at each end of it and the
+            # refill each Envoy holds ahead refuse much of the limit (docs/rlqs.md); the planted
+            # take short of the refill shows the check fails.
+            near_share=0.25)
 
     def never_above_live(self):
         """The `never_above` tenant goes on admitting. Rights are taken per cell of each
