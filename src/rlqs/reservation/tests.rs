@@ -44,27 +44,49 @@ fn ten_a_second() -> Strategy {
     Strategy::for_rate(10.0)
 }
 
-/// Ten a second sent at `start` on a counter of 600 a minute, 5 s into its window.
-async fn ten_a_second_sent() -> (Engine, Vec<BucketCounter>, Ledger, Instant) {
-    let (engine, _) = engine(600_000 + 5_000);
-    let counters = counters(600);
+/// A ledger that was just asked for ten a second, at `at_ms` on a counter of `limit` a
+/// minute, and what it sent.
+struct FirstAsk {
+    engine: Engine,
+    clock: Arc<ManualClock>,
+    counters: Vec<BucketCounter>,
+    ledger: Ledger,
+    start: Instant,
+    sent: Option<Assignment>,
+}
+
+async fn ask_ten_a_second(at_ms: u64, limit: u64) -> FirstAsk {
+    let (engine, clock) = engine(at_ms);
+    let counters = counters(limit);
     let mut ledger = Ledger::default();
     let start = Instant::now();
-    ledger
+    let sent = ledger
         .assign(&engine, &counters, ten_a_second(), start, TTL)
         .await;
-    (engine, counters, ledger, start)
+    FirstAsk {
+        engine,
+        clock,
+        counters,
+        ledger,
+        start,
+        sent,
+    }
+}
+
+/// Ten a second sent at `start` on a counter of 600 a minute, 5 s into its window.
+async fn ten_a_second_sent() -> (Engine, Vec<BucketCounter>, Ledger, Instant) {
+    let first = ask_ten_a_second(600_000 + 5_000, 600).await;
+    (first.engine, first.counters, first.ledger, first.start)
 }
 
 #[tokio::test]
 async fn a_new_bucket_takes_its_tokens_and_fills_before_it_is_sent() {
-    let (engine, _) = engine(600_000 + 5_000);
-    let counters = counters(600);
-    let mut ledger = Ledger::default();
-    let now = Instant::now();
-    let sent = ledger
-        .assign(&engine, &counters, ten_a_second(), now, TTL)
-        .await;
+    let FirstAsk {
+        engine,
+        counters,
+        sent,
+        ..
+    } = ask_ten_a_second(600_000 + 5_000, 600).await;
     // 10 tokens, and 10 a second for 10 s.
     assert_eq!(
         sent,
@@ -103,13 +125,14 @@ async fn a_renewal_takes_only_the_fills_it_adds() {
 
 #[tokio::test]
 async fn an_assignment_ends_before_its_cell_and_none_is_sent_in_its_last_seconds() {
-    let (engine, clock) = engine(600_000 + 52_000);
-    let counters = counters(600);
-    let mut ledger = Ledger::default();
-    let now = Instant::now();
-    let sent = ledger
-        .assign(&engine, &counters, ten_a_second(), now, TTL)
-        .await;
+    let FirstAsk {
+        engine,
+        clock,
+        counters,
+        start: now,
+        sent,
+        ..
+    } = ask_ten_a_second(600_000 + 52_000, 600).await;
     // 8 s left in the cell, one of them for the delivery: 7 s.
     assert_eq!(sent.map(|a| a.ttl), Some(Duration::from_secs(7)));
     clock.set(600_000 + 58_500);
@@ -130,13 +153,13 @@ async fn an_assignment_ends_before_its_cell_and_none_is_sent_in_its_last_seconds
 #[tokio::test]
 async fn without_the_room_a_smaller_bucket_or_a_denial_and_never_more_than_the_limit() {
     for limit in [0, 5, 30, 50, 119] {
-        let (engine, _) = engine(600_000 + 5_000);
-        let counters = counters(limit);
-        let mut ledger = Ledger::default();
-        let sent = ledger
-            .assign(&engine, &counters, ten_a_second(), Instant::now(), TTL)
-            .await
-            .expect("an assignment");
+        let FirstAsk {
+            engine,
+            counters,
+            sent,
+            ..
+        } = ask_ten_a_second(600_000 + 5_000, limit).await;
+        let sent = sent.expect("an assignment");
         assert!(sent.taken <= limit, "{limit}: {sent:?}");
         assert_eq!(counted(&engine, &counters).await, sent.taken, "{limit}");
         match sent.strategy {
