@@ -125,7 +125,8 @@ pub enum Strategy {
     DenyAll,
     /// Envoy's token bucket: `tokens_per_fill` every `fill_interval_s` whole seconds (Envoy
     /// reads only the seconds of the interval), holding at most `max_tokens`. A new or changed
-    /// bucket starts full.
+    /// bucket starts full. The service sends every bucket with the same interval (see
+    /// [`FILL_INTERVAL_S`]).
     TokenBucket {
         max_tokens: u32,
         tokens_per_fill: u32,
@@ -136,9 +137,12 @@ pub enum Strategy {
 /// Below this rate (hits per second) a share is a denial: one hit a minute is the slowest
 /// rate a token bucket of whole-second intervals states here.
 const SLOWEST_RATE: f64 = 1.0 / 60.0;
-/// A token bucket's rate is stated to about one part in this many: the interval grows (up
-/// to a minute) until a fill holds this many tokens.
-const PRECISION_TOKENS: f64 = 10.0;
+/// Every token bucket refills over this interval. Envoy tells a changed bucket from the one
+/// it holds by `max_tokens`, `tokens_per_fill` and the nanoseconds of `fill_interval`, not
+/// its seconds: a bucket that differs only in the whole seconds of its interval is taken as
+/// the same one and runs on at the old rate. With one interval for every bucket, another rate
+/// is another `tokens_per_fill`, and what Envoy enforces is what was sent.
+const FILL_INTERVAL_S: u32 = 60;
 /// A token bucket holds at most this long of its rate: Envoy starts a new or changed bucket
 /// full, so its size is what an assignment can admit at once beyond its rate.
 const BURST: Duration = Duration::from_secs(1);
@@ -179,8 +183,9 @@ impl Strategy {
         if !rate.is_finite() || rate < SLOWEST_RATE {
             return Self::DenyAll;
         }
-        let interval = (PRECISION_TOKENS / rate).ceil().clamp(1.0, 60.0);
-        let tokens = (rate * interval).round().clamp(1.0, f64::from(u32::MAX));
+        let tokens = (rate * f64::from(FILL_INTERVAL_S))
+            .round()
+            .clamp(1.0, f64::from(u32::MAX));
         let burst = (rate * BURST.as_secs_f64())
             .ceil()
             .clamp(1.0, f64::from(u32::MAX));
@@ -188,7 +193,7 @@ impl Strategy {
         Self::TokenBucket {
             max_tokens: burst as u32,
             tokens_per_fill: tokens as u32,
-            fill_interval_s: interval as u32,
+            fill_interval_s: FILL_INTERVAL_S,
         }
     }
 

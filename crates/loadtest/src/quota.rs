@@ -2,8 +2,8 @@
 //! request: before the bucket's first assignment, `no_assignment_behavior`; then
 //! the assignment (a blanket rule or a token bucket) until its time to live passes; then
 //! `expired_assignment_behavior`. A token bucket starts full, fills continuously at
-//! `tokens_per_fill ÷ fill_interval` up to `max_tokens`, and an identical assignment only
-//! extends its time to live (its tokens stay), as Envoy does.
+//! `tokens_per_fill ÷ fill_interval` up to `max_tokens`, and an assignment Envoy takes as
+//! the same (see [`envoy_keeps`]) only extends its time to live (its tokens and rate stay).
 
 use std::time::{Duration, Instant};
 
@@ -71,7 +71,8 @@ impl Quota {
         let strategy = action.rate_limit_strategy.unwrap_or_default();
         let until = now + ttl;
         if let Some(current) = self.assigned.as_mut()
-            && current.strategy == strategy
+            && now < current.until
+            && envoy_keeps(&current.strategy, &strategy)
         {
             current.until = until;
             return;
@@ -136,6 +137,22 @@ impl Quota {
                 }
             }
         }
+    }
+}
+
+/// Whether Envoy keeps the assignment in force (its rule and tokens) when `sent` arrives,
+/// extending only its time to live: the same blanket rule, or a token bucket that matches on
+/// `max_tokens`, `tokens_per_fill` and the fill interval's nanoseconds. Envoy does not compare
+/// the interval's seconds, so a bucket that differs only there runs on at the old rate.
+fn envoy_keeps(held: &RateLimitStrategy, sent: &RateLimitStrategy) -> bool {
+    match (&held.strategy, &sent.strategy) {
+        (Some(Strategy::TokenBucket(held)), Some(Strategy::TokenBucket(sent))) => {
+            held.max_tokens == sent.max_tokens
+                && held.tokens_per_fill == sent.tokens_per_fill
+                && held.fill_interval.as_ref().map(|d| d.nanos)
+                    == sent.fill_interval.as_ref().map(|d| d.nanos)
+        }
+        (held, sent) => held == sent,
     }
 }
 

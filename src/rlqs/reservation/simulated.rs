@@ -1,10 +1,10 @@
 //! The ledger against a simulated Envoy: token buckets applied as Envoy 1.40 applies them
-//! (a new or changed bucket starts full, an identical one keeps its tokens and extends its
-//! time to live, the refill continuous), assignments and reports each delayed by up to
-//! [`DELIVERY_BOUND`] and kept in order (one HTTP/2 stream each way), reports every 5 s or so, the strategy the service wants moving at
-//! random. At every step of 10 ms, what the Envoy admitted in the current window must be
-//! covered by what the counter holds of it: taken ahead, less what was given back. Seeded,
-//! so a failure replays.
+//! (a new or changed bucket starts full, one Envoy takes as the same keeps its tokens and
+//! rate and extends its time to live, the refill continuous), assignments and reports each
+//! delayed by up to [`DELIVERY_BOUND`] and kept in order (one HTTP/2 stream each way),
+//! reports every 5 s or so, the strategy the service wants moving at random. At every step
+//! of 10 ms, what the Envoy admitted in the current window must be covered by what the
+//! counter holds of it: taken ahead, less what was given back. Seeded, so a failure replays.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -47,6 +47,28 @@ struct EnvoyBucket {
     expires_ms: u64,
 }
 
+/// Whether Envoy keeps the token bucket it holds (`held`, its rate and tokens) when `sent`
+/// arrives: its filter compares `max_tokens`, `tokens_per_fill` and the fill interval's
+/// nanoseconds, not its seconds, so a bucket that differs only in the whole seconds of its
+/// interval runs on at the old rate.
+fn envoy_keeps(held: Strategy, sent: Strategy) -> bool {
+    match (held, sent) {
+        (
+            Strategy::TokenBucket {
+                max_tokens: held_max,
+                tokens_per_fill: held_fill,
+                ..
+            },
+            Strategy::TokenBucket {
+                max_tokens,
+                tokens_per_fill,
+                ..
+            },
+        ) => held_max == max_tokens && held_fill == tokens_per_fill,
+        _ => false,
+    }
+}
+
 /// How the simulated Envoy may misbehave, to show that the check catches it.
 #[derive(Clone, Copy, PartialEq)]
 enum Envoy {
@@ -87,7 +109,7 @@ async fn run(seed: u64, envoy: Envoy) -> Option<(u64, u64, u64)> {
     let mut random = Random(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let base = Instant::now();
     let delivery_ms = DELIVERY_BOUND.as_millis() as u64;
-    let rates = [0.5, 1.0, 3.0, 7.0, 15.0];
+    let rates = [0.25, 0.5, 1.0, 3.0, 7.0, 15.0];
 
     let mut ledger = Ledger::default();
     let mut sent: Option<(Strategy, Instant)> = None;
@@ -112,7 +134,7 @@ async fn run(seed: u64, envoy: Envoy) -> Option<(u64, u64, u64)> {
             let (_, (strategy, ttl_ms)) = assignments.remove(0);
             bucket = match (strategy, bucket.take()) {
                 (Strategy::TokenBucket { .. }, Some(mut same))
-                    if same.strategy == strategy && t < same.expires_ms =>
+                    if envoy_keeps(same.strategy, strategy) && t < same.expires_ms =>
                 {
                     same.expires_ms = t + ttl_ms;
                     Some(same)

@@ -74,27 +74,58 @@ fn demand_over_the_total_is_split_max_min_fair() {
 }
 
 #[test]
-fn a_rate_becomes_a_token_bucket_of_whole_seconds() {
+fn a_rate_becomes_a_token_bucket_refilled_every_minute() {
     assert_eq!(
         Strategy::for_rate(10.0),
         Strategy::TokenBucket {
             max_tokens: 10,
-            tokens_per_fill: 10,
-            fill_interval_s: 1
+            tokens_per_fill: 600,
+            fill_interval_s: 60
         }
     );
-    // a slow rate: the interval grows until a fill holds ten tokens
     assert_eq!(
         Strategy::for_rate(0.5),
         Strategy::TokenBucket {
             max_tokens: 1,
-            tokens_per_fill: 10,
-            fill_interval_s: 20
+            tokens_per_fill: 30,
+            fill_interval_s: 60
         }
     );
     assert_eq!(Strategy::for_rate(0.01), Strategy::DenyAll);
     assert_eq!(Strategy::for_rate(f64::NAN), Strategy::DenyAll);
     assert_eq!(Strategy::for_rate(1_000.0).rate(), Some(1_000.0));
+}
+
+/// What Envoy compares to tell a changed token bucket from the one it holds (not the
+/// interval's seconds).
+fn envoy_identity(strategy: Strategy) -> Option<(u32, u32)> {
+    match strategy {
+        Strategy::TokenBucket {
+            max_tokens,
+            tokens_per_fill,
+            ..
+        } => Some((max_tokens, tokens_per_fill)),
+        Strategy::AllowAll | Strategy::DenyAll => None,
+    }
+}
+
+#[test]
+fn buckets_of_other_rates_are_other_buckets_to_envoy() {
+    // Slow rates once differed only in the interval's seconds (0.5 and 1 a second were both
+    // 10 tokens, at most 1), and Envoy kept the faster bucket when sent the slower one.
+    let mut seen = std::collections::HashMap::new();
+    for n in 1..=20_000 {
+        let rate = f64::from(n) / 200.0;
+        for strategy in [Strategy::for_rate(rate), Strategy::with_burst(rate, 9)] {
+            if let Some(identity) = envoy_identity(strategy) {
+                let first = *seen.entry(identity).or_insert(strategy);
+                assert_eq!(
+                    first, strategy,
+                    "the same bucket to Envoy at {rate} a second"
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -100,3 +100,26 @@ fn an_identical_assignment_keeps_its_tokens_and_a_changed_one_starts_full() {
         3
     );
 }
+
+#[test]
+fn a_bucket_that_differs_only_in_its_interval_seconds_runs_on_at_the_old_rate() {
+    let now = Instant::now();
+    let mut quota = Quota::new(Fallback::DenyAll, Fallback::DenyAll);
+    quota.assign(&action(tokens(1, 10, 1), 30), now);
+    quota.assign(&action(tokens(1, 10, 20), 30), now + Duration::from_secs(1));
+    // Still about 10 a second (50 in 5 s, less the rounding of many small refills), not
+    // one every 2 s.
+    let got = admitted(&mut quota, now + Duration::from_secs(1), 100, 5);
+    assert!((40..=51).contains(&got), "{got}");
+}
+
+#[test]
+fn an_identical_bucket_sent_after_the_old_one_expired_starts_full() {
+    let now = Instant::now();
+    let mut quota = Quota::new(Fallback::DenyAll, Fallback::DenyAll);
+    quota.assign(&action(tokens(5, 1, 60), 2), now);
+    assert_eq!((0..10).filter(|_| quota.admit(now)).count(), 5);
+    let later = now + Duration::from_secs(3);
+    quota.assign(&action(tokens(5, 1, 60), 2), later);
+    assert_eq!((0..10).filter(|_| quota.admit(later)).count(), 5);
+}
