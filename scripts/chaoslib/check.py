@@ -265,11 +265,7 @@ class Checker:
             "rlqs-never-above", f"never_above RLQS bucket: no request admitted above the sliding rule "
                                 f"of {a.rlqs_capped_limit} per {a.rlqs_capped_window_s} s (by when its "
                                 "clients admitted it)",
-            admitted, a.rlqs_capped_limit, a.rlqs_capped_window_s * 1000, lambda span: f"at {span[0]}",
-            # A quarter, not half: on a window this short the margins at each end of it and the
-            # refill each Envoy holds ahead refuse much of the limit (docs/rlqs.md); the planted
-            # take short of the refill shows the check fails.
-            near_share=0.25)
+            admitted, a.rlqs_capped_limit, a.rlqs_capped_window_s * 1000, lambda span: f"at {span[0]}")
 
     def never_above_live(self):
         """The `never_above` tenant goes on admitting. Rights are taken per cell of each

@@ -267,9 +267,13 @@ impl Ledger {
                         taken: cost,
                     });
                 }
+                // A smaller bucket replaces the one Envoy holds only if it is still larger:
+                // trading a running bucket for a slower one would refuse what was taken.
                 Err(room) => match smaller(strategy, room, bucket_ttl) {
-                    Some(smaller) => strategy = smaller,
-                    None => break,
+                    Some(smaller) if held.is_none_or(|held| faster(smaller, held.strategy)) => {
+                        strategy = smaller;
+                    }
+                    _ => break,
                 },
             }
         }
@@ -451,6 +455,11 @@ fn smaller(strategy: Strategy, room: u64, ttl: Duration) -> Option<Strategy> {
     };
     let smaller = Strategy::for_rate(fitting);
     (matches!(smaller, Strategy::TokenBucket { .. }) && smaller != strategy).then_some(smaller)
+}
+
+/// Whether `strategy` admits faster than `than`.
+fn faster(strategy: Strategy, than: Strategy) -> bool {
+    strategy.rate().unwrap_or(0.0) > than.rate().unwrap_or(0.0)
 }
 
 fn hit(counter: &BucketCounter, cost: u64) -> Hit<'_> {

@@ -273,8 +273,8 @@ fn rlqs_envoys_bursting_together_stay_within_the_bound() {
 /// fallbacks denying as such a limit needs, three clients each sending 30 requests, one every
 /// 100 ms or as soon as the one before is answered. Every token bucket is taken from the
 /// counter before it is sent, so together they admit at most the limit in the window, as
-/// their clients see it and as their upstreams received it; and the room is handed out.
-/// Taking only each bucket's tokens (`rlqs-take-short`) admits more than the limit.
+/// their clients see it and as their upstreams received it; and at least half the room is
+/// handed out.
 #[test]
 fn rlqs_envoys_on_a_never_above_limit_admit_at_most_the_limit() {
     const LIMIT: usize = 30;
@@ -345,5 +345,9 @@ fn rlqs_envoys_on_a_never_above_limit_admit_at_most_the_limit() {
         (total + later) as u64,
         "the upstreams received what the clients saw admitted"
     );
-    assert!(total > 0, "nothing admitted{context}");
+    // A held bucket traded for a slower one at every reassignment left 11 to 16 admitted.
+    assert!(
+        total * 2 >= LIMIT,
+        "{total} admitted: less than half of {LIMIT}{context}"
+    );
 }

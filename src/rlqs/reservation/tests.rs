@@ -263,6 +263,25 @@ async fn a_bucket_replaced_pays_for_its_successor_with_the_refill_it_can_no_long
     assert_eq!(counted(&engine, &counters).await, 110 + 150);
 }
 
+#[tokio::test]
+async fn a_bucket_held_is_not_traded_for_a_slower_one_that_fits() {
+    // 10 a second fits on a counter of 150 a minute (110 taken); 20 a second does not, and
+    // what would fit of it (less than 40 left) is slower than what Envoy holds.
+    let (engine, _) = engine(600_000 + 5_000);
+    let counters = counters(150);
+    let mut ledger = Ledger::default();
+    let start = Instant::now();
+    let first = ledger
+        .assign(&engine, &counters, ten_a_second(), start, TTL)
+        .await;
+    assert_eq!(first.map(|a| a.strategy), Some(ten_a_second()));
+    let later = start + Duration::from_secs(1);
+    let twenty = Strategy::for_rate(20.0);
+    let sent = ledger.assign(&engine, &counters, twenty, later, TTL).await;
+    assert_eq!(sent, None, "the bucket held runs on");
+    assert_eq!(counted(&engine, &counters).await, 110);
+}
+
 #[test]
 fn a_ledger_is_charged_what_it_holds() {
     // The box, the cells' sequences of a rule of a few windows, the allocator's rounding.
