@@ -267,8 +267,8 @@ impl Ledger {
                         taken: cost,
                     });
                 }
-                // A smaller bucket replaces the one Envoy holds only if it is still larger:
-                // trading a running bucket for a slower one would refuse what was taken.
+                // A smaller bucket replaces the one Envoy holds only if it is faster than
+                // that one: trading a running bucket for a slower one refuses what was taken.
                 Err(room) => match smaller(strategy, room, bucket_ttl) {
                     Some(smaller) if held.is_none_or(|held| faster(smaller, held.strategy)) => {
                         strategy = smaller;

@@ -134,8 +134,8 @@ pub enum Strategy {
     },
 }
 
-/// Below this rate (hits per second) a share is a denial: one hit a minute is the slowest
-/// rate a token bucket of whole-second intervals states here.
+/// Below this rate (hits per second) a share is a denial: one token a fill (a minute) is the
+/// slowest rate a token bucket states here.
 const SLOWEST_RATE: f64 = 1.0 / 60.0;
 /// Every token bucket refills over this interval. Envoy tells a changed bucket from the one
 /// it holds by `max_tokens`, `tokens_per_fill` and the nanoseconds of `fill_interval`, not
@@ -211,6 +211,21 @@ impl Strategy {
                 fill_interval_s,
             },
             other => other,
+        }
+    }
+
+    /// What Envoy compares to tell a changed token bucket from the one it holds:
+    /// `max_tokens` and `tokens_per_fill` (and the interval's nanoseconds, always 0 here), not
+    /// the interval's seconds. `None` for a blanket rule.
+    #[cfg(test)]
+    pub fn envoy_identity(self) -> Option<(u32, u32)> {
+        match self {
+            Self::TokenBucket {
+                max_tokens,
+                tokens_per_fill,
+                ..
+            } => Some((max_tokens, tokens_per_fill)),
+            Self::AllowAll | Self::DenyAll => None,
         }
     }
 

@@ -52,21 +52,7 @@ struct EnvoyBucket {
 /// nanoseconds, not its seconds, so a bucket that differs only in the whole seconds of its
 /// interval runs on at the old rate.
 fn envoy_keeps(held: Strategy, sent: Strategy) -> bool {
-    match (held, sent) {
-        (
-            Strategy::TokenBucket {
-                max_tokens: held_max,
-                tokens_per_fill: held_fill,
-                ..
-            },
-            Strategy::TokenBucket {
-                max_tokens,
-                tokens_per_fill,
-                ..
-            },
-        ) => held_max == max_tokens && held_fill == tokens_per_fill,
-        _ => false,
-    }
+    held.envoy_identity().is_some() && held.envoy_identity() == sent.envoy_identity()
 }
 
 /// How the simulated Envoy may misbehave, to show that the check catches it.

@@ -96,19 +96,6 @@ fn a_rate_becomes_a_token_bucket_refilled_every_minute() {
     assert_eq!(Strategy::for_rate(1_000.0).rate(), Some(1_000.0));
 }
 
-/// What Envoy compares to tell a changed token bucket from the one it holds (not the
-/// interval's seconds).
-fn envoy_identity(strategy: Strategy) -> Option<(u32, u32)> {
-    match strategy {
-        Strategy::TokenBucket {
-            max_tokens,
-            tokens_per_fill,
-            ..
-        } => Some((max_tokens, tokens_per_fill)),
-        Strategy::AllowAll | Strategy::DenyAll => None,
-    }
-}
-
 #[test]
 fn buckets_of_other_rates_are_other_buckets_to_envoy() {
     // Slow rates once differed only in the interval's seconds (0.5 and 1 a second were both
@@ -117,7 +104,7 @@ fn buckets_of_other_rates_are_other_buckets_to_envoy() {
     for n in 1..=20_000 {
         let rate = f64::from(n) / 200.0;
         for strategy in [Strategy::for_rate(rate), Strategy::with_burst(rate, 9)] {
-            if let Some(identity) = envoy_identity(strategy) {
+            if let Some(identity) = strategy.envoy_identity() {
                 let first = *seen.entry(identity).or_insert(strategy);
                 assert_eq!(
                     first, strategy,
