@@ -43,7 +43,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Starts forwarding 127.0.0.1:<free port> to `upstream`.
+    /// Starts forwarding `127.0.0.1:<free port>` to `upstream`.
     pub fn start(upstream: SocketAddr) -> Proxy {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy port");
         listener

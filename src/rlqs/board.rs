@@ -158,7 +158,7 @@ impl QuotaBoard {
     }
 
     /// Adds a member for a bucket of stream `stream` counting on `counters`; the member's
-    /// group holds the counters once ([`Member::counters`]).
+    /// group holds the counters once (`Member::counters`).
     pub fn join(
         self: &Arc<Self>,
         counters: &Arc<[BucketCounter]>,

@@ -126,7 +126,7 @@ pub enum Strategy {
     /// Envoy's token bucket: `tokens_per_fill` every `fill_interval_s` whole seconds (Envoy
     /// reads only the seconds of the interval), holding at most `max_tokens`. A new or changed
     /// bucket starts full. The service sends every bucket with the same interval (see
-    /// [`FILL_INTERVAL_S`]).
+    /// `FILL_INTERVAL_S`).
     TokenBucket {
         max_tokens: u32,
         tokens_per_fill: u32,
@@ -243,7 +243,7 @@ impl Strategy {
     }
 
     /// The strategy to send for `rate` when `current` is assigned: `current` while the rate is
-    /// within [`HYSTERESIS`] of it, so an unchanged bucket keeps its tokens.
+    /// within `HYSTERESIS` of it, so an unchanged bucket keeps its tokens.
     pub fn next(current: Option<Strategy>, rate: f64) -> Self {
         let wanted = Self::for_rate(rate);
         match current {
@@ -268,9 +268,9 @@ impl Strategy {
     ///   instead, and a burst charged on every change was room no Envoy got (three Envoys at
     ///   steady load admitted 0.85 of their limit so).
     /// - A bucket alone on its counter is lent all the room no Envoy holds; one that shares
-    ///   it, up to [`MAX_BURST`]. The tokens come out of the rate (`lent ÷ horizon`), and the
+    ///   it, up to `MAX_BURST`. The tokens come out of the rate (`lent ÷ horizon`), and the
     ///   board charges them until reports show them.
-    /// - Once the counter is shared, a bucket lent more than [`MAX_BURST`] is taken back: it
+    /// - Once the counter is shared, a bucket lent more than `MAX_BURST` is taken back: it
     ///   is sent the plain token bucket of its share, which Envoy starts anew, so it holds
     ///   no more than one second of that rate. What it may have spent of the old one stays
     ///   charged until its next report shows it.

@@ -1,5 +1,5 @@
-//! OpenTelemetry tracing, off by default: the settings ([`settings`]), the decision's span
-//! ([`decision`]) and the export of finished spans ([`export`]). While it is off nothing
+//! OpenTelemetry tracing, off by default: the settings (`settings`), the decision's span
+//! (`decision`) and the export of finished spans (`export`). While it is off nothing
 //! here runs: the limiter holds no tracer and the `tracing` spans of the engine and the
 //! stores interest no layer.
 

@@ -16,7 +16,7 @@ use crate::telemetry::ConnectionMetrics;
 /// An accepted TCP connection that holds one permit of its listener's connection cap for as
 /// long as it lives (the permit is released when hyper drops the IO, however the connection
 /// ends, TLS handshake included), and fails its reads once `preface_timeout` passes before
-/// `preface_bytes` arrived (see [`PrefaceDeadline`]).
+/// `preface_bytes` arrived (see `PrefaceDeadline`).
 pub struct BoundedConn {
     stream: PrefaceDeadline<TcpStream>,
     metrics: ConnectionMetrics,

@@ -59,14 +59,14 @@ pub type GrpcRequest = http::Request<BudgetedBody<EndStreamChecked<Incoming>>>;
 /// - Flow-control windows: what a peer may push before the service reads (hyper's default
 ///   was 1 MiB per stream and per connection).
 /// - A request that is not a gRPC call (not a `POST`, not a gRPC content type) answered
-///   405 or 415 from its head, before every layer below ([`request_head`]).
-/// - [`RequestDeadlineLayer`]: one deadline per request from its headers to its answer
+///   405 or 415 from its head, before every layer below (`request_head`).
+/// - `RequestDeadlineLayer`: one deadline per request from its headers to its answer
 ///   (the server's or the client's `grpc-timeout`, the shorter), so the body read is
 ///   covered: a stream that trickles its body is cut (`CANCELLED`, or `RST_STREAM(CANCEL)`
 ///   at the client's deadline) and frees what it held.
 /// - The body budget ([`BodyBudgetLayer`]): the global bound on buffered request bytes, a
 ///   share of it per connection, and a deadline on each message once begun.
-/// - A global cap on requests in flight ([`InflightLimitLayer`]): each holds a task, an
+/// - A global cap on requests in flight (`InflightLimitLayer`): each holds a task, an
 ///   HTTP/2 stream and tonic's 8 KiB decode buffer whatever it announces; past the cap,
 ///   requests wait without reading their body, within the request deadline.
 /// - HTTP/2 keepalive: drops peers that vanished without closing.
@@ -75,7 +75,7 @@ pub type GrpcRequest = http::Request<BudgetedBody<EndStreamChecked<Incoming>>>;
 /// - A bound on the streams a peer makes the server reset for its errors (1,024 per
 ///   connection, hyper's default: the defence against RUSTSEC-2024-0003's reset floods),
 ///   which tonic's builder turned off.
-/// - At most [`MAX_SEND_BUFFER`] of response bytes queued per stream for a peer that does
+/// - At most `MAX_SEND_BUFFER` of response bytes queued per stream for a peer that does
 ///   not read them.
 /// - No `date` header: gRPC clients do not read it (grpc-go sends none), and hyper would
 ///   write it into every response.

@@ -3,7 +3,7 @@
 //! the assignment (a blanket rule or a token bucket) until its time to live passes; then
 //! `expired_assignment_behavior`. A token bucket starts full, fills continuously at
 //! `tokens_per_fill ÷ fill_interval` up to `max_tokens`, and an assignment Envoy takes as
-//! the same (see [`envoy_keeps`]) only extends its time to live (its tokens and rate stay).
+//! the same (see `envoy_keeps`) only extends its time to live (its tokens and rate stay).
 
 use std::time::{Duration, Instant};
 

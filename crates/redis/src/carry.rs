@@ -55,7 +55,7 @@ impl CountReader {
     /// `INCRBY` never leaves one so).
     ///
     /// Read with `GETRANGE`, one byte past the longest count, so that a key holding a large
-    /// value costs [`COUNT_BYTES`] + 1 bytes, not the value: the replaced Redis is not ours.
+    /// value costs `COUNT_BYTES` + 1 bytes, not the value: the replaced Redis is not ours.
     pub async fn count(&self, name: &str) -> Result<Option<u64>, OriginError> {
         let mut get = redis::cmd("GETRANGE");
         get.arg(name).arg(0).arg(COUNT_BYTES);

@@ -1,7 +1,7 @@
 //! The regional origin of a region made of several processes: Redis, one node, a cluster, or
 //! the master Redis Sentinel names.
 //!
-//! A cell is one hash (layout in [`key`]): a PN-counter with one component per process, the
+//! A cell is one hash (layout in the `key` module): a PN-counter with one component per process, the
 //! field `<process>` holding that process's cumulative hits of the cell and `r:<process>` its
 //! cumulative refunds (never above its hits). Replay runs `replay.lua` per cell (keep each
 //! field's `max`, refresh the expiry, return the sums) in one pipelined round trip (one per

@@ -1,6 +1,6 @@
 //! The store on a SQL database through sea-orm: MySQL/MariaDB, PostgreSQL or SQLite.
 //!
-//! The three statements that matter are hand-written per backend ([`dialect`]: placeholders,
+//! The three statements that matter are hand-written per backend (the `dialect` module: placeholders,
 //! quoting, `GREATEST` vs `MAX`, `DELETE … LIMIT` vs a sub-select differ); this module runs
 //! them (timeouts, retries, chunks, decoding); sea-orm provides the pool, binding, decoding and
 //! the migrations.
