@@ -228,18 +228,17 @@ class Checker:
         for cid, (worst, broken) in results.items():
             self.add(cid, names[cid], not broken, f"worst {worst:.2f}" + "".join("; " + x for x in broken))
 
-    def judge_never_above(self, cid, name, spans, limit, window_ms, how, near_share=0.5):
+    def judge_never_above(self, cid, name, spans, limit, window_ms, how):
         """One check of admissions (sent, answered: ms, true time) against the sliding rule of
         `limit` per `window_ms`, by the oracle of `least_effectives`: none above it, and the
-        oracle came near the limit, within `near_share` of it (a check that never does proves
-        nothing)."""
+        oracle came near the limit (a check that never does proves nothing)."""
         judged = least_effectives(spans, window_ms)
         above = sorted((span, e) for span, e in judged if e > limit)
         most = {}
         for (sent, _), e in judged:
             most[sent // window_ms] = max(most.get(sent // window_ms, 0), e)
         near = max(most.values(), default=0)
-        self.add(cid, name, not above and near >= limit * near_share,
+        self.add(cid, name, not above and near >= limit / 2,
                  f"{len(spans)} admitted in {len(most)} windows, {len(above)} above the rule; the "
                  f"oracle's least effective reached {near} of {limit}"
                  + "".join(f"; {how(span)}: ≥ {e}" for span, e in above[:3]))
@@ -270,11 +269,11 @@ class Checker:
     def never_above_live(self):
         """The `never_above` tenant goes on admitting. Rights are taken per cell of each
         process's own clock (true time plus its region's offset), and its admissions are
-        counted in those cells (by when each was answered): in steady over-demand the fleet spends most of the limit in
-        each (all of it but what the clock margin refuses at the cells' edges). The
-        rights a SIGKILLed process held count as spent until their cell ends and weigh in the
-        next one (a sliding window), so from the second cell after the kill's the whole limit
-        is there again. Every cell wholly under load, but the two from a kill's, admits more
+        counted in those cells (by when each was answered): in steady over-demand the fleet
+        spends most of the limit in each (all of it but what the clock margin refuses at the
+        cells' edges). The rights a SIGKILLed process held count as spent until their cell
+        ends and weigh in the next one (a sliding window), so from the second cell after the
+        kill's the whole limit is there again. Every cell wholly under load, but the two from a kill's, admits more
         than half the limit: the demand is several times the limit, and a link fault or a
         stop strands only what its region or process holds. (A take that weighed the previous
         cell's rights in full would leave two cells in a row no more than the limit together.)"""

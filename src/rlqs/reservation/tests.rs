@@ -267,13 +267,14 @@ async fn a_bucket_replaced_pays_for_its_successor_with_the_refill_it_can_no_long
 async fn a_bucket_held_is_not_traded_for_a_slower_one_that_fits() {
     // 10 a second fits on a counter of 150 a minute (110 taken); 20 a second does not, and
     // what would fit of it (less than 40 left) is slower than what Envoy holds.
-    let (engine, _) = engine(600_000 + 5_000);
-    let counters = counters(150);
-    let mut ledger = Ledger::default();
-    let start = Instant::now();
-    let first = ledger
-        .assign(&engine, &counters, ten_a_second(), start, TTL)
-        .await;
+    let FirstAsk {
+        engine,
+        counters,
+        mut ledger,
+        start,
+        sent: first,
+        ..
+    } = ask_ten_a_second(600_000 + 5_000, 150).await;
     assert_eq!(first.map(|a| a.strategy), Some(ten_a_second()));
     let later = start + Duration::from_secs(1);
     let twenty = Strategy::for_rate(20.0);
